@@ -1,0 +1,93 @@
+"""The master logic every engine shares (APAM.md §1): it owns x and the optimizer state and applies updates.
+
+Engines differ only in how gradients reach the master (transport) and in how time is measured (clock); the
+arithmetic of an update, the protocol (async or sync) and the staleness bookkeeping live here, once.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import torch
+
+
+class Master:
+    """Owns the iterate x, the update rule's state, the version counter and the staleness log.
+
+    Protocols:
+        ``async`` (APAM, async SGD): every gradient is applied on arrival, one update per gradient, in arrival order.
+        ``sync`` (sync-parallel AMSGrad): the master waits for one gradient from each of the ``workers`` workers,
+            all computed at the current version, applies one update with their mean, and bumps the version once.
+
+    The staleness of an update is ``tau_k = version at apply - version the gradient was computed at`` (APAM.md §1);
+    for a sync round it is 0 by construction.
+
+    Args:
+        rule: an update rule from :func:`algorithms.build_rule` (``init``/``step``).
+        x0: initial iterate, shape (d,), float32; copied.
+        protocol: ``"async"`` or ``"sync"``.
+        workers: number of workers P >= 1 (the sync round size).
+
+    Raises:
+        ValueError: unknown protocol, P < 1, or (sync) a gradient computed at another version than the current one.
+    """
+
+    def __init__(self, rule, x0: torch.Tensor, protocol: str, workers: int) -> None:
+        if protocol not in ("async", "sync"):
+            raise ValueError(f"protocol={protocol!r}: must be 'async' or 'sync'")
+        if workers < 1:
+            raise ValueError(f"workers={workers}: must be >= 1")
+        self.rule = rule
+        self.protocol = protocol
+        self.workers = int(workers)
+        self.x = x0.detach().clone()
+        self.state = rule.init(self.x)
+        self.version = 0          # number of updates applied
+        self.gradients = 0        # gradients received
+        self._round_sum: torch.Tensor | None = None
+        self._round_count = 0
+        self._window: list[int] = []      # staleness of the updates since the last ``take_staleness``
+        self.histogram: Counter[int] = Counter()  # staleness -> number of updates, whole run
+
+    # ------------------------------------------------------------------ updates
+    def receive(self, g: torch.Tensor, read_version: int) -> bool:
+        """Take one gradient computed at version ``read_version``; return True when an update was applied.
+
+        Args:
+            g: gradient, shape (d,), same dtype/device as x. Not kept (the sync round accumulates a copy).
+            read_version: the master version of the iterate the gradient was computed at (<= current version).
+        """
+        self.gradients += 1
+        if self.protocol == "async":
+            self._apply(g, self.version - int(read_version))
+            return True
+        if read_version != self.version:
+            raise ValueError(f"sync gradient computed at version {read_version}, master is at {self.version}")
+        if self._round_sum is None:
+            self._round_sum = g.detach().clone()
+        else:
+            self._round_sum.add_(g)
+        self._round_count += 1
+        if self._round_count < self.workers:
+            return False
+        mean = self._round_sum.div_(self._round_count)
+        self._round_sum, self._round_count = None, 0
+        self._apply(mean, 0)
+        return True
+
+    def set_round_size(self, workers: int) -> None:
+        """Shrink the sync round after a worker is lost (async ignores it). Applies the round if already complete."""
+        self.workers = max(1, int(workers))
+
+    def _apply(self, g: torch.Tensor, tau: int) -> None:
+        self.x, self.state = self.rule.step(self.x, g, self.state)
+        self.version += 1
+        self._window.append(tau)
+        self.histogram[tau] += 1
+
+    # ------------------------------------------------------------------ bookkeeping
+    def take_staleness(self) -> tuple[float, int]:
+        """Mean and max staleness of the updates since the previous call (NaN, 0 when there were none)."""
+        w, self._window = self._window, []
+        if not w:
+            return float("nan"), 0
+        return sum(w) / len(w), max(w)

@@ -1,0 +1,114 @@
+"""Checks a command line before Hydra runs anything: every job of a sweep is composed and validated first.
+
+Hydra reports an unknown option or key as a multi-line message with exit code 1, after a sweep may already have
+written results. Here each combination of the overrides (command line and the experiment's own sweep,
+``hydra.sweeper.params``) is composed with Hydra's compose API and checked by :func:`experiments.validate.validate`;
+the first problem becomes a :class:`ConfigError` naming the override, so the entry point exits 2, nothing written.
+"""
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import OverrideType
+from omegaconf import OmegaConf
+
+from experiments.errors import ConfigError
+from experiments.validate import validate
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+MAX_COMBINATIONS = 512
+_PREFIX = {OverrideType.ADD: "+", OverrideType.FORCE_ADD: "++", OverrideType.DEL: "~"}
+
+
+def _expand(overrides: list[str]) -> dict[str, list[str]]:
+    """key -> list of ``key=value`` strings (one per swept value; one for a plain override)."""
+    parser = OverridesParser.create()
+    try:
+        parsed = parser.parse_overrides(overrides)
+    except Exception as exc:  # hydra's OverrideParseException and friends
+        raise ConfigError(str(exc).splitlines()[0]) from None
+    out: dict[str, list[str]] = {}
+    for o in parsed:
+        key = _PREFIX.get(o.type, "") + o.get_key_element()
+        if o.is_sweep_override():
+            out[key] = [f"{key}={v}" for v in o.sweep_string_iterator()]
+        else:
+            out[key] = [o.input_line]
+    return out
+
+
+def _compose(overrides: list[str], hydra_cfg: bool = False):
+    return compose(config_name="config", overrides=overrides, return_hydra_config=hydra_cfg)
+
+
+def _options(group: str) -> str:
+    folder = CONF_DIR / group.split("@")[0]
+    return ", ".join(sorted(p.stem for p in folder.glob("*.yaml"))) if folder.is_dir() else ""
+
+
+def _explain(override: str, exc: Exception) -> ConfigError:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if first.startswith("Could not override"):
+        first = "no such config key"
+    key = override.split("=", 1)[0].lstrip("+~")
+    opts = _options(key)
+    hint = f" (options: {opts})" if opts else ""
+    return ConfigError(f"{override}: {first}{hint}")
+
+
+def _check_one(combo: list[str]) -> None:
+    try:
+        cfg = _compose(combo)
+    except Exception as exc:
+        for o in combo:  # find the override that fails on its own
+            try:
+                _compose([o])
+            except Exception as single:
+                raise _explain(o, single) from None
+        raise ConfigError(f"{' '.join(combo)}: {str(exc).strip().splitlines()[0]}") from None
+    try:
+        resolved = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    except Exception as exc:
+        raise ConfigError(f"{' '.join(combo)}: {str(exc).strip().splitlines()[0]}") from None
+    validate(resolved)
+
+
+def precheck(overrides: list[str], multirun: bool) -> int:
+    """Compose and validate every job the command line asks for; return the number of jobs.
+
+    Raises:
+        ConfigError: the first bad override or value, as one line naming it.
+    """
+    expanded = _expand(overrides)
+    if not multirun:
+        for key, values in expanded.items():
+            if len(values) > 1:
+                raise ConfigError(f"{key}={','.join(v.split('=', 1)[1] for v in values)}: a sweep needs -m (multirun)")
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="precheck"):
+        if multirun:
+            first = [vals[0] for vals in expanded.values()]
+            try:
+                hcfg = _compose(first, hydra_cfg=True)
+            except Exception:
+                hcfg = None
+            if hcfg is not None:
+                node = hcfg.hydra.sweeper.get("params")
+                params = OmegaConf.to_container(node, resolve=True) if node is not None else {}
+                for key, value in params.items():
+                    if key not in expanded:
+                        expanded.update(_expand([f"{key}={value}"]))
+        lists = list(expanded.values())
+        total = 1
+        for vals in lists:
+            total *= len(vals)
+        if total <= MAX_COMBINATIONS:
+            combos = itertools.product(*lists) if lists else [()]
+        else:  # vary one key at a time around the first values
+            base = [vals[0] for vals in lists]
+            combos = [tuple(base[:i] + [v] + base[i + 1:]) for i, vals in enumerate(lists) for v in vals]
+        for combo in combos:
+            _check_one(list(combo))
+    return total

@@ -1,0 +1,98 @@
+"""Evaluation points of a run: the trace rows, divergence detection, progress (shared by every engine).
+
+Engines call :meth:`Recorder.due` cheaply in their loop and :meth:`Recorder.record` at evaluation points; the
+time they pass is on their own clock and excludes evaluation (a wall-clock engine pauses its timer around it).
+"""
+from __future__ import annotations
+
+import math
+import sys
+
+from tqdm.auto import tqdm
+
+
+class Diverged(RuntimeError):
+    """The loss became NaN/inf or grew past ``divergence_factor`` times its initial value."""
+
+
+class Recorder:
+    """Collects one trace row per evaluation point.
+
+    Args:
+        problem: the run's problem (``evaluate``, ``num_train``).
+        columns: constant columns of every row (run_id, problem, algorithm, engine, workers, ...).
+        eval_every: epochs between evaluation points (> 0); evaluation also happens at epoch 0 and at the end.
+        total_epochs: planned length of the run in epochs (for the progress bar), or None.
+        f_star: the problem's optimal value, or None (then ``opt_gap`` is empty).
+        clock: ``simulated`` or ``wall``.
+        divergence_factor: a train loss above this times the initial one (or non-finite) marks divergence.
+        progress: show a tqdm bar (``None``: only on a terminal).
+    """
+
+    def __init__(self, problem, columns: dict, eval_every: float, total_epochs: float | None, f_star: float | None,
+                 clock: str, divergence_factor: float = 1e3, progress: bool | None = None) -> None:
+        self.problem = problem
+        self.columns = dict(columns)
+        self.eval_every_samples = max(1, int(round(eval_every * problem.num_train)))
+        self.f_star = f_star
+        self.clock = clock
+        self.divergence_factor = divergence_factor
+        self.rows: list[dict] = []
+        self.master = None
+        self._next = 0
+        self._initial_loss: float | None = None
+        disable = (not sys.stderr.isatty()) if progress is None else (not progress)
+        self._bar = tqdm(total=total_epochs, unit="epoch", desc=str(columns.get("run_id", "run")), leave=False,
+                         disable=disable, bar_format="{l_bar}{bar}| {n:.2f}/{total_fmt} epochs [{elapsed}<{remaining}]")
+        self._bar_epochs = 0.0
+
+    def attach(self, master) -> None:
+        """Remember the run's master, so that its staleness histogram survives a divergence or a failure."""
+        self.master = master
+
+    def due(self, samples: int) -> bool:
+        """True when ``samples`` processed samples reach the next evaluation point."""
+        return samples >= self._next
+
+    def record(self, x, samples: int, updates: int, gradients: int, time_s: float,
+               staleness: tuple[float, int]) -> dict:
+        """Evaluate ``x`` on the full train and test sets and append a trace row.
+
+        Args:
+            x: the master's iterate, (d,) float32.
+            samples: training samples consumed so far (epoch = samples / num_train).
+            updates: master updates applied; gradients: gradients received.
+            time_s: seconds on the engine's clock, evaluation excluded.
+            staleness: (mean, max) over the updates since the previous row.
+
+        Raises:
+            Diverged: the loss is not finite or has grown past the divergence factor.
+        """
+        metrics = self.problem.evaluate(x)
+        epoch = samples / self.problem.num_train
+        row = dict(self.columns)
+        row.update(epoch=epoch, updates=updates, gradients=gradients, clock=self.clock, time_s=time_s,
+                   train_loss=metrics["train_loss"], train_acc=metrics["train_acc"],
+                   test_loss=metrics["test_loss"], test_acc=metrics["test_acc"],
+                   staleness_mean=staleness[0], staleness_max=staleness[1],
+                   opt_gap=(metrics["train_loss"] - self.f_star) if self.f_star is not None else float("nan"))
+        self.rows.append(row)
+        while self._next <= samples:
+            self._next += self.eval_every_samples
+        self._bar.update(epoch - self._bar_epochs)
+        self._bar_epochs = epoch
+        self._bar.set_postfix(loss=f"{metrics['train_loss']:.4g}", acc=f"{metrics['test_acc']:.3f}", refresh=False)
+        loss = metrics["train_loss"]
+        if self._initial_loss is None:
+            self._initial_loss = loss
+        if not math.isfinite(loss) or loss > self.divergence_factor * max(self._initial_loss, 1e-12):
+            raise Diverged(f"train loss {loss:.4g} at epoch {epoch:.3f} (initial {self._initial_loss:.4g})")
+        return row
+
+    def check_loss(self, loss: float, epoch: float) -> None:
+        """Raise :class:`Diverged` when a minibatch loss is not finite (cheap check engines run every step)."""
+        if not math.isfinite(loss):
+            raise Diverged(f"minibatch loss {loss} at epoch {epoch:.3f}")
+
+    def close(self) -> None:
+        self._bar.close()

@@ -1,0 +1,195 @@
+"""One entry point: ``python -m experiments.run KEY=VALUE ...`` (a run) or ``... -m ...`` (a Hydra multirun sweep).
+
+Flow of a run, top to bottom: check the command line (every job of a sweep, before anything is written); compose
+the config; skip the run if its results exist (``force=true`` reruns); build the problem, the update rule and the
+engine; write the resolved config and provenance; train, evaluating at ``eval_every`` epochs (never timed); write
+``trace.csv``, ``staleness.csv`` and the run's row in ``summary.csv`` -- also when the run diverged or failed.
+
+Exit codes: 0 done (or diverged: recorded, not an error of the harness), 1 the run failed, 2 bad input.
+"""
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")  # every process pins its math threads; cfg.threads sets torch's below
+
+import math  # noqa: E402
+import sys  # noqa: E402
+import traceback  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import hydra  # noqa: E402
+from omegaconf import DictConfig, OmegaConf  # noqa: E402
+
+from experiments.errors import ConfigError  # noqa: E402
+
+_HYDRA_FLAGS_WITHOUT_CHECK = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion",
+                              "-sc", "--config-name", "-cn", "--config-path", "-cp", "--config-dir", "-cd",
+                              "--resolve", "-p", "--package")
+
+
+def resolve_device(name: str):
+    """``auto`` -> CUDA where present, else CPU. Returns a torch.device."""
+    import torch
+
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def build_rule_from_config(alg: DictConfig):
+    """The update rule of ``cfg.algorithm`` through :func:`algorithms.build_rule` (protocol keys left out)."""
+    from algorithms import build_rule
+
+    hp = {k: v for k, v in OmegaConf.to_container(alg, resolve=True).items()
+          if k not in ("name", "protocol", "rule", "sync_batch")}
+    if hp.get("bounds") is not None:
+        hp["bounds"] = tuple(hp["bounds"])
+    try:
+        return build_rule(alg.rule, **hp)
+    except ValueError as exc:
+        raise ConfigError(f"algorithm: {exc}") from None
+
+
+def _summary_row(cfg, run_id: str, rows: list[dict], result, status: str, message: str, num_train: int) -> dict:
+    last = rows[-1] if rows else {}
+    target = cfg.problem.get("target_loss")
+    hit = next((r for r in rows if target is not None and r["train_loss"] <= target), None)
+    hist = result.histogram if result is not None else {}
+    n_upd = sum(hist.values())
+    epochs = (result.samples / num_train) if result is not None else last.get("epoch", float("nan"))
+    time_s = result.time_s if result is not None else last.get("time_s", float("nan"))
+    return {
+        **{k: last.get(k, _constant_columns(cfg, run_id).get(k)) for k in _constant_columns(cfg, run_id)},
+        "clock": cfg.engine.clock, "epochs": epochs,
+        "updates": result.updates if result is not None else last.get("updates"),
+        "gradients": result.gradients if result is not None else last.get("gradients"),
+        "time_s": time_s, "time_per_epoch_s": time_s / epochs if epochs else float("nan"),
+        "target_loss": target,
+        "time_to_target_s": hit["time_s"] if hit else float("nan"),
+        "updates_to_target": hit["updates"] if hit else float("nan"),
+        "final_train_loss": last.get("train_loss"), "final_train_acc": last.get("train_acc"),
+        "final_test_loss": last.get("test_loss"), "final_test_acc": last.get("test_acc"),
+        "final_opt_gap": last.get("opt_gap"),
+        "staleness_mean": sum(k * v for k, v in hist.items()) / n_upd if n_upd else float("nan"),
+        "staleness_max": max(hist) if hist else float("nan"),
+        "status": status, "message": message,
+    }
+
+
+def _constant_columns(cfg, run_id: str) -> dict:
+    d = cfg.delay
+    return {
+        "experiment": cfg.experiment_id, "run_id": run_id, "problem": cfg.problem.name,
+        "algorithm": cfg.algorithm.name, "engine": cfg.engine.name, "workers": cfg.workers,
+        "delay_model": d.model,
+        "max_delay": d.get("max_delay") if d.model == "uniform" else (d.get("tau") if d.model == "fixed" else 0),
+        "tau": d.get("tau") if d.model == "fixed" else (0 if d.model == "none" else float("nan")),
+        "straggler_sigma": d.get("sigma", 0.0) if d.model == "timing" else 0.0,
+        "straggler_slowdown": d.get("slowdown", 1.0) if d.model == "timing" else 1.0,
+        "batch_size": cfg.batch_size, "seed": cfg.seed,
+    }
+
+
+def execute(cfg: DictConfig, overrides: list[str]) -> str:
+    """Run one job of a composed config; return its status (``ok``, ``diverged``, ``failed`` or ``skipped``).
+
+    Raises:
+        ConfigError: bad input found before any work (nothing written).
+    """
+    import torch
+
+    from experiments import provenance
+    from experiments.engines import EngineResult, get_engine
+    from experiments.recorder import Diverged, Recorder
+    from experiments.sink import RunSink, make_run_id
+    from experiments.validate import validate
+
+    cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    validate(cfg)
+    run_id = make_run_id(overrides, cfg.seed)
+    sink = RunSink(cfg.results_dir, cfg.experiment_id, run_id)
+    if sink.finished() and not cfg.force:
+        print(f"[skip] {cfg.experiment_id}/{run_id}: finished earlier (force=true reruns)", file=sys.stderr)
+        return "skipped"
+    torch.set_num_threads(int(cfg.threads))
+    device = resolve_device(cfg.device)
+    from problems import build_problem
+    from problems.data import DataError, data_root
+
+    try:
+        problem = build_problem(cfg.problem, data_root=data_root(), device=device)
+    except DataError as exc:
+        raise ConfigError(f"problem={cfg.problem.name}: {exc}") from None
+    rule = build_rule_from_config(cfg.algorithm)
+    opt = problem.optimum() if cfg.problem.kind in ("logreg", "logreg_libsvm") else None
+    sink.write_config(OmegaConf.to_yaml(cfg), provenance.collect(int(cfg.threads), str(device)))
+
+    engine = get_engine(cfg.engine.name)
+    total = cfg.updates * cfg.batch_size / problem.num_train if cfg.get("updates") else cfg.epochs
+    recorder = Recorder(problem, _constant_columns(cfg, run_id), eval_every=cfg.eval_every, total_epochs=total,
+                        f_star=opt[0] if opt is not None else None, clock=cfg.engine.clock,
+                        divergence_factor=cfg.divergence_factor, progress=cfg.progress)
+    result, status, message = None, "ok", ""
+    try:
+        result = engine.run(problem, rule, cfg, recorder)
+        status, message = result.status, result.message
+    except Diverged as exc:
+        status, message = "diverged", str(exc)
+    except KeyboardInterrupt:
+        status, message = "failed", "interrupted (SIGINT/SIGTERM); partial trace kept"
+    except Exception as exc:  # recorded, not hidden: the row says what happened
+        traceback.print_exc()
+        status, message = "failed", f"{type(exc).__name__}: {exc}".splitlines()[0]
+    finally:
+        recorder.close()
+    if result is None and recorder.master is not None:
+        m = recorder.master
+        samples = int(round(recorder.rows[-1]["epoch"] * problem.num_train)) if recorder.rows else 0
+        result = EngineResult(updates=m.version, gradients=m.gradients, samples=samples,
+                              time_s=recorder.rows[-1]["time_s"] if recorder.rows else math.nan,
+                              histogram=m.histogram)
+    sink.write_trace(recorder.rows, result.histogram if result is not None else {})
+    row = _summary_row(cfg, run_id, recorder.rows, result, status, message, problem.num_train)
+    sink.append_summary(row)
+    print(f"[{status}] {cfg.experiment_id}/{run_id}: {row['updates']} updates, {row['epochs']:.3g} epochs, "
+          f"{row['time_s']:.4g} s ({cfg.engine.clock}), train loss {row['final_train_loss']:.4g}, "
+          f"test acc {row['final_test_acc']:.4f}" + (f" -- {message}" if message else ""), file=sys.stderr)
+    if message == "interrupted (SIGINT/SIGTERM); partial trace kept":
+        raise KeyboardInterrupt
+    return status
+
+
+@hydra.main(config_path="../conf", config_name="config", version_base="1.3")
+def _hydra_main(cfg: DictConfig) -> None:
+    from hydra.core.hydra_config import HydraConfig
+
+    hc = HydraConfig.get()
+    try:
+        status = execute(cfg, list(hc.overrides.task))
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    if status == "failed" and hc.mode.name == "RUN":
+        sys.exit(1)
+
+
+def main() -> None:
+    """Console entry: check the whole command line first, then hand it to Hydra."""
+    argv = sys.argv[1:]
+    if not any(a.split("=")[0] in _HYDRA_FLAGS_WITHOUT_CHECK for a in argv):
+        from experiments.precheck import precheck
+
+        multirun = any(a in ("-m", "--multirun") for a in argv)
+        overrides = [a for a in argv if not a.startswith("-")]
+        try:
+            precheck(overrides, multirun)
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            sys.exit(2)
+    _hydra_main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""Seeded minibatch streams over a training set (no DataLoader, no worker processes)."""
+from __future__ import annotations
+
+import torch
+
+
+class BatchStream:
+    """Epoch-wise shuffled minibatches of training-set indices, reproducible under a seed.
+
+    Each epoch is a fresh permutation of ``range(num_train)`` drawn from a private ``torch.Generator``; a batch that
+    would cross the epoch boundary is completed from the next permutation, so every batch has exactly
+    ``batch_size`` indices and every example is seen once per ``num_train`` samples.
+
+    Args:
+        num_train: number of training examples N (>= 1).
+        batch_size: minibatch size B (>= 1).
+        seed: integer seed; the same seed gives the same sequence of batches.
+
+    Raises:
+        ValueError: if ``num_train`` or ``batch_size`` is < 1.
+    """
+
+    def __init__(self, num_train: int, batch_size: int, seed: int) -> None:
+        if num_train < 1 or batch_size < 1:
+            raise ValueError(f"BatchStream needs num_train >= 1 and batch_size >= 1, got {num_train}, {batch_size}")
+        self.num_train = int(num_train)
+        self.batch_size = int(batch_size)
+        self._gen = torch.Generator().manual_seed(int(seed))
+        self._perm = torch.randperm(self.num_train, generator=self._gen)
+        self._pos = 0
+        self.samples = 0  # samples handed out so far
+
+    def next(self, batch_size: int | None = None) -> torch.Tensor:
+        """Return the next minibatch: an int64 tensor of shape (batch_size,) with indices in [0, num_train)."""
+        b = self.batch_size if batch_size is None else int(batch_size)
+        parts = []
+        need = b
+        while need > 0:
+            take = min(need, self.num_train - self._pos)
+            parts.append(self._perm[self._pos:self._pos + take])
+            self._pos += take
+            need -= take
+            if self._pos == self.num_train:
+                self._perm = torch.randperm(self.num_train, generator=self._gen)
+                self._pos = 0
+        self.samples += b
+        return parts[0] if len(parts) == 1 else torch.cat(parts)

@@ -1,0 +1,130 @@
+"""The results sink: a run's folder and the experiment's ``summary.csv`` (CONTRACT.md, "Results layout").
+
+``<results_dir>/<experiment>/runs/<run_id>/`` gets ``config.yaml`` (the resolved config), ``trace.csv`` (one row
+per evaluation point), ``staleness.csv`` (histogram) and ``provenance.json``; the run's row goes into
+``<results_dir>/<experiment>/summary.csv``. Every file is written to a temporary name and renamed, and the summary
+is rewritten under a file lock, so several runs finishing at once leave one header and whole rows, and a rerun
+replaces its old row (exactly one row per run).
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import os
+import re
+from collections import Counter
+from pathlib import Path
+
+from filelock import FileLock
+
+TRACE_COLUMNS = ["run_id", "problem", "algorithm", "engine", "workers", "delay_model", "max_delay", "batch_size",
+                 "seed", "epoch", "updates", "gradients", "clock", "time_s", "train_loss", "train_acc", "test_loss",
+                 "test_acc", "staleness_mean", "staleness_max", "experiment", "tau", "straggler_sigma",
+                 "straggler_slowdown", "opt_gap"]
+SUMMARY_COLUMNS = ["experiment", "run_id", "problem", "algorithm", "engine", "clock", "workers", "delay_model",
+                   "max_delay", "tau", "straggler_sigma", "straggler_slowdown", "batch_size", "seed", "epochs",
+                   "updates", "gradients", "time_s", "time_per_epoch_s", "target_loss", "time_to_target_s",
+                   "updates_to_target", "final_train_loss", "final_train_acc", "final_test_loss", "final_test_acc",
+                   "final_opt_gap", "staleness_mean", "staleness_max", "status", "message"]
+IGNORED_IN_RUN_ID = {"results_dir", "force", "progress", "experiment", "profile", "experiment_id", "device", "threads"}
+
+
+def make_run_id(overrides: list[str], seed: int) -> str:
+    """A deterministic run id from the run's command-line overrides and its seed (no timestamps).
+
+    Overrides are sorted, keys in ``IGNORED_IN_RUN_ID`` (where results go, how they are shown) dropped, and
+    ``seed=<seed>`` always included: ``['workers=4', 'algorithm=apam']`` -> ``algorithm-apam_workers-4_seed-0``.
+    Ids longer than 120 characters are cut and end in a hash of the whole.
+    """
+    kept = []
+    for o in overrides:
+        key = o.split("=", 1)[0].lstrip("+~")
+        if key in IGNORED_IN_RUN_ID or key.startswith("hydra.") or key == "seed":
+            continue
+        kept.append(o.lstrip("+~"))
+    kept = sorted(kept) + [f"seed={seed}"]
+    rid = "_".join(re.sub(r"[^A-Za-z0-9.+-]+", "-", o.replace("=", "-")).strip("-") for o in kept)
+    if len(rid) > 120:
+        rid = rid[:100] + "-" + hashlib.sha1(rid.encode()).hexdigest()[:12]
+    return rid
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _csv_text(rows: list[dict], columns: list[str]) -> str:
+    cols = columns + sorted({k for r in rows for k in r} - set(columns))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: _fmt(r.get(k)) for k in cols})
+    return buf.getvalue()
+
+
+def _fmt(v):
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return "" if math.isnan(v) else repr(v)
+    return v
+
+
+class RunSink:
+    """Writes one run's files and its summary row.
+
+    Args:
+        results_dir: root of all results (``results_dir`` config key).
+        experiment: experiment id (folder under results_dir).
+        run_id: the run's id (:func:`make_run_id`).
+    """
+
+    def __init__(self, results_dir: str | Path, experiment: str, run_id: str) -> None:
+        self.exp_dir = Path(results_dir) / experiment
+        self.run_dir = self.exp_dir / "runs" / run_id
+        self.run_id = run_id
+        self.summary_path = self.exp_dir / "summary.csv"
+
+    def finished(self) -> bool:
+        """True when the summary already holds a finished (``ok`` or ``diverged``) row for this run."""
+        row = self.summary_row()
+        return row is not None and row.get("status") in ("ok", "diverged") and (self.run_dir / "trace.csv").exists()
+
+    def summary_row(self) -> dict | None:
+        if not self.summary_path.exists():
+            return None
+        with open(self.summary_path, newline="") as f:
+            for row in csv.DictReader(f):
+                if row.get("run_id") == self.run_id:
+                    return row
+        return None
+
+    def write_config(self, config_yaml: str, provenance: dict) -> None:
+        """The resolved config and the provenance (first thing a run writes, after validation)."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        _atomic_write(self.run_dir / "config.yaml", config_yaml)
+        _atomic_write(self.run_dir / "provenance.json", json.dumps(provenance, indent=1, default=str))
+
+    def write_trace(self, rows: list[dict], histogram: Counter) -> None:
+        """``trace.csv`` (contract columns first) and ``staleness.csv`` (``staleness, count``)."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        _atomic_write(self.run_dir / "trace.csv", _csv_text(rows, TRACE_COLUMNS))
+        hist = [{"staleness": k, "count": histogram[k]} for k in sorted(histogram)]
+        _atomic_write(self.run_dir / "staleness.csv", _csv_text(hist, ["staleness", "count"]))
+
+    def append_summary(self, row: dict) -> None:
+        """Put the run's row into ``summary.csv`` (replacing an older row of the same run), under a file lock."""
+        self.exp_dir.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.summary_path) + ".lock", timeout=120):
+            rows = []
+            if self.summary_path.exists():
+                with open(self.summary_path, newline="") as f:
+                    rows = [r for r in csv.DictReader(f) if r.get("run_id") != self.run_id]
+            rows.append(row)
+            _atomic_write(self.summary_path, _csv_text(rows, SUMMARY_COLUMNS))
