@@ -117,4 +117,4 @@ class ComputeTimes:
             xi = float(self._rng.exponential(1.0))
         else:
             xi = math.exp(self.sigma * float(self._rng.standard_normal()) - 0.5 * self.sigma**2)
-        return base_s * self.factor[worker] * xi
+        return float(base_s * self.factor[worker] * xi)

@@ -47,18 +47,24 @@ class Master:
         self._round_count = 0
         self._window: list[int] = []      # staleness of the updates since the last ``take_staleness``
         self.histogram: Counter[int] = Counter()  # staleness -> number of updates, whole run
+        self.per_worker: dict[int, tuple[int, int]] = {}  # worker -> (sum of staleness, gradients)
 
     # ------------------------------------------------------------------ updates
-    def receive(self, g: torch.Tensor, read_version: int) -> bool:
+    def receive(self, g: torch.Tensor, read_version: int, worker: int | None = None) -> bool:
         """Take one gradient computed at version ``read_version``; return True when an update was applied.
 
         Args:
             g: gradient, shape (d,), same dtype/device as x. Not kept (the sync round accumulates a copy).
             read_version: the master version of the iterate the gradient was computed at (<= current version).
+            worker: the sending worker's id, for the per-worker staleness totals (optional).
         """
         self.gradients += 1
+        tau = self.version - int(read_version)
+        if worker is not None:
+            total, count = self.per_worker.get(worker, (0, 0))
+            self.per_worker[worker] = (total + tau, count + 1)
         if self.protocol == "async":
-            self._apply(g, self.version - int(read_version))
+            self._apply(g, tau)
             return True
         if read_version != self.version:
             raise ValueError(f"sync gradient computed at version {read_version}, master is at {self.version}")

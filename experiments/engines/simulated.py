@@ -91,7 +91,7 @@ def _run_sync(problem, cfg, master, stream, batches, costs, times, recorder, eva
         for w in range(P):
             loss, g = problem.loss_grad(master.x, stream.next(batches[w]))
             recorder.check_loss(loss, stream.samples / problem.num_train)
-            master.receive(g, version)
+            master.receive(g, version, worker=w)
         clock += slowest + P * costs.msg_s + costs.update_s
         if recorder.due(stream.samples):
             evaluate(clock)
@@ -126,7 +126,7 @@ def _run_async(problem, cfg, master, stream, costs, times, recorder, evaluate) -
         loss, g = problem.loss_grad(x_read, stream.next())
         recorder.check_loss(loss, stream.samples / problem.num_train)
         start = max(finish + costs.msg_s, master_free)
-        master.receive(g, version)
+        master.receive(g, version, worker=w)
         master_free = start + costs.update_s + costs.msg_s
         clock = master_free
         if artificial:

@@ -1,0 +1,59 @@
+"""Shared test helpers: a tiny exact problem and Hydra config composition."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+torch.set_num_threads(1)
+
+
+class QuadraticProblem:
+    """f(x) = mean_i 0.5 ||x - a_i||^2 over N rows a_i (d,), minimum at mean(a); exact and fast.
+
+    Implements the Problem interface of docs/INTERFACES.md, for engine tests that must not depend on data.
+    """
+
+    def __init__(self, n: int = 256, d: int = 8, seed: int = 0, name: str = "quadratic") -> None:
+        g = torch.Generator().manual_seed(seed)
+        self.a = torch.randn(n, d, generator=g)
+        self.name, self.dim, self.num_train = name, d, n
+        self.device = torch.device("cpu")
+        self.grad_calls = 0
+
+    def init_params(self, seed: int) -> torch.Tensor:
+        return torch.full((self.dim,), 3.0) + 0.1 * torch.randn(self.dim, generator=torch.Generator().manual_seed(seed))
+
+    def loss_grad(self, x, idx):
+        self.grad_calls += 1
+        diff = x.unsqueeze(0) - self.a[idx]
+        return float(0.5 * (diff**2).sum(1).mean()), diff.mean(0)
+
+    def evaluate(self, x):
+        loss = float(0.5 * ((x.unsqueeze(0) - self.a) ** 2).sum(1).mean())
+        return {"train_loss": loss, "train_acc": 0.0, "test_loss": loss, "test_acc": 0.0}
+
+    def optimum(self):
+        x = self.a.mean(0)
+        return self.evaluate(x)["train_loss"], x
+
+
+@pytest.fixture
+def quadratic():
+    return QuadraticProblem()
+
+
+def compose_cfg(overrides: list[str]):
+    """The resolved run config for ``overrides`` (Hydra compose API, as ``python -m experiments.run`` would)."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3", job_name="test"):
+        cfg = compose(config_name="config", overrides=overrides)
+    return OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))

@@ -1,0 +1,118 @@
+"""The simulated engine: exact staleness under each delay model, sync vs async, the cost model's clock."""
+import pandas as pd
+import pytest
+import torch
+
+from algorithms import build_rule
+from conftest import QuadraticProblem, compose_cfg
+from experiments.engines import simulated
+from experiments.master import Master
+from experiments.recorder import Recorder
+from experiments.sampling import BatchStream
+
+COSTS = ["engine.costs.grad_s=0.01", "engine.costs.update_s=0.0001", "engine.costs.msg_s=0.0002"]
+
+
+def run_sim(tmp_path, overrides, problem=None):
+    problem = problem or QuadraticProblem()
+    cfg = compose_cfg([f"results_dir={tmp_path}", "batch_size=8", "algorithm=async_sgd", "algorithm.lr=0.05",
+                       "algorithm.lr_schedule=constant", "eval_every=1", *COSTS, *overrides])
+    rule = build_rule("sgd", lr=cfg.algorithm.lr) if cfg.algorithm.rule == "sgd" else build_rule(
+        "amsgrad", variant="torch", lr=cfg.algorithm.lr)
+    rec = Recorder(problem, {"run_id": "t"}, eval_every=cfg.eval_every, total_epochs=None, f_star=None,
+                   clock="simulated", progress=False)
+    result = simulated.run(problem, rule, cfg, rec)
+    return result, rec, cfg
+
+
+def test_fixed_delay_gives_exactly_tau_after_warmup(tmp_path):
+    tau = 5
+    result, rec, _ = run_sim(tmp_path, ["delay=fixed", f"delay.tau={tau}", "updates=200", "workers=3"])
+    assert result.updates == 200
+    expected = {k: 1 for k in range(tau)}
+    expected[tau] = 200 - tau
+    assert dict(rec.master.histogram) == expected
+
+
+def test_uniform_delay_stays_in_window_with_mean_near_half(tmp_path):
+    D = 11
+    result, rec, _ = run_sim(tmp_path, ["delay=uniform", f"delay.max_delay={D - 1}", "updates=4000"])
+    hist = rec.master.histogram
+    assert min(hist) == 0 and max(hist) == D - 1
+    late = {k: v for k, v in hist.items()}
+    mean = sum(k * v for k, v in late.items()) / sum(late.values())
+    assert mean == pytest.approx((D - 1) / 2, abs=0.25)
+
+
+@pytest.mark.parametrize("P", [2, 4, 8])
+def test_timing_equal_workers_give_staleness_p_minus_1(tmp_path, P):
+    result, rec, _ = run_sim(tmp_path, ["delay=timing", f"workers={P}", "updates=300"])
+    hist = rec.master.histogram
+    # the first P updates are the initial gradients, all read at version 0: staleness 0..P-1
+    assert hist[P - 1] == 300 - (P - 1)
+    assert sum(hist.values()) == 300 and max(hist) == P - 1
+
+
+def test_p1_equals_the_serial_loop_exactly(tmp_path):
+    problem = QuadraticProblem()
+    result, rec, cfg = run_sim(tmp_path, ["delay=timing", "workers=1", "epochs=3", "algorithm=apam",
+                                          "algorithm.lr=0.01"], problem)
+    rule = build_rule("amsgrad", variant="torch", lr=0.01)
+    x = problem.init_params(cfg.seed)
+    state = rule.init(x)
+    stream = BatchStream(problem.num_train, 8, cfg.seed)
+    for _ in range(3 * problem.num_train // 8):
+        _, g = problem.loss_grad(x, stream.next())
+        x, state = rule.step(x, g, state)
+    assert torch.equal(rec.master.x, x)
+    assert set(rec.master.histogram) == {0}
+
+
+def test_same_seed_same_trace_and_different_seed_differs(tmp_path):
+    over = ["delay=timing", "delay.law=lognormal", "delay.sigma=0.5", "workers=4", "epochs=2"]
+    _, a, _ = run_sim(tmp_path, over)
+    _, b, _ = run_sim(tmp_path, over)
+    _, c, _ = run_sim(tmp_path, over + ["seed=1"])
+    assert pd.DataFrame(a.rows).equals(pd.DataFrame(b.rows))
+    assert a.rows[-1]["train_loss"] != c.rows[-1]["train_loss"]
+
+
+def test_sync_is_never_stale_and_averages_p_gradients_per_update(tmp_path):
+    result, rec, _ = run_sim(tmp_path, ["algorithm=sync_amsgrad", "algorithm.lr=0.01", "delay=timing",
+                                        "workers=4", "epochs=2"])
+    assert set(rec.master.histogram) == {0}
+    assert result.gradients == 4 * result.updates
+    assert result.samples == 2 * 256  # split batch: 8 samples a round
+
+
+def test_a_slow_worker_sends_staler_gradients(tmp_path):
+    _, rec, _ = run_sim(tmp_path, ["delay=timing", "workers=4", "delay.slow_workers=1", "delay.slowdown=4",
+                                   "updates=400"])
+    pw = {w: s / c for w, (s, c) in rec.master.per_worker.items()}
+    assert pw[0] > 2 * max(pw[w] for w in (1, 2, 3))
+    counts = {w: c for w, (_, c) in rec.master.per_worker.items()}
+    assert counts[0] < counts[1] / 2  # it also sends fewer
+
+
+@pytest.mark.parametrize("P", [1, 2, 4, 16, 64])
+def test_time_per_update_matches_the_cost_model(tmp_path, P):
+    K = 1000
+    result, _, _ = run_sim(tmp_path, ["delay=timing", f"workers={P}", f"updates={K}", "algorithm.lr=0.001"])
+    grad, upd, msg = 0.01, 0.0001, 0.0002
+    cycle = grad + 2 * msg + upd
+    predicted = K * max(cycle / P, upd + msg)  # simulated.predicted_time_per_epoch, per update
+    # the first P gradients start together, so the run may differ from steady state by one worker cycle
+    assert result.time_s == pytest.approx(predicted, abs=cycle)
+    if cycle / P > upd + msg:  # before the master saturates: near-linear speed-up
+        assert (K * cycle) / result.time_s == pytest.approx(P, rel=0.05)
+
+
+def test_artificial_delay_ring_is_bounded(tmp_path):
+    result, rec, _ = run_sim(tmp_path, ["delay=uniform", "delay.max_delay=3", "updates=50"])
+    assert max(rec.master.histogram) <= 3
+    assert result.updates == 50
+
+
+def test_split_batch_sizes():
+    assert simulated.split_batch(10, 4) == [3, 3, 2, 2]
+    assert sum(simulated.split_batch(64, 32)) == 64
