@@ -1,8 +1,8 @@
 """Checks a command line before Hydra runs anything: every job of a sweep is composed and validated first.
 
 Hydra reports an unknown option or key as a multi-line message with exit code 1, after a sweep may already have
-written results. Here each combination of the overrides (command line and the experiment's own sweep,
-``hydra.sweeper.params``) is composed with Hydra's compose API and checked by :func:`experiments.validate.validate`;
+written results. Here each combination of the overrides (command line, and in a multirun the experiment's own
+sweep for the profile, see :func:`profile_sweep`) is composed with Hydra's compose API and checked by :func:`experiments.validate.validate`;
 the first problem becomes a :class:`ConfigError` naming the override, so the entry point exits 2, nothing written.
 """
 from __future__ import annotations
@@ -40,8 +40,8 @@ def _expand(overrides: list[str]) -> dict[str, list[str]]:
     return out
 
 
-def _compose(overrides: list[str], hydra_cfg: bool = False):
-    return compose(config_name="config", overrides=overrides, return_hydra_config=hydra_cfg)
+def _compose(overrides: list[str]):
+    return compose(config_name="config", overrides=overrides)
 
 
 def _options(group: str) -> str:
@@ -76,6 +76,27 @@ def _check_one(combo: list[str]) -> None:
     validate(resolved)
 
 
+def profile_sweep(overrides: list[str]) -> list[str]:
+    """The experiment's sweep for the chosen profile (``profiles.<profile>`` of conf/experiment/<id>.yaml) as
+    overrides, for the keys the command line does not set itself. Empty without ``experiment=``.
+
+    Raises:
+        ConfigError: the command line does not compose.
+    """
+    expanded = _expand(overrides)
+    if not any(k.lstrip("+~") == "experiment" for k in expanded):
+        return []
+    first = [vals[0] for vals in expanded.values()]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="precheck"):
+        try:
+            cfg = _compose(first)
+        except Exception:
+            return []  # precheck names the bad override
+    sweep = (cfg.get("profiles") or {}).get(cfg.profile) or {}
+    given = {k.lstrip("+~") for k in expanded}
+    return [f"{k}={v}" for k, v in OmegaConf.to_container(sweep, resolve=True).items() if k not in given]
+
+
 def precheck(overrides: list[str], multirun: bool) -> int:
     """Compose and validate every job the command line asks for; return the number of jobs.
 
@@ -88,18 +109,6 @@ def precheck(overrides: list[str], multirun: bool) -> int:
             if len(values) > 1:
                 raise ConfigError(f"{key}={','.join(v.split('=', 1)[1] for v in values)}: a sweep needs -m (multirun)")
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="precheck"):
-        if multirun:
-            first = [vals[0] for vals in expanded.values()]
-            try:
-                hcfg = _compose(first, hydra_cfg=True)
-            except Exception:
-                hcfg = None
-            if hcfg is not None:
-                node = hcfg.hydra.sweeper.get("params")
-                params = OmegaConf.to_container(node, resolve=True) if node is not None else {}
-                for key, value in params.items():
-                    if key not in expanded:
-                        expanded.update(_expand([f"{key}={value}"]))
         lists = list(expanded.values())
         total = 1
         for vals in lists:

@@ -179,12 +179,16 @@ def main() -> None:
     """Console entry: check the whole command line first, then hand it to Hydra."""
     argv = sys.argv[1:]
     if not any(a.split("=")[0] in _HYDRA_FLAGS_WITHOUT_CHECK for a in argv):
-        from experiments.precheck import precheck
+        from experiments.precheck import precheck, profile_sweep
 
         multirun = any(a in ("-m", "--multirun") for a in argv)
         overrides = [a for a in argv if not a.startswith("-")]
         try:
-            precheck(overrides, multirun)
+            if multirun:
+                extra = profile_sweep(overrides)
+                sys.argv += extra
+                overrides += extra
+            os.environ["APAM_SWEEP_JOBS"] = str(precheck(overrides, multirun))
         except ConfigError as exc:
             print(f"error: {exc}", file=sys.stderr)
             sys.exit(2)
