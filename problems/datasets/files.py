@@ -1,0 +1,78 @@
+"""The data error type and small file helpers: atomic writes, HTML detection, one-line messages."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+
+class DataError(ValueError):
+    """A data file is missing, unreadable or malformed.
+
+    The message is one line; it names the file and, where it can, says how to get a good copy.
+    """
+
+
+def one_line(text: object, limit: int = 300) -> str:
+    """`text` with all whitespace runs (newlines included) collapsed to one space, cut to `limit` characters."""
+    s = " ".join(str(text).split())
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+def looks_like_html(head: bytes) -> bool:
+    """True when the first bytes of a file look like an HTML/XML page (what a failed download often saves)."""
+    h = head.lstrip().lower()
+    return h.startswith((b"<!doctype", b"<html", b"<?xml", b"<head", b"<body")) or (h[:1] == b"<" and b">" in h[:64])
+
+
+@contextlib.contextmanager
+def atomic_path(dest: Path) -> Iterator[Path]:
+    """Yield a temporary path beside `dest`; on normal exit move it onto `dest` with `os.replace`.
+
+    The temporary file lives in `dest`'s directory (same file system, so the replace is atomic). If the body raises,
+    the temporary file is removed and `dest` is left untouched.
+    """
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, dest)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp_path.unlink()
+
+
+@contextlib.contextmanager
+def scratch_dir(parent: Path, prefix: str) -> Iterator[Path]:
+    """A fresh directory under `parent` (same file system as the destination), removed with everything in it."""
+    parent = Path(parent)
+    parent.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(dir=parent, prefix=prefix))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def move_into_place(src: Path, dest: Path) -> None:
+    """Move `src` onto `dest` atomically: `os.replace`, or across file systems a copy beside `dest` then replace."""
+    try:
+        os.replace(src, dest)
+    except OSError as e:
+        if e.errno != errno.EXDEV:
+            raise
+        if Path(src).is_dir():
+            with scratch_dir(Path(dest).parent, f".{Path(dest).name}.") as tmp:
+                shutil.copytree(src, tmp / "copy")
+                os.replace(tmp / "copy", dest)
+        else:
+            with atomic_path(dest) as tmp:
+                shutil.copyfile(src, tmp)

@@ -1,0 +1,143 @@
+"""LIBSVM / SVMlight sparse text files (e.g. rcv1, news20, a9a) for binary classification.
+
+Parsing is scikit-learn's `load_svmlight_files` (comments `# ...`, blank lines, label-only lines, CRLF endings and
+.gz/.bz2 files are all handled there); this module adds file checks, one-line errors and the {0,1} label map.
+Format: https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/ -- one example a line, `label index:value ...`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from .files import DataError, one_line
+
+LABEL_SETS = ((-1, 1), (0, 1), (1, 2))   # accepted binary label pairs, each mapped to (0, 1)
+LOCATE_LINE_MAX_BYTES = 64 << 20         # look for the bad line (by bisection) only in files up to this size
+
+
+@dataclass
+class LibsvmData:
+    """A binary LIBSVM data set.
+
+    train_x, test_x: scipy CSR matrices (n, n_features), dtype as asked (float32 by default), same width.
+    train_y, test_y: int64 numpy arrays (n,) of 0/1; `label_values[j]` is the file's label mapped to j.
+    has_test: False when no test file was given; then test_x/test_y are the training set itself (same objects).
+    """
+
+    train_x: sp.csr_matrix
+    train_y: np.ndarray
+    test_x: sp.csr_matrix
+    test_y: np.ndarray
+    has_test: bool
+    n_features: int
+    label_values: tuple[int, int]
+    path: Path
+    test_path: Path | None
+
+
+def _first_bad_line(path: Path, kw: dict) -> int | None:
+    """1-based number of the first line at which sklearn's parser fails on `path` alone, or None if unknown.
+
+    Bisection over line prefixes (about log2(lines) parses); only for uncompressed files up to
+    LOCATE_LINE_MAX_BYTES, and only called after a parse already failed.
+    """
+    import io
+
+    from sklearn.datasets import load_svmlight_file
+
+    if path.suffix in (".gz", ".bz2") or path.stat().st_size > LOCATE_LINE_MAX_BYTES:
+        return None
+    lines = path.read_bytes().splitlines(keepends=True)
+
+    def parses(k: int) -> bool:
+        try:
+            load_svmlight_file(io.BytesIO(b"".join(lines[:k])), **kw)
+        except Exception:  # noqa: BLE001 -- whatever sklearn raises, that prefix fails
+            return False
+        return True
+
+    if parses(len(lines)):
+        return None
+    lo, hi = 0, len(lines)   # lines[:lo] parse, lines[:hi] fail
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if parses(mid) else (lo, mid)
+    return hi
+
+
+def _parse_error(files: list[Path], err: Exception, kw: dict) -> DataError:
+    """Turn sklearn's exception into a DataError naming the failing file (and line, when found)."""
+    from sklearn.datasets import load_svmlight_file
+
+    for f in files:
+        try:
+            load_svmlight_file(str(f), **kw)
+        except Exception as e:  # noqa: BLE001
+            line = _first_bad_line(f, kw)
+            where = f"{f}:{line}" if line else str(f)
+            return DataError(f"{where}: not a valid LIBSVM file ({one_line(e, 160)})")
+    names = " and ".join(str(f) for f in files)
+    return DataError(f"{names}: do not load together ({one_line(err, 160)})")
+
+
+def _label_map(y: np.ndarray, shown: str) -> tuple[int, int] | None:
+    values = np.unique(y)
+    if not np.all(values == np.round(values)):
+        raise DataError(f"{shown}: non-integer labels {values[:10].tolist()}; a binary LIBSVM file is expected")
+    vals = {int(v) for v in values}
+    for pair in LABEL_SETS:
+        if vals <= set(pair):
+            return pair
+    return None
+
+
+def load_libsvm(path: str | Path, n_features: int | None = None, zero_based: bool | str = "auto",
+                test_path: str | Path | None = None, *, dtype=np.float32) -> LibsvmData:
+    """Load a binary LIBSVM file (and optionally its test file) with labels mapped to {0, 1}.
+
+    Uses `sklearn.datasets.load_svmlight_files` on train and test together, so both get the same number of
+    columns (the larger, or `n_features` when given) and the same `zero_based` decision ("auto": sklearn's guess;
+    True/False: the files' indices start at 0/1).
+    Labels: the union of train and test labels must lie within one of {-1,+1}, {0,1}, {1,2} (checked in that order),
+    mapped in increasing order to 0, 1. Without `test_path` the test set is the training set (`has_test=False`).
+    Raises DataError (one line) naming the file: missing path, a parse failure (with the line number when it can be
+    found), no examples, or labels that are not binary.
+    """
+    from sklearn.datasets import load_svmlight_files
+
+    files = [Path(path)] + ([Path(test_path)] if test_path is not None else [])
+    for f in files:
+        if not f.is_file():
+            raise DataError(f"{f}: no such LIBSVM file; give an existing file (problem.path=...)")
+    kw = dict(n_features=n_features, dtype=dtype, zero_based=zero_based)
+    try:
+        loaded = load_svmlight_files([str(f) for f in files], **kw)
+    except Exception as e:  # noqa: BLE001 -- ValueError, UnicodeDecodeError, OSError (bad .gz), ...
+        raise _parse_error(files, e, kw) from None
+    xs, ys = loaded[0::2], loaded[1::2]
+    for f, y in zip(files, ys):
+        if y.shape[0] == 0:
+            raise DataError(f"{f}: no examples in this LIBSVM file")
+    pair = _label_map(ys[0], str(files[0]))
+    if pair is None:
+        raise DataError(f"{files[0]}: labels {np.unique(ys[0])[:10].tolist()} are not binary "
+                        f"(expected one of {{-1,+1}}, {{0,1}}, {{1,2}})")
+    if len(files) == 2:
+        both = _label_map(np.concatenate(ys), f"{files[0]} and {files[1]}")
+        if both is None:
+            raise DataError(f"{files[1]}: labels {np.unique(ys[1])[:10].tolist()} do not match the training "
+                            f"file's {np.unique(ys[0]).tolist()} (one of {{-1,+1}}, {{0,1}}, {{1,2}} expected)")
+        pair = both
+    ys01 = [(y == pair[1]).astype(np.int64) for y in ys]
+    xs = [sp.csr_matrix(x) for x in xs]
+    has_test = len(files) == 2
+    return LibsvmData(
+        train_x=xs[0], train_y=ys01[0],
+        test_x=xs[1] if has_test else xs[0], test_y=ys01[1] if has_test else ys01[0],
+        has_test=has_test, n_features=int(xs[0].shape[1]), label_values=pair,
+        path=files[0], test_path=files[1] if has_test else None,
+    )
