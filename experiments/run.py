@@ -169,10 +169,17 @@ def _hydra_main(cfg: DictConfig) -> None:
     try:
         status = execute(cfg, list(hc.overrides.task))
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _report_error(exc)
         sys.exit(2)
     if status == "failed" and hc.mode.name == "RUN":
         sys.exit(1)
+
+
+def _report_error(exc: ConfigError) -> None:
+    """Print the one-line error; also into ``$APAM_ERROR_FILE`` when set (how ``make reproduce`` learns why)."""
+    print(f"error: {exc}", file=sys.stderr)
+    if os.environ.get("APAM_ERROR_FILE"):
+        Path(os.environ["APAM_ERROR_FILE"]).write_text(str(exc) + "\n")
 
 
 def main() -> None:
@@ -190,7 +197,7 @@ def main() -> None:
                 overrides += extra
             os.environ["APAM_SWEEP_JOBS"] = str(precheck(overrides, multirun))
         except ConfigError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            _report_error(exc)
             sys.exit(2)
     _hydra_main()
 
