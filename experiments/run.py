@@ -161,17 +161,34 @@ def execute(cfg: DictConfig, overrides: list[str]) -> str:
     return status
 
 
+_SWEEP_BAR = None
+
+
+def _sweep_bar(experiment: str):
+    """One tqdm bar over the jobs of a multirun (the total comes from the precheck); quiet off a terminal."""
+    global _SWEEP_BAR
+    if _SWEEP_BAR is None:
+        from tqdm.auto import tqdm
+
+        total = int(os.environ.get("APAM_SWEEP_JOBS", "0")) or None
+        _SWEEP_BAR = tqdm(total=total, unit="run", desc=f"sweep {experiment}", disable=not sys.stderr.isatty())
+    return _SWEEP_BAR
+
+
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
     hc = HydraConfig.get()
+    multirun = hc.mode.name == "MULTIRUN"
     try:
         status = execute(cfg, list(hc.overrides.task))
     except ConfigError as exc:
         _report_error(exc)
         sys.exit(2)
-    if status == "failed" and hc.mode.name == "RUN":
+    if multirun:
+        _sweep_bar(cfg.experiment_id).update(1)
+    if status == "failed" and not multirun:
         sys.exit(1)
 
 
