@@ -59,23 +59,6 @@ def _explain(override: str, exc: Exception) -> ConfigError:
     return ConfigError(f"{override}: {first}{hint}")
 
 
-def _check_one(combo: list[str]) -> None:
-    try:
-        cfg = _compose(combo)
-    except Exception as exc:
-        for o in combo:  # find the override that fails on its own
-            try:
-                _compose([o])
-            except Exception as single:
-                raise _explain(o, single) from None
-        raise ConfigError(f"{' '.join(combo)}: {str(exc).strip().splitlines()[0]}") from None
-    try:
-        resolved = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
-    except Exception as exc:
-        raise ConfigError(f"{' '.join(combo)}: {str(exc).strip().splitlines()[0]}") from None
-    validate(resolved)
-
-
 def profile_sweep(overrides: list[str]) -> list[str]:
     """The experiment's sweep for the chosen profile (``profiles.<profile>`` of conf/experiment/<id>.yaml) as
     overrides, for the keys the command line does not set itself. Empty without ``experiment=``.
@@ -97,27 +80,59 @@ def profile_sweep(overrides: list[str]) -> list[str]:
     return [f"{k}={v}" for k, v in OmegaConf.to_container(sweep, resolve=True).items() if k not in given]
 
 
-def precheck(overrides: list[str], multirun: bool) -> int:
-    """Compose and validate every job the command line asks for; return the number of jobs.
+def job_overrides(overrides: list[str], multirun: bool) -> tuple[list[list[str]], int]:
+    """Every job's overrides (capped at MAX_COMBINATIONS: then one key varies at a time) and the true job count.
 
     Raises:
-        ConfigError: the first bad override or value, as one line naming it.
+        ConfigError: an override does not parse, or a sweep is given without multirun.
     """
     expanded = _expand(overrides)
     if not multirun:
         for key, values in expanded.items():
             if len(values) > 1:
                 raise ConfigError(f"{key}={','.join(v.split('=', 1)[1] for v in values)}: a sweep needs -m (multirun)")
+    lists = list(expanded.values())
+    total = 1
+    for vals in lists:
+        total *= len(vals)
+    if total <= MAX_COMBINATIONS:
+        combos = [list(c) for c in itertools.product(*lists)] if lists else [[]]
+    else:  # vary one key at a time around the first values
+        base = [vals[0] for vals in lists]
+        combos = [base[:i] + [v] + base[i + 1:] for i, vals in enumerate(lists) for v in vals]
+    return combos, total
+
+
+def compose_job(combo: list[str]):
+    """The resolved config of one job (Hydra compose API); raises ConfigError naming a bad override."""
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="precheck"):
-        lists = list(expanded.values())
-        total = 1
-        for vals in lists:
-            total *= len(vals)
-        if total <= MAX_COMBINATIONS:
-            combos = itertools.product(*lists) if lists else [()]
-        else:  # vary one key at a time around the first values
-            base = [vals[0] for vals in lists]
-            combos = [tuple(base[:i] + [v] + base[i + 1:]) for i, vals in enumerate(lists) for v in vals]
+        return _resolved(combo)
+
+
+def _resolved(combo: list[str]):
+    try:
+        cfg = _compose(combo)
+    except Exception as exc:
+        for o in combo:  # find the override that fails on its own
+            try:
+                _compose([o])
+            except Exception as single:
+                raise _explain(o, single) from None
+        raise ConfigError(f"{' '.join(combo)}: {str(exc).strip().splitlines()[0]}") from None
+    try:
+        return OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    except Exception as exc:
+        raise ConfigError(f"{' '.join(combo)}: {str(exc).strip().splitlines()[0]}") from None
+
+
+def precheck(overrides: list[str], multirun: bool) -> int:
+    """Compose and validate every job the command line asks for; return the number of jobs.
+
+    Raises:
+        ConfigError: the first bad override or value, as one line naming it.
+    """
+    combos, total = job_overrides(overrides, multirun)
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="precheck"):
         for combo in combos:
-            _check_one(list(combo))
+            validate(_resolved(combo))
     return total
