@@ -1,0 +1,38 @@
+"""speedup.csv: T(1)/T(P) per group, efficiency, failed runs left out, time-to-target only where reached."""
+import math
+
+import pandas as pd
+import pytest
+
+from experiments.aggregate import speedup_table
+
+
+def _row(alg, p, tpe, ttt, seed=0, status="ok", engine="simulated"):
+    return {"experiment": "e", "problem": "q", "algorithm": alg, "engine": engine, "clock": "simulated",
+            "delay_model": "timing", "max_delay": 0, "straggler_sigma": 0.0, "straggler_slowdown": 1.0,
+            "batch_size": 64, "workers": p, "seed": seed, "time_per_epoch_s": tpe, "time_to_target_s": ttt,
+            "final_train_loss": 0.3, "final_test_acc": 0.9, "status": status}
+
+
+def test_speedup_and_efficiency_against_p1_mean_over_seeds():
+    rows = [_row("apam", 1, 8.0, 40.0), _row("apam", 1, 12.0, 60.0, seed=1), _row("apam", 4, 2.5, 12.5),
+            _row("apam", 4, 2.5, 12.5, seed=1), _row("sync_amsgrad", 1, 10.0, 50.0), _row("sync_amsgrad", 4, 5.0, math.nan)]
+    t = speedup_table(pd.DataFrame(rows))
+    a = t[(t.algorithm == "apam") & (t.basis == "time_per_epoch")].set_index("workers")
+    assert a.loc[4, "speedup"] == pytest.approx(10.0 / 2.5)
+    assert a.loc[4, "efficiency"] == pytest.approx(1.0)
+    assert a.loc[1, "n_seeds"] == 2
+    s = t[(t.algorithm == "sync_amsgrad") & (t.basis == "time_to_target")]
+    assert list(s.workers) == [1]  # P = 4 never reached the target
+    assert t[(t.algorithm == "sync_amsgrad") & (t.basis == "time_per_epoch")].set_index("workers").loc[4, "speedup"] == 2.0
+
+
+def test_failed_runs_are_left_out_and_counted():
+    rows = [_row("apam", 1, 8.0, 40.0), _row("apam", 2, 4.0, 20.0), _row("apam", 2, 1.0, 5.0, seed=1, status="failed")]
+    t = speedup_table(pd.DataFrame(rows))
+    r = t[(t.basis == "time_per_epoch") & (t.workers == 2)].iloc[0]
+    assert r.speedup == 2.0 and r.n_failed == 1
+
+
+def test_groups_without_p1_give_no_rows():
+    assert speedup_table(pd.DataFrame([_row("apam", 2, 4.0, 20.0)])).empty
