@@ -1,0 +1,425 @@
+"""Tests of algorithms/: AMSGrad (paper and torch variants), SGD, schedules, bounds, validation, registry.
+
+References: torch.optim.Adam(amsgrad=True) and torch.optim.SGD (same inputs, compared over 100 steps), the paper's
+update written out in plain Python floats, and invariants (vhat never decreases, zero-gradient coordinates).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from algorithms import (
+    HyperparameterError,
+    UnknownRuleError,
+    UpdateRule,
+    build_rule,
+    build_schedule,
+    clone_state,
+    register_rule,
+    rule_names,
+)
+from algorithms import registry as registry_module
+
+TOL = {torch.float32: dict(rtol=1e-6, atol=1e-7), torch.float64: dict(rtol=1e-12, atol=1e-12)}
+
+
+def random_grads(n_steps: int, d: int, dtype: torch.dtype, seed: int) -> list[torch.Tensor]:
+    """Gradients with varied scales, random zeros, and two coordinates that are always zero."""
+    gen = torch.Generator().manual_seed(seed)
+    grads = []
+    for _ in range(n_steps):
+        scale = 10.0 ** torch.empty(d, dtype=torch.float64).uniform_(-3, 1, generator=gen)
+        g = torch.randn(d, dtype=torch.float64, generator=gen) * scale
+        g[torch.rand(d, generator=gen) < 0.3] = 0.0
+        g[:2] = 0.0
+        grads.append(g.to(dtype))
+    return grads
+
+
+# ---------------------------------------------------------------- torch variant vs torch.optim.Adam(amsgrad=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("impl", ["foreach", "single_tensor"])
+@pytest.mark.parametrize(
+    "lr,beta1,beta2,eps",
+    [(1e-3, 0.9, 0.999, 1e-8), (3e-2, 0.5, 0.99, 1e-6), (1e-1, 0.0, 0.9, 0.0), (1e-2, 0.95, 0.0, 1e-8)],
+)
+def test_torch_variant_matches_torch_adam_amsgrad(dtype, impl, lr, beta1, beta2, eps):
+    d, n_steps = 257, 100
+    x0 = torch.randn(d, dtype=dtype, generator=torch.Generator().manual_seed(1))
+    grads = random_grads(n_steps, d, dtype, seed=2)
+    if eps == 0.0:  # torch divides 0 by 0 on never-touched coordinates; keep every coordinate touched once
+        grads[0][:] = 1.0
+
+    p = x0.clone().requires_grad_(True)
+    opt = torch.optim.Adam(
+        [p], lr=lr, betas=(beta1, beta2), eps=eps, amsgrad=True, foreach=(impl == "foreach")
+    )
+    rule = build_rule("amsgrad", variant="torch", lr=lr, beta1=beta1, beta2=beta2, eps=eps)
+    x = x0.clone()
+    state = rule.init(x)
+    for g in grads:
+        p.grad = g.clone()
+        opt.step()
+        x_out, state_out = rule.step(x, g.clone(), state)
+        assert x_out is x and state_out is state
+    ts = opt.state[p]
+    assert state.k == n_steps == int(ts["step"].item())
+    torch.testing.assert_close(x, p.detach(), **TOL[dtype])
+    torch.testing.assert_close(state.m, ts["exp_avg"], **TOL[dtype])
+    torch.testing.assert_close(state.v, ts["exp_avg_sq"], **TOL[dtype])
+    torch.testing.assert_close(state.vhat, ts["max_exp_avg_sq"], **TOL[dtype])
+    assert torch.isfinite(x).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_torch_variant_close_to_fused_torch_adam(dtype):
+    """torch's fused kernel rounds differently from its single-tensor code; agreement to a few ulps is expected."""
+    d = 300
+    x0 = torch.randn(d, dtype=dtype, generator=torch.Generator().manual_seed(3))
+    grads = random_grads(100, d, dtype, seed=4)
+    p = x0.clone().requires_grad_(True)
+    opt = torch.optim.Adam([p], lr=1e-2, amsgrad=True, fused=True)
+    rule = build_rule("amsgrad", variant="torch", lr=1e-2)
+    x = x0.clone()
+    state = rule.init(x)
+    for g in grads:
+        p.grad = g.clone()
+        opt.step()
+        rule.step(x, g, state)
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=1e-12, atol=1e-13)
+    torch.testing.assert_close(x, p.detach(), **tol)
+
+
+def test_torch_variant_with_inv_sqrt_schedule_matches_torch_with_same_lrs():
+    dtype, d = torch.float64, 64
+    x0 = torch.randn(d, dtype=dtype, generator=torch.Generator().manual_seed(5))
+    grads = random_grads(50, d, dtype, seed=6)
+    rule = build_rule("amsgrad", variant="torch", lr=0.5, lr_schedule="inv_sqrt", alpha_max=0.2)
+    p = x0.clone().requires_grad_(True)
+    opt = torch.optim.Adam([p], lr=1.0, amsgrad=True, foreach=False)
+    x = x0.clone()
+    state = rule.init(x)
+    for k, g in enumerate(grads, start=1):
+        opt.param_groups[0]["lr"] = min(0.5 / math.sqrt(k), 0.2)
+        p.grad = g.clone()
+        opt.step()
+        rule.step(x, g, state)
+    torch.testing.assert_close(x, p.detach(), **TOL[dtype])
+
+
+# ---------------------------------------------------------------- paper variant
+
+
+def paper_by_hand(x, grads, lr, beta1, beta2, floor):
+    """APAM.md section 1 in plain Python floats: no bias correction, no eps, skip vhat <= floor."""
+    d = len(x)
+    x, m, v, vhat = list(x), [0.0] * d, [0.0] * d, [0.0] * d
+    for g in grads:
+        for i in range(d):
+            m[i] = beta1 * m[i] + (1 - beta1) * g[i]
+            v[i] = beta2 * v[i] + (1 - beta2) * g[i] ** 2
+            vhat[i] = max(vhat[i], v[i])
+            if vhat[i] > floor:
+                x[i] = x[i] - lr * m[i] / math.sqrt(vhat[i])
+    return x, m, v, vhat
+
+
+@pytest.mark.parametrize("dtype,rtol", [(torch.float64, 1e-13), (torch.float32, 2e-6)])
+def test_paper_variant_three_steps_by_hand(dtype, rtol):
+    x0 = [1.0, -2.0, 0.5, 3.0, 0.25]
+    # coordinate 3: always zero; coordinate 4: so small that vhat stays below the 1e-11 floor
+    grads = [[0.5, -1.0, 2.0, 0.0, 1e-5], [-0.25, 0.0, 1.5, 0.0, 2e-5], [1.0, 3.0, -0.5, 0.0, 1e-5]]
+    lr, beta1, beta2 = 0.1, 0.9, 0.99
+    rule = build_rule("amsgrad", variant="paper", lr=lr, beta1=beta1, beta2=beta2)
+    x = torch.tensor(x0, dtype=dtype)
+    state = rule.init(x)
+    for g in grads:
+        rule.step(x, torch.tensor(g, dtype=dtype), state)
+    ex, em, ev, evhat = paper_by_hand(x0, grads, lr, beta1, beta2, 1e-11)
+    for got, want in ((x, ex), (state.m, em), (state.v, ev), (state.vhat, evhat)):
+        torch.testing.assert_close(got, torch.tensor(want, dtype=dtype), rtol=rtol, atol=0.0)
+    assert x[3].item() == 3.0 and x[4].item() == 0.25  # skipped coordinates did not move
+    assert x[0].item() != 1.0  # and the others did
+
+
+def test_paper_variant_first_step_is_signed_step_of_size_lr_over_sqrt_one_minus_beta2():
+    # k=1: m = (1-b1) g, vhat = (1-b2) g^2  =>  x1 = x0 - lr (1-b1)/sqrt(1-b2) sign(g)
+    lr, beta1, beta2 = 0.01, 0.9, 0.999
+    rule = build_rule("amsgrad", variant="paper", lr=lr, beta1=beta1, beta2=beta2)
+    x = torch.zeros(4, dtype=torch.float64)
+    state = rule.init(x)
+    rule.step(x, torch.tensor([3.0, -0.5, 100.0, 0.0], dtype=torch.float64), state)
+    s = lr * (1 - beta1) / math.sqrt(1 - beta2)
+    torch.testing.assert_close(x, torch.tensor([-s, s, -s, 0.0], dtype=torch.float64), rtol=1e-14, atol=0.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_paper_variant_zero_gradient_coordinates_never_move_nor_nan(dtype):
+    d, n = 64, 300
+    x0 = torch.randn(d, dtype=dtype, generator=torch.Generator().manual_seed(7))
+    grads = random_grads(n, d, dtype, seed=8)  # coordinates 0 and 1 are always zero
+    for g in grads:
+        g[2] = 1e-7  # vhat -> 1e-14 < floor: never moves either
+    rule = build_rule("amsgrad", variant="paper", lr=0.05)
+    x = x0.clone()
+    state = rule.init(x)
+    for g in grads:
+        rule.step(x, g, state)
+        assert torch.isfinite(x).all()
+    assert torch.equal(x[:3], x0[:3])
+    assert not torch.equal(x[3:], x0[3:])
+
+
+def test_paper_variant_vhat_floor_is_configurable():
+    g = torch.tensor([1e-7, 1.0], dtype=torch.float64)  # vhat = 1e-3 * 1e-14 = 1e-17 after one step
+    for floor, moves in ((1e-11, False), (1e-20, True), (0.0, True)):
+        rule = build_rule("amsgrad", variant="paper", lr=0.1, vhat_floor=floor)
+        x = torch.zeros(2, dtype=torch.float64)
+        rule.step(x, g.clone(), rule.init(x))
+        assert (x[0].item() != 0.0) is moves
+        assert x[1].item() != 0.0
+
+
+def test_paper_variant_positive_eps_enters_the_denominator():
+    rule = build_rule("amsgrad", variant="paper", lr=0.1, beta1=0.0, beta2=0.0, eps=0.5)
+    x = torch.zeros(1, dtype=torch.float64)
+    rule.step(x, torch.tensor([4.0], dtype=torch.float64), rule.init(x))
+    # m = 4, vhat = 16: x = -0.1 * 4 / (4 + 0.5)
+    assert x.item() == pytest.approx(-0.4 / 4.5, rel=1e-15)
+
+
+@pytest.mark.parametrize("variant", ["paper", "torch"])
+def test_vhat_never_decreases_and_is_the_running_max_of_v(variant):
+    d = 200
+    gen = torch.Generator().manual_seed(9)
+    rule = build_rule("amsgrad", variant=variant, lr=1e-2, beta1=0.9, beta2=0.9)
+    x = torch.zeros(d)
+    state = rule.init(x)
+    running_max = torch.zeros(d)
+    decreased_v = False
+    for k in range(400):
+        scale = 3.0 if k % 50 < 5 else 0.1  # bursts, so v rises and then decays
+        g = torch.randn(d, generator=gen) * scale
+        g[torch.rand(d, generator=gen) < 0.2] = 0.0
+        prev_vhat, prev_v = state.vhat.clone(), state.v.clone()
+        rule.step(x, g, state)
+        assert (state.vhat >= prev_vhat).all()
+        running_max = torch.maximum(running_max, state.v)
+        assert torch.equal(state.vhat, running_max)
+        decreased_v |= bool((state.v < prev_v).any())
+    assert decreased_v  # the invariant was exercised: v did fall while vhat held
+
+
+# ---------------------------------------------------------------- SGD
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sgd_exact_values_and_match_torch_sgd(dtype):
+    rule = build_rule("sgd", lr=0.25)
+    x = torch.tensor([1.0, -2.0, 0.5], dtype=dtype)
+    state = rule.init(x)
+    rule.step(x, torch.tensor([2.0, 4.0, 0.0], dtype=dtype), state)
+    assert x.tolist() == [0.5, -3.0, 0.5] and state.k == 1  # exact in binary floating point
+
+    x0 = torch.randn(100, dtype=dtype, generator=torch.Generator().manual_seed(10))
+    grads = random_grads(100, 100, dtype, seed=11)
+    p = x0.clone().requires_grad_(True)
+    opt = torch.optim.SGD([p], lr=0.01)
+    rule = build_rule("sgd", lr=0.01)
+    x = x0.clone()
+    state = rule.init(x)
+    for g in grads:
+        p.grad = g.clone()
+        opt.step()
+        rule.step(x, g, state)
+    torch.testing.assert_close(x, p.detach(), **TOL[dtype])
+
+
+def test_sgd_inv_sqrt_schedule_values():
+    rule = build_rule("sgd", lr=1.0, lr_schedule="inv_sqrt")
+    x = torch.zeros(1, dtype=torch.float64)
+    state = rule.init(x)
+    for _ in range(4):
+        rule.step(x, torch.ones(1, dtype=torch.float64), state)
+    assert x.item() == pytest.approx(-(1 + 1 / math.sqrt(2) + 1 / math.sqrt(3) + 0.5), rel=1e-15)
+
+
+# ---------------------------------------------------------------- schedules
+
+
+def test_schedule_values():
+    const = build_schedule("constant", 0.3)
+    assert [const(k) for k in (1, 2, 100)] == [0.3, 0.3, 0.3]
+    assert build_schedule("constant", 0.3, alpha_max=0.1)(5) == 0.1
+    inv = build_schedule("inv_sqrt", 10.0, alpha_max=0.01)  # the paper's logistic regression
+    assert inv(1) == 0.01 and inv(10**6) == 0.01
+    assert inv(10**6 + 1) == pytest.approx(10 / math.sqrt(10**6 + 1), rel=1e-15)
+    assert inv(4 * 10**6) == pytest.approx(0.005, rel=1e-15)
+    nocap = build_schedule("inv_sqrt", 2.0)
+    assert [nocap(k) for k in (1, 4, 16)] == [2.0, 1.0, 0.5]
+    with pytest.raises(ValueError, match="k=0"):
+        nocap(0)
+
+
+def test_lr_at_reports_the_schedule():
+    rule = build_rule("amsgrad", variant="paper", lr=10.0, lr_schedule="inv_sqrt", alpha_max=0.01)
+    assert rule.lr_at(1) == 0.01 and rule.lr_at(4 * 10**6) == pytest.approx(0.005)
+    assert build_rule("sgd", lr=0.2).lr_at(7) == 0.2
+
+
+# ---------------------------------------------------------------- bounds (projection)
+
+
+@pytest.mark.parametrize("name,kw", [("sgd", {}), ("amsgrad", {"variant": "paper"}), ("amsgrad", {"variant": "torch"})])
+def test_bounds_clip_after_each_step(name, kw):
+    d = 50
+    x0 = torch.randn(d, dtype=torch.float64, generator=torch.Generator().manual_seed(12)).clamp_(-0.5, 0.5)
+    grads = random_grads(20, d, torch.float64, seed=13)
+    free = build_rule(name, lr=0.3, **kw)
+    boxed = build_rule(name, lr=0.3, bounds=(-0.5, 0.5), **kw)
+    xb = x0.clone()
+    sb = boxed.init(xb)
+    for g in grads:
+        # one unconstrained step from the bounded run's current point and state, then clip == the bounded step
+        xf, sf = free.step(xb.clone(), g, clone_state(sb))
+        boxed.step(xb, g, sb)
+        assert xb.min() >= -0.5 and xb.max() <= 0.5
+        assert torch.equal(xb, xf.clamp(-0.5, 0.5))
+    assert (xb.abs() == 0.5).any()  # the box was active
+
+
+# ---------------------------------------------------------------- state cloning
+
+
+def test_clone_state_is_independent_and_reproduces_the_trajectory():
+    rule = build_rule("amsgrad", variant="torch", lr=1e-2)
+    grads = random_grads(20, 30, torch.float32, seed=14)
+    x = torch.randn(30, generator=torch.Generator().manual_seed(15))
+    state = rule.init(x)
+    for g in grads[:10]:
+        rule.step(x, g, state)
+    snap, x_snap = clone_state(state), x.clone()
+    assert snap.k == 10 and snap.work is None
+    for name in ("m", "v", "vhat"):
+        assert torch.equal(getattr(snap, name), getattr(state, name))
+        assert getattr(snap, name).data_ptr() != getattr(state, name).data_ptr()
+    for g in grads[10:]:
+        rule.step(x, g, state)
+    assert snap.k == 10 and not torch.equal(snap.m, state.m)
+    for g in grads[10:]:
+        rule.step(x_snap, g, snap)
+    assert torch.equal(x_snap, x) and torch.equal(snap.vhat, state.vhat)
+    with pytest.raises(TypeError):
+        clone_state({"m": x})
+
+
+# ---------------------------------------------------------------- validation and registry
+
+
+@pytest.mark.parametrize(
+    "name,kw,words",
+    [
+        ("amsgrad", dict(variant="paper", lr=0.0), ["lr", "0.0"]),
+        ("amsgrad", dict(variant="torch", lr=-1e-3), ["lr", "-0.001"]),
+        ("sgd", dict(lr=float("nan")), ["lr", "nan"]),
+        ("amsgrad", dict(variant="torch", beta1=1.0), ["beta1", "1.0"]),
+        ("amsgrad", dict(variant="torch", beta2=-0.1), ["beta2", "-0.1"]),
+        ("amsgrad", dict(variant="torch", eps=-1e-8), ["eps", "-1e-08"]),
+        ("amsgrad", dict(variant="paper", vhat_floor=-1.0), ["vhat_floor", "-1.0"]),
+        ("amsgrad", dict(variant="torch", vhat_floor=1e-11), ["vhat_floor", "torch"]),
+        ("amsgrad", dict(variant="adam"), ["variant", "'adam'"]),
+        ("amsgrad", dict(), ["variant"]),
+        ("amsgrad", dict(variant="paper", beta1="0.9"), ["beta1", "'0.9'"]),
+        ("sgd", dict(lr_schedule="cosine"), ["lr_schedule", "'cosine'"]),
+        ("sgd", dict(alpha_max=0.0), ["alpha_max", "0.0"]),
+        ("sgd", dict(bounds=(1.0, -1.0)), ["bounds", "(1.0, -1.0)"]),
+        ("sgd", dict(bounds=3.0), ["bounds", "3.0"]),
+        ("sgd", dict(momentum=0.9), ["momentum"]),
+        ("sgd", dict(beta1=0.9), ["beta1"]),
+    ],
+)
+def test_bad_hyperparameters_raise_value_error_naming_key_and_value(name, kw, words):
+    with pytest.raises(ValueError) as err:
+        build_rule(name, **kw)
+    assert isinstance(err.value, HyperparameterError)
+    for w in words:
+        assert w in str(err.value)
+
+
+def test_unknown_rule_name():
+    with pytest.raises(UnknownRuleError, match="'adamw'.*amsgrad.*sgd"):
+        build_rule("adamw", lr=1e-3)
+    assert {"amsgrad", "sgd"} <= set(rule_names())
+
+
+def test_step_rejects_mismatched_gradient_and_init_rejects_bad_x():
+    rule = build_rule("amsgrad", variant="paper")
+    x = torch.zeros(5)
+    state = rule.init(x)
+    with pytest.raises(ValueError, match="shape"):
+        rule.step(x, torch.zeros(4), state)
+    with pytest.raises(ValueError, match="float64"):
+        rule.step(x, torch.zeros(5, dtype=torch.float64), state)
+    for bad in (torch.zeros(2, 3), torch.zeros(3, dtype=torch.int64)):
+        with pytest.raises(ValueError, match="1-D float32 or float64"):
+            rule.init(bad)
+    assert state.k == 0
+
+
+def test_a_registered_rule_is_built_by_name_and_names_are_unique():
+    @register_rule
+    class SignSGD(UpdateRule):
+        name = "test_signsgd"
+
+        def init(self, x):
+            return build_rule("sgd").init(x)
+
+        def step(self, x, g, state):
+            state.k += 1
+            x.sub_(self.schedule(state.k) * torch.sign(g))
+            return x, state
+
+    try:
+        rule = build_rule("test_signsgd", lr=0.5)
+        x = torch.zeros(3)
+        rule.step(x, torch.tensor([2.0, -3.0, 0.0]), rule.init(x))
+        assert x.tolist() == [-0.5, 0.5, 0.0]
+        with pytest.raises(ValueError, match="already registered"):
+
+            @register_rule
+            class Other(UpdateRule):
+                name = "test_signsgd"
+
+    finally:
+        registry_module._RULES.pop("test_signsgd", None)
+
+
+@pytest.mark.parametrize(
+    "name,kw",
+    [
+        ("sgd", {"bounds": (-1.0, 1.0)}),
+        ("amsgrad", {"variant": "paper"}),
+        ("amsgrad", {"variant": "torch", "lr_schedule": "inv_sqrt", "alpha_max": 0.1}),
+    ],
+)
+def test_rules_and_states_survive_pickling(name, kw):
+    """Engines may ship a rule or a state snapshot to another process."""
+    import pickle
+
+    rule = build_rule(name, lr=0.05, **kw)
+    grads = random_grads(6, 8, torch.float64, seed=16)
+    x = torch.zeros(8, dtype=torch.float64)
+    state = rule.init(x)
+    for g in grads[:3]:
+        rule.step(x, g, state)
+    rule2, state2, x2 = pickle.loads(pickle.dumps((rule, clone_state(state), x.clone())))
+    assert rule2.hyperparams == rule.hyperparams and state2.k == 3
+    for g in grads[3:]:
+        rule.step(x, g, state)
+        rule2.step(x2, g, state2)
+    assert torch.equal(x, x2)
