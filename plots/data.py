@@ -1,0 +1,219 @@
+"""Loading an experiment folder's CSV files (the "Result files" of docs/INTERFACES.md) into pandas frames.
+
+Layout read (``PATH`` = ``results/<experiment>``)::
+
+    PATH/summary.csv                    one row per run
+    PATH/speedup.csv                    one row per (algorithm, engine, clock, workers, basis)
+    PATH/runs/<run_id>/trace.csv        one row per evaluation point
+    PATH/runs/<run_id>/staleness.csv    histogram: staleness, count (identity from the summary row of run_id)
+    PATH/../paper/<experiment>.csv      the paper's numbers (optional)
+
+Each file has a set of required columns (``REQUIRED``); a missing one raises ``MissingColumnError`` naming the
+column and the file. Other columns are optional: whether they exist and how many distinct values they hold decides
+which figures apply. Text columns stay text, every other column is parsed as a number (empty cell -> NaN).
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .errors import MissingColumnError, PlotError
+
+TEXT_COLUMNS = frozenset(
+    {"experiment", "run_id", "problem", "algorithm", "engine", "clock", "delay_model", "basis", "status",
+     "message", "metric", "unit", "source"}
+)
+# Sweep parameters a run may vary besides workers (docs/INTERFACES.md, summary.csv).
+SWEEP_COLUMNS = ("max_delay", "tau", "straggler_sigma", "straggler_slowdown")
+IDENTITY = ("problem", "algorithm", "engine", "clock", "workers", "seed")
+
+REQUIRED = {
+    "summary.csv": ("run_id",) + IDENTITY,
+    "speedup.csv": ("problem", "algorithm", "engine", "clock", "workers", "basis", "time_s", "speedup", "efficiency"),
+    "trace.csv": ("run_id",) + IDENTITY + ("epoch", "time_s", "train_loss", "test_acc"),
+    "staleness.csv": ("staleness", "count"),
+    "paper": ("problem", "algorithm", "workers", "metric", "value"),
+}
+
+
+def read_csv(path, required=()):
+    """Read one result CSV: text columns as str, the rest numeric (NaN for empty cells).
+
+    Args:
+        path: the CSV file.
+        required: column names that must be present.
+    Returns:
+        ``pandas.DataFrame`` (may have zero rows).
+    Raises:
+        MissingColumnError: a required column is absent (names column and file).
+        PlotError: the file cannot be parsed as CSV.
+    """
+    path = Path(path)
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=True, skipinitialspace=True)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise PlotError(f"{path}: not a readable CSV file ({type(exc).__name__})") from None
+    df.columns = [str(c).strip() for c in df.columns]
+    for column in required:
+        if column not in df.columns:
+            raise MissingColumnError(column, path)
+    for column in df.columns:
+        if column in TEXT_COLUMNS:
+            df[column] = df[column].fillna("").astype(str).str.strip()
+        else:
+            df[column] = pd.to_numeric(df[column], errors="coerce").astype(float)
+    return df
+
+
+def distinct(df, column):
+    """Sorted distinct non-missing values of ``df[column]`` ([] when the frame or column is absent)."""
+    if df is None or column not in df.columns:
+        return []
+    values = df[column]
+    if values.dtype == object or pd.api.types.is_string_dtype(values):
+        return sorted(v for v in values.unique() if v != "")
+    return sorted(float(v) for v in values.dropna().unique())
+
+
+def varying_sweeps(df, within=()):
+    """Sweep columns (``SWEEP_COLUMNS``) that take >= 2 distinct values (missing counts as one) inside some group
+    of the ``within`` columns (or over the whole frame)."""
+    out = []
+    if df is None or df.empty:
+        return out
+    for column in SWEEP_COLUMNS:
+        if column not in df.columns:
+            continue
+        if within:
+            counts = df.groupby(list(within), dropna=False)[column].nunique(dropna=False)
+            varies = bool((counts >= 2).any())
+        else:
+            varies = df[column].nunique(dropna=False) >= 2
+        if varies:
+            out.append(column)
+    return out
+
+
+@dataclass
+class ExperimentData:
+    """Everything the figures read from one experiment folder.
+
+    Attributes:
+        path: the experiment folder; figures go to ``path / "figures"``.
+        name: the experiment id (the folder's name), used in titles and to find the paper's CSV.
+        summary, speedup, traces, staleness, paper: frames, or None where the file(s) do not exist.
+            ``traces`` concatenates every run's trace.csv; ``staleness`` every run's histogram joined with the
+            identity and sweep columns of its summary row (runs without a summary row are left out).
+        files: the file each frame came from (for error messages), keyed "summary", "speedup", "trace", "paper".
+    """
+
+    path: Path
+    name: str
+    summary: pd.DataFrame | None = None
+    speedup: pd.DataFrame | None = None
+    traces: pd.DataFrame | None = None
+    staleness: pd.DataFrame | None = None
+    paper: pd.DataFrame | None = None
+    files: dict = field(default_factory=dict)
+
+    @property
+    def figures_dir(self):
+        return self.path / "figures"
+
+    def require(self, frame, *columns):
+        """Raise ``MissingColumnError`` for the first of ``columns`` absent from frame ``frame`` (a key of files)."""
+        df = getattr(self, "traces" if frame == "trace" else frame)
+        for column in columns:
+            if column not in df.columns:
+                raise MissingColumnError(column, self.files.get(frame, self.path / f"{frame}.csv"))
+
+
+def is_experiment_dir(path):
+    """True when ``path`` holds summary.csv, speedup.csv or a runs/ folder."""
+    path = Path(path)
+    return (path / "summary.csv").is_file() or (path / "speedup.csv").is_file() or (path / "runs").is_dir()
+
+
+def _nonempty(df):
+    return df if df is not None and not df.empty else None
+
+
+def load_experiment(path, paper_dir=None):
+    """Load the CSVs of experiment folder ``path``.
+
+    Args:
+        path: ``results/<experiment>``.
+        paper_dir: folder holding ``<experiment>.csv`` with the paper's numbers; default ``path/../paper``.
+    Returns:
+        ``ExperimentData``.
+    Raises:
+        PlotError: ``path`` is not a folder. MissingColumnError: a file lacks a required column.
+    """
+    path = Path(path)
+    if not path.is_dir():
+        raise PlotError(f"{path}: no such experiment folder")
+    exp = ExperimentData(path=path, name=path.resolve().name)
+    summary_path = path / "summary.csv"
+    if summary_path.is_file():
+        exp.summary = _nonempty(read_csv(summary_path, REQUIRED["summary.csv"]))
+        exp.files["summary"] = summary_path
+    speedup_path = path / "speedup.csv"
+    if speedup_path.is_file():
+        exp.speedup = _nonempty(read_csv(speedup_path, REQUIRED["speedup.csv"]))
+        exp.files["speedup"] = speedup_path
+    runs = sorted(p for p in (path / "runs").glob("*") if p.is_dir()) if (path / "runs").is_dir() else []
+    traces, hists = [], []
+    for run in runs:
+        trace_path = run / "trace.csv"
+        if trace_path.is_file():
+            df = read_csv(trace_path, REQUIRED["trace.csv"])
+            if not df.empty:
+                traces.append(df)
+                exp.files.setdefault("trace", trace_path)
+        hist_path = run / "staleness.csv"
+        if hist_path.is_file():
+            df = read_csv(hist_path, REQUIRED["staleness.csv"])
+            if not df.empty:
+                df["run_id"] = run.name
+                hists.append(df)
+    if traces:
+        exp.traces = _with_sweeps(pd.concat(traces, ignore_index=True), exp.summary)
+    if hists and exp.summary is not None:
+        exp.staleness = _join_summary(pd.concat(hists, ignore_index=True), exp.summary)
+    paper_dir = Path(paper_dir) if paper_dir is not None else path.parent / "paper"
+    paper_path = paper_dir / f"{exp.name}.csv"
+    if paper_path.is_file():
+        exp.paper = _nonempty(read_csv(paper_path, REQUIRED["paper"]))
+        exp.files["paper"] = paper_path
+    return exp
+
+
+def _with_sweeps(traces, summary):
+    """Add sweep columns a trace lacks from its run's summary row (NaN where neither has them)."""
+    for column in SWEEP_COLUMNS:
+        if column in traces.columns:
+            continue
+        if summary is not None and column in summary.columns:
+            lookup = summary.drop_duplicates("run_id").set_index("run_id")[column]
+            traces[column] = traces["run_id"].map(lookup).astype(float)
+        else:
+            traces[column] = np.nan
+    return traces
+
+
+def _join_summary(hists, summary):
+    """Attach identity and sweep columns of the summary row with the same run_id to each histogram row."""
+    columns = ["run_id", *IDENTITY] + [c for c in SWEEP_COLUMNS if c in summary.columns]
+    rows = summary[columns].drop_duplicates("run_id")
+    out = hists.merge(rows, on="run_id", how="inner")
+    for column in SWEEP_COLUMNS:
+        if column not in out.columns:
+            out[column] = np.nan
+    return _nonempty(out)
+
+
+def as_experiment(exp, paper_dir=None):
+    """``exp`` itself when it is ``ExperimentData``, else ``load_experiment(exp, paper_dir)``."""
+    return exp if isinstance(exp, ExperimentData) else load_experiment(exp, paper_dir)

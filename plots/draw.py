@@ -1,0 +1,78 @@
+"""Drawing every figure that applies to an experiment folder, or to every experiment below a results folder."""
+
+from pathlib import Path
+
+from .curves import draw_algorithm_comparison, draw_curves_by_workers, draw_delay_sweep
+from .data import is_experiment_dir, load_experiment
+from .errors import PlotError
+from .speedup import draw_speedup, draw_time_per_epoch
+from .staleness import draw_staleness
+from .stragglers import draw_stragglers
+from .tau import draw_tau_threshold
+from .validation import draw_model_validation
+
+FORMATS = ("png", "pdf")
+# Each takes (ExperimentData, fmt) and returns the paths it wrote ([] when its data is not there).
+FIGURES = (
+    draw_speedup,
+    draw_time_per_epoch,
+    draw_curves_by_workers,
+    draw_algorithm_comparison,
+    draw_delay_sweep,
+    draw_staleness,
+    draw_tau_threshold,
+    draw_stragglers,
+    draw_model_validation,
+)
+
+
+def _check_format(fmt):
+    if fmt not in FORMATS:
+        raise PlotError(f"format '{fmt}' not supported: use one of {', '.join(FORMATS)}")
+
+
+def draw_experiment(path, fmt="png", paper_dir=None):
+    """Redraw every figure that applies to experiment folder ``path`` from its CSV files alone.
+
+    Args:
+        path: ``results/<experiment>`` (holding summary.csv, speedup.csv and/or runs/).
+        fmt: "png" (default) or "pdf".
+        paper_dir: folder with ``<experiment>.csv`` holding the paper's numbers; default ``path/../paper``.
+    Returns:
+        list of ``Path`` written under ``path/figures/``, in drawing order.
+    Raises:
+        PlotError: missing folder or unknown format. MissingColumnError: a CSV lacks a required column.
+    """
+    _check_format(fmt)
+    exp = load_experiment(path, paper_dir)
+    written = []
+    for figure in FIGURES:
+        written.extend(figure(exp, fmt))
+    return written
+
+
+def find_experiments(path):
+    """``[path]`` when it is an experiment folder, else its sub-folders that are (``paper/`` excluded), sorted.
+
+    Raises:
+        PlotError: ``path`` is not a folder, or holds no experiment folder.
+    """
+    path = Path(path)
+    if not path.is_dir():
+        raise PlotError(f"{path}: no such folder")
+    if is_experiment_dir(path):
+        return [path]
+    found = sorted(p for p in path.iterdir() if p.is_dir() and p.name != "paper" and is_experiment_dir(p))
+    if not found:
+        raise PlotError(f"{path}: no experiment folder here (expected summary.csv, speedup.csv or runs/)")
+    return found
+
+
+def draw_path(path, fmt="png", paper_dir=None):
+    """``draw_experiment`` for the experiment folder ``path``, or for every experiment folder below ``path``
+    (e.g. ``results/``). Returns all written paths."""
+    _check_format(fmt)
+    written = []
+    for folder in find_experiments(path):
+        written.extend(draw_experiment(folder, fmt, paper_dir))
+    return written

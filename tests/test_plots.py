@@ -1,0 +1,353 @@
+"""Figures from CSV alone (plots/): every figure family drawn from the tiny experiment folders kept under
+tests/fixtures/plots/ (written by make_fixtures.py there), the CLI, errors and the numeric helpers."""
+
+import filecmp
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # bare `pytest` (not `python -m pytest`) with an editable install made before plots/
+    sys.path.insert(0, str(ROOT))
+
+import plots  # noqa: E402
+from plots import style  # noqa: E402
+from plots.aggregate import mean_band, seed_stats  # noqa: E402
+from plots.data import load_experiment  # noqa: E402
+from plots.speedup import _paper_relative_times  # noqa: E402
+from plots.staleness import histogram_fractions  # noqa: E402
+from plots.tau import tau_ratio  # noqa: E402
+from plots.validation import pair_clocks  # noqa: E402
+
+import matplotlib.pyplot as plt  # noqa: E402  (after plots, which selects the Agg backend)
+
+FIXTURES = ROOT / "tests" / "fixtures" / "plots"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+# For each fixture experiment: the files each figure function must write (every other function writes none).
+EXPECTED = {
+    "lr_speedup": {
+        "draw_speedup": ["speedup-logreg_fmnist-time_per_epoch"],
+        "draw_time_per_epoch": ["time_per_epoch-logreg_fmnist"],
+        "draw_curves_by_workers": ["curves-logreg_fmnist-apam-shared_memory-wall",
+                                   "curves-logreg_fmnist-apam-simulated-simulated"],
+        "draw_staleness": ["staleness-logreg_fmnist-apam"],
+        "draw_model_validation": ["model_validation-logreg_fmnist"],
+    },
+    "lenet5_speedup": {
+        "draw_speedup": ["speedup-lenet5_fmnist-time_per_epoch"],
+        "draw_time_per_epoch": ["time_per_epoch-lenet5_fmnist"],
+        "draw_curves_by_workers": ["curves-lenet5_fmnist-apam-simulated-simulated",
+                                   "curves-lenet5_fmnist-async_sgd-simulated-simulated"],
+        "draw_algorithm_comparison": ["compare-lenet5_fmnist-simulated-simulated-epochs",
+                                      "compare-lenet5_fmnist-simulated-simulated-time"],
+        "draw_staleness": ["staleness-lenet5_fmnist-apam", "staleness-lenet5_fmnist-async_sgd"],
+    },
+    "large_time_per_epoch": {"draw_time_per_epoch": ["time_per_epoch-resnet18_cinic10"]},
+    "artificial_delay": {
+        "draw_delay_sweep": ["delay_sweep-allcnn_cifar10-apam-simulated-simulated-P1"],
+        "draw_staleness": ["staleness-allcnn_cifar10-apam"],
+    },
+    "tau_threshold": {"draw_tau_threshold": ["tau_threshold-lenet5_fmnist", "tau_threshold-logreg_fmnist"]},
+    "stragglers": {"draw_stragglers": ["stragglers-logreg_fmnist"]},
+    "model_validation": {
+        "draw_time_per_epoch": ["time_per_epoch-logreg_fmnist"],
+        "draw_staleness": ["staleness-logreg_fmnist-apam"],
+        "draw_model_validation": ["model_validation-logreg_fmnist"],
+    },
+}
+PDF_FAMILIES = ("lenet5_speedup",)
+
+
+def copy_fixtures(dest, families=tuple(EXPECTED)):
+    """Copy fixture experiments (and paper/) to dest, so that figures are written outside the repository."""
+    dest = Path(dest)
+    for name in (*families, "paper"):
+        shutil.copytree(FIXTURES / name, dest / name)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def drawn(tmp_path_factory):
+    """Draw every figure function over every fixture experiment (PNG), then the PDF families, in one process with
+    every warning turned into an error. Returns the written paths, per experiment and function, and the figures
+    still open afterwards."""
+    root = copy_fixtures(tmp_path_factory.mktemp("results"))
+    produced = {}
+    pdfs = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for family in EXPECTED:
+            exp = load_experiment(root / family)
+            produced[family] = {f.__name__: f(exp, "png") for f in plots.FIGURES}
+        pdf_root = copy_fixtures(tmp_path_factory.mktemp("pdf"), PDF_FAMILIES)
+        for family in PDF_FAMILIES:
+            pdfs += plots.draw_experiment(pdf_root / family, fmt="pdf")
+    return {"root": root, "produced": produced, "pdfs": pdfs, "open": plt.get_fignums()}
+
+
+def test_agg_backend_selected_by_package():
+    assert matplotlib.get_backend().lower() == "agg"
+
+
+def test_thirty_figures_no_warning_no_open_figure(drawn):
+    count = sum(len(paths) for per in drawn["produced"].values() for paths in per.values()) + len(drawn["pdfs"])
+    assert count >= 30
+    assert drawn["open"] == []
+
+
+@pytest.mark.parametrize("family", list(EXPECTED))
+def test_each_figure_function_writes_its_files(drawn, family):
+    produced = drawn["produced"][family]
+    for name, paths in produced.items():
+        expected = [family + "/figures/" + stem + ".png" for stem in EXPECTED[family].get(name, [])]
+        got = [p.relative_to(drawn["root"]).as_posix() for p in paths]
+        assert sorted(got) == sorted(expected), name
+    on_disk = sorted(p.name for p in (drawn["root"] / family / "figures").iterdir())
+    assert on_disk == sorted(s + ".png" for stems in EXPECTED[family].values() for s in stems)
+
+
+@pytest.mark.parametrize("family", list(EXPECTED))
+def test_written_pngs_are_valid_images(drawn, family):
+    for paths in drawn["produced"][family].values():
+        for path in paths:
+            assert path.read_bytes()[:8] == PNG_SIGNATURE, path
+            image = plt.imread(path)
+            height, width = image.shape[:2]
+            assert image.ndim == 3 and image.shape[2] in (3, 4)
+            # figure size (inches) x style.DPI: at least one 4.8 x 3.5 in panel plus legend, nothing absurd
+            assert 4.8 * style.DPI <= width <= 20 * style.DPI, (path, width)
+            assert 3.5 * style.DPI <= height <= 25 * style.DPI, (path, height)
+            assert image[..., :3].std() > 0.05  # not a blank canvas
+
+
+def test_pdf_format(drawn):
+    assert len(drawn["pdfs"]) == sum(len(v) for f in PDF_FAMILIES for v in EXPECTED[f].values())
+    for path in drawn["pdfs"]:
+        assert path.suffix == ".pdf"
+        assert path.read_bytes()[:5] == b"%PDF-"
+        assert path.stat().st_size > 1000
+
+
+def test_draw_experiment_is_every_figure_function(tmp_path):
+    root = copy_fixtures(tmp_path, ["tau_threshold"])
+    written = plots.draw_experiment(root / "tau_threshold")
+    assert [p.name for p in written] == [s + ".png" for s in EXPECTED["tau_threshold"]["draw_tau_threshold"]]
+
+
+def _cli(*args):
+    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
+    env["PYTHONPATH"] = str(ROOT)
+    return subprocess.run([sys.executable, "-m", "plots", *map(str, args)], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=120)
+
+
+def test_cli_over_results_folder_writes_expected_files(tmp_path):
+    families = ["large_time_per_epoch", "stragglers", "tau_threshold"]
+    root = copy_fixtures(tmp_path / "results", families)
+    proc = _cli(root)
+    assert proc.returncode == 0, proc.stderr
+    expected = sorted(str(root / f / "figures" / (s + ".png")) for f in families
+                      for stems in EXPECTED[f].values() for s in stems)
+    assert sorted(proc.stdout.split()) == expected
+    assert not (root / "paper" / "figures").exists()  # the paper folder is no experiment
+    for line in expected:
+        assert Path(line).read_bytes()[:8] == PNG_SIGNATURE
+
+
+def test_cli_missing_folder_exits_2_with_one_line(tmp_path):
+    proc = _cli(tmp_path / "nowhere")
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "nowhere" in proc.stderr
+
+
+def test_cli_missing_column_exits_2_naming_column_and_file(tmp_path):
+    root = copy_fixtures(tmp_path, ["stragglers", "tau_threshold"])
+    summary = root / "stragglers" / "summary.csv"
+    pd.read_csv(summary).drop(columns=["workers"]).to_csv(summary, index=False)
+    proc = _cli(root, "--format", "pdf")
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1
+    assert "'workers'" in proc.stderr and str(summary) in proc.stderr
+    # the other experiment below the results folder is still drawn
+    expected = sorted(str(root / "tau_threshold" / "figures" / (s + ".pdf"))
+                      for s in EXPECTED["tau_threshold"]["draw_tau_threshold"])
+    assert sorted(proc.stdout.split()) == expected
+
+
+@pytest.mark.parametrize(
+    "family, relpath, column",
+    [
+        ("lenet5_speedup", "speedup.csv", "speedup"),
+        ("lenet5_speedup", "runs/apam-simulated-P2-s0/trace.csv", "test_acc"),
+        ("artificial_delay", "runs/apam-simulated-P1-s0-d5/staleness.csv", "count"),
+        ("stragglers", "summary.csv", "time_to_target_s"),  # required once the stragglers figure applies
+        ("tau_threshold", "summary.csv", "updates"),  # required once the tau figure applies
+    ],
+)
+def test_missing_column_error_names_column_and_file(tmp_path, family, relpath, column):
+    root = copy_fixtures(tmp_path, [family])
+    path = root / family / relpath
+    pd.read_csv(path).drop(columns=[column]).to_csv(path, index=False)
+    with pytest.raises(plots.MissingColumnError) as info:
+        plots.draw_experiment(root / family)
+    assert isinstance(info.value, ValueError)
+    assert info.value.column == column and Path(info.value.path) == path
+    assert f"'{column}'" in str(info.value) and str(path) in str(info.value)
+    assert plt.get_fignums() == []  # a figure begun before the error is not left open
+
+
+def test_missing_paper_file_is_fine_and_paper_dir_option(tmp_path):
+    root = copy_fixtures(tmp_path, ["large_time_per_epoch"])
+    shutil.move(root / "paper", tmp_path / "elsewhere")
+    assert load_experiment(root / "large_time_per_epoch").paper is None
+    exp = load_experiment(root / "large_time_per_epoch", paper_dir=tmp_path / "elsewhere")
+    assert exp.paper is not None and set(exp.paper["metric"]) == {"time_per_epoch_h"}
+    assert len(plots.draw_time_per_epoch(exp)) == 1
+
+
+def test_unknown_format_is_an_error(tmp_path):
+    root = copy_fixtures(tmp_path, ["stragglers"])
+    with pytest.raises(plots.PlotError, match="svg"):
+        plots.draw_experiment(root / "stragglers", fmt="svg")
+
+
+def test_speedup_needs_two_worker_counts(tmp_path):
+    root = copy_fixtures(tmp_path, ["lenet5_speedup"])
+    path = root / "lenet5_speedup" / "speedup.csv"
+    df = pd.read_csv(path)
+    df[df["workers"] == 1].to_csv(path, index=False)
+    assert plots.draw_speedup(root / "lenet5_speedup") == []
+    df[df["workers"] <= 2].to_csv(path, index=False)
+    assert len(plots.draw_speedup(root / "lenet5_speedup")) == 1
+
+
+def test_delay_sweep_needs_several_max_delays(tmp_path):
+    root = copy_fixtures(tmp_path, ["artificial_delay"])
+    runs = root / "artificial_delay" / "runs"
+    for run in runs.iterdir():
+        if not run.name.endswith("-d5"):
+            shutil.rmtree(run)
+    assert plots.draw_delay_sweep(root / "artificial_delay") == []
+
+
+def test_curves_skip_when_a_sweep_column_varies(tmp_path):
+    """Curves per worker count pool nothing: a run with another tau in the same group switches them off."""
+    root = copy_fixtures(tmp_path, ["lenet5_speedup"])
+    trace = root / "lenet5_speedup" / "runs" / "apam-simulated-P2-s0" / "trace.csv"
+    df = pd.read_csv(trace)
+    df["tau"] = 3
+    df.to_csv(trace, index=False)
+    names = [p.name for p in plots.draw_curves_by_workers(root / "lenet5_speedup")]
+    assert names == ["curves-lenet5_fmnist-async_sgd-simulated-simulated.png"]
+
+
+def test_fixtures_match_their_generator(tmp_path):
+    spec = importlib.util.spec_from_file_location("make_fixtures", FIXTURES / "make_fixtures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(tmp_path)
+    made = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*.csv"))
+    kept = sorted(p.relative_to(FIXTURES) for p in FIXTURES.rglob("*.csv"))
+    assert made == kept
+    _, mismatch, errors = filecmp.cmpfiles(tmp_path, FIXTURES, [str(p) for p in made], shallow=False)
+    assert mismatch == [] and errors == []
+
+
+# --- numeric helpers -------------------------------------------------------------------------------------------
+
+def test_mean_band_same_grid_is_pointwise():
+    x = np.array([0.0, 1.0, 2.0])
+    x_out, mean, lo, hi = mean_band([(x, [1.0, 2.0, 3.0]), (x[::-1], [1.0, 2.0, 3.0]), (x, [2.0, 5.0, 0.0])])
+    np.testing.assert_array_equal(x_out, x)
+    np.testing.assert_allclose(mean, [2.0, 3.0, 4.0 / 3.0])
+    np.testing.assert_allclose(lo, [1.0, 2.0, 0.0])
+    np.testing.assert_allclose(hi, [3.0, 5.0, 3.0])
+
+
+def test_mean_band_drops_non_finite_points():
+    x = np.array([0.0, 1.0, 2.0])
+    # the NaN drops x=2 from the third curve: the grids differ, so the band covers the common range [0, 1]
+    x_out, mean, lo, hi = mean_band([(x, [1.0, 2.0, 3.0]), (x, [3.0, 2.0, 1.0]), (x, [2.0, 5.0, np.nan])])
+    np.testing.assert_array_equal(x_out, x[:2])
+    np.testing.assert_allclose(mean, [2.0, 3.0])
+    np.testing.assert_allclose(lo, [1.0, 2.0])
+    np.testing.assert_allclose(hi, [3.0, 5.0])
+
+
+def test_mean_band_interpolates_on_the_common_range():
+    # y = x sampled at 0,2,4 and y = 2x sampled at 1,3: common range [1, 3], grid {1, 2, 3}
+    x, mean, lo, hi = mean_band([([0.0, 2.0, 4.0], [0.0, 2.0, 4.0]), ([3.0, 1.0], [6.0, 2.0])])
+    np.testing.assert_allclose(x, [1.0, 2.0, 3.0])
+    np.testing.assert_allclose(mean, [1.5, 3.0, 4.5])
+    np.testing.assert_allclose(lo, [1.0, 2.0, 3.0])
+    np.testing.assert_allclose(hi, [2.0, 4.0, 6.0])
+
+
+def test_mean_band_disjoint_ranges_and_empty():
+    x, mean, lo, hi = mean_band([([0.0, 1.0], [1.0, 1.0]), ([2.0, 3.0], [5.0, 7.0])])
+    np.testing.assert_allclose(x, [0.0, 1.0, 2.0, 3.0])
+    np.testing.assert_allclose(mean, [1.0, 1.0, 5.0, 7.0])
+    assert all(a.size == 0 for a in mean_band([([1.0], [np.inf])]))
+
+
+def test_seed_stats():
+    df = pd.DataFrame({"workers": [1, 1, 2, 2, 4], "t": [2.0, 4.0, 1.0, np.nan, np.nan]})
+    out = seed_stats(df, ["workers"], "t")
+    assert out["workers"].tolist() == [1, 2]
+    assert out["mean"].tolist() == [3.0, 1.0] and out["min"].tolist() == [2.0, 1.0]
+    assert out["max"].tolist() == [4.0, 1.0] and out["n"].tolist() == [2, 1]
+
+
+def test_pair_clocks_percent_error():
+    summary = pd.DataFrame({
+        "problem": ["p"] * 5, "algorithm": ["apam"] * 4 + ["sync_amsgrad"],
+        "engine": ["shared_memory", "shared_memory", "simulated", "simulated", "simulated"],
+        "clock": ["wall", "wall", "simulated", "simulated", "simulated"],
+        "workers": [2.0, 2.0, 2.0, 2.0, 2.0], "time_per_epoch_s": [2.0, 2.2, 2.31, 2.31, 9.0],
+    })
+    pairs = pair_clocks(summary)
+    assert len(pairs) == 1  # sync_amsgrad has no measured partner
+    row = pairs.iloc[0]
+    assert row["measured_s"] == pytest.approx(2.1) and row["simulated_s"] == pytest.approx(2.31)
+    assert row["measured_min"] == 2.0 and row["measured_max"] == 2.2 and row["n"] == 2
+    assert row["percent_error"] == pytest.approx(10.0)
+
+
+def test_tau_ratio():
+    np.testing.assert_allclose(tau_ratio([0, 16, 256], [65536, 65536, 65536]), [0.0, 1.0, 16.0])
+    assert np.isnan(tau_ratio([4], [0])[0])
+
+
+def test_histogram_fractions():
+    runs = pd.DataFrame({"run_id": ["a", "a", "b", "b"], "staleness": [0.0, 2.0, 0.0, 1.0],
+                         "count": [3.0, 1.0, 2.0, 2.0]})
+    values, fractions, mean_tau, max_tau = histogram_fractions(runs)
+    assert values.tolist() == [0, 1, 2]
+    np.testing.assert_allclose(fractions, [[0.75, 0.0, 0.25], [0.5, 0.5, 0.0]])
+    assert mean_tau == pytest.approx((2 * 1 + 1 * 2) / 8) and max_tau == 2
+
+
+def test_paper_relative_times_from_fixture():
+    exp = load_experiment(FIXTURES / "large_time_per_epoch")
+    rel = {(a, tuple(w)): r for _, a, w, r in _paper_relative_times(exp.paper)}
+    np.testing.assert_allclose(rel[("apam", (5, 10, 20))], np.array([0.39, 0.25, 0.17]) / 1.79)
+    # sync AMSGrad has no 1-worker row in the paper: it is relative to the problem's serial time
+    np.testing.assert_allclose(rel[("sync_amsgrad", (5, 10, 20))], np.array([0.68, 0.77, 1.08]) / 1.79)
+
+
+def test_colours_fixed_per_algorithm():
+    fixed = [style.color_for(a) for a in ("apam", "sync_amsgrad", "async_sgd")]
+    assert len(set(fixed)) == 3
+    other = style.color_for("my_rule")
+    assert other == style.color_for("my_rule") and other in style.FALLBACK_CYCLE and other not in fixed
+    assert style.linestyle_for("wall") != style.linestyle_for("simulated")
