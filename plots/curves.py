@@ -7,6 +7,25 @@ from .data import SWEEP_COLUMNS, as_experiment, distinct
 
 METRICS = (("train_loss", "train loss"), ("test_acc", "test accuracy"))
 EPOCH_LABEL = "epochs"
+PAPER_ACC_METRICS = ("test_acc", "test_acc_top1", "test_acc_min", "test_acc_max")
+PAPER_ACC_STYLE = {"color": "0.35", "linestyle": (0, (1, 2.5)), "linewidth": 1.2}
+
+
+def paper_accuracies(paper):
+    """The paper's final test accuracies as reference levels: [(value, label)], distinct values (3 decimals), at
+    most 3, from metrics ``PAPER_ACC_METRICS`` of the paper's CSV; [] when there is none."""
+    if paper is None:
+        return []
+    rows = paper[paper["metric"].isin(PAPER_ACC_METRICS) & paper["value"].between(0, 1)]
+    levels = {}
+    for _, r in rows.iterrows():
+        levels.setdefault(round(float(r["value"]), 3), r["problem"])
+    return [(v, f"paper: final test acc {v:g} ({p})") for v, p in sorted(levels.items())[:3]]
+
+
+def _paper_levels(ax, levels):
+    for value, label in levels:
+        ax.axhline(value, label=label, **PAPER_ACC_STYLE)
 
 
 def _plot_mean_band(ax, runs, xcol, ycol, color, label, linestyle="-"):
@@ -47,7 +66,8 @@ def draw_curves_by_workers(exp, fmt="png"):
     """Train loss and test accuracy against epochs (top) and time_s (bottom), one curve per worker count.
 
     One figure per (problem, algorithm, engine, clock) of the traces with >= 2 worker counts, where no sweep
-    column (max_delay, tau, straggler_*) varies. Several seeds: mean curve with a min-max band.
+    column (max_delay, tau, straggler_*) varies. Several seeds: mean curve with a min-max band. Test-accuracy
+    panels show the paper's final test accuracies as dotted levels (``paper_accuracies``).
 
     Returns:
         list of written paths (``figures/curves-<problem>-<algorithm>-<engine>-<clock>.<fmt>``).
@@ -57,6 +77,7 @@ def draw_curves_by_workers(exp, fmt="png"):
     if traces is None:
         return []
     written = []
+    levels = paper_accuracies(exp.paper)
     for (problem, algorithm, engine, clock), group in _simple_groups(traces, ["problem", "algorithm", "engine",
                                                                                 "clock"]):
         workers = distinct(group, "workers")
@@ -72,6 +93,8 @@ def draw_curves_by_workers(exp, fmt="png"):
                     runs = group[group["workers"] == w]
                     n = _plot_mean_band(ax, runs, xcol, ycol, colors[w], style.workers_text(w))
                     n_seeds = max(n_seeds, n)
+                if ycol == "test_acc":
+                    _paper_levels(ax, levels)
                 _finish_metric_axis(ax, group, ycol, xlabel, ylabel)
                 ax.set_title(f"{ylabel} against {xlabel.split(' (')[0]}")
         style.legend_outside(fig, axes)
@@ -86,7 +109,7 @@ def draw_algorithm_comparison(exp, fmt="png"):
 
     One pair of figures (x = epochs, x = time_s) per (problem, engine, clock) of the traces in which >= 2
     algorithms ran at the same worker count and no sweep column varies; one column of panels per such worker
-    count. Several seeds: mean curve with a min-max band.
+    count. Several seeds: mean curve with a min-max band. The paper's final test accuracies as dotted levels.
 
     Returns:
         list of written paths (``figures/compare-<problem>-<engine>-<clock>-{epochs,time}.<fmt>``).
@@ -96,6 +119,7 @@ def draw_algorithm_comparison(exp, fmt="png"):
     if traces is None:
         return []
     written = []
+    levels = paper_accuracies(exp.paper)
     for (problem, engine, clock), group in _simple_groups(traces, ["problem", "engine", "clock"]):
         per_w = group.groupby("workers")["algorithm"].nunique()
         workers = sorted(float(w) for w in per_w[per_w >= 2].index)
@@ -113,6 +137,8 @@ def draw_algorithm_comparison(exp, fmt="png"):
                         runs = group[(group["workers"] == w) & (group["algorithm"] == algorithm)]
                         n = _plot_mean_band(ax, runs, xcol, ycol, style.color_for(algorithm), algorithm)
                         n_seeds = max(n_seeds, n)
+                    if ycol == "test_acc":
+                        _paper_levels(ax, levels)
                     _finish_metric_axis(ax, group[group["workers"] == w], ycol, xlabel if row == 1 else "", ylabel)
                     if row == 0:
                         ax.set_title(style.workers_text(w))
@@ -127,7 +153,8 @@ def draw_delay_sweep(exp, fmt="png"):
     """Artificial-delay sweep (paper Fig. 9): test accuracy and train loss against epochs, one curve per max_delay.
 
     One figure per (problem, algorithm, engine, clock, workers, other sweep values) of the traces with >= 2
-    distinct non-missing max_delay values. Several seeds: mean curve with a min-max band.
+    distinct non-missing max_delay values. Several seeds: mean curve with a min-max band. The paper's final test
+    accuracies (e.g. its 0.88-0.89 band) as dotted levels.
 
     Returns:
         list of written paths (``figures/delay_sweep-<problem>-<algorithm>-<engine>-<clock>-P<workers>[...].<fmt>``).
@@ -140,6 +167,7 @@ def draw_delay_sweep(exp, fmt="png"):
     named = [c for c in others if traces[c].nunique(dropna=False) >= 2]
     keys = ["problem", "algorithm", "engine", "clock", "workers"] + others
     written = []
+    levels = paper_accuracies(exp.paper)
     for key, group in traces.groupby(keys, sort=True, dropna=False):
         problem, algorithm, engine, clock, workers = key[:5]
         delays = distinct(group, "max_delay")
@@ -154,6 +182,8 @@ def draw_delay_sweep(exp, fmt="png"):
                 runs = group[group["max_delay"] == d]
                 label = f"max delay {style.fmt_num(d)} updates"
                 n_seeds = max(n_seeds, _plot_mean_band(ax, runs, "epoch", ycol, colors[d], label))
+            if ycol == "test_acc":
+                _paper_levels(ax, levels)
             _finish_metric_axis(ax, group, ycol, EPOCH_LABEL, ylabel)
             ax.set_title(f"{ylabel} against epochs")
         extra = {c: v for c, v in zip(others, key[5:])}

@@ -22,6 +22,7 @@ if str(ROOT) not in sys.path:  # bare `pytest` (not `python -m pytest`) with an 
 import plots  # noqa: E402
 from plots import style  # noqa: E402
 from plots.aggregate import mean_band, seed_stats  # noqa: E402
+from plots.curves import paper_accuracies  # noqa: E402
 from plots.data import load_experiment  # noqa: E402
 from plots.speedup import _paper_relative_times  # noqa: E402
 from plots.staleness import histogram_fractions  # noqa: E402
@@ -343,6 +344,15 @@ def test_paper_relative_times_from_fixture():
     np.testing.assert_allclose(rel[("apam", (5, 10, 20))], np.array([0.39, 0.25, 0.17]) / 1.79)
     # sync AMSGrad has no 1-worker row in the paper: it is relative to the problem's serial time
     np.testing.assert_allclose(rel[("sync_amsgrad", (5, 10, 20))], np.array([0.68, 0.77, 1.08]) / 1.79)
+
+
+def test_paper_accuracies_from_fixture():
+    levels = paper_accuracies(load_experiment(FIXTURES / "artificial_delay").paper)
+    assert [v for v, _ in levels] == [0.88, 0.89]
+    assert all("allcnn_cifar10" in label for _, label in levels)
+    # five rows of the same 0.99 are one level; speed-up rows are no accuracy
+    assert [v for v, _ in paper_accuracies(load_experiment(FIXTURES / "lenet5_speedup").paper)] == [0.99]
+    assert paper_accuracies(None) == []
 
 
 def test_colours_fixed_per_algorithm():
