@@ -30,10 +30,13 @@ venv: $(STAMP)
 data: $(STAMP)
 	$(PY) -m problems.data fashion_mnist
 
-test: $(STAMP) data
+# Tests stage the real data when they can (tests that need it skip, saying why, when it cannot be had).
+test: $(STAMP)
+	@$(PY) -m problems.data fashion_mnist || echo "warning: Fashion-MNIST not staged; tests that need it will skip"
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
-test-all: $(STAMP) data
+test-all: $(STAMP)
+	@$(PY) -m problems.data fashion_mnist || echo "warning: Fashion-MNIST not staged; tests that need it will skip"
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 calibrate: $(STAMP) data
