@@ -16,7 +16,7 @@ from pathlib import Path
 from experiments.costmodel import Calibration, build_cost_model
 from experiments.engines.simulated import split_batch
 from experiments.errors import ConfigError
-from experiments.precheck import compose_job, job_overrides, profile_sweep
+from experiments.precheck import compose_jobs, job_overrides, profile_sweep
 from experiments.reproduce import EXPERIMENTS
 
 
@@ -40,8 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         base = [f"experiment={exp}", f"profile={args.profile}", f"results_dir={results_dir}"]
         try:
             combos, _ = job_overrides(base + profile_sweep(base), multirun=True)
-            for combo in combos:
-                cfg = compose_job(combo)
+            for cfg in compose_jobs(combos):
                 if cfg.engine.name != "simulated":
                     continue
                 key = (cfg.problem.name, cfg.problem.get("max_train"))

@@ -19,7 +19,7 @@ from experiments.errors import ConfigError
 from experiments.validate import validate
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
-MAX_COMBINATIONS = 512
+MAX_COMBINATIONS = 32
 _PREFIX = {OverrideType.ADD: "+", OverrideType.FORCE_ADD: "++", OverrideType.DEL: "~"}
 
 
@@ -81,7 +81,8 @@ def profile_sweep(overrides: list[str]) -> list[str]:
 
 
 def job_overrides(overrides: list[str], multirun: bool) -> tuple[list[list[str]], int]:
-    """Every job's overrides (capped at MAX_COMBINATIONS: then one key varies at a time) and the true job count.
+    """The jobs to check and the true job count: every combination up to MAX_COMBINATIONS, beyond that every pair
+    of values of every two keys (with the other keys at their first value).
 
     Raises:
         ConfigError: an override does not parse, or a sweep is given without multirun.
@@ -97,16 +98,25 @@ def job_overrides(overrides: list[str], multirun: bool) -> tuple[list[list[str]]
         total *= len(vals)
     if total <= MAX_COMBINATIONS:
         combos = [list(c) for c in itertools.product(*lists)] if lists else [[]]
-    else:  # vary one key at a time around the first values
+    else:  # every pair of values of every two keys (the checks relate at most two keys), others at first values
         base = [vals[0] for vals in lists]
-        combos = [base[:i] + [v] + base[i + 1:] for i, vals in enumerate(lists) for v in vals]
+        seen, combos = set(), []
+        for i, j in itertools.combinations(range(len(lists)), 2):
+            for vi, vj in itertools.product(lists[i], lists[j]):
+                c = list(base)
+                c[i], c[j] = vi, vj
+                if tuple(c) not in seen:
+                    seen.add(tuple(c))
+                    combos.append(c)
+        if not combos:
+            combos = [[v] for v in lists[0]]
     return combos, total
 
 
-def compose_job(combo: list[str]):
-    """The resolved config of one job (Hydra compose API); raises ConfigError naming a bad override."""
+def compose_jobs(combos: list[list[str]]) -> list:
+    """The resolved config of each job (Hydra compose API); raises ConfigError naming a bad override."""
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="precheck"):
-        return _resolved(combo)
+        return [_resolved(combo) for combo in combos]
 
 
 def _resolved(combo: list[str]):

@@ -93,7 +93,8 @@ def _constant_columns(cfg, run_id: str) -> dict:
 
 
 def execute(cfg: DictConfig, overrides: list[str]) -> str:
-    """Run one job of a composed config; return its status (``ok``, ``diverged``, ``failed`` or ``skipped``).
+    """Run one job of a composed config; return its status (``ok``, ``diverged``, ``failed`` or ``skipped``; ``worker``
+    on a torchrun worker rank of engine=distributed, which writes nothing).
 
     Raises:
         ConfigError: bad input found before any work (nothing written).
@@ -122,6 +123,12 @@ def execute(cfg: DictConfig, overrides: list[str]) -> str:
         problem = build_problem(cfg.problem, data_root=data_root(), device=device)
     except DataError as exc:
         raise ConfigError(f"problem={cfg.problem.name}: {exc}") from None
+    if cfg.engine.name == "distributed" and int(os.environ.get("RANK", "0")) > 0:
+        # a torchrun worker rank (issue 5): compute gradients for rank 0, write nothing
+        from experiments.engines.distributed import serve
+
+        serve(problem, cfg)
+        return "worker"
     rule = build_rule_from_config(cfg.algorithm)
     # f* only where it is unique and cheap to certify (l2 > 0: strongly convex); else traces leave opt_gap empty
     opt = problem.optimum() if cfg.problem.kind in ("logreg", "logreg_libsvm") and cfg.problem.l2 > 0 else None

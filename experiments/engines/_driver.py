@@ -1,0 +1,276 @@
+"""The master loop of the real engines, written once over a transport (shared_memory, distributed).
+
+A *transport* moves iterates to workers and gradients back; this loop decides who computes what, feeds the
+gradients to :class:`experiments.master.Master` (which owns x, the optimizer state and the staleness log), keeps
+the wall clock, calls the recorder, and handles lost workers. Engines differ only in their transport.
+
+Work is handed out one gradient at a time: the master copies its current x (version k) to worker w and asks for
+one gradient; w computes it at that copy and reports k back, so the staleness of the update that uses it is
+exactly ``version at apply - k`` (APAM.md §1: "x_hat_k is exactly the iterate the master last sent to that
+worker"). The master hands out exactly the gradients the run asks for (``updates`` K, or ``epochs``), so every
+gradient computed is applied -- none is lost or thrown away, and ``gradients`` equals ``updates`` (async) or
+P x ``updates`` (sync).
+
+Clock (``clock=wall``): ``time.perf_counter`` seconds, started after ``engine.warmup_updates`` updates (process
+start-up and warm-up excluded) and paused around every evaluation. Before an evaluation the async master stops
+handing out work and applies the gradients still being computed (the workers then wait), so no gradient is
+computed while the clock is paused; a sync round always ends before an evaluation. The warm-up updates count in
+``updates`` and ``epoch`` but not in ``time_s``.
+
+Lost workers: a worker that dies (or, where the transport can cut it off, stays silent for ``engine.timeout_s``)
+is dropped. Async with ``engine.on_worker_loss=continue`` goes on with the others (its unfinished gradient is
+handed to another worker) and the result's ``message`` names the lost worker; sync, ``on_worker_loss=fail``, or
+losing the last worker ends the run with status ``failed`` after a final evaluation of the master's x.
+"""
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from experiments.engines import EngineResult
+from experiments.errors import WorkerLost
+from experiments.master import Master
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """Worker ``worker`` delivered a gradient computed at master version ``version``; ``loss``: its minibatch loss.
+    The gradient itself is ``transport.gradient(worker)`` (valid until the next ``issue`` to that worker)."""
+
+    worker: int
+    version: int
+    loss: float
+
+
+@dataclass(frozen=True)
+class Lost:
+    """Worker ``worker`` is gone (its process died, its connection broke, or it stayed silent); ``reason`` says how."""
+
+    worker: int
+    reason: str
+
+
+class WallClock:
+    """Wall-clock seconds (``time.perf_counter``) since :meth:`start`, minus the paused intervals; 0 before start."""
+
+    def __init__(self) -> None:
+        self._start: float | None = None
+        self._paused_at: float | None = None
+        self._excluded = 0.0
+
+    @property
+    def started(self) -> bool:
+        return self._start is not None
+
+    def start(self) -> None:
+        if self._start is None:
+            self._start = time.perf_counter()
+
+    def pause(self) -> None:
+        if self._start is not None and self._paused_at is None:
+            self._paused_at = time.perf_counter()
+
+    def resume(self) -> None:
+        if self._paused_at is not None:
+            self._excluded += time.perf_counter() - self._paused_at
+            self._paused_at = None
+
+    def elapsed(self) -> float:
+        if self._start is None:
+            return 0.0
+        now = self._paused_at if self._paused_at is not None else time.perf_counter()
+        return now - self._start - self._excluded
+
+
+class MasterLoop:
+    """One run of the master over a transport. Use :func:`drive`.
+
+    The transport (see shared_memory.py and distributed.py) has ``issue(w, x, version)``, ``wait(timeout) ->
+    list[Arrival | Lost]`` (returns [] on timeout), ``gradient(w) -> tensor``, ``drop(w)``, ``hold()`` (a context
+    manager around evaluations: workers may wait a long time), and ``cuts_off_silent`` (True when a silent worker
+    can be dropped and the others continue; False when a silent peer breaks the whole transport).
+    """
+
+    def __init__(self, problem, rule, cfg, recorder, transport, batches: list[int]) -> None:
+        self.problem, self.cfg, self.recorder, self.transport = problem, cfg, recorder, transport
+        self.batches = list(batches)
+        self.P = len(self.batches)
+        self.protocol = cfg.algorithm.protocol
+        self.master = Master(rule, problem.init_params(cfg.seed), self.protocol, self.P)
+        recorder.attach(self.master)
+        self.clock = WallClock()
+        self.samples = 0
+        self.warmup = int(cfg.engine.get("warmup_updates") or 0)
+        self.timeout = float(cfg.engine.timeout_s)
+        self.on_loss = cfg.engine.get("on_worker_loss") or "continue"
+        self.max_updates = int(cfg.updates) if cfg.get("updates") else None
+        self.max_samples = None if self.max_updates else float(cfg.epochs) * problem.num_train
+        self.live = set(range(self.P))
+        self.notes: list[str] = []
+
+    # ------------------------------------------------------------------ pieces
+    def evaluate(self) -> None:
+        m = self.master
+        self.clock.pause()
+        with self.transport.hold():
+            self.recorder.record(m.x, self.samples, m.version, m.gradients, self.clock.elapsed(), m.take_staleness())
+        self.clock.resume()
+
+    def _applied(self, samples: int) -> None:
+        self.samples += samples
+        if not self.clock.started and self.master.version >= self.warmup:
+            self.clock.start()
+
+    def _check_loss(self, ev: Arrival) -> None:
+        self.recorder.check_loss(ev.loss, self.samples / self.problem.num_train)
+
+    def _events(self, deadlines: dict[int, float]) -> list:
+        """The transport's next events; a worker past its deadline becomes a Lost event."""
+        now = time.monotonic()
+        timeout = max(0.0, min(deadlines.values()) - now) if deadlines else None
+        events = self.transport.wait(timeout)
+        if not events:
+            now = time.monotonic()
+            events = [Lost(w, f"sent no gradient within engine.timeout_s={self.timeout:g} s")
+                      for w, d in deadlines.items() if d <= now]
+            silent = True
+        else:
+            silent = False
+        if silent and events and not self.transport.cuts_off_silent:
+            for e in events:
+                self.transport.drop(e.worker)
+            raise WorkerLost("; ".join(f"worker {e.worker} {e.reason}" for e in events))
+        return events
+
+    def _lose(self, ev: Lost) -> None:
+        if ev.worker not in self.live:
+            return
+        self.live.discard(ev.worker)
+        self.transport.drop(ev.worker)
+        note = f"worker {ev.worker} lost at update {self.master.version} ({ev.reason})"
+        if self.protocol == "sync":
+            raise WorkerLost(f"{note}: a sync round needs all {self.P} workers")
+        if self.on_loss == "fail":
+            raise WorkerLost(f"{note} (engine.on_worker_loss=fail)")
+        if not self.live:
+            raise WorkerLost(f"{note}: no worker left")
+        self.notes.append(note)
+
+    def _finish(self) -> None:
+        rows = self.recorder.rows
+        if not rows or rows[-1]["gradients"] != self.master.gradients:
+            self.evaluate()
+
+    # ------------------------------------------------------------------ protocols
+    def run_async(self) -> None:
+        m = self.master
+        idle = deque(range(self.P))
+        deadlines: dict[int, float] = {}  # worker -> when it is declared silent
+        issued = [0, 0]  # gradients, samples handed out
+        draining = False
+
+        def can_issue(w: int) -> bool:
+            if self.max_updates is not None:
+                return issued[0] < self.max_updates
+            return issued[1] < self.max_samples
+
+        def fill() -> None:
+            while idle and not draining and can_issue(idle[0]):
+                w = idle.popleft()
+                self.transport.issue(w, m.x, m.version)
+                deadlines[w] = time.monotonic() + self.timeout
+                issued[0] += 1
+                issued[1] += self.batches[w]
+
+        self.evaluate()
+        self._applied(0)
+        fill()
+        while deadlines:
+            for ev in self._events(deadlines):
+                if isinstance(ev, Lost):
+                    if ev.worker in deadlines:  # its unfinished gradient goes to another worker
+                        del deadlines[ev.worker]
+                        issued[0] -= 1
+                        issued[1] -= self.batches[ev.worker]
+                    if ev.worker in idle:
+                        idle.remove(ev.worker)
+                    self._lose(ev)
+                    continue
+                w = ev.worker
+                if w not in deadlines or w not in self.live:
+                    continue
+                del deadlines[w]
+                self._check_loss(ev)
+                m.receive(self.transport.gradient(w), ev.version, worker=w)
+                self._applied(self.batches[w])
+                idle.append(w)
+                if not draining and self.recorder.due(self.samples):
+                    draining = True
+            if draining and not deadlines:
+                self.evaluate()
+                draining = False
+            fill()
+        self._finish()
+
+    def run_sync(self) -> None:
+        m = self.master
+
+        def done() -> bool:
+            if self.max_updates is not None:
+                return m.version >= self.max_updates
+            return self.samples >= self.max_samples
+
+        self.evaluate()
+        self._applied(0)
+        while not done():
+            version = m.version
+            deadlines = {}
+            for w in range(self.P):
+                self.transport.issue(w, m.x, version)
+                deadlines[w] = time.monotonic() + self.timeout
+            while deadlines:
+                for ev in self._events(deadlines):
+                    if isinstance(ev, Lost):
+                        self._lose(ev)  # raises
+                    elif ev.worker in deadlines:
+                        del deadlines[ev.worker]
+                        self._check_loss(ev)
+            for w in range(self.P):  # in worker order: the round's mean does not depend on arrival order
+                m.receive(self.transport.gradient(w), version, worker=w)
+            self._applied(sum(self.batches))
+            if self.recorder.due(self.samples):
+                self.evaluate()
+        self._finish()
+
+
+def drive(problem, rule, cfg, recorder, transport, batches: list[int]) -> EngineResult:
+    """Run the master over ``transport`` (async or sync per ``cfg.algorithm.protocol``); see the module docstring.
+
+    Args:
+        problem: a :class:`problems.base.Problem` (the master evaluates it; workers have their own copy).
+        rule: the update rule (``init``/``step``); its state lives here only.
+        cfg: the run's resolved config (workers, seed, epochs or updates, algorithm, engine).
+        recorder: the run's :class:`experiments.recorder.Recorder`.
+        transport: the engine's transport, workers already started.
+        batches: minibatch size of each worker's gradients (P entries).
+
+    Returns:
+        EngineResult on the wall clock; status ``failed`` with the reason when a lost worker ended the run.
+
+    Raises:
+        experiments.recorder.Diverged: the loss diverged. KeyboardInterrupt passes through (the caller ends the
+        workers and keeps the partial trace).
+    """
+    loop = MasterLoop(problem, rule, cfg, recorder, transport, batches)
+    status, message = "ok", ""
+    try:
+        loop.run_async() if loop.protocol == "async" else loop.run_sync()
+        if loop.notes:
+            message = "; ".join(loop.notes) + f"; finished with {len(loop.live)} of {loop.P} workers"
+    except WorkerLost as exc:
+        status, message = "failed", f"WorkerLost: {exc}"
+        loop._finish()
+    m = loop.master
+    return EngineResult(updates=m.version, gradients=m.gradients, samples=loop.samples, time_s=loop.clock.elapsed(),
+                        histogram=m.histogram, status=status, message=message)

@@ -1,0 +1,157 @@
+"""Worker-process plumbing shared by the real engines (shared_memory, distributed): what a worker needs to know,
+its minibatch stream, fault injection, signals, and ending child processes without leaving any behind.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from experiments.engines.simulated import split_batch
+
+STREAM_SEED_STRIDE = 1_000_003
+"""Worker w draws its minibatches from ``BatchStream(N, b_w, seed + STREAM_SEED_STRIDE * w)``: worker 0 uses the
+run's own seed, so a run with P = 1 draws exactly the batches of the serial loop (and of the simulated engine)."""
+
+
+def worker_seed(seed: int, worker: int) -> int:
+    """The seed of worker ``worker``'s own minibatch stream (see :data:`STREAM_SEED_STRIDE`)."""
+    return int(seed) + STREAM_SEED_STRIDE * int(worker)
+
+
+def worker_batches(cfg) -> list[int]:
+    """Minibatch size of each worker's gradient: ``batch_size`` each (async; sync with ``sync_batch=full``), or the
+    global ``batch_size`` split across the P workers (sync with ``sync_batch=split``, the paper's CPU study)."""
+    P, B = int(cfg.workers), int(cfg.batch_size)
+    if cfg.algorithm.protocol == "sync" and cfg.algorithm.get("sync_batch", "split") == "split":
+        return split_batch(B, P)
+    return [B] * P
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """Fault injection for tests (``engine.fault``): worker ``kill_worker`` fails when it is handed an iterate of
+    version >= ``at_update``. ``mode``: ``kill`` (the process dies by SIGKILL) or ``hang`` (it stops answering)."""
+
+    kill_worker: int | None = None
+    at_update: int | None = None
+    mode: str = "kill"
+
+    @classmethod
+    def from_cfg(cls, cfg) -> FaultPlan:
+        """From ``cfg.engine.fault`` (keys ``kill_worker``, ``at_update``, optional ``mode``). ValueError on a bad mode."""
+        f = cfg.engine.get("fault") or {}
+        mode = f.get("mode") or "kill"
+        if mode not in ("kill", "hang"):
+            raise ValueError(f"engine.fault.mode={mode}: must be kill or hang")
+        kw = f.get("kill_worker")
+        return cls(None if kw is None else int(kw), int(f.get("at_update") or 0), mode)
+
+    def maybe_fail(self, worker: int, version: int) -> None:
+        """Called by worker ``worker`` on receiving an iterate of ``version``; fails as planned, else returns."""
+        if self.kill_worker is None or worker != self.kill_worker or version < (self.at_update or 0):
+            return
+        if self.mode == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        while True:  # hang: alive but silent
+            time.sleep(3600)
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What one worker process needs besides the problem: its id, minibatch size, stream seed, math threads, and
+    the fault plan. Picklable (sent at spawn)."""
+
+    worker: int
+    batch: int
+    seed: int
+    threads: int
+    fault: FaultPlan
+
+    @classmethod
+    def from_cfg(cls, cfg, worker: int) -> WorkerSpec:
+        return cls(worker, worker_batches(cfg)[worker], worker_seed(cfg.seed, worker),
+                   int(cfg.engine.get("threads_per_worker") or 1), FaultPlan.from_cfg(cfg))
+
+
+def process_context(method: str, problem=None):
+    """The torch.multiprocessing context for ``engine.start_method`` (``spawn`` or ``forkserver``). For forkserver,
+    the server (started once per master process) preloads torch, the engines and the problem's module, so that
+    each worker forks from it in milliseconds.
+
+    Raises:
+        ValueError: another start method (``fork`` is refused: a forked copy of a process that already ran torch
+        threads or CUDA can deadlock).
+    """
+    import torch.multiprocessing as tmp
+
+    if method not in ("spawn", "forkserver"):
+        raise ValueError(f"engine.start_method={method}: must be spawn or forkserver")
+    ctx = tmp.get_context(method)
+    if method == "forkserver":
+        mods = ["torch", "experiments.engines.shared_memory", "experiments.engines.distributed"]
+        if problem is not None:
+            mods.append(type(problem).__module__)
+        ctx.set_forkserver_preload(mods)
+    return ctx
+
+
+def worker_process_setup(threads: int) -> None:
+    """First thing in a worker process: ignore SIGINT (the master alone handles Ctrl-C and stops the workers; a
+    terminal's Ctrl-C reaches the whole process group) and pin the math threads."""
+    import torch
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    torch.set_num_threads(int(threads))
+
+
+def describe_exit(proc) -> str:
+    """How a multiprocessing.Process ended, in words (``exit code 1``, ``killed by SIGKILL``, ``still running``)."""
+    code = proc.exitcode
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def reap(processes, grace_s: float = 5.0) -> None:
+    """End every process of ``processes`` (multiprocessing.Process): wait up to ``grace_s`` seconds for each to
+    exit by itself, then SIGTERM, then SIGKILL; always joins, so none is left behind (nor a zombie)."""
+    deadline = time.monotonic() + grace_s
+    for p in processes:
+        if p.pid is None:
+            continue
+        p.join(max(0.0, deadline - time.monotonic()))
+    for p in processes:
+        if p.pid is not None and p.is_alive():
+            p.terminate()
+            p.join(1.0)
+        if p.pid is not None and p.is_alive():
+            p.kill()
+            p.join(5.0)
+
+
+@contextmanager
+def sigterm_as_interrupt():
+    """While inside, SIGTERM raises KeyboardInterrupt in the main thread (so the runner keeps the partial trace and
+    ends its children, exactly as for Ctrl-C). Does nothing outside the main thread."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(signum, frame):
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    previous = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -1,0 +1,492 @@
+"""The distributed engine: torch.distributed master-worker, rank 0 the master, ranks 1..P the workers (issue 5).
+
+Launch:
+- ``torchrun --nproc_per_node=P+1 -m experiments.run engine=distributed workers=P ...`` (and across nodes with
+  ``--nnodes``/``--rdzv-endpoint``): every rank runs the runner; rank 0 trains and writes the results, ranks >= 1
+  call :func:`serve` and write nothing. Each rank builds the problem itself.
+- ``python -m experiments.run engine=distributed workers=P ...``: this process is rank 0 and starts P local worker
+  processes (``engine.start_method``, spawn by default) that receive the problem at start (tensors through shared
+  memory). With ``engine.master_addr`` on loopback (the default) the rendezvous is a file store in a temporary
+  folder and gloo binds to the loopback interface: nothing listens beyond this machine. Otherwise a TCP store on
+  ``master_addr:master_port`` (a free port when that one is taken).
+
+Backend: ``engine.backend``: ``gloo``, ``nccl``, or ``auto`` = nccl for sync where the problem is on CUDA and every
+rank has its own GPU, else gloo. Async needs receive-from-any-worker, which this engine builds from one receiving
+thread per worker (each a blocking ``recv(src=w)``, posted only while w owes a gradient) feeding one queue; sync
+uses the same point-to-point messages (P sends of x, P receives) -- so a dead worker is seen at once, as a
+broken connection, and the others carry on.
+
+Messages: one flat tensor of ``HEADER + d`` entries in the problem's dtype, both ways: header (command, version,
+loss, length) then x or g. Master -> worker: ``compute`` (x at a version), ``hold`` (the master is busy
+evaluating; sent every ``timeout_s / 4`` s so that a waiting worker's receive does not time out), ``stop``.
+Worker -> master: ``gradient`` (version, loss, g), ``bye`` (answer to stop: all ranks leave together), ``error``
+(its message as bytes). Every send is waited on before its buffer is reused and before the end.
+
+Timeouts: the process group's timeout is ``engine.timeout_s``; a receive that waits longer raises, and the run
+fails with WorkerLost (a silent peer breaks gloo's whole context, so the others cannot go on); a worker whose
+master is gone gets a connection error at once and exits.
+
+The master loop (work hand-out, staleness, wall clock, lost workers) is :mod:`experiments.engines._driver`.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+import queue
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from contextlib import contextmanager
+
+import torch
+import torch.distributed as dist
+
+from experiments.engines._driver import Arrival, Lost, drive
+from experiments.engines._proc import (WorkerSpec, describe_exit, process_context, reap, sigterm_as_interrupt,
+                                       worker_batches, worker_process_setup)
+from experiments.errors import ConfigError, WorkerLost
+
+HEADER = 4
+COMPUTE, HOLD, STOP, GRADIENT, BYE, ERROR = 1, 2, 3, 4, 5, 6
+_INT_OF = {torch.float32: torch.int32, torch.float64: torch.int64, torch.float16: torch.int16,
+           torch.bfloat16: torch.int16}
+LAST_WORKER_PIDS: list[int] = []  # process ids of the latest locally started workers (tests check none is left)
+
+
+# ---------------------------------------------------------------------- messages
+def _put(buf: torch.Tensor, cmd: int, version: int = 0, loss: float = 0.0, length: int = 0) -> None:
+    h = buf[:HEADER].view(_INT_OF[buf.dtype])
+    h[0], h[1], h[3] = cmd, version, length
+    buf[2] = loss
+
+
+def _get(buf: torch.Tensor) -> tuple[int, int, float, int]:
+    h = buf[:HEADER].view(_INT_OF[buf.dtype])
+    return int(h[0]), int(h[1]), float(buf[2]), int(h[3])
+
+
+def _put_text(buf: torch.Tensor, text: str) -> None:
+    raw = buf[HEADER:].view(torch.uint8)
+    data = torch.frombuffer(bytearray(text.encode()[: raw.numel()]), dtype=torch.uint8)
+    raw[: data.numel()].copy_(data)
+    _put(buf, ERROR, length=data.numel())
+
+
+def _get_text(buf: torch.Tensor, length: int) -> str:
+    return bytes(buf[HEADER:].view(torch.uint8)[:length].tolist()).decode(errors="replace")
+
+
+# ---------------------------------------------------------------------- set-up
+def loopback_interface() -> str | None:
+    """Name of the loopback network interface (``lo`` on Linux, ``lo0`` on macOS), or None."""
+    try:
+        names = [n for _, n in socket.if_nameindex()]
+    except OSError:
+        return None
+    return next((n for n in names if n.startswith("lo")), None)
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return socket.gethostbyname(host).startswith("127.")
+    except OSError:
+        return False
+
+
+@contextmanager
+def _gloo_interface(host: str):
+    """Bind gloo to the loopback interface while the process group is created, when ``host`` is a loopback
+    address and the user has not chosen an interface (``GLOO_SOCKET_IFNAME``)."""
+    name = loopback_interface() if _is_loopback(host) and "GLOO_SOCKET_IFNAME" not in os.environ else None
+    if name:
+        os.environ["GLOO_SOCKET_IFNAME"] = name
+    try:
+        yield
+    finally:
+        if name:
+            os.environ.pop("GLOO_SOCKET_IFNAME", None)
+
+
+def choose_backend(cfg, device: torch.device) -> str:
+    """``engine.backend`` resolved: ``auto`` -> nccl for sync on CUDA with a GPU per rank, else gloo.
+
+    Raises:
+        ConfigError: an unknown backend, or nccl asked for an async algorithm or without enough GPUs.
+    """
+    backend = cfg.engine.get("backend") or "auto"
+    world = int(cfg.workers) + 1
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if backend == "auto":
+        ok = cfg.algorithm.protocol == "sync" and device.type == "cuda" and gpus >= world
+        return "nccl" if ok else "gloo"
+    if backend == "gloo":
+        return backend
+    if backend == "nccl":
+        if cfg.algorithm.protocol != "sync":
+            raise ConfigError("engine.backend=nccl: NCCL has no receive-from-any-worker; async needs gloo")
+        if gpus < world:
+            raise ConfigError(f"engine.backend=nccl: needs a GPU per rank ({world}), found {gpus}")
+        return backend
+    raise ConfigError(f"engine.backend={backend}: must be auto, gloo or nccl")
+
+
+STARTUP_TIMEOUT_S = 300.0  # joining the process group (process start-up, imports) may take this long
+
+
+def _init_group(backend: str, timeout_s: float, **kwargs) -> None:
+    """Join the process group with a start-up timeout, then set the operations' timeout to ``timeout_s``."""
+    startup = datetime.timedelta(seconds=max(float(timeout_s), STARTUP_TIMEOUT_S))
+    dist.init_process_group(backend, timeout=startup, **kwargs)
+    dist.set_timeout(datetime.timedelta(seconds=float(timeout_s)))
+
+
+def _torchrun() -> bool:
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ and "MASTER_ADDR" in os.environ
+
+
+def _check_world(cfg) -> None:
+    world = int(os.environ["WORLD_SIZE"])
+    if world != int(cfg.workers) + 1:
+        raise ConfigError(f"workers={cfg.workers}: torchrun started {world} processes, needs workers + 1 = "
+                          f"{int(cfg.workers) + 1} (--nproc_per_node x --nnodes)")
+
+
+def _rank_device(backend: str, problem_device: torch.device) -> torch.device:
+    if backend == "nccl":
+        local = int(os.environ.get("LOCAL_RANK", dist.get_rank() if dist.is_initialized() else 0))
+        torch.cuda.set_device(local)
+        return torch.device("cuda", local)
+    return torch.device("cpu")
+
+
+# ---------------------------------------------------------------------- worker side
+def _serve_loop(problem, spec: WorkerSpec, buf_device: torch.device) -> None:
+    """Worker rank ``spec.worker + 1``: answer ``compute`` with one gradient, ``hold`` with nothing, ``stop`` with
+    ``bye``; errors go to the master as an ``error`` message, then raise."""
+    from experiments.sampling import BatchStream
+
+    x0 = problem.init_params(0)
+    rbuf = torch.zeros(HEADER + x0.numel(), dtype=x0.dtype, device=buf_device)
+    sbuf = torch.zeros_like(rbuf)
+    x_view = rbuf[HEADER:]
+    stream = BatchStream(problem.num_train, spec.batch, spec.seed)
+    try:
+        while True:
+            dist.recv(rbuf, src=0)
+            cmd, version, _, _ = _get(rbuf)
+            if cmd == HOLD:
+                continue
+            if cmd == STOP:
+                _put(sbuf, BYE)
+                dist.send(sbuf, dst=0)
+                return
+            spec.fault.maybe_fail(spec.worker, version)
+            x = x_view if x_view.device == problem.device else x_view.to(problem.device)
+            loss, g = problem.loss_grad(x, stream.next())
+            sbuf[HEADER:].copy_(g)
+            _put(sbuf, GRADIENT, version, float(loss))
+            dist.send(sbuf, dst=0)
+    except Exception as exc:
+        if "Connection" in str(exc) or "closed" in str(exc):
+            return  # the master is gone
+        traceback.print_exc(file=sys.stderr)
+        try:
+            _put_text(sbuf, f"{type(exc).__name__}: {exc}".splitlines()[0])
+            dist.send(sbuf, dst=0)
+        except Exception:  # noqa: BLE001 - the master may be gone too
+            pass
+        raise
+
+
+def _spawned_worker(rank: int, world: int, store_spec: tuple, backend: str, timeout_s: float, problem,
+                    spec: WorkerSpec) -> None:
+    """Entry of a locally started worker process (rank >= 1)."""
+    worker_process_setup(spec.threads)
+    kind, where, port = store_spec
+    with _gloo_interface("127.0.0.1" if kind == "file" else where):
+        if kind == "file":
+            store = dist.FileStore(where, world)
+        else:
+            store = dist.TCPStore(where, port, world, is_master=False,
+                                  timeout=datetime.timedelta(seconds=STARTUP_TIMEOUT_S))
+        _init_group(backend, timeout_s, store=store, rank=rank, world_size=world)
+    try:
+        _serve_loop(problem, spec, _rank_device(backend, problem.device))
+    finally:
+        _destroy()
+
+
+def serve(problem, cfg) -> None:
+    """Worker side under torchrun (RANK >= 1): join the process group, compute gradients until the master says
+    stop, leave. Writes nothing.
+
+    Raises:
+        ConfigError: WORLD_SIZE is not workers + 1.
+    """
+    _check_world(cfg)
+    rank = int(os.environ["RANK"])
+    spec = WorkerSpec.from_cfg(cfg, rank - 1)
+    worker_process_setup(spec.threads)
+    backend = choose_backend(cfg, problem.device)
+    with _gloo_interface(os.environ["MASTER_ADDR"]):
+        _init_group(backend, cfg.engine.timeout_s, init_method="env://", rank=rank, world_size=int(cfg.workers) + 1)
+    try:
+        _serve_loop(problem, spec, _rank_device(backend, problem.device))
+    finally:
+        _destroy()
+
+
+def _destroy() -> None:
+    if dist.is_initialized():
+        try:
+            dist.destroy_process_group()
+        except Exception:  # noqa: BLE001 - best effort on the way out
+            pass
+
+
+# ---------------------------------------------------------------------- master side
+class DistTransport:
+    """Rank 0's side: per-worker send and receive buffers, one receiving thread per worker (see module docstring).
+
+    Args:
+        P: number of workers (ranks 1..P); x0: an iterate like the master's; timeout_s: ``engine.timeout_s``;
+        buf_device: where the message buffers live (CPU for gloo, this rank's GPU for nccl);
+        procs: the local worker processes when this process started them (their exit codes explain a loss).
+    """
+
+    cuts_off_silent = False
+
+    def __init__(self, P: int, x0: torch.Tensor, timeout_s: float, buf_device: torch.device, procs=()) -> None:
+        d = x0.numel()
+        self.P, self.timeout_s, self.procs = P, float(timeout_s), list(procs)
+        self.x_device = x0.device
+        mk = lambda: torch.zeros(HEADER + d, dtype=x0.dtype, device=buf_device)  # noqa: E731
+        self.sbuf = [mk() for _ in range(P)]
+        self.rbuf = [mk() for _ in range(P)]
+        self.hold_buf = mk()
+        _put(self.hold_buf, HOLD)
+        self.gbuf = torch.zeros(d, dtype=x0.dtype, device=x0.device) if buf_device != x0.device else None
+        self.sends: list = [None] * P
+        self.events: queue.SimpleQueue = queue.SimpleQueue()
+        self.expect = [queue.SimpleQueue() for _ in range(P)]
+        self.live = set(range(P))
+        self.pending: list = []
+        self._closed = False
+        self.threads = [threading.Thread(target=self._receiver, args=(w,), daemon=True, name=f"apam-recv-{w}")
+                        for w in range(P)]
+        for t in self.threads:
+            t.start()
+
+    def _receiver(self, w: int) -> None:
+        while self.expect[w].get():
+            try:
+                dist.recv(self.rbuf[w], src=w + 1)
+            except Exception as exc:  # noqa: BLE001 - a broken connection or a timeout: reported as a loss
+                self.events.put(("lost", w, str(exc).splitlines()[0][-300:]))
+                return
+            self.events.put(("msg", w))
+
+    def _why(self, w: int, text: str) -> str:
+        if self.procs:
+            self.procs[w].join(1.0)
+            if self.procs[w].exitcode is not None:
+                return describe_exit(self.procs[w])
+        return "connection lost" if ("Connection" in text or "closed" in text) else text
+
+    def _wait_send(self, w: int) -> bool:
+        """Wait for the previous send to w (its buffer is reused next); False (and a Lost event) if w is gone."""
+        work, self.sends[w] = self.sends[w], None
+        if work is None:
+            return True
+        try:
+            work.wait()
+            return True
+        except Exception as exc:  # noqa: BLE001 - the peer is gone
+            self.pending.append(Lost(w, self._why(w, str(exc))))
+            return False
+
+    def _send(self, w: int, buf: torch.Tensor) -> bool:
+        try:
+            self.sends[w] = dist.isend(buf, dst=w + 1)
+            return True
+        except Exception as exc:  # noqa: BLE001 - the peer is gone
+            self.pending.append(Lost(w, self._why(w, str(exc))))
+            return False
+
+    # ------------------------------------------------------------------ transport interface
+    def issue(self, w: int, x: torch.Tensor, version: int) -> None:
+        """Send x (master version ``version``) to worker w and expect one gradient back."""
+        if not self._wait_send(w):
+            return
+        buf = self.sbuf[w]
+        buf[HEADER:].copy_(x)
+        _put(buf, COMPUTE, version)
+        if self._send(w, buf):
+            self.expect[w].put(True)
+
+    def _convert(self, item) -> Arrival | Lost | None:
+        if item[0] == "lost":
+            w, text = item[1], item[2]
+            if "Timed out" in text:  # gloo's context is broken for every peer now: the run cannot go on
+                self.drop(w)
+                raise WorkerLost(f"worker {w} sent nothing within engine.timeout_s={self.timeout_s:g} s")
+            return Lost(w, self._why(w, text))
+        w = item[1]
+        cmd, version, loss, length = _get(self.rbuf[w])
+        if cmd == GRADIENT:
+            return Arrival(w, version, loss)
+        if cmd == ERROR:
+            raise RuntimeError(f"worker {w} failed: {_get_text(self.rbuf[w], length)}")
+        return None  # a bye
+
+    def wait(self, timeout: float | None) -> list:
+        """Block until a worker's message or loss (or ``timeout`` s); return the events."""
+        if self.pending:
+            out, self.pending = self.pending, []
+            return out
+        try:
+            items = [self.events.get(timeout=timeout)]
+        except queue.Empty:
+            return []
+        while True:
+            try:
+                items.append(self.events.get_nowait())
+            except queue.Empty:
+                break
+        return [e for e in map(self._convert, items) if e is not None]
+
+    def gradient(self, w: int) -> torch.Tensor:
+        """Worker w's last gradient (on the master's device; valid until the next ``issue`` to w)."""
+        g = self.rbuf[w][HEADER:]
+        return g if self.gbuf is None else self.gbuf.copy_(g)
+
+    def drop(self, w: int) -> None:
+        """Worker w is lost: stop sending to it (a local process is killed)."""
+        self.live.discard(w)
+        self.expect[w].put(False)
+        if self.procs and self.procs[w].is_alive():
+            self.procs[w].kill()
+
+    @contextmanager
+    def hold(self):
+        """While the master evaluates, send ``hold`` to every live worker each ``timeout_s / 4`` s."""
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(self.timeout_s / 4):
+                for w in sorted(self.live):
+                    try:
+                        dist.send(self.hold_buf, dst=w + 1)
+                    except Exception:  # noqa: BLE001 - a lost worker is found by the receive side
+                        pass
+
+        t = threading.Thread(target=beat, daemon=True, name="apam-hold")
+        t.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            t.join()
+
+    def close(self) -> None:
+        """Send ``stop`` to every live worker, collect each ``bye`` (within timeout_s), wait every send, end the
+        receiving threads. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        waiting = set()
+        for w in sorted(self.live):
+            if not self.threads[w].is_alive() or not self._wait_send(w):
+                continue
+            _put(self.sbuf[w], STOP)
+            if self._send(w, self.sbuf[w]):
+                self.expect[w].put(True)
+                waiting.add(w)
+        deadline = time.monotonic() + self.timeout_s
+        while waiting and time.monotonic() < deadline:
+            try:
+                item = self.events.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            waiting.discard(item[1])
+        for w in range(self.P):
+            self._wait_send(w)
+            self.expect[w].put(False)
+        for t in self.threads:
+            t.join(1.0)
+
+
+def _store_for_local(cfg, world: int):
+    """Rank 0's rendezvous store for locally started workers: (store, spec for the workers, temp dir or None)."""
+    host = str(cfg.engine.get("master_addr") or "127.0.0.1")
+    if _is_loopback(host):
+        tmpdir = tempfile.mkdtemp(prefix="apam-dist-")
+        path = os.path.join(tmpdir, "store")
+        return dist.FileStore(path, world), ("file", path, 0), tmpdir
+    port = int(cfg.engine.get("master_port") or 0)
+    timeout = datetime.timedelta(seconds=STARTUP_TIMEOUT_S)
+    try:
+        store = dist.TCPStore(host, port, world, is_master=True, timeout=timeout, wait_for_workers=False)
+    except (RuntimeError, dist.DistNetworkError):  # the port is taken: let the system choose a free one
+        store = dist.TCPStore(host, 0, world, is_master=True, timeout=timeout, wait_for_workers=False)
+    return store, ("tcp", host, store.port), None
+
+
+def run(problem, rule, cfg, recorder):
+    """Train with a torch.distributed master (this process, rank 0) and P worker ranks; see the module docstring.
+
+    Args:
+        problem, rule, cfg, recorder: as for every engine (experiments/engines/__init__.py).
+
+    Returns:
+        EngineResult on the wall clock; status ``failed`` with a message when a lost worker ended the run.
+
+    Raises:
+        ConfigError: bad ``engine.backend``/``start_method``, or a torchrun world that is not workers + 1.
+        experiments.recorder.Diverged: the loss diverged.
+        KeyboardInterrupt: Ctrl-C or SIGTERM (local workers are ended first).
+    """
+    P = int(cfg.workers)
+    world = P + 1
+    backend = choose_backend(cfg, problem.device)
+    x0 = problem.init_params(cfg.seed)
+    procs, tmpdir, transport = [], None, None
+    with sigterm_as_interrupt():
+        try:
+            if _torchrun():
+                _check_world(cfg)
+                if int(os.environ["RANK"]) != 0:
+                    raise ConfigError(f"RANK={os.environ['RANK']}: only rank 0 runs the master")
+                with _gloo_interface(os.environ["MASTER_ADDR"]):
+                    _init_group(backend, cfg.engine.timeout_s, init_method="env://", rank=0, world_size=world)
+            else:
+                method = cfg.engine.get("start_method") or "spawn"
+                if method not in ("spawn", "forkserver"):
+                    raise ConfigError(f"engine.start_method={method}: must be spawn or forkserver")
+                ctx = process_context(method, problem)
+                store, spec, tmpdir = _store_for_local(cfg, world)
+                for w in range(P):
+                    p = ctx.Process(target=_spawned_worker, name=f"apam-rank-{w + 1}", daemon=True,
+                                    args=(w + 1, world, spec, backend, float(cfg.engine.timeout_s), problem,
+                                          WorkerSpec.from_cfg(cfg, w)))
+                    p.start()
+                    procs.append(p)
+                LAST_WORKER_PIDS[:] = [p.pid for p in procs]
+                with _gloo_interface("127.0.0.1" if spec[0] == "file" else spec[1]):
+                    _init_group(backend, cfg.engine.timeout_s, store=store, rank=0, world_size=world)
+            transport = DistTransport(P, x0, float(cfg.engine.timeout_s), _rank_device(backend, problem.device),
+                                      procs)
+            return drive(problem, rule, cfg, recorder, transport, worker_batches(cfg))
+        finally:
+            try:
+                if transport is not None:
+                    transport.close()
+            finally:
+                _destroy()
+                reap(procs)
+                if tmpdir:
+                    shutil.rmtree(tmpdir, ignore_errors=True)

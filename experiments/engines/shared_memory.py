@@ -1,0 +1,257 @@
+"""The shared-memory engine: a master (this process) and P worker processes on one machine, wall clock (issue 5).
+
+Processes: ``torch.multiprocessing`` with ``engine.start_method`` (``spawn`` by default, or ``forkserver``), so
+nothing the calling process did before (a serial run, threads, CUDA) leaks into the workers. The problem object
+is sent to each worker once, at start; its torch tensors travel through shared memory, so the data is neither
+reloaded nor copied (numpy/scipy members are copied once per worker).
+
+Buffers: two preallocated shared tensors of shape (P, d) in the problem's dtype: ``xs[w]`` is the iterate the
+master last handed to worker w, ``grads[w]`` the gradient w computed there. Only small messages go through the
+per-worker pipes: master -> worker ``(compute, version)`` or ``stop``; worker -> master ``(gradient, version,
+loss)``, ``ready``, or an error line. The master writes ``xs[w]`` only while w is idle, and w writes ``grads[w]``
+only while the master waits for it, so no lock is needed (the pipe's system calls order the memory accesses).
+The optimizer state lives only in the master (:class:`experiments.master.Master`); the master loop, clock and
+fault handling are in :mod:`experiments.engines._driver`.
+
+Workers pin their math threads (``engine.threads_per_worker``, default 1) and draw minibatches from their own
+seeded stream (:func:`experiments.engines._proc.worker_seed`). A dead worker is seen at once (its process
+sentinel); a silent one is killed after ``engine.timeout_s``. Ctrl-C or SIGTERM in the master: every worker is
+stopped (then terminated, then killed) before the exception propagates; a worker whose master dies sees its
+pipe close and exits.
+"""
+from __future__ import annotations
+
+import struct
+import sys
+import time
+import traceback
+from contextlib import nullcontext
+from multiprocessing.connection import wait as mp_wait
+
+import torch
+
+from experiments.engines._driver import Arrival, Lost, drive
+from experiments.engines._proc import (WorkerSpec, describe_exit, process_context, reap, sigterm_as_interrupt,
+                                       worker_batches, worker_process_setup)
+from experiments.errors import ConfigError, WorkerLost
+from experiments.sampling import BatchStream
+
+_GO = struct.Struct("<cq")      # b"C" compute at version | b"S" stop
+_GRAD = struct.Struct("<cqd")   # b"G", version, minibatch loss
+STARTUP_TIMEOUT_S = 300.0       # a worker process must be up (imports, problem received) within this
+LAST_WORKER_PIDS: list[int] = []  # process ids of the latest run's workers (tests check that none is left)
+
+
+def _worker_main(spec: WorkerSpec, problem, xs: torch.Tensor, grads: torch.Tensor, conn) -> None:
+    """Body of worker process ``spec.worker``: wait for (compute, version), compute one gradient at ``xs[w]`` on
+    the next minibatch of its own stream, write it to ``grads[w]``, report (version, loss); until told to stop or
+    the master's pipe closes."""
+    worker_process_setup(spec.threads)
+    w = spec.worker
+    try:
+        stream = BatchStream(problem.num_train, spec.batch, spec.seed)
+        x, g_slot = xs[w], grads[w]
+        conn.send_bytes(b"R")
+        while True:
+            cmd, version = _GO.unpack(conn.recv_bytes())
+            if cmd == b"S":
+                break
+            spec.fault.maybe_fail(w, version)
+            loss, g = problem.loss_grad(x, stream.next())
+            g_slot.copy_(g)
+            conn.send_bytes(_GRAD.pack(b"G", version, float(loss)))
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        return  # the master is gone
+    except BaseException as exc:  # noqa: BLE001 - reported to the master, then the process exits
+        traceback.print_exc(file=sys.stderr)
+        try:
+            conn.send_bytes(b"E" + f"{type(exc).__name__}: {exc}".splitlines()[0].encode()[:2000])
+        except OSError:
+            pass
+        sys.exit(1)
+    finally:
+        conn.close()
+
+
+class SharedMemoryTransport:
+    """Starts P worker processes and moves iterates/gradients through shared buffers (see the module docstring).
+
+    Args:
+        problem: the run's problem (sent to every worker at start).
+        specs: one :class:`WorkerSpec` per worker.
+        x0: an iterate like the master's (shape (d,), dtype and device of the buffers).
+        start_method: ``spawn`` or ``forkserver``.
+
+    Raises:
+        WorkerLost: a worker did not come up (died, or not ready within STARTUP_TIMEOUT_S).
+        RuntimeError: a worker raised (its message is included).
+    """
+
+    cuts_off_silent = True
+
+    def __init__(self, problem, specs: list[WorkerSpec], x0: torch.Tensor, start_method: str = "spawn") -> None:
+        P, d = len(specs), x0.numel()
+        self.xs = torch.zeros(P, d, dtype=x0.dtype, device=x0.device)
+        self.grads = torch.zeros(P, d, dtype=x0.dtype, device=x0.device)
+        if x0.device.type == "cpu":
+            self.xs.share_memory_()
+            self.grads.share_memory_()
+        ctx = process_context(start_method, problem)
+        self.procs, self.conns = [], []
+        self._owner: dict = {}  # pipe end or process sentinel -> worker id
+        self._closed = False
+        try:
+            for spec in specs:
+                parent, child = ctx.Pipe(duplex=True)
+                p = ctx.Process(target=_worker_main, args=(spec, problem, self.xs, self.grads, child),
+                                name=f"apam-worker-{spec.worker}", daemon=True)
+                p.start()
+                child.close()
+                self.procs.append(p)
+                self.conns.append(parent)
+                self._owner[parent] = spec.worker
+                self._owner[p.sentinel] = spec.worker
+            self._await_ready()
+        except BaseException:
+            self.close()
+            raise
+
+    def _await_ready(self) -> None:
+        waiting = set(range(len(self.procs)))
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while waiting:
+            ready = mp_wait([self.conns[w] for w in waiting] + [self.procs[w].sentinel for w in waiting],
+                            max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise WorkerLost(f"worker(s) {sorted(waiting)} not ready within {STARTUP_TIMEOUT_S:g} s")
+            for obj in ready:
+                w = self._owner[obj]
+                if w not in waiting:
+                    continue
+                msg = self._read(w)
+                if msg is None:
+                    raise WorkerLost(f"worker {w} died while starting ({describe_exit(self.procs[w])})")
+                if msg != b"R":
+                    raise RuntimeError(f"worker {w} sent {msg[:40]!r} instead of ready")
+                waiting.discard(w)
+
+    def _read(self, w: int) -> bytes | None:
+        """The next message of worker w, or None when its pipe is closed (process gone). Raises on a worker error."""
+        conn = self.conns[w]
+        try:
+            if not conn.poll():
+                if self.procs[w].is_alive():
+                    return b""
+                self.procs[w].join(1.0)
+                return None
+            msg = conn.recv_bytes()
+        except (EOFError, OSError):
+            self.procs[w].join(1.0)
+            return None
+        if msg[:1] == b"E":
+            raise RuntimeError(f"worker {w} failed: {msg[1:].decode(errors='replace')}")
+        return msg
+
+    # ------------------------------------------------------------------ transport interface
+    def issue(self, w: int, x: torch.Tensor, version: int) -> None:
+        """Hand worker w the iterate x (master version ``version``) and ask for one gradient."""
+        self.xs[w].copy_(x)
+        try:
+            self.conns[w].send_bytes(_GO.pack(b"C", version))
+        except OSError:
+            pass  # the worker is gone; its sentinel reports it
+
+    def wait(self, timeout: float | None) -> list:
+        """Block until a gradient arrives or a worker dies (or ``timeout`` s pass); return the events."""
+        objs = [o for o, w in self._owner.items() if w is not None]
+        ready = mp_wait(objs, timeout)
+        events, seen = [], set()
+        for obj in ready:
+            w = self._owner.get(obj)
+            if w is None or w in seen:
+                continue
+            seen.add(w)
+            while True:
+                msg = self._read(w)
+                if msg is None:
+                    events.append(Lost(w, describe_exit(self.procs[w])))
+                    break
+                if not msg:
+                    break
+                _, version, loss = _GRAD.unpack(msg)
+                events.append(Arrival(w, version, loss))
+                if not self.conns[w].poll():
+                    break
+        return events
+
+    def gradient(self, w: int) -> torch.Tensor:
+        """Worker w's last gradient (a view of its shared slot; valid until the next ``issue`` to w)."""
+        return self.grads[w]
+
+    def drop(self, w: int) -> None:
+        """Stop listening to worker w and kill its process (it is lost: dead, or silent too long)."""
+        for obj, owner in list(self._owner.items()):
+            if owner == w:
+                self._owner[obj] = None
+        p = self.procs[w]
+        if p.is_alive():
+            p.kill()
+        p.join(5.0)
+
+    def hold(self):
+        """Evaluation: workers simply wait on their pipes, without a timeout."""
+        return nullcontext()
+
+    def close(self) -> None:
+        """Tell every worker to stop, wait for them (then SIGTERM, then SIGKILL), close the pipes. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            for p, conn in zip(self.procs, self.conns):
+                if p.is_alive():
+                    try:
+                        conn.send_bytes(_GO.pack(b"S", 0))
+                    except OSError:
+                        pass
+        finally:
+            reap(self.procs)
+            for conn in self.conns:
+                conn.close()
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+
+def run(problem, rule, cfg, recorder):
+    """Train with P worker processes on this machine; see the module docstring.
+
+    Args:
+        problem, rule, cfg, recorder: as for every engine (experiments/engines/__init__.py).
+
+    Returns:
+        EngineResult on the wall clock (``clock=wall``); status ``failed`` with a message when a lost worker ended
+        the run; ``message`` names the workers lost in an async run that went on without them.
+
+    Raises:
+        ConfigError: ``engine.start_method`` is not spawn or forkserver.
+        experiments.recorder.Diverged: the loss diverged.
+        KeyboardInterrupt: Ctrl-C or SIGTERM (all workers are ended first).
+    """
+    method = cfg.engine.get("start_method") or "spawn"
+    if method not in ("spawn", "forkserver"):
+        raise ConfigError(f"engine.start_method={method}: must be spawn or forkserver")
+    P = int(cfg.workers)
+    specs = [WorkerSpec.from_cfg(cfg, w) for w in range(P)]
+    x0 = problem.init_params(cfg.seed)
+    with sigterm_as_interrupt():
+        transport = None
+        try:
+            transport = SharedMemoryTransport(problem, specs, x0, method)
+            LAST_WORKER_PIDS[:] = transport.pids
+            return drive(problem, rule, cfg, recorder, transport, worker_batches(cfg))
+        finally:
+            if transport is not None:
+                transport.close()
+

@@ -1,0 +1,106 @@
+"""Every experiment config composes for every profile; sweeps run, resume, and survive an interruption."""
+import csv
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from experiments.errors import ConfigError
+from experiments.precheck import compose_jobs, job_overrides, profile_sweep
+from experiments.reproduce import EXPERIMENTS
+from experiments.validate import validate
+
+DATA = REPO / "data" / "FashionMNIST" / "raw"
+needs_data = pytest.mark.skipif(not DATA.exists(), reason="Fashion-MNIST not staged (make data)")
+
+
+def test_every_experiment_file_is_in_the_reproduce_list():
+    files = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("*.yaml"))
+    assert files == sorted(EXPERIMENTS)
+
+
+@pytest.mark.parametrize("profile", ["smoke", "quick", "paper"])
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_every_job_of_every_profile_composes_and_validates(experiment, profile):
+    base = [f"experiment={experiment}", f"profile={profile}"]
+    sweep = profile_sweep(base)
+    assert sweep, "each experiment declares a sweep for each profile"
+    combos, total = job_overrides(base + sweep, multirun=True)
+    assert total >= 1
+    for cfg in compose_jobs(combos):
+        assert cfg.experiment_id == experiment and cfg.profile == profile
+        try:
+            validate(cfg)
+        except ConfigError as exc:  # only a user-supplied file may be missing (rcv1 for the paper profile)
+            assert cfg.problem.kind == "logreg_libsvm" and "problem.path" in str(exc)
+
+
+def _sweep(tmp_path, *extra, timeout=300):
+    cmd = [sys.executable, "-m", "experiments.run", "-m", "experiment=tau_threshold", "profile=smoke",
+           f"results_dir={tmp_path}", "updates=150", *extra]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+def _rows(tmp_path, exp="tau_threshold"):
+    with open(tmp_path / exp / "summary.csv") as f:
+        return list(csv.DictReader(f))
+
+
+@needs_data
+def test_smoke_sweep_runs_and_resume_skips_finished_runs(tmp_path):
+    first = _sweep(tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    rows = _rows(tmp_path)
+    assert sorted(r["tau"] for r in rows) == ["0", "32", "4"] and all(r["status"] == "ok" for r in rows)
+    assert all(int(r["updates"]) == 150 for r in rows)
+    for r in rows:
+        run = tmp_path / "tau_threshold" / "runs" / r["run_id"]
+        assert (run / "config.yaml").exists() and (run / "provenance.json").exists()
+        assert (run / "trace.csv").read_text().startswith("run_id,problem,algorithm,engine,workers,delay_model")
+    mtimes = {p: p.stat().st_mtime for p in (tmp_path / "tau_threshold" / "runs").glob("*/trace.csv")}
+    second = _sweep(tmp_path)
+    assert second.returncode == 0
+    assert second.stderr.count("[skip]") == 3
+    assert {p: p.stat().st_mtime for p in mtimes} == mtimes
+    assert len(_rows(tmp_path)) == 3
+    forced = _sweep(tmp_path, "force=true", "delay.tau=4")
+    assert forced.returncode == 0 and "[skip]" not in forced.stderr
+    assert len(_rows(tmp_path)) == 3  # the rerun replaced its row
+
+
+@needs_data
+def test_an_interrupted_sweep_finishes_on_the_second_call_with_one_row_per_run(tmp_path):
+    cmd = [sys.executable, "-m", "experiments.run", "-m", "experiment=tau_threshold", "profile=smoke",
+           f"results_dir={tmp_path}", "updates=3000", "delay.tau=0,1,2"]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    summary = tmp_path / "tau_threshold" / "summary.csv"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (summary.exists() and len(_rows(tmp_path)) >= 1):
+        time.sleep(0.2)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    done_before = {r["run_id"]: r["status"] for r in _rows(tmp_path)}
+    assert 1 <= len(done_before) <= 3
+    again = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    rows = _rows(tmp_path)
+    assert sorted(r["tau"] for r in rows) == ["0", "1", "2"]
+    assert all(r["status"] == "ok" for r in rows)
+    assert again.stderr.count("[skip]") == sum(1 for s in done_before.values() if s == "ok")
+
+
+@needs_data
+@pytest.mark.slow
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_every_experiment_runs_under_smoke(tmp_path, experiment):
+    proc = subprocess.run([sys.executable, "-m", "experiments.reproduce", "--profile", "smoke", "--results-dir",
+                           str(tmp_path), "--only", experiment], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = (tmp_path / "REPORT.md").read_text()
+    assert f"## {experiment}:" in report
