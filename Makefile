@@ -46,7 +46,7 @@ reproduce: $(STAMP) data
 	$(PY) -m experiments.reproduce --profile $(PROFILE) --results-dir $(RESULTS) $(if $(filter 1,$(FORCE)),--force,)
 
 plots: $(STAMP)
-	$(PY) -m plots $(RESULTS)
+	$(PY) -m plots $(RESULTS) --paper-dir results/paper
 
 bench: $(STAMP) data
 	@mkdir -p benchmarks/results

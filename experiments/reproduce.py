@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 import plots
 
-                st["figures"] = [str(p.relative_to(results_dir)) for p in plots.draw_experiment(exp_dir)]
+                drawn = plots.draw_experiment(exp_dir, paper_dir=REPO / "results" / "paper")
+                st["figures"] = [str(p.relative_to(results_dir)) for p in drawn]
             except Exception as exc:  # a figure that cannot be drawn is reported, the rest goes on
                 st["figures_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
                 print(f"warning: figures of {exp}: {st['figures_error']}", file=sys.stderr)
