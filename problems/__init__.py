@@ -1,0 +1,147 @@
+"""Objective functions: `Problem` (minibatch loss and gradient at a flat vector, full-set evaluation), the logistic
+regression and CNN problems, and `build_problem`, which builds one from a `problem` config (conf/problem/*.yaml).
+
+    from problems import build_problem
+    problem = build_problem(cfg.problem, data_root=Path("data"), device=torch.device("cpu"))
+
+Data loading lives in `problems.data` (imported lazily here, only when a problem is built from files).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+
+from problems.base import Problem
+from problems.cnn import MODELS, AllCNN, CNNProblem, LeNet5, resnet18_cifar
+from problems.logreg import LogisticRegression
+
+__all__ = ["AllCNN", "CNNProblem", "KINDS", "LeNet5", "LogisticRegression", "MODELS", "Problem", "build_problem",
+           "optimum_cache_dir", "resnet18_cifar"]
+
+KINDS = ("logreg", "logreg_libsvm", "cnn")
+CACHE_SUBDIR = "cache"
+
+
+def optimum_cache_dir(data_root: str | Path) -> Path:
+    """Where optima (f*, x*) are cached: `<data_root>/cache` (created when the first one is written)."""
+    return Path(data_root) / CACHE_SUBDIR
+
+
+def _get(cfg, key: str, default=None):
+    return cfg.get(key, default) if isinstance(cfg, Mapping) or hasattr(cfg, "get") else default
+
+
+def _req(cfg, key: str, kind: str):
+    value = _get(cfg, key)
+    if value is None:
+        raise ValueError(f"problem.{key} is required for problem kind {kind!r}")
+    return value
+
+
+def _opt_int(cfg, key: str, minimum: int = 1) -> int | None:
+    value = _get(cfg, key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or int(value) != value or int(value) < minimum:
+        raise ValueError(f"problem.{key} must be an integer >= {minimum} or null, got {value!r}")
+    return int(value)
+
+
+def _vision_logreg(cfg, root: Path, device: torch.device) -> LogisticRegression:
+    from problems.data import load_vision
+
+    dataset = str(_req(cfg, "dataset", "logreg"))
+    classes = list(_req(cfg, "classes", "logreg"))
+    if len(classes) != 2 or classes[0] == classes[1]:
+        raise ValueError(f"problem.classes must be two different class indices, got {classes}")
+    neg, pos = (int(c) for c in classes)
+    max_train = _opt_int(cfg, "max_train")
+    data = load_vision(dataset, root)
+
+    def binary(x: torch.Tensor, y: torch.Tensor, what: str) -> tuple[torch.Tensor, torch.Tensor]:
+        keep = (y == neg) | (y == pos)
+        if not bool((y[keep] == neg).any()) or not bool((y[keep] == pos).any()):
+            raise ValueError(f"problem.classes {classes}: {dataset} {what} set lacks one of these classes")
+        return x[keep].reshape(int(keep.sum()), -1), (y[keep] == pos).to(torch.int64)
+
+    xtr, ytr = binary(data.train_x, data.train_y, "train")
+    xte, yte = binary(data.test_x, data.test_y, "test")
+    if max_train is not None:
+        xtr, ytr = xtr[:max_train], ytr[:max_train]
+    return LogisticRegression(xtr, ytr, xte, yte, l2=float(_get(cfg, "l2", 0.0) or 0.0), device=device,
+                              name=str(_get(cfg, "name") or f"logreg_{dataset}_{neg}v{pos}"),
+                              init_std=float(_get(cfg, "init_std", 0.0) or 0.0), cache_dir=optimum_cache_dir(root))
+
+
+def _libsvm_logreg(cfg, root: Path, device: torch.device) -> LogisticRegression:
+    from problems.data import load_libsvm
+
+    path = Path(str(_req(cfg, "path", "logreg_libsvm")))
+    test_path = _get(cfg, "test_path")
+    zero_based = _get(cfg, "zero_based", "auto")
+    data = load_libsvm(path, n_features=_opt_int(cfg, "n_features"),
+                       zero_based=zero_based if zero_based is not None else "auto",
+                       test_path=Path(str(test_path)) if test_path is not None else None)
+    xtr, ytr = data.train_x, data.train_y
+    max_train = _opt_int(cfg, "max_train")
+    if max_train is not None:
+        xtr, ytr = xtr[:max_train], ytr[:max_train]
+    test = (data.test_x, data.test_y) if data.has_test else (None, None)
+    return LogisticRegression(xtr, ytr, *test, l2=float(_get(cfg, "l2", 0.0) or 0.0), device=device,
+                              name=str(_get(cfg, "name") or f"logreg_{path.stem}"),
+                              init_std=float(_get(cfg, "init_std", 0.0) or 0.0), cache_dir=optimum_cache_dir(root))
+
+
+def _cnn(cfg, root: Path, device: torch.device) -> CNNProblem:
+    from problems.data import load_vision
+
+    model = str(_req(cfg, "model", "cnn"))
+    if model not in MODELS:
+        raise ValueError(f"unknown problem.model {model!r}; expected one of {', '.join(MODELS)}")
+    dataset = str(_req(cfg, "dataset", "cnn"))
+    data = load_vision(dataset, root)
+    xtr, ytr, xte, yte = data.train_x, data.train_y, data.test_x, data.test_y
+    max_train, max_test = _opt_int(cfg, "max_train"), _opt_int(cfg, "max_test")
+    if max_train is not None:
+        xtr, ytr = xtr[:max_train], ytr[:max_train]
+    if max_test is not None:
+        xte, yte = xte[:max_test], yte[:max_test]
+    channels, side = int(xtr.shape[1]), int(xtr.shape[2])
+    classes = len(getattr(data, "classes", None) or []) or int(max(ytr.max(), yte.max())) + 1
+    if model == "lenet5":
+        factory = functools.partial(LeNet5, in_channels=channels, num_classes=classes, image_size=side)
+    else:
+        factory = functools.partial(MODELS[model], in_channels=channels, num_classes=classes)
+    return CNNProblem(factory, xtr, ytr, xte, yte, device=device, name=str(_get(cfg, "name") or f"{model}_{dataset}"),
+                      eval_batch_size=_opt_int(cfg, "eval_batch_size") or 1000)
+
+
+def build_problem(cfg, data_root: str | Path, device: torch.device | str = "cpu") -> Problem:
+    """Build the Problem that a `problem` config describes.
+
+    cfg: mapping (DictConfig or dict) with `kind` and, per kind:
+      - `logreg`: dataset (fashion_mnist | mnist | cifar10), classes [neg, pos] (class `pos` -> label 1), l2,
+        max_train (first N of the two-class training set; null = all), optional init_std, name. Images are
+        flattened into features (784 for Fashion-MNIST), pixels in [0, 1].
+      - `logreg_libsvm`: path, test_path (null: evaluate on the training set), n_features, zero_based, l2,
+        max_train, optional init_std, name. Sparse.
+      - `cnn`: model (lenet5 | allcnn | resnet18), dataset, max_train, optional max_test (first N test images),
+        eval_batch_size (default 1000), name.
+    data_root: the data folder (problems.data.data_root()); optima are cached in `<data_root>/cache`.
+    device: where data, parameters and gradients live.
+    Raises ValueError for an unknown kind or model, or missing/bad keys; problems.data.DataError (a ValueError)
+    when the data files are missing or bad.
+    """
+    kind = _get(cfg, "kind")
+    root, device = Path(data_root), torch.device(device)
+    if kind == "logreg":
+        return _vision_logreg(cfg, root, device)
+    if kind == "logreg_libsvm":
+        return _libsvm_logreg(cfg, root, device)
+    if kind == "cnn":
+        return _cnn(cfg, root, device)
+    raise ValueError(f"unknown problem kind {kind!r}; expected one of {', '.join(KINDS)}")

@@ -1,0 +1,260 @@
+"""Image classifiers as flat-vector objectives: LeNet5, AllCNN-C and ResNet18 (paper Sec. 5.2-5.5), cross entropy.
+
+    problem = CNNProblem(LeNet5, train_x, train_y, test_x, test_y, device=..., name="lenet5_fmnist")
+    loss, g = problem.loss_grad(x, idx)      # x: (dim,) float32, order of torch.nn.utils.parameters_to_vector
+
+The network is evaluated at a given flat vector with `torch.func.functional_call` on one template module; the
+gradient comes from autograd on that call (no optimizer, no DataLoader: minibatches are index_select on tensors
+held on the device). Every model here is free of state outside x: batch normalization uses the statistics of the
+current batch (`track_running_stats=False`, as the authors' AllCNN code does), and there is no dropout. So a
+gradient depends only on (x, minibatch), and evaluation (in fixed batches of `eval_batch_size`, in data order)
+is deterministic.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from collections.abc import Callable
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.func import functional_call
+
+from problems.base import Problem, as_index_tensor
+
+__all__ = ["AllCNN", "CNNProblem", "LeNet5", "MODELS", "resnet18_cifar"]
+
+
+class LeNet5(nn.Module):
+    """LeNet5 (APAM.md Sec. 2): conv6@5x5 -> ReLU -> maxpool2 -> conv16@5x5 -> ReLU -> maxpool2 -> fc120 -> ReLU
+    -> fc84 -> ReLU -> fc10 (logits).
+
+    Input (B, in_channels, image_size, image_size) float32; output (B, num_classes) logits.
+    The classic 28x28 form pads the first convolution by 2 (28 -> 28 -> 14 -> 10 -> 5; fc1 has 16*5*5 = 400
+    inputs) and has 61,706 parameters for 1 channel and 10 classes. `padding=0` gives the authors' C++ variant
+    (RPI-OPT/APAM MPI/APAM_LeNet5.cpp: fc1 has 16*4*4 = 256 inputs, 44,426 parameters).
+    Raises ValueError when the image is too small for the two convolutions and pools.
+    """
+
+    def __init__(self, in_channels: int = 1, num_classes: int = 10, image_size: int = 28, padding: int = 2) -> None:
+        super().__init__()
+        side = ((image_size + 2 * padding - 4) // 2 - 4) // 2
+        if side < 1:
+            raise ValueError(f"LeNet5: image size {image_size} with padding {padding} is too small")
+        self.conv1 = nn.Conv2d(in_channels, 6, 5, padding=padding)
+        self.conv2 = nn.Conv2d(6, 16, 5)
+        self.fc1 = nn.Linear(16 * side * side, 120)
+        self.fc2 = nn.Linear(120, 84)
+        self.fc3 = nn.Linear(84, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = torch.flatten(x, 1)
+        x = F.relu(self.fc1(x))
+        x = F.relu(self.fc2(x))
+        return self.fc3(x)
+
+
+class _ConvBN(nn.Sequential):
+    """conv (no bias) -> BatchNorm2d(track_running_stats=False) -> ReLU."""
+
+    def __init__(self, c_in: int, c_out: int, kernel_size: int = 3, stride: int = 1, padding: int = 1) -> None:
+        super().__init__(nn.Conv2d(c_in, c_out, kernel_size, stride=stride, padding=padding, bias=False),
+                         nn.BatchNorm2d(c_out, track_running_stats=False), nn.ReLU())
+
+
+class AllCNN(nn.Module):
+    """AllCNN-C (Springenberg et al. 2015, "Striving for simplicity") in the APAM authors' variant (paper Sec. 5.3-5.4,
+    RPI-OPT/APAM MPI4PY/models/all_cnn_cifar.py).
+
+    Nine conv -> BN -> ReLU blocks, 3x3 kernels, no conv bias, BN without running statistics:
+    96, 96, 96/stride 2, 192, 192, 192/stride 2, 192 (no padding), 192, num_classes; then 6x6 average pooling
+    and the logits scaled by 0.125. Differences from Springenberg's AllCNN-C, all as in the authors' code: batch
+    normalization, no dropout, layers 8-9 are 3x3 (not 1x1) and the last block keeps its BN and ReLU.
+    Input (B, in_channels, 32, 32) float32; output (B, num_classes) logits. 1,681,268 parameters for 3 channels and
+    10 classes.
+    """
+
+    def __init__(self, in_channels: int = 3, num_classes: int = 10, logit_scale: float = 0.125) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            _ConvBN(in_channels, 96), _ConvBN(96, 96), _ConvBN(96, 96, stride=2),
+            _ConvBN(96, 192), _ConvBN(192, 192), _ConvBN(192, 192, stride=2),
+            _ConvBN(192, 192, padding=0), _ConvBN(192, 192), _ConvBN(192, num_classes),
+        )
+        self.logit_scale = float(logit_scale)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.features(x)
+        return self.logit_scale * F.adaptive_avg_pool2d(x, 1).flatten(1)
+
+
+def resnet18_cifar(in_channels: int = 3, num_classes: int = 10) -> nn.Module:
+    """torchvision's ResNet18 (`torchvision.models.resnet18(num_classes=...)`) adapted to 32x32 images.
+
+    Changes: the stem is a 3x3 stride-1 convolution (no bias; Kaiming-normal init like torchvision's other convs)
+    and the stem max-pool is removed (the usual CIFAR adaptation); every BatchNorm2d has track_running_stats=False
+    (batch statistics always, so the flat vector holds the whole state). Input (B, in_channels, H, W) with
+    H, W >= 8 (32x32 intended); output (B, num_classes) logits.
+    """
+    from torchvision.models import resnet18
+
+    model = resnet18(num_classes=num_classes, norm_layer=functools.partial(nn.BatchNorm2d, track_running_stats=False))
+    model.conv1 = nn.Conv2d(in_channels, 64, kernel_size=3, stride=1, padding=1, bias=False)
+    nn.init.kaiming_normal_(model.conv1.weight, mode="fan_out", nonlinearity="relu")
+    model.maxpool = nn.Identity()
+    return model
+
+
+MODELS = {"lenet5": LeNet5, "allcnn": AllCNN, "resnet18": resnet18_cifar}
+
+
+def _reinit_copy(module: nn.Module) -> nn.Module:
+    """A deep copy of `module` with `reset_parameters()` called on every submodule that has one, in module order."""
+    m = copy.deepcopy(module)
+    for sub in m.modules():
+        if hasattr(sub, "reset_parameters"):
+            sub.reset_parameters()
+    return m
+
+
+def _stateful_modules(module: nn.Module) -> list[str]:
+    """Names of submodules that keep state outside the parameters during training (running stats, dropout)."""
+    bad = []
+    for name, sub in module.named_modules():
+        if isinstance(sub, nn.modules.batchnorm._NormBase) and sub.track_running_stats:
+            bad.append(f"{name or type(sub).__name__} (BatchNorm with track_running_stats=True)")
+        if isinstance(sub, nn.modules.dropout._DropoutNd) and sub.p > 0:
+            bad.append(f"{name or type(sub).__name__} (dropout)")
+    return bad
+
+
+class CNNProblem(Problem):
+    """Cross-entropy classification with a torch module, as an objective over its flat parameter vector.
+
+    Args:
+        model: a zero-argument callable returning the nn.Module (e.g. `LeNet5` or `functools.partial(AllCNN, 3)`),
+            or a module instance (then `init_params` re-initializes a copy with each submodule's
+            `reset_parameters`). The module must hold no state outside its parameters (no BatchNorm running
+            statistics, no dropout): ValueError otherwise.
+        train_x, test_x: (N, C, H, W) float tensors (pixels in [0, 1]); train_y, test_y: (N,) int64 class indices.
+        device: where data, the template module, x and gradients live (default CPU).
+        name: the problem's name.
+        eval_batch_size: images per forward pass in `evaluate` (bounds memory; batch statistics are per batch).
+    Flat layout: parameters in `model.parameters()` order, each flattened row-major, exactly as
+    torch.nn.utils.parameters_to_vector. dim = number of parameters.
+    Raises ValueError for mismatched shapes, labels outside the model's classes, or a bad eval_batch_size.
+    """
+
+    def __init__(self, model: nn.Module | Callable[[], nn.Module], train_x: torch.Tensor, train_y: torch.Tensor,
+                 test_x: torch.Tensor, test_y: torch.Tensor, *, device: torch.device | str | None = None,
+                 name: str = "cnn", eval_batch_size: int = 1000) -> None:
+        self.name = str(name)
+        self.device = torch.device(device) if device is not None else torch.device("cpu")
+        if int(eval_batch_size) < 1:
+            raise ValueError(f"eval_batch_size must be >= 1, got {eval_batch_size}")
+        self.eval_batch_size = int(eval_batch_size)
+        self._factory = model if not isinstance(model, nn.Module) else functools.partial(_reinit_copy, model)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            template = self._factory() if not isinstance(model, nn.Module) else copy.deepcopy(model)
+        bad = _stateful_modules(template)
+        if bad:
+            raise ValueError(f"model {type(template).__name__} keeps state outside its parameters: {', '.join(bad)}")
+        self._model = template.to(self.device).train()
+        for p in self._model.parameters():
+            p.requires_grad_(False)
+        named = list(self._model.named_parameters())
+        self._names = [n for n, _ in named]
+        self._shapes = [p.shape for _, p in named]
+        self._numels = [p.numel() for _, p in named]
+        self.dim = int(sum(self._numels))
+
+        self._train_x, self._train_y = self._data(train_x, train_y, "train")
+        self._test_x, self._test_y = self._data(test_x, test_y, "test")
+        self.num_train = int(self._train_x.shape[0])
+        if self.num_train == 0:
+            raise ValueError("train_x is empty")
+        if self._test_x.shape[1:] != self._train_x.shape[1:]:
+            raise ValueError(f"test images {tuple(self._test_x.shape[1:])} differ from train images "
+                             f"{tuple(self._train_x.shape[1:])}")
+        self._check_classes()
+
+    def _data(self, x: torch.Tensor, y: torch.Tensor, what: str) -> tuple[torch.Tensor, torch.Tensor]:
+        x, y = torch.as_tensor(x), torch.as_tensor(y)
+        if x.ndim != 4 or not x.dtype.is_floating_point:
+            raise ValueError(f"{what}_x must be a float (N, C, H, W) tensor, got {tuple(x.shape)} {x.dtype}")
+        if y.shape != (x.shape[0],) or y.dtype.is_floating_point:
+            raise ValueError(f"{what}_y must be an integer ({x.shape[0]},) tensor, got {tuple(y.shape)} {y.dtype}")
+        return x.to(self.device, torch.float32).contiguous(), y.to(self.device, torch.int64).contiguous()
+
+    def _check_classes(self) -> None:
+        with torch.no_grad():
+            out = self._model(self._train_x[:2])
+        if out.ndim != 2:
+            raise ValueError(f"model output must be (B, classes) logits, got shape {tuple(out.shape)}")
+        k = out.shape[1]
+        for what, y in (("train_y", self._train_y), ("test_y", self._test_y)):
+            if y.numel() and (int(y.min()) < 0 or int(y.max()) >= k):
+                raise ValueError(f"{what} has labels outside [0, {k}) (the model's {k} classes): "
+                                 f"min {int(y.min())}, max {int(y.max())}")
+
+    def params_dict(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Views of the flat vector x as the module's named parameters (no copy)."""
+        return {n: t.view(s) for n, t, s in zip(self._names, x.split(self._numels), self._shapes)}
+
+    def _check_x(self, x: torch.Tensor) -> None:
+        if x.shape != (self.dim,) or x.dtype != torch.float32:
+            raise ValueError(f"x must be a ({self.dim},) float32 tensor, got {tuple(x.shape)} {x.dtype}")
+
+    def forward(self, x: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
+        """Logits (B, classes) of `images` (B, C, H, W) under the flat parameters x."""
+        return functional_call(self._model, self.params_dict(x), (images,))
+
+    # ------------------------------------------------------------------------------------------ interface
+    def init_params(self, seed: int) -> torch.Tensor:
+        """The model's default initialization under torch.manual_seed(seed), flattened: (dim,) float32 on device.
+
+        Runs inside torch.random.fork_rng (CPU generator), so the caller's random state is untouched.
+        """
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(seed))
+            module = self._factory()
+        flat = nn.utils.parameters_to_vector(module.parameters()).detach()
+        if flat.numel() != self.dim:
+            raise ValueError(f"model factory built {flat.numel()} parameters, expected {self.dim}")
+        return flat.to(device=self.device, dtype=torch.float32).clone()
+
+    def loss_grad(self, x: torch.Tensor, idx) -> tuple[float, torch.Tensor]:
+        """Mean cross entropy of the minibatch and its gradient (autograd through functional_call)."""
+        self._check_x(x)
+        i = as_index_tensor(idx, self.num_train, self.device)
+        images, labels = self._train_x.index_select(0, i), self._train_y.index_select(0, i)
+        with torch.enable_grad():
+            flat = x.detach().requires_grad_(True)
+            loss = F.cross_entropy(self.forward(flat, images), labels)
+            (g,) = torch.autograd.grad(loss, flat)
+        return float(loss.detach()), g
+
+    @torch.no_grad()
+    def _set_metrics(self, x: torch.Tensor, images: torch.Tensor, labels: torch.Tensor) -> tuple[float, float]:
+        n = images.shape[0]
+        loss_sum, correct = 0.0, 0
+        for s in range(0, n, self.eval_batch_size):
+            out = self.forward(x, images[s:s + self.eval_batch_size])
+            lab = labels[s:s + self.eval_batch_size]
+            loss_sum += float(F.cross_entropy(out.double(), lab, reduction="sum"))
+            correct += int((out.argmax(1) == lab).sum())
+        return loss_sum / n, correct / n
+
+    def evaluate(self, x: torch.Tensor) -> dict[str, float]:
+        """Mean cross entropy and accuracy on the full train and test sets (no_grad, batches of eval_batch_size)."""
+        self._check_x(x)
+        x = x.detach()
+        tr_loss, tr_acc = self._set_metrics(x, self._train_x, self._train_y)
+        te_loss, te_acc = (self._set_metrics(x, self._test_x, self._test_y) if self._test_x.shape[0]
+                           else (float("nan"), float("nan")))
+        return {"train_loss": tr_loss, "train_acc": tr_acc, "test_loss": te_loss, "test_acc": te_acc}

@@ -1,0 +1,439 @@
+"""Tests of problems/: logistic regression (dense and sparse), its optimum, the CNN problems and build_problem.
+
+References: central finite differences in float64, the exact softplus formula, scipy's trust-region Newton method
+with the analytic Hessian, scikit-learn's LogisticRegression, and autograd on the nn.Module itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import scipy.optimize
+import scipy.sparse as sp
+import scipy.special
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import problems.logreg as logreg_mod
+import problems.optimum as optimum_mod
+from problems import AllCNN, CNNProblem, LeNet5, LogisticRegression, build_problem, resnet18_cifar
+
+
+# --------------------------------------------------------------------------------------------------- helpers
+def _data(n=120, d=7, seed=0, density=None):
+    """Random features (N, d) float64 (optionally with zeros, for sparse tests) and {0,1} labels."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    if density is not None:
+        X *= rng.random((n, d)) < density
+    y = (X @ rng.standard_normal(d) + 0.8 * rng.standard_normal(n) > 0).astype(np.int64)
+    return X, y
+
+
+def _exact_loss(m: np.ndarray) -> np.ndarray:
+    """log(1 + exp(-m)) without overflow: max(0, -m) + log1p(exp(-|m|))."""
+    return np.maximum(0.0, -m) + np.log1p(np.exp(-np.abs(m)))
+
+
+def _fd_grad(f, x: torch.Tensor, h: float = 1e-6) -> torch.Tensor:
+    g = torch.zeros_like(x)
+    for j in range(x.numel()):
+        e = torch.zeros_like(x)
+        e[j] = h
+        g[j] = (f(x + e) - f(x - e)) / (2 * h)
+    return g
+
+
+# ------------------------------------------------------------------------------------------ logistic loss
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("l2", [0.0, 0.3])
+def test_logistic_gradient_matches_finite_differences(sparse, l2):
+    X, y = _data(density=0.4 if sparse else None)
+    p = LogisticRegression(sp.csr_matrix(X) if sparse else X, y, l2=l2, dtype=torch.float64)
+    x = torch.from_numpy(np.random.default_rng(1).standard_normal(p.dim))
+    idx = torch.tensor([3, 17, 17, 42, 99, 0, 5], dtype=torch.int64)   # repeats allowed
+    loss, g = p.loss_grad(x, idx)
+    fd = _fd_grad(lambda z: p.loss_grad(z, idx)[0], x)
+    torch.testing.assert_close(g, fd, rtol=1e-7, atol=1e-8)
+    # and the loss itself is the mean of the exact formula over the minibatch, plus the l2 term
+    ypm = 2.0 * y[idx.numpy()] - 1
+    ref = _exact_loss(ypm * (X[idx.numpy()] @ x.numpy())).mean() + 0.5 * l2 * float(x @ x)
+    assert loss == pytest.approx(ref, rel=1e-13)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_extreme_margins_are_finite_and_exact(sparse, dtype):
+    # one feature equal to 1; x = 1000: margin +1000 for label 1, -1000 for label 0
+    X = np.ones((2, 1))
+    y = np.array([1, 0])
+    p = LogisticRegression(sp.csr_matrix(X) if sparse else X, y, dtype=dtype)
+    x = torch.tensor([1000.0], dtype=dtype)
+    loss_pos, g_pos = p.loss_grad(x, [0])
+    loss_neg, g_neg = p.loss_grad(x, [1])
+    assert loss_pos == 0.0 and math.isfinite(loss_neg)
+    assert loss_neg == pytest.approx(1000.0, rel=1e-12)
+    # d/dx log(1 + exp(-y x)) = -y sigmoid(-y x): 0 for margin +1000, exactly +1 for label -1 at margin -1000
+    assert float(g_pos) == 0.0 and float(g_neg) == pytest.approx(1.0, rel=1e-7)
+    m = p.evaluate(x)
+    assert m["train_loss"] == pytest.approx(500.0, rel=1e-12) and m["train_acc"] == 0.5
+    # -1000 the other way round
+    loss_pos2, _ = p.loss_grad(-x, [0])
+    assert loss_pos2 == pytest.approx(1000.0, rel=1e-12)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_label_conventions_give_identical_results(sparse):
+    X, y01 = _data(density=0.5 if sparse else None)
+    Xin = sp.csr_matrix(X) if sparse else X
+    ypm = 2 * y01 - 1
+    a = LogisticRegression(Xin, y01, Xin[:30], y01[:30], l2=0.01)
+    b = LogisticRegression(Xin, ypm, Xin[:30], ypm[:30], l2=0.01)
+    x = a.init_params(0) + 0.1
+    idx = np.array([1, 5, 7, 11])
+    la, ga = a.loss_grad(x, idx)
+    lb, gb = b.loss_grad(x, idx)
+    assert la == lb and torch.equal(ga, gb)
+    assert a.evaluate(x) == b.evaluate(x)
+    assert a.optimum()[0] == b.optimum()[0]
+
+
+@pytest.mark.parametrize("bad", [[0, 1, 2], [-1, 0, 1], [0.5, 1.0]])
+def test_non_binary_labels_are_rejected(bad):
+    X = np.ones((len(bad), 2))
+    with pytest.raises(ValueError, match="not binary"):
+        LogisticRegression(X, np.array(bad), l2=0.0)
+
+
+def test_l2_term_adds_exactly_to_loss_gradient_and_metrics():
+    X, y = _data()
+    p0 = LogisticRegression(X, y, dtype=torch.float64)
+    p1 = LogisticRegression(X, y, l2=0.25, dtype=torch.float64)
+    x = torch.linspace(-1, 1, p0.dim, dtype=torch.float64)
+    idx = np.arange(10)
+    (l0, g0), (l1, g1) = p0.loss_grad(x, idx), p1.loss_grad(x, idx)
+    assert l1 - l0 == pytest.approx(0.125 * float(x @ x), rel=1e-12)
+    torch.testing.assert_close(g1 - g0, 0.25 * x, rtol=1e-12, atol=1e-14)
+    m0, m1 = p0.evaluate(x), p1.evaluate(x)
+    assert m1["train_loss"] - m0["train_loss"] == pytest.approx(0.125 * float(x @ x), rel=1e-12)
+    assert m1["train_acc"] == m0["train_acc"]
+
+
+def test_bad_inputs_raise_value_errors():
+    X, y = _data()
+    with pytest.raises(ValueError, match="l2"):
+        LogisticRegression(X, y, l2=-1.0)
+    with pytest.raises(ValueError, match="labels"):
+        LogisticRegression(X, y[:-1])
+    with pytest.raises(ValueError, match="features"):
+        LogisticRegression(X, y, X[:, :3], y)
+    p = LogisticRegression(X, y)
+    x = p.init_params(0)
+    with pytest.raises(ValueError, match="outside the training set"):
+        p.loss_grad(x, [0, len(y)])
+    with pytest.raises(ValueError, match="outside the training set"):
+        p.loss_grad(x, [-1])
+    with pytest.raises(ValueError, match="float32"):
+        p.loss_grad(x.double(), [0])
+
+
+# ----------------------------------------------------------------------------------------- dense vs sparse
+def test_dense_and_sparse_versions_agree(monkeypatch):
+    X, y = _data(n=300, d=40, density=0.1)
+    Xte, yte = _data(n=50, d=40, seed=3, density=0.1)
+    d = LogisticRegression(X, y, Xte, yte, l2=1e-3)
+    s = LogisticRegression(sp.csr_matrix(X), y, sp.csr_matrix(Xte), yte, l2=1e-3)
+    x = torch.from_numpy(np.random.default_rng(2).standard_normal(40).astype(np.float32))
+    idx = torch.randint(0, 300, (64,), generator=torch.Generator().manual_seed(0))
+    (ld, gd), (ls, gs) = d.loss_grad(x, idx), s.loss_grad(x, idx)
+    assert ls == pytest.approx(ld, rel=1e-6)
+    torch.testing.assert_close(gs, gd, rtol=1e-5, atol=1e-6)
+    md, ms = d.evaluate(x), s.evaluate(x)
+    for k in md:
+        assert ms[k] == pytest.approx(md[k], rel=1e-12)
+    assert s.optimum()[0] == pytest.approx(d.optimum()[0], rel=1e-10)
+    # the public-scipy fallback gives the same gradient as scipy's compiled kernels
+    monkeypatch.setattr(logreg_mod, "_sparsetools", None)
+    lf, gf = s.loss_grad(x, idx)
+    assert lf == pytest.approx(ls, rel=1e-6)
+    torch.testing.assert_close(gf, gs, rtol=1e-6, atol=1e-7)
+
+
+def test_gradient_is_a_new_tensor_each_call():
+    X, y = _data()
+    p = LogisticRegression(X, y)
+    x = p.init_params(0)
+    _, g1 = p.loss_grad(x, [0, 1, 2])
+    g1_copy = g1.clone()
+    g1.fill_(7.0)
+    _, g2 = p.loss_grad(x, [0, 1, 2])
+    assert torch.equal(g2, g1_copy) and torch.equal(x, torch.zeros_like(x))
+
+
+def test_evaluate_matches_a_direct_computation():
+    X, y = _data(n=200, d=6)
+    Xte, yte = _data(n=80, d=6, seed=5)
+    p = LogisticRegression(X, y, Xte, yte)
+    x = torch.tensor([0.3, -1.0, 0.5, 2.0, 0.0, -0.2])
+    x64 = x.double().numpy()
+    m = p.evaluate(x)
+    for pre, A, lab in (("train", X.astype(np.float32).astype(np.float64), y),
+                        ("test", Xte.astype(np.float32).astype(np.float64), yte)):
+        z = A @ x64
+        assert m[f"{pre}_loss"] == pytest.approx(_exact_loss((2 * lab - 1) * z).mean(), rel=1e-12)
+        assert m[f"{pre}_acc"] == np.mean((z > 0) == (lab == 1))
+
+
+def test_init_params_zero_or_seeded_normal():
+    X, y = _data()
+    assert torch.equal(LogisticRegression(X, y).init_params(3), torch.zeros(X.shape[1]))
+    p = LogisticRegression(X, y, init_std=1.0)
+    a, b, c = p.init_params(1), p.init_params(1), p.init_params(2)
+    assert a.dtype == torch.float32 and torch.equal(a, b) and not torch.equal(a, c)
+
+
+# --------------------------------------------------------------------------------------------------- optimum
+def _newton_cg_reference(X, y01, l2):
+    """Minimize mean log-loss + l2/2||w||^2 with scipy's Newton-CG, objective written here: independent reference."""
+    ypm = 2.0 * y01 - 1
+    n = len(y01)
+
+    def f(w):
+        return _exact_loss(ypm * (X @ w)).mean() + 0.5 * l2 * w @ w
+
+    def g(w):
+        return X.T @ (-ypm * scipy.special.expit(-ypm * (X @ w))) / n + l2 * w
+
+    def hessp(w, v):
+        s = scipy.special.expit(X @ w)
+        return X.T @ (s * (1 - s) * (X @ v)) / n + l2 * v
+
+    res = scipy.optimize.minimize(f, np.zeros(X.shape[1]), jac=g, hessp=hessp, method="Newton-CG",
+                                  options={"xtol": 1e-14, "maxiter": 1000})
+    return res.fun, res.x
+
+
+@pytest.mark.parametrize("solver", ["trust-exact", "L-BFGS-B"])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_optimum_matches_independent_minimizers(sparse, solver, tmp_path, monkeypatch):
+    from sklearn.linear_model import LogisticRegression as SkLogReg
+
+    if solver == "L-BFGS-B":   # the path taken for large d (rcv1): no Hessian
+        monkeypatch.setattr(logreg_mod, "HESSIAN_MAX_DIM", 0)
+    X, y = _data(n=150, d=5, density=0.7 if sparse else None)
+    l2 = 0.05
+    p = LogisticRegression(sp.csr_matrix(X) if sparse else X, y, l2=l2, dtype=torch.float64, cache_dir=tmp_path)
+    f_star, x_star = p.optimum()
+    assert p.optimum_info().converged
+    f_ref, x_ref = _newton_cg_reference(X, y, l2)
+    assert f_star == pytest.approx(f_ref, rel=1e-12, abs=1e-14)
+    # Newton-CG stops with |grad| ~ 3e-8, so its x is within |grad| / l2 ~ 6e-7 of the minimizer
+    np.testing.assert_allclose(x_star.numpy(), x_ref, rtol=0, atol=2e-6)
+    # scikit-learn: C sum_i loss_i + 1/2||w||^2 with C = 1/(N l2) has the same minimizer
+    sk = SkLogReg(C=1.0 / (len(y) * l2), fit_intercept=False, tol=1e-12, max_iter=10000).fit(X, y)
+    np.testing.assert_allclose(x_star.numpy(), sk.coef_.ravel(), rtol=1e-5, atol=1e-7)
+    # the full-batch gradient at x* vanishes, and evaluate reports f* there
+    _, g = p.loss_grad(x_star, np.arange(len(y)))
+    assert float(g.abs().max()) < 1e-8
+    assert p.evaluate(x_star)["train_loss"] == pytest.approx(f_star, rel=1e-12)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_logistic_hessian_matches_finite_differences_of_the_gradient(sparse):
+    X, y = _data(n=60, d=4, density=0.6 if sparse else None)
+    Xin = sp.csr_matrix(X) if sparse else X
+    fun, hess = logreg_mod.logistic_objective(Xin, 2.0 * y - 1, 0.1), logreg_mod.logistic_hessian(Xin, 2.0 * y - 1, 0.1)
+    w = np.array([0.5, -1.0, 2.0, 0.1])
+    h = 1e-6
+    fd = np.stack([(fun(w + h * e)[1] - fun(w - h * e)[1]) / (2 * h) for e in np.eye(4)], axis=1)
+    np.testing.assert_allclose(hess(w), fd, rtol=1e-7, atol=1e-9)
+    np.testing.assert_array_equal(hess(w), hess(w).T)
+
+
+def test_optimum_is_cached_on_disk_by_data_l2_and_name(tmp_path, monkeypatch):
+    X, y = _data(n=80, d=4)
+    p = LogisticRegression(X, y, l2=0.1, name="tiny", cache_dir=tmp_path)
+    f1, x1 = p.optimum()
+    files = list(tmp_path.glob("optimum-tiny-*.npz"))
+    assert len(files) == 1
+
+    def refuse(*_a, **_k):
+        raise AssertionError("recomputed despite a cache file")
+
+    monkeypatch.setattr(optimum_mod, "minimize_full", refuse)
+    f2, x2 = LogisticRegression(X, y, l2=0.1, name="tiny", cache_dir=tmp_path).optimum()
+    assert f2 == f1 and torch.equal(x2, x1)
+    for other in (LogisticRegression(X, y, l2=0.2, name="tiny", cache_dir=tmp_path),
+                  LogisticRegression(X, y, l2=0.1, name="tiny2", cache_dir=tmp_path),
+                  LogisticRegression(X[::-1].copy(), y[::-1].copy(), l2=0.1, name="tiny", cache_dir=tmp_path)):
+        assert other.optimum_key() != p.optimum_key()
+        with pytest.raises(AssertionError, match="recomputed"):
+            other.optimum()
+    # a damaged file is recomputed, not fatal
+    monkeypatch.undo()
+    files[0].write_bytes(b"not an npz")
+    f3, _ = LogisticRegression(X, y, l2=0.1, name="tiny", cache_dir=tmp_path).optimum()
+    assert f3 == pytest.approx(f1, rel=1e-12)
+
+
+# ------------------------------------------------------------------------------------------------------- CNNs
+def _images(n, c, side, seed=0, classes=10):
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(n, c, side, side, generator=g), torch.randint(0, classes, (n,), generator=g)
+
+
+def _module_grad(model: nn.Module, x: torch.Tensor, images, labels) -> tuple[float, torch.Tensor]:
+    nn.utils.vector_to_parameters(x.clone(), model.parameters())
+    model.zero_grad()
+    loss = F.cross_entropy(model(images), labels)
+    loss.backward()
+    return float(loss.detach()), nn.utils.parameters_to_vector([p.grad for p in model.parameters()])
+
+
+def test_lenet5_parameter_count():
+    assert sum(p.numel() for p in LeNet5().parameters()) == 61_706
+    assert sum(p.numel() for p in LeNet5(padding=0).parameters()) == 44_426   # the authors' C++ variant
+    assert LeNet5()(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
+    with pytest.raises(ValueError, match="too small"):
+        LeNet5(image_size=8)
+
+
+def test_allcnn_shape_and_parameter_count():
+    m = AllCNN()
+    convs = [(3, 96), (96, 96), (96, 96), (96, 192), (192, 192), (192, 192), (192, 192), (192, 192), (192, 10)]
+    expected = sum(9 * a * b + 2 * b for a, b in convs)   # 3x3 conv weights (no bias) + BN weight and bias
+    assert sum(p.numel() for p in m.parameters()) == expected
+    assert m(torch.rand(2, 3, 32, 32)).shape == (2, 10)
+    assert not list(m.buffers())   # no running statistics
+
+
+@pytest.mark.parametrize("factory, shape", [
+    (LeNet5, (1, 28)),
+    (functools.partial(AllCNN, 3), (3, 16)),
+])
+def test_cnn_flat_gradient_equals_module_autograd(factory, shape):
+    c, side = shape
+    xtr, ytr = _images(20, c, side)
+    xte, yte = _images(6, c, side, seed=1)
+    p = CNNProblem(factory, xtr, ytr, xte, yte, name="t")
+    x = p.init_params(0)
+    idx = torch.tensor([4, 0, 19, 7], dtype=torch.int64)
+    loss, g = p.loss_grad(x, idx)
+    torch.manual_seed(123)
+    ref_loss, ref_g = _module_grad(factory(), x, xtr[idx], ytr[idx])
+    assert g.shape == (p.dim,) and g.dtype == torch.float32
+    assert loss == pytest.approx(ref_loss, rel=1e-6)
+    torch.testing.assert_close(g, ref_g, rtol=1e-5, atol=1e-6)
+    assert g.data_ptr() != x.data_ptr()
+    # grad_many (the default loop) gives the same numbers
+    (l2_, g2), = p.grad_many([x], [idx])
+    assert l2_ == loss and torch.equal(g2, g)
+
+
+def test_resnet18_cifar_gradient_equals_module_autograd():
+    xtr, ytr = _images(6, 3, 8)
+    p = CNNProblem(resnet18_cifar, xtr, ytr, xtr[:2], ytr[:2])
+    model = resnet18_cifar()
+    assert isinstance(model.maxpool, nn.Identity) and model.conv1.stride == (1, 1)
+    assert p.dim == sum(q.numel() for q in model.parameters())
+    x = p.init_params(3)
+    idx = torch.tensor([0, 1, 2, 5])
+    loss, g = p.loss_grad(x, idx)
+    ref_loss, ref_g = _module_grad(model, x, xtr[idx], ytr[idx])
+    assert loss == pytest.approx(ref_loss, rel=1e-5)
+    torch.testing.assert_close(g, ref_g, rtol=1e-4, atol=1e-5)
+
+
+def test_cnn_init_params_seeded_like_the_module_default():
+    xtr, ytr = _images(8, 1, 28)
+    p = CNNProblem(LeNet5, xtr, ytr, xtr, ytr)
+    state = torch.random.get_rng_state()
+    a, b, c = p.init_params(7), p.init_params(7), p.init_params(8)
+    assert torch.equal(torch.random.get_rng_state(), state)   # caller's RNG untouched
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    torch.manual_seed(7)
+    assert torch.equal(a, nn.utils.parameters_to_vector(LeNet5().parameters()).detach())
+    # a module instance instead of a factory: reset_parameters under the seed, equally reproducible
+    q = CNNProblem(LeNet5(), xtr, ytr, xtr, ytr)
+    assert torch.equal(q.init_params(7), q.init_params(7)) and not torch.equal(q.init_params(7), q.init_params(8))
+
+
+def test_cnn_evaluate_matches_a_direct_computation():
+    xtr, ytr = _images(50, 1, 28)
+    xte, yte = _images(30, 1, 28, seed=4)
+    p = CNNProblem(LeNet5, xtr, ytr, xte, yte, eval_batch_size=16)
+    x = p.init_params(1)
+    m = p.evaluate(x)
+    model = LeNet5()
+    nn.utils.vector_to_parameters(x, model.parameters())
+    with torch.no_grad():
+        for pre, xs, ys in (("train", xtr, ytr), ("test", xte, yte)):
+            out = model(xs)
+            assert m[f"{pre}_loss"] == pytest.approx(float(F.cross_entropy(out, ys)), rel=1e-5)
+            assert m[f"{pre}_acc"] == pytest.approx(float((out.argmax(1) == ys).double().mean()), abs=1e-12)
+
+
+def test_cnn_rejects_state_outside_parameters_and_bad_labels():
+    xtr, ytr = _images(8, 1, 8)
+    with_stats = lambda: nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.Flatten(), nn.LazyLinear(3))  # noqa
+    with pytest.raises(ValueError, match="track_running_stats"):
+        CNNProblem(with_stats, xtr, ytr % 3, xtr, ytr % 3)
+    with pytest.raises(ValueError, match="labels outside"):
+        CNNProblem(functools.partial(LeNet5, image_size=8, padding=6), xtr, ytr + 10, xtr, ytr)
+    p = CNNProblem(functools.partial(LeNet5, image_size=8, padding=6), xtr, ytr, xtr, ytr)
+    with pytest.raises(ValueError, match="outside the training set"):
+        p.loss_grad(p.init_params(0), [8])
+
+
+# ------------------------------------------------------------------------------------------------ build_problem
+def test_build_problem_unknown_kind_names_it():
+    with pytest.raises(ValueError, match="'svm'"):
+        build_problem({"kind": "svm"}, data_root="/nonexistent", device="cpu")
+    with pytest.raises(ValueError, match="'vgg'"):
+        build_problem({"kind": "cnn", "model": "vgg", "dataset": "mnist"}, data_root="/nonexistent", device="cpu")
+
+
+def _fake_vision(n_train=40, n_test=20):
+    """Stands in for problems.data.VisionData: random images, labels 0..9 cyclically."""
+    xtr, xte = _images(n_train, 1, 28)[0], _images(n_test, 1, 28, seed=9)[0]
+    ytr, yte = torch.arange(n_train) % 10, torch.arange(n_test) % 10
+    return SimpleNamespace(name="fake", train_x=xtr, train_y=ytr, test_x=xte, test_y=yte,
+                           classes=[str(i) for i in range(10)])
+
+
+def test_build_problem_logreg_and_cnn_from_vision_data(monkeypatch, tmp_path):
+    data_mod = pytest.importorskip("problems.data")
+    fake = _fake_vision()
+    monkeypatch.setattr(data_mod, "load_vision", lambda name, root=None, **kw: fake)
+    cfg = {"kind": "logreg", "dataset": "fashion_mnist", "classes": [2, 7], "l2": 0.01, "max_train": 5}
+    p = build_problem(cfg, data_root=tmp_path, device="cpu")
+    keep = (fake.train_y == 2) | (fake.train_y == 7)
+    assert p.dim == 784 and p.num_train == min(5, int(keep.sum()))
+    # features are the flattened images of the two classes, labels 1 for the second class
+    ref = LogisticRegression(fake.train_x[keep].reshape(-1, 784)[:5], (fake.train_y[keep] == 7).long()[:5], l2=0.01)
+    x = torch.full((784,), 0.01)
+    assert p.loss_grad(x, [0, 1])[0] == ref.loss_grad(x, [0, 1])[0]
+    p.optimum()
+    assert list((tmp_path / "cache").glob("optimum-*.npz"))
+    c = build_problem({"kind": "cnn", "model": "lenet5", "dataset": "fashion_mnist", "max_train": 30,
+                       "max_test": 10}, data_root=tmp_path, device="cpu")
+    assert c.dim == 61_706 and c.num_train == 30 and c.name == "lenet5_fashion_mnist"
+
+
+def test_build_problem_libsvm(tmp_path):
+    pytest.importorskip("problems.data")
+    X, y = _data(n=40, d=6, density=0.5)
+    from sklearn.datasets import dump_svmlight_file
+    path = tmp_path / "tiny.svm"
+    dump_svmlight_file(X, 2 * y - 1, str(path), zero_based=False)
+    p = build_problem({"kind": "logreg_libsvm", "path": str(path), "test_path": None,
+                       "zero_based": "auto", "l2": 0.0, "max_train": None, "n_features": 6}, data_root=tmp_path, device="cpu")
+    ref = LogisticRegression(X, y)
+    assert p.sparse and p.num_train == 40
+    x = torch.linspace(-1, 1, p.dim)
+    assert p.evaluate(x)["train_loss"] == pytest.approx(ref.evaluate(x)["train_loss"], rel=1e-6)
