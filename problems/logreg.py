@@ -185,8 +185,9 @@ class LogisticRegression(Problem):
                 raise ValueError(f"{what} must be 2-D, got shape {M.shape}")
             if not np.all(np.isfinite(M.data)):
                 raise ValueError(f"{what} has non-finite entries")
-            if M.indptr.dtype != M.indices.dtype:  # the compiled kernels need one index dtype
-                M.indptr = M.indptr.astype(M.indices.dtype)
+            if M.indptr.dtype != M.indices.dtype:  # the compiled kernels need one index dtype: the wider one
+                common = np.promote_types(M.indptr.dtype, M.indices.dtype)
+                M.indptr, M.indices = M.indptr.astype(common), M.indices.astype(common)
             return M
         if sp.issparse(X):
             X = X.toarray()

@@ -437,3 +437,16 @@ def test_build_problem_libsvm(tmp_path):
     assert p.sparse and p.num_train == 40
     x = torch.linspace(-1, 1, p.dim)
     assert p.evaluate(x)["train_loss"] == pytest.approx(ref.evaluate(x)["train_loss"], rel=1e-6)
+
+
+def test_problems_survive_pickling_for_worker_processes():
+    import pickle
+
+    X, y = _data(n=50, d=6, density=0.5)
+    xtr, ytr = _images(10, 1, 28)
+    for p in (LogisticRegression(X, y), LogisticRegression(sp.csr_matrix(X), y),
+              CNNProblem(LeNet5, xtr, ytr, xtr, ytr), CNNProblem(LeNet5(), xtr, ytr, xtr, ytr)):
+        q = pickle.loads(pickle.dumps(p))
+        x = p.init_params(1) + 0.01
+        (lp, gp), (lq, gq) = p.loss_grad(x, [0, 3, 4]), q.loss_grad(x, [0, 3, 4])
+        assert lp == lq and torch.equal(gp, gq) and torch.equal(q.init_params(1), p.init_params(1))
