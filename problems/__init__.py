@@ -70,6 +70,12 @@ def _vision_logreg(cfg, root: Path, device: torch.device) -> LogisticRegression:
 
     xtr, ytr = binary(data.train_x, data.train_y, "train")
     xte, yte = binary(data.test_x, data.test_y, "test")
+    row_norm = _get(cfg, "row_norm")
+    if row_norm == "unit":  # every example scaled to unit l2 norm, as rcv1's tf-idf rows are
+        xtr = xtr / xtr.norm(dim=1, keepdim=True).clamp_min(1e-12)
+        xte = xte / xte.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    elif row_norm is not None:
+        raise ValueError(f"problem.row_norm={row_norm!r}: must be null or 'unit'")
     if max_train is not None:
         xtr, ytr = xtr[:max_train], ytr[:max_train]
     return LogisticRegression(xtr, ytr, xte, yte, l2=float(_get(cfg, "l2", 0.0) or 0.0), device=device,
@@ -125,7 +131,8 @@ def build_problem(cfg, data_root: str | Path, device: torch.device | str = "cpu"
 
     cfg: mapping (DictConfig or dict) with `kind` and, per kind:
       - `logreg`: dataset (fashion_mnist | mnist | cifar10), classes [neg, pos] (class `pos` -> label 1), l2,
-        max_train (first N of the two-class training set; null = all), optional init_std, name. Images are
+        max_train (first N of the two-class training set; null = all), optional init_std, name, row_norm
+        (null: pixels in [0, 1]; ``unit``: each example scaled to unit l2 norm, like rcv1's rows). Images are
         flattened into features (784 for Fashion-MNIST), pixels in [0, 1].
       - `logreg_libsvm`: path, test_path (null: evaluate on the training set), n_features, zero_based, l2,
         max_train, optional init_std, name. Sparse.
