@@ -450,3 +450,23 @@ def test_problems_survive_pickling_for_worker_processes():
         x = p.init_params(1) + 0.01
         (lp, gp), (lq, gq) = p.loss_grad(x, [0, 3, 4]), q.loss_grad(x, [0, 3, 4])
         assert lp == lq and torch.equal(gp, gq) and torch.equal(q.init_params(1), p.init_params(1))
+
+
+def test_build_problem_logreg_unit_rows(monkeypatch, tmp_path):
+    data_mod = pytest.importorskip("problems.data")
+    fake = _fake_vision()
+    monkeypatch.setattr(data_mod, "load_vision", lambda name, root=None, **kw: fake)
+    cfg = {"kind": "logreg", "dataset": "fashion_mnist", "classes": [2, 7], "l2": 0.0, "row_norm": "unit"}
+    p = build_problem(cfg, data_root=tmp_path, device="cpu")
+    raw = build_problem({**cfg, "row_norm": None}, data_root=tmp_path, device="cpu")
+    keep = (fake.train_y == 2) | (fake.train_y == 7)
+    rows = fake.train_x[keep].reshape(-1, 784).double()
+    x = torch.linspace(-1, 1, 784)
+    # with unit rows the margin of example i is a_i.x / ||a_i||: compare the losses of one example each
+    for i in range(3):
+        m = float(rows[i] @ x.double() / rows[i].norm())
+        y = 1.0 if fake.train_y[keep][i] == 7 else -1.0
+        assert p.loss_grad(x, [i])[0] == pytest.approx(math.log1p(math.exp(-y * m)), rel=1e-5)
+    assert p.loss_grad(x, [0])[0] != pytest.approx(raw.loss_grad(x, [0])[0], rel=1e-3)
+    with pytest.raises(ValueError, match="row_norm"):
+        build_problem({**cfg, "row_norm": "l1"}, data_root=tmp_path, device="cpu")
