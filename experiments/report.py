@@ -20,11 +20,11 @@ TITLES = {
     "lr_speedup": ("Sec. 5.1 -- logistic regression, APAM speed-up", "Fashion-MNIST classes 0 vs 6 (dense, 12,000 "
                    "examples) stands in for rcv1; time is the calibrated simulated clock, not measured"),
     "lenet5_speedup": ("Sec. 5.2 -- LeNet5, APAM against async SGD", "Fashion-MNIST for MNIST, a training subset "
-                       "and a few epochs at lr 1e-3 (paper: 200 epochs at 1e-4); simulated clock"),
+                       "and 2 epochs at the paper's lr 1e-4 (paper: 200 epochs); simulated clock"),
     "allcnn_sync_vs_async": ("Sec. 5.3 -- sync AMSGrad against APAM", "LeNet5 on Fashion-MNIST for AllCNN on "
                              "CIFAR-10 (quick/smoke); simulated clock"),
     "artificial_delay": ("Sec. 5.4, Fig. 9 -- artificial delay", "LeNet5 on Fashion-MNIST for AllCNN on CIFAR-10, "
-                         "a few epochs at lr 1e-3 (paper: 400 epochs at 1e-4)"),
+                         "a few epochs at the paper's lr 1e-4 (paper: 400 epochs)"),
     "large_time_per_epoch": ("Sec. 5.5, Fig. 10 -- time per epoch of a large net", "ResNet18 on CIFAR-10 images "
                              "for CINIC-10; WRN-28-5/ImageNet32 not provided"),
     "large_accuracy": ("Sec. 5.5, Figs. 11-12 -- accuracy of a large net", "ResNet18 on CIFAR-10 for CINIC-10"),
