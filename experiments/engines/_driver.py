@@ -130,18 +130,16 @@ class MasterLoop:
         now = time.monotonic()
         timeout = max(0.0, min(deadlines.values()) - now) if deadlines else None
         events = self.transport.wait(timeout)
-        if not events:
-            now = time.monotonic()
-            events = [Lost(w, f"sent no gradient within engine.timeout_s={self.timeout:g} s")
-                      for w, d in deadlines.items() if d <= now]
-            silent = True
-        else:
-            silent = False
-        if silent and events and not self.transport.cuts_off_silent:
-            for e in events:
+        if events:
+            return events
+        now = time.monotonic()
+        silent = [Lost(w, f"sent no gradient within engine.timeout_s={self.timeout:g} s")
+                  for w, d in deadlines.items() if d <= now]
+        if silent and not self.transport.cuts_off_silent:
+            for e in silent:
                 self.transport.drop(e.worker)
-            raise WorkerLost("; ".join(f"worker {e.worker} {e.reason}" for e in events))
-        return events
+            raise WorkerLost("; ".join(f"worker {e.worker} {e.reason}" for e in silent))
+        return silent
 
     def _lose(self, ev: Lost) -> None:
         if ev.worker not in self.live:

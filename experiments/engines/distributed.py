@@ -12,7 +12,7 @@ Launch:
 
 Backend: ``engine.backend``: ``gloo``, ``nccl``, or ``auto`` = nccl for sync where the problem is on CUDA and every
 rank has its own GPU, else gloo. Async needs receive-from-any-worker, which this engine builds from one receiving
-thread per worker (each a blocking ``recv(src=w)``, posted only while w owes a gradient) feeding one queue; sync
+thread per worker (each waits on the ``irecv(src=w)`` posted when w was handed work) feeding one queue; sync
 uses the same point-to-point messages (P sends of x, P receives) -- so a dead worker is seen at once, as a
 broken connection, and the others carry on.
 
@@ -49,6 +49,7 @@ from experiments.engines._driver import Arrival, Lost, drive
 from experiments.engines._proc import (WorkerSpec, describe_exit, process_context, reap, sigterm_as_interrupt,
                                        worker_batches, worker_process_setup)
 from experiments.errors import ConfigError, WorkerLost
+from experiments.sampling import BatchStream
 
 HEADER = 4
 COMPUTE, HOLD, STOP, GRADIENT, BYE, ERROR = 1, 2, 3, 4, 5, 6
@@ -164,20 +165,24 @@ def _rank_device(backend: str, problem_device: torch.device) -> torch.device:
 
 
 # ---------------------------------------------------------------------- worker side
-def _serve_loop(problem, spec: WorkerSpec, buf_device: torch.device) -> None:
-    """Worker rank ``spec.worker + 1``: answer ``compute`` with one gradient, ``hold`` with nothing, ``stop`` with
-    ``bye``; errors go to the master as an ``error`` message, then raise."""
-    from experiments.sampling import BatchStream
+def _serve_loop(problem, spec: WorkerSpec, buf_device: torch.device, stream) -> None:
+    """Worker rank ``spec.worker + 1``: answer ``compute`` with one gradient (next minibatch of ``stream``), ``hold``
+    with nothing, ``stop`` with ``bye``; errors go to the master as an ``error`` message, then raise.
 
+    The receive of the master's next message is always posted before this worker sends (two alternating
+    buffers): gloo delivers a message whose receive is already posted about ten times faster (0.4 ms instead of
+    3.4 ms for a round trip on our 2-core machine)."""
     x0 = problem.init_params(0)
-    rbuf = torch.zeros(HEADER + x0.numel(), dtype=x0.dtype, device=buf_device)
-    sbuf = torch.zeros_like(rbuf)
-    x_view = rbuf[HEADER:]
-    stream = BatchStream(problem.num_train, spec.batch, spec.seed)
+    rbufs = [torch.zeros(HEADER + x0.numel(), dtype=x0.dtype, device=buf_device) for _ in range(2)]
+    sbuf = torch.zeros_like(rbufs[0])
+    i = 0
+    pending = dist.irecv(rbufs[0], src=0)
     try:
         while True:
-            dist.recv(rbuf, src=0)
-            cmd, version, _, _ = _get(rbuf)
+            pending.wait()
+            cur, i = rbufs[i], 1 - i
+            pending = dist.irecv(rbufs[i], src=0)
+            cmd, version, _, _ = _get(cur)
             if cmd == HOLD:
                 continue
             if cmd == STOP:
@@ -185,7 +190,9 @@ def _serve_loop(problem, spec: WorkerSpec, buf_device: torch.device) -> None:
                 dist.send(sbuf, dst=0)
                 return
             spec.fault.maybe_fail(spec.worker, version)
-            x = x_view if x_view.device == problem.device else x_view.to(problem.device)
+            x = cur[HEADER:]
+            if x.device != problem.device:
+                x = x.to(problem.device)
             loss, g = problem.loss_grad(x, stream.next())
             sbuf[HEADER:].copy_(g)
             _put(sbuf, GRADIENT, version, float(loss))
@@ -206,6 +213,7 @@ def _spawned_worker(rank: int, world: int, store_spec: tuple, backend: str, time
                     spec: WorkerSpec) -> None:
     """Entry of a locally started worker process (rank >= 1)."""
     worker_process_setup(spec.threads)
+    stream = BatchStream(problem.num_train, spec.batch, spec.seed)  # before joining: start-up is not silence
     kind, where, port = store_spec
     with _gloo_interface("127.0.0.1" if kind == "file" else where):
         if kind == "file":
@@ -215,7 +223,7 @@ def _spawned_worker(rank: int, world: int, store_spec: tuple, backend: str, time
                                   timeout=datetime.timedelta(seconds=STARTUP_TIMEOUT_S))
         _init_group(backend, timeout_s, store=store, rank=rank, world_size=world)
     try:
-        _serve_loop(problem, spec, _rank_device(backend, problem.device))
+        _serve_loop(problem, spec, _rank_device(backend, problem.device), stream)
     finally:
         _destroy()
 
@@ -231,11 +239,12 @@ def serve(problem, cfg) -> None:
     rank = int(os.environ["RANK"])
     spec = WorkerSpec.from_cfg(cfg, rank - 1)
     worker_process_setup(spec.threads)
+    stream = BatchStream(problem.num_train, spec.batch, spec.seed)
     backend = choose_backend(cfg, problem.device)
     with _gloo_interface(os.environ["MASTER_ADDR"]):
         _init_group(backend, cfg.engine.timeout_s, init_method="env://", rank=rank, world_size=int(cfg.workers) + 1)
     try:
-        _serve_loop(problem, spec, _rank_device(backend, problem.device))
+        _serve_loop(problem, spec, _rank_device(backend, problem.device), stream)
     finally:
         _destroy()
 
@@ -263,7 +272,6 @@ class DistTransport:
     def __init__(self, P: int, x0: torch.Tensor, timeout_s: float, buf_device: torch.device, procs=()) -> None:
         d = x0.numel()
         self.P, self.timeout_s, self.procs = P, float(timeout_s), list(procs)
-        self.x_device = x0.device
         mk = lambda: torch.zeros(HEADER + d, dtype=x0.dtype, device=buf_device)  # noqa: E731
         self.sbuf = [mk() for _ in range(P)]
         self.rbuf = [mk() for _ in range(P)]
@@ -282,13 +290,26 @@ class DistTransport:
             t.start()
 
     def _receiver(self, w: int) -> None:
-        while self.expect[w].get():
+        """Thread: wait for the receives that ``issue`` posted for worker w; report each arrival or the loss."""
+        while True:
+            work = self.expect[w].get()
+            if work is None:
+                return
             try:
-                dist.recv(self.rbuf[w], src=w + 1)
+                work.wait()
             except Exception as exc:  # noqa: BLE001 - a broken connection or a timeout: reported as a loss
                 self.events.put(("lost", w, str(exc).splitlines()[0][-300:]))
                 return
             self.events.put(("msg", w))
+
+    def _post_recv(self, w: int) -> bool:
+        """Post the receive of w's next message (before sending to w: see _serve_loop) and hand it to w's thread."""
+        try:
+            self.expect[w].put(dist.irecv(self.rbuf[w], src=w + 1))
+            return True
+        except Exception as exc:  # noqa: BLE001 - the peer is gone
+            self.pending.append(Lost(w, self._why(w, str(exc))))
+            return False
 
     def _why(self, w: int, text: str) -> str:
         if self.procs:
@@ -325,8 +346,8 @@ class DistTransport:
         buf = self.sbuf[w]
         buf[HEADER:].copy_(x)
         _put(buf, COMPUTE, version)
-        if self._send(w, buf):
-            self.expect[w].put(True)
+        if self._post_recv(w):
+            self._send(w, buf)
 
     def _convert(self, item) -> Arrival | Lost | None:
         if item[0] == "lost":
@@ -367,7 +388,7 @@ class DistTransport:
     def drop(self, w: int) -> None:
         """Worker w is lost: stop sending to it (a local process is killed)."""
         self.live.discard(w)
-        self.expect[w].put(False)
+        self.expect[w].put(None)
         if self.procs and self.procs[w].is_alive():
             self.procs[w].kill()
 
@@ -403,8 +424,7 @@ class DistTransport:
             if not self.threads[w].is_alive() or not self._wait_send(w):
                 continue
             _put(self.sbuf[w], STOP)
-            if self._send(w, self.sbuf[w]):
-                self.expect[w].put(True)
+            if self._post_recv(w) and self._send(w, self.sbuf[w]):
                 waiting.add(w)
         deadline = time.monotonic() + self.timeout_s
         while waiting and time.monotonic() < deadline:
@@ -415,7 +435,7 @@ class DistTransport:
             waiting.discard(item[1])
         for w in range(self.P):
             self._wait_send(w)
-            self.expect[w].put(False)
+            self.expect[w].put(None)
         for t in self.threads:
             t.join(1.0)
 

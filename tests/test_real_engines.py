@@ -1,0 +1,332 @@
+"""The real engines (shared_memory, distributed): exact update counts, staleness from versions, the serial loop at
+P = 1 bit for bit, the wall clock without evaluation, worker loss (async goes on, sync fails), Ctrl-C/SIGTERM,
+and no process left behind. Engine-level tests use the forkserver start method (workers fork in milliseconds);
+the command-line tests use the default (spawn)."""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+import torch
+
+from algorithms import build_rule
+from conftest import REPO, QuadraticProblem, compose_cfg
+from experiments.engines import distributed, shared_memory
+from experiments.engines._driver import WallClock
+from experiments.engines._proc import FaultPlan, worker_batches, worker_seed
+from experiments.recorder import Recorder
+from experiments.sampling import BatchStream
+
+ENGINES = {"shared_memory": shared_memory, "distributed": distributed}
+HAS_FMNIST = (REPO / "data" / "FashionMNIST" / "raw").is_dir()
+
+
+class SlowEvalQuadratic(QuadraticProblem):
+    """QuadraticProblem whose full evaluation takes ``eval_s`` seconds (the wall clock must not count it)."""
+
+    def __init__(self, eval_s: float = 0.25) -> None:
+        super().__init__()
+        self.eval_s = eval_s
+
+    def evaluate(self, x):
+        time.sleep(self.eval_s)
+        return super().evaluate(x)
+
+
+def run_engine(tmp_path, engine: str, overrides: list[str], problem=None):
+    problem = problem or QuadraticProblem()
+    cfg = compose_cfg([f"results_dir={tmp_path}", f"engine={engine}", "++engine.start_method=forkserver",
+                       "engine.timeout_s=30", "batch_size=8", "algorithm=async_sgd", "algorithm.lr=0.05",
+                       "algorithm.lr_schedule=constant", "eval_every=0.5", *overrides])
+    if cfg.algorithm.rule == "sgd":
+        rule = build_rule("sgd", lr=cfg.algorithm.lr)
+    else:
+        rule = build_rule("amsgrad", variant="torch", lr=cfg.algorithm.lr)
+    rec = Recorder(problem, {"run_id": "t"}, eval_every=cfg.eval_every, total_epochs=None, f_star=None,
+                   clock="wall", progress=False)
+    result = ENGINES[engine].run(problem, rule, cfg, rec)
+    assert_no_leftovers(ENGINES[engine].LAST_WORKER_PIDS)
+    return result, rec, cfg
+
+
+def pid_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:  # a zombie still answers kill(0); it is gone once reaped
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1].startswith("Z")
+    except OSError:
+        return True
+
+
+def assert_no_leftovers(pids) -> None:
+    assert pids, "the engine reported no worker processes"
+    assert multiprocessing.active_children() == []
+    deadline = time.monotonic() + 5
+    while not all(map(pid_gone, pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(map(pid_gone, pids)), [p for p in pids if not pid_gone(p)]
+
+
+def gap(problem, rows, i):
+    f_star = problem.optimum()[0]
+    return rows[i]["train_loss"] - f_star
+
+
+# ---------------------------------------------------------------------- protocols
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_async_applies_exactly_k_gradients_and_is_stale(tmp_path, engine):
+    problem = QuadraticProblem()
+    result, rec, _ = run_engine(tmp_path, engine, ["workers=2", "updates=300"], problem)
+    assert (result.status, result.message) == ("ok", "")
+    assert result.updates == result.gradients == 300
+    assert sum(result.histogram.values()) == 300
+    assert result.samples == 300 * 8
+    # both workers start at version 0, so the second gradient applied is at least 1 update stale
+    assert max(result.histogram) >= 1
+    assert rec.rows[-1]["updates"] == 300 and rec.rows[-1]["clock"] == "wall"
+    assert gap(problem, rec.rows, -1) < 0.05 * gap(problem, rec.rows, 0)
+    per_worker = rec.master.per_worker
+    assert set(per_worker) == {0, 1} and sum(c for _, c in per_worker.values()) == 300
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_sync_averages_p_gradients_per_update_and_is_never_stale(tmp_path, engine):
+    problem = QuadraticProblem()
+    result, rec, _ = run_engine(tmp_path, engine, ["workers=2", "updates=120", "algorithm=sync_amsgrad",
+                                                   "algorithm.lr=0.1"], problem)
+    assert result.status == "ok"
+    assert result.updates == 120 and result.gradients == 240
+    assert dict(result.histogram) == {0: 120}
+    assert result.samples == 120 * 8  # the global batch of 8 split 4 + 4
+    assert gap(problem, rec.rows, -1) < 0.05 * gap(problem, rec.rows, 0)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_one_worker_is_the_serial_loop_bit_for_bit(tmp_path, engine):
+    """P = 1: worker 0 draws the serial loop's batches (same seed) and the master applies every gradient at the
+    version it was computed at, so x equals the single-process AMSGrad loop exactly."""
+    problem = QuadraticProblem()
+    result, rec, cfg = run_engine(tmp_path, engine, ["workers=1", "epochs=2", "algorithm=apam",
+                                                     "algorithm.lr=0.01"], problem)
+    rule = build_rule("amsgrad", variant="torch", lr=0.01)
+    x = problem.init_params(cfg.seed)
+    state = rule.init(x)
+    stream = BatchStream(problem.num_train, 8, cfg.seed)
+    for _ in range(2 * problem.num_train // 8):
+        _, g = problem.loss_grad(x, stream.next())
+        x, state = rule.step(x, g, state)
+    assert result.updates == 64 and result.samples == 512
+    assert dict(result.histogram) == {0: 64}
+    assert torch.equal(rec.master.x, x)
+
+
+@pytest.mark.timeout(120)
+def test_epochs_stop_hands_out_exactly_the_samples_asked(tmp_path):
+    result, rec, _ = run_engine(tmp_path, "shared_memory", ["workers=2", "epochs=1.5"])
+    assert result.updates == result.gradients == 48  # 1.5 x 256 / 8
+    epochs = [r["epoch"] for r in rec.rows]
+    assert epochs[-1] == 1.5 and epochs == sorted(epochs) and len(epochs) >= 4
+
+
+@pytest.mark.timeout(120)
+def test_wall_clock_excludes_evaluation(tmp_path):
+    """Four evaluations of 0.25 s each: the clock must not see them (the gradients themselves take microseconds)."""
+    result, rec, _ = run_engine(tmp_path, "shared_memory", ["workers=2", "updates=96", "engine.warmup_updates=0",
+                                                            "eval_every=1"], SlowEvalQuadratic(0.25))
+    updates = [r["updates"] for r in rec.rows]  # an evaluation waits for the gradient still being computed
+    assert len(updates) == 4 and updates[0] == 0 and updates[-1] == 96
+    assert all(0 <= u - 32 * i <= 1 for i, u in enumerate(updates))
+    assert 0 < result.time_s < 0.5
+    times = [r["time_s"] for r in rec.rows]
+    assert times == sorted(times) and times[0] == 0.0
+
+
+# ---------------------------------------------------------------------- faults
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_async_goes_on_without_a_killed_worker(tmp_path, engine):
+    result, rec, _ = run_engine(tmp_path, engine, ["workers=2", "updates=400", "engine.fault.kill_worker=1",
+                                                   "engine.fault.at_update=100"])
+    assert result.status == "ok"
+    assert "worker 1 lost" in result.message and "killed by SIGKILL" in result.message
+    assert "finished with 1 of 2 workers" in result.message
+    assert result.updates == result.gradients == 400  # the lost gradient was handed to worker 0
+    counts = {w: c for w, (_, c) in rec.master.per_worker.items()}
+    assert counts[1] >= 1 and counts[0] + counts[1] == 400
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_async_fails_on_worker_loss_when_configured(tmp_path, engine):
+    result, rec, _ = run_engine(tmp_path, engine, ["workers=2", "updates=400", "engine.fault.kill_worker=0",
+                                                   "engine.fault.at_update=50", "engine.on_worker_loss=fail"])
+    assert result.status == "failed"
+    assert result.message.startswith("WorkerLost: worker 0 lost") and "on_worker_loss=fail" in result.message
+    assert 50 <= result.updates < 400
+    assert rec.rows[-1]["updates"] == result.updates  # the master's state at the failure is evaluated
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_sync_fails_at_once_when_a_worker_dies(tmp_path, engine):
+    t0 = time.monotonic()
+    result, rec, _ = run_engine(tmp_path, engine, ["workers=2", "updates=400", "algorithm=sync_amsgrad",
+                                                   "engine.fault.kill_worker=1", "engine.fault.at_update=40"])
+    assert time.monotonic() - t0 < 30  # well within engine.timeout_s=30: a dead worker is seen at once
+    assert result.status == "failed"
+    assert "worker 1 lost at update 40" in result.message and "sync round" in result.message
+    assert result.updates == 40 and result.gradients == 80  # 40 whole rounds; the broken one is not applied
+
+
+@pytest.mark.timeout(120)
+def test_shared_memory_cuts_off_a_silent_worker_after_the_timeout(tmp_path):
+    result, _, _ = run_engine(tmp_path, "shared_memory", ["workers=2", "updates=300", "engine.timeout_s=1.5",
+                                                          "engine.fault.kill_worker=0", "engine.fault.at_update=60",
+                                                          "+engine.fault.mode=hang"])
+    assert result.status == "ok" and result.updates == 300
+    assert "worker 0 lost" in result.message and "engine.timeout_s=1.5" in result.message
+    assert result.time_s >= 1.5  # the wait for the silent worker is real time
+
+
+@pytest.mark.timeout(120)
+def test_distributed_fails_within_the_timeout_when_a_worker_is_silent(tmp_path):
+    t0 = time.monotonic()
+    result, _, _ = run_engine(tmp_path, "distributed", ["workers=2", "updates=300", "engine.timeout_s=2",
+                                                        "engine.fault.kill_worker=0", "engine.fault.at_update=60",
+                                                        "+engine.fault.mode=hang"])
+    assert result.status == "failed"
+    assert "worker 0" in result.message and "engine.timeout_s=2" in result.message
+    assert time.monotonic() - t0 < 25
+
+
+# ---------------------------------------------------------------------- pieces
+def test_wall_clock_pauses_and_starts_late(monkeypatch):
+    now = [100.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: now[0])
+    c = WallClock()
+    now[0] = 105.0
+    assert c.elapsed() == 0.0 and not c.started
+    c.start()
+    now[0] = 107.0
+    c.pause()
+    now[0] = 150.0
+    assert c.elapsed() == 2.0
+    c.resume()
+    now[0] = 151.5
+    assert c.elapsed() == 3.5
+
+
+def test_worker_streams_and_batches():
+    assert worker_seed(7, 0) == 7 and len({worker_seed(7, w) for w in range(64)}) == 64
+    cfg = compose_cfg(["workers=3", "batch_size=10", "algorithm=sync_amsgrad"])
+    assert worker_batches(cfg) == [4, 3, 3]
+    cfg = compose_cfg(["workers=3", "batch_size=10", "algorithm=sync_amsgrad", "algorithm.sync_batch=full"])
+    assert worker_batches(cfg) == [10, 10, 10]
+    assert worker_batches(compose_cfg(["workers=2", "batch_size=10"])) == [10, 10]
+
+
+def test_fault_plan_from_config():
+    plan = FaultPlan.from_cfg(compose_cfg(["engine=shared_memory", "workers=2", "engine.fault.kill_worker=1",
+                                           "engine.fault.at_update=5"]))
+    assert plan == FaultPlan(1, 5, "kill")
+    plan.maybe_fail(0, 10)  # another worker: nothing happens
+    plan.maybe_fail(1, 4)   # too early: nothing happens
+    with pytest.raises(ValueError, match="engine.fault.mode=explode"):
+        FaultPlan.from_cfg(compose_cfg(["engine=shared_memory", "+engine.fault.mode=explode"]))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_distributed_message_header_round_trip(dtype):
+    buf = torch.zeros(distributed.HEADER + 50, dtype=dtype)
+    distributed._put(buf, distributed.GRADIENT, 2**31 - 5, 1.25, 3)
+    assert distributed._get(buf) == (distributed.GRADIENT, 2**31 - 5, 1.25, 3)
+    distributed._put_text(buf, "ValueError: bad index 99")
+    cmd, _, _, n = distributed._get(buf)
+    assert cmd == distributed.ERROR and distributed._get_text(buf, n) == "ValueError: bad index 99"
+
+
+def test_bad_start_method_is_a_config_error(tmp_path):
+    from experiments.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="engine.start_method=fork"):
+        cfg = compose_cfg([f"results_dir={tmp_path}", "engine=shared_memory", "engine.start_method=fork"])
+        shared_memory.run(QuadraticProblem(), build_rule("sgd", lr=0.1), cfg, None)
+
+
+# ---------------------------------------------------------------------- command line
+def _children(pid: int) -> set[int]:
+    kids = set()
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                kids |= {int(c) for c in f.read().split()}
+    except OSError:
+        pass
+    return kids
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.skipif(not HAS_FMNIST, reason="Fashion-MNIST not staged (make data)")
+@pytest.mark.parametrize("sig", [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)])
+def test_interrupting_the_runner_keeps_the_partial_trace_and_ends_every_worker(tmp_path, sig):
+    err = tmp_path / "stderr.txt"
+    cmd = [sys.executable, "-m", "experiments.run", "problem=logreg_fmnist", "algorithm=apam",
+           "engine=shared_memory", "workers=2", "epochs=200", "eval_every=0.02", "progress=true",
+           f"results_dir={tmp_path}"]
+    with open(err, "w") as ferr:
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=ferr)
+    try:
+        workers: set[int] = set()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            workers |= _children(proc.pid)
+            done = [float(e) for e in re.findall(r"([0-9.]+)/200 epochs", err.read_text())]
+            if done and max(done) >= 0.1:  # trained past the first evaluation points (the progress bar says)
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, err.read_text()[-2000:]
+        workers |= _children(proc.pid)
+        proc.send_signal(sig)
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode != 0
+    summary = pd.read_csv(tmp_path / "adhoc" / "summary.csv")
+    assert list(summary["status"]) == ["failed"]
+    assert "interrupted" in summary["message"][0]
+    run_dir = tmp_path / "adhoc" / "runs" / summary["run_id"][0]
+    trace = pd.read_csv(run_dir / "trace.csv")
+    assert len(trace) >= 2 and (trace["clock"] == "wall").all()
+    assert trace["updates"].iloc[-1] > 0
+    assert len(workers) >= 2  # two workers (and spawn's resource tracker)
+    deadline = time.monotonic() + 10
+    while not all(map(pid_gone, workers)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert all(map(pid_gone, workers)), sorted(p for p in workers if not pid_gone(p))
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.skipif(not HAS_FMNIST, reason="Fashion-MNIST not staged (make data)")
+def test_distributed_from_the_command_line_starts_its_own_workers(tmp_path):
+    cmd = [sys.executable, "-m", "experiments.run", "problem=logreg_fmnist", "algorithm=sync_amsgrad",
+           "engine=distributed", "workers=2", "updates=60", "eval_every=10", f"results_dir={tmp_path}"]
+    out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=170)
+    assert out.returncode == 0, out.stderr[-3000:]
+    row = pd.read_csv(tmp_path / "adhoc" / "summary.csv").iloc[0]
+    assert (row["status"], row["engine"], row["clock"]) == ("ok", "distributed", "wall")
+    assert (row["updates"], row["gradients"], row["staleness_max"]) == (60, 120, 0)
