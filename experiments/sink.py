@@ -28,7 +28,8 @@ SUMMARY_COLUMNS = ["experiment", "run_id", "problem", "algorithm", "engine", "cl
                    "max_delay", "tau", "straggler_sigma", "straggler_slowdown", "batch_size", "seed", "epochs",
                    "updates", "gradients", "time_s", "time_per_epoch_s", "target_loss", "time_to_target_s",
                    "updates_to_target", "final_train_loss", "final_train_acc", "final_test_loss", "final_test_acc",
-                   "final_opt_gap", "staleness_mean", "staleness_max", "status", "message"]
+                   "final_opt_gap", "staleness_mean", "staleness_max", "status", "message", "cost_grad_s",
+                   "cost_update_s", "cost_msg_s"]
 IGNORED_IN_RUN_ID = {"results_dir", "force", "progress", "experiment", "profile", "experiment_id", "device", "threads"}
 
 

@@ -27,6 +27,8 @@ class EngineResult:
         histogram: staleness -> number of updates.
         status: ``ok`` or ``failed`` (divergence is raised as :class:`experiments.recorder.Diverged`).
         message: what happened, when something did (a lost worker, a fault).
+        costs: the simulated clock's cost model of the run (``grad_s``, ``update_s``, ``msg_s``; seconds), empty on
+            wall-clock engines.
     """
 
     updates: int
@@ -36,6 +38,7 @@ class EngineResult:
     histogram: Counter = field(default_factory=Counter)
     status: str = "ok"
     message: str = ""
+    costs: dict = field(default_factory=dict)
 
 
 def get_engine(name: str):

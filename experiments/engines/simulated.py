@@ -79,7 +79,8 @@ def run(problem, rule, cfg, recorder) -> EngineResult:
     if recorder.rows[-1]["gradients"] != master.gradients:
         evaluate(clock)
     return EngineResult(updates=master.version, gradients=master.gradients, samples=stream.samples, time_s=clock,
-                        histogram=master.histogram)
+                        histogram=master.histogram,
+                        costs={"grad_s": costs.grad_s(B), "update_s": costs.update_s, "msg_s": costs.msg_s})
 
 
 def _run_sync(problem, cfg, master, stream, batches, costs, times, recorder, evaluate) -> float:
