@@ -80,7 +80,7 @@ def run(problem, rule, cfg, recorder) -> EngineResult:
         evaluate(clock)
     return EngineResult(updates=master.version, gradients=master.gradients, samples=stream.samples, time_s=clock,
                         histogram=master.histogram,
-                        costs={"grad_s": costs.grad_s(B), "update_s": costs.update_s, "msg_s": costs.msg_s})
+                        costs={"grad_s": costs.grad_s(batches[0]), "update_s": costs.update_s, "msg_s": costs.msg_s})
 
 
 def _run_sync(problem, cfg, master, stream, batches, costs, times, recorder, evaluate) -> float:
