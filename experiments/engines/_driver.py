@@ -205,6 +205,7 @@ class MasterLoop:
                 idle.append(w)
                 if not draining and self.recorder.due(self.samples):
                     draining = True
+                fill()  # hand w its next gradient at once, before applying the other arrivals
             if draining and not deadlines:
                 self.evaluate()
                 draining = False

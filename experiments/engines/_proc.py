@@ -41,7 +41,7 @@ class FaultPlan:
 
     @classmethod
     def from_cfg(cls, cfg) -> FaultPlan:
-        """From ``cfg.engine.fault`` (keys ``kill_worker``, ``at_update``, optional ``mode``). ValueError on a bad mode."""
+        """From ``cfg.engine.fault`` (``kill_worker``, ``at_update``, optional ``mode``). ValueError on a bad mode."""
         f = cfg.engine.get("fault") or {}
         mode = f.get("mode") or "kill"
         if mode not in ("kill", "hang"):
