@@ -13,7 +13,9 @@
 
 Every process pins one math thread (torch.set_num_threads(1), engine.threads_per_worker=1). Each configuration
 runs ``--repeats`` times, interleaved; we report the median. One machine, one run of the script: numbers depend
-on what else the machine is doing (``load_1m`` records the load average at the start of each configuration).
+on what else the machine is doing, so before each run the script waits (up to ``--wait-idle`` s) until the CPUs
+are at least 90% idle over a second; ``idle_before`` records the lowest idle fraction seen before a
+configuration's runs (below 0.9: the machine was busy and the row is suspect).
 
 Writes benchmarks/results/bench_engines.csv and prints the table.
 
@@ -43,7 +45,7 @@ D_MASTER = 61_706
 WARMUP = 20
 COLUMNS = ("benchmark", "engine", "algorithm", "workers", "d", "batch_size", "updates_timed", "repeats",
            "median_time_s", "time_per_epoch_s", "updates_per_s", "speedup", "target", "meets_target", "loss_2k",
-           "load_1m")
+           "idle_before")
 TARGETS = {("epoch", "shared_memory", "apam"): 1.8, ("master", "shared_memory"): 5000.0,
            ("master", "distributed"): 1500.0}
 
@@ -101,8 +103,31 @@ def one_run(engine: str, problem, recorder_problem, algorithm: str, workers: int
     return result.time_s, rec.rows[-1]["train_loss"]
 
 
-def load_1m() -> float:
-    return round(os.getloadavg()[0], 2)
+def _cpu_times() -> tuple[int, int] | None:
+    try:
+        with open("/proc/stat") as f:
+            vals = [int(v) for v in f.readline().split()[1:]]
+    except OSError:
+        return None
+    return vals[3] + vals[4], sum(vals)  # idle + iowait, total
+
+
+def wait_for_idle(max_wait_s: float, idle_frac: float = 0.9, window_s: float = 1.0) -> float:
+    """Wait (at most ``max_wait_s``) until the machine's CPUs were >= ``idle_frac`` idle over ``window_s``: other
+    people's jobs on a shared machine would otherwise be measured too. Returns the last idle fraction seen (1.0
+    where /proc/stat is missing)."""
+    import time
+
+    deadline = time.monotonic() + max_wait_s
+    while True:
+        a = _cpu_times()
+        if a is None:
+            return 1.0
+        time.sleep(window_s)
+        b = _cpu_times()
+        idle = (b[0] - a[0]) / max(1, b[1] - a[1])
+        if idle >= idle_frac or time.monotonic() >= deadline:
+            return round(idle, 3)
 
 
 def bench_epochs(args, rows: list[dict]) -> None:
@@ -114,10 +139,11 @@ def bench_epochs(args, rows: list[dict]) -> None:
     sub = SubsetEval(problem)
     configs = [(e, a, p) for e in ENGINES for a in ("apam", "sync_amsgrad") for p in (1, 2)]
     times = {c: [] for c in configs}
-    losses, loads = {}, {}
+    losses, idles = {}, {}
     for _ in range(args.repeats):
         for c in configs:
-            loads.setdefault(c, load_1m())
+            idle = wait_for_idle(args.wait_idle)
+            idles[c] = min(idles.get(c, 1.0), idle)
             t, loss = one_run(c[0], problem, sub, c[1], c[2], args.updates, 40)
             times[c].append(t)
             losses[c] = loss
@@ -132,17 +158,18 @@ def bench_epochs(args, rows: list[dict]) -> None:
                          batch_size=40, updates_timed=args.updates, repeats=args.repeats, median_time_s=med,
                          time_per_epoch_s=per_epoch, updates_per_s=args.updates / med, speedup=speedup,
                          target=target, meets_target=None if target is None else speedup >= target,
-                         loss_2k=losses[(e, a, p)], load_1m=loads[(e, a, p)]))
+                         loss_2k=losses[(e, a, p)], idle_before=idles[(e, a, p)]))
 
 
 def bench_master(args, rows: list[dict]) -> None:
     problem = CheapProblem()
     configs = [(e, p) for e in ENGINES for p in (1, 2)]
     times = {c: [] for c in configs}
-    loads = {}
+    idles = {}
     for _ in range(args.repeats):
         for c in configs:
-            loads.setdefault(c, load_1m())
+            idle = wait_for_idle(args.wait_idle)
+            idles[c] = min(idles.get(c, 1.0), idle)
             t, _ = one_run(c[0], problem, problem, "apam", c[1], args.master_updates, 40)
             times[c].append(t)
             print(f"  master {c}: {args.master_updates / t:.0f} updates/s", file=sys.stderr, flush=True)
@@ -153,7 +180,8 @@ def bench_master(args, rows: list[dict]) -> None:
         rows.append(dict(benchmark="master_throughput", engine=e, algorithm="apam", workers=p, d=D_MASTER,
                          batch_size=40, updates_timed=args.master_updates, repeats=args.repeats, median_time_s=med,
                          time_per_epoch_s=None, updates_per_s=rate, speedup=None, target=target,
-                         meets_target=None if target is None else rate >= target, loss_2k=None, load_1m=loads[(e, p)]))
+                         meets_target=None if target is None else rate >= target, loss_2k=None,
+                         idle_before=idles[(e, p)]))
 
 
 def main() -> None:
@@ -163,6 +191,8 @@ def main() -> None:
     ap.add_argument("--updates", type=int, default=600, help="timed LeNet5 updates per run")
     ap.add_argument("--master-updates", type=int, default=5000, help="timed updates per throughput run")
     ap.add_argument("--only", choices=("epoch", "master"), default=None)
+    ap.add_argument("--wait-idle", type=float, default=120.0,
+                    help="before each run wait up to this many seconds for idle CPUs (0: do not wait)")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "bench_engines.csv")
     args = ap.parse_args()
     if args.quick:
@@ -183,7 +213,7 @@ def main() -> None:
         rate = f"{r['updates_per_s']:.0f}/s"
         extra = f"{r['time_per_epoch_s']:.2f} s/epoch speed-up {r['speedup']:.2f}" if r["time_per_epoch_s"] else ""
         print(f"{r['benchmark']:22s} {r['engine']:13s} {r['algorithm']:12s} P={r['workers']} {rate:>9s} {extra} "
-              f"target={r['target']} meets={r['meets_target']} load={r['load_1m']}")
+              f"target={r['target']} meets={r['meets_target']} idle={r['idle_before']}")
     print(f"wrote {args.out}")
 
 

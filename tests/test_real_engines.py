@@ -330,3 +330,21 @@ def test_distributed_from_the_command_line_starts_its_own_workers(tmp_path):
     row = pd.read_csv(tmp_path / "adhoc" / "summary.csv").iloc[0]
     assert (row["status"], row["engine"], row["clock"]) == ("ok", "distributed", "wall")
     assert (row["updates"], row["gradients"], row["staleness_max"]) == (60, 120, 0)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not HAS_FMNIST, reason="Fashion-MNIST not staged (make data)")
+def test_torchrun_ranks_above_zero_are_workers_and_write_nothing(tmp_path):
+    torchrun = REPO / ".venv" / "bin" / "torchrun"
+    if not torchrun.exists():
+        pytest.skip("no torchrun in .venv")
+    cmd = [str(torchrun), "--standalone", "--nproc_per_node=3", "-m", "experiments.run", "problem=logreg_fmnist",
+           "algorithm=apam", "engine=distributed", "workers=2", "updates=80", "eval_every=10", f"results_dir={tmp_path}"]
+    out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=280)
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = pd.read_csv(tmp_path / "adhoc" / "summary.csv")
+    assert len(summary) == 1  # rank 0 alone writes
+    row = summary.iloc[0]
+    assert (row["status"], row["updates"], row["gradients"], row["workers"]) == ("ok", 80, 80, 2)
+    assert row["staleness_max"] >= 1
