@@ -33,10 +33,14 @@ def split_batch(batch_size: int, workers: int) -> list[int]:
     return [base + (1 if w < extra else 0) for w in range(workers)]
 
 
-def _stop(cfg, master: Master, stream: BatchStream, num_train: int) -> bool:
+def _stop_rule(cfg, num_train: int):
+    """``stop(master, stream) -> bool``: the run's length in updates (``updates``) or in epochs (plain numbers, so the
+    hot loop never touches the config object)."""
     if cfg.get("updates"):
-        return master.version >= int(cfg.updates)
-    return stream.samples >= cfg.epochs * num_train
+        k = int(cfg.updates)
+        return lambda master, stream: master.version >= k
+    samples = float(cfg.epochs) * num_train
+    return lambda master, stream: stream.samples >= samples
 
 
 def run(problem, rule, cfg, recorder) -> EngineResult:
@@ -86,7 +90,8 @@ def run(problem, rule, cfg, recorder) -> EngineResult:
 def _run_sync(problem, cfg, master, stream, batches, costs, times, recorder, evaluate) -> float:
     clock = 0.0
     P = len(batches)
-    while not _stop(cfg, master, stream, problem.num_train):
+    stop = _stop_rule(cfg, problem.num_train)
+    while not stop(master, stream):
         slowest = max(times.draw(w, costs.grad_s(batches[w])) for w in range(P))
         version = master.version
         for w in range(P):
@@ -117,7 +122,8 @@ def _run_async(problem, cfg, master, stream, costs, times, recorder, evaluate) -
         heapq.heappush(queue, (costs.msg_s + times.draw(w, grad_s), w))
     master_free = 0.0
     clock = 0.0
-    while not _stop(cfg, master, stream, problem.num_train):
+    stop = _stop_rule(cfg, problem.num_train)
+    while not stop(master, stream):
         finish, w = heapq.heappop(queue)
         if artificial:
             version = master.version - delay.choose(master.version)
