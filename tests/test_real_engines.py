@@ -40,6 +40,19 @@ class SlowEvalQuadratic(QuadraticProblem):
         return super().evaluate(x)
 
 
+class FailingQuadratic(QuadraticProblem):
+    """QuadraticProblem whose minibatch gradient raises once the iterate has moved far enough (in the worker).
+    d = 64: the distributed engine carries the error text in the gradient message (4 d bytes)."""
+
+    def __init__(self) -> None:
+        super().__init__(d=64)
+
+    def loss_grad(self, x, idx):
+        if float(x.mean()) < 2.0:
+            raise ValueError("boom at a small iterate")
+        return super().loss_grad(x, idx)
+
+
 def run_engine(tmp_path, engine: str, overrides: list[str], problem=None):
     problem = problem or QuadraticProblem()
     cfg = compose_cfg([f"results_dir={tmp_path}", f"engine={engine}", "++engine.start_method=forkserver",
@@ -212,6 +225,14 @@ def test_distributed_fails_within_the_timeout_when_a_worker_is_silent(tmp_path):
     assert time.monotonic() - t0 < 25
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_an_error_in_a_worker_ends_the_run_with_its_message(tmp_path, engine):
+    with pytest.raises(RuntimeError, match=r"worker [01] failed: ValueError: boom at a small iterate"):
+        run_engine(tmp_path, engine, ["workers=2", "updates=400", "algorithm.lr=0.2"], FailingQuadratic())
+    assert_no_leftovers(ENGINES[engine].LAST_WORKER_PIDS)
+
+
 # ---------------------------------------------------------------------- pieces
 def test_wall_clock_pauses_and_starts_late(monkeypatch):
     now = [100.0]
@@ -256,6 +277,13 @@ def test_distributed_message_header_round_trip(dtype):
     distributed._put_text(buf, "ValueError: bad index 99")
     cmd, _, _, n = distributed._get(buf)
     assert cmd == distributed.ERROR and distributed._get_text(buf, n) == "ValueError: bad index 99"
+
+
+def test_loopback_detection():
+    assert distributed._is_loopback("127.0.0.1") and distributed._is_loopback("localhost")
+    assert not distributed._is_loopback("192.0.2.1")
+    name = distributed.loopback_interface()
+    assert name is None or name.startswith("lo")
 
 
 def test_bad_start_method_is_a_config_error(tmp_path):

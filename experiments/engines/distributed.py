@@ -13,14 +13,20 @@ Launch:
 Backend: ``engine.backend``: ``gloo``, ``nccl``, or ``auto`` = nccl for sync where the problem is on CUDA and every
 rank has its own GPU, else gloo. Async needs receive-from-any-worker, which this engine builds from one receiving
 thread per worker (each waits on the ``irecv(src=w)`` posted when w was handed work) feeding one queue; sync
-uses the same point-to-point messages (P sends of x, P receives) -- so a dead worker is seen at once, as a
-broken connection, and the others carry on.
+uses the same point-to-point messages (P sends of x, P receives). Receives name their source because gloo's
+receive-from-any-source does not notice a dead peer until the timeout, while a receive from that peer fails at
+once (a broken connection), and the others carry on.
 
 Messages: one flat tensor of ``HEADER + d`` entries in the problem's dtype, both ways: header (command, version,
 loss, length) then x or g. Master -> worker: ``compute`` (x at a version), ``hold`` (the master is busy
 evaluating; sent every ``timeout_s / 4`` s so that a waiting worker's receive does not time out), ``stop``.
 Worker -> master: ``gradient`` (version, loss, g), ``bye`` (answer to stop: all ranks leave together), ``error``
-(its message as bytes). Every send is waited on before its buffer is reused and before the end.
+(its message as bytes). Every send is waited on before its buffer is reused and before the end. Each side posts
+the receive of the peer's next message before sending to it: gloo delivers into an already posted receive about
+ten times faster (round trip 0.4 ms instead of 3.4 ms for a small message on our 2-core machine).
+
+NCCL (sync only) uses the same code with the buffers on each rank's GPU; it has not been run here (no GPU on the
+development machine), unlike gloo, which the tests run.
 
 Timeouts: the process group's timeout is ``engine.timeout_s``; a receive that waits longer raises, and the run
 fails with WorkerLost (a silent peer breaks gloo's whole context, so the others cannot go on); a worker whose
@@ -71,6 +77,7 @@ def _get(buf: torch.Tensor) -> tuple[int, int, float, int]:
 
 
 def _put_text(buf: torch.Tensor, text: str) -> None:
+    """An ``error`` message carrying ``text`` (UTF-8, cut to the payload's size: element size x d bytes)."""
     raw = buf[HEADER:].view(torch.uint8)
     data = torch.frombuffer(bytearray(text.encode()[: raw.numel()]), dtype=torch.uint8)
     raw[: data.numel()].copy_(data)
