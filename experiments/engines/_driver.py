@@ -11,8 +11,8 @@ worker"). The master hands out exactly the gradients the run asks for (``updates
 gradient computed is applied -- none is lost or thrown away, and ``gradients`` equals ``updates`` (async) or
 P x ``updates`` (sync).
 
-Clock (``clock=wall``): ``time.perf_counter`` seconds, started after ``engine.warmup_updates`` updates (process
-start-up and warm-up excluded) and paused around every evaluation. Before an evaluation the async master stops
+Clock (``clock=wall``): ``time.perf_counter`` seconds, started after ``engine.warmup_updates`` updates (at most
+half the run's updates; process start-up and warm-up excluded) and paused around every evaluation. Before an evaluation the async master stops
 handing out work and applies the gradients still being computed (the workers then wait), so no gradient is
 computed while the clock is paused; a sync round always ends before an evaluation. The warm-up updates count in
 ``updates`` and ``epoch`` but not in ``time_s``.
@@ -24,6 +24,7 @@ losing the last worker ends the run with status ``failed`` after a final evaluat
 """
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -101,11 +102,13 @@ class MasterLoop:
         recorder.attach(self.master)
         self.clock = WallClock()
         self.samples = 0
-        self.warmup = int(cfg.engine.get("warmup_updates") or 0)
         self.timeout = float(cfg.engine.timeout_s)
         self.on_loss = cfg.engine.get("on_worker_loss") or "continue"
         self.max_updates = int(cfg.updates) if cfg.get("updates") else None
         self.max_samples = None if self.max_updates else float(cfg.epochs) * problem.num_train
+        per_update = sum(self.batches) if self.protocol == "sync" else self.batches[0]
+        planned = self.max_updates or math.ceil(self.max_samples / per_update)
+        self.warmup = min(int(cfg.engine.get("warmup_updates") or 0), planned // 2)  # at most half a short run
         self.live = set(range(self.P))
         self.notes: list[str] = []
 
