@@ -286,6 +286,38 @@ def test_loopback_detection():
     assert name is None or name.startswith("lo")
 
 
+def _local_ip() -> str | None:
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.200", 9))  # no packet is sent: this only picks the outgoing interface
+            ip = s.getsockname()[0]
+    except OSError:
+        return None
+    return None if ip.startswith("127.") else ip
+
+
+@pytest.mark.timeout(120)
+def test_distributed_on_a_named_address_takes_a_free_port_when_the_configured_one_is_taken(tmp_path):
+    import socket
+
+    ip = _local_ip()
+    if ip is None:
+        pytest.skip("no non-loopback interface")
+    with socket.socket() as taken:
+        taken.bind((ip, 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        cfg = compose_cfg(["engine=distributed", f"engine.master_addr={ip}", f"engine.master_port={port}"])
+        store, spec, tmpdir = distributed._store_for_local(cfg, 3)
+        assert spec[:2] == ("tcp", ip) and spec[2] != port and tmpdir is None
+        del store
+        result, _, _ = run_engine(tmp_path, "distributed", ["workers=2", "updates=50", f"engine.master_addr={ip}",
+                                                            f"engine.master_port={port}"])
+    assert result.status == "ok" and result.updates == 50
+
+
 def test_bad_start_method_is_a_config_error(tmp_path):
     from experiments.errors import ConfigError
 
