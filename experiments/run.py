@@ -65,7 +65,7 @@ def _summary_row(cfg, run_id: str, rows: list[dict], result, status: str, messag
         "clock": cfg.engine.clock, "epochs": epochs,
         "updates": result.updates if result is not None else last.get("updates"),
         "gradients": result.gradients if result is not None else last.get("gradients"),
-        "time_s": time_s, "time_per_epoch_s": time_s / epochs if epochs else float("nan"),
+        "time_s": time_s, "time_per_epoch_s": _time_per_epoch(result, time_s, epochs, num_train),
         "target_loss": target,
         "time_to_target_s": hit["time_s"] if hit else float("nan"),
         "updates_to_target": hit["updates"] if hit else float("nan"),
@@ -77,6 +77,14 @@ def _summary_row(cfg, run_id: str, rows: list[dict], result, status: str, messag
         "status": status, "message": message,
         **{f"cost_{k}": v for k, v in (result.costs if result is not None else {}).items()},
     }
+
+
+def _time_per_epoch(result, time_s: float, epochs: float, num_train: int) -> float:
+    """Seconds per epoch over the samples the clock saw (a wall clock skips the warm-up updates)."""
+    timed = result.timed_samples if result is not None and result.timed_samples is not None else None
+    if timed is not None:
+        return time_s / (timed / num_train) if timed else float("nan")
+    return time_s / epochs if epochs else float("nan")
 
 
 def _constant_columns(cfg, run_id: str) -> dict:

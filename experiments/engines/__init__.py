@@ -27,6 +27,8 @@ class EngineResult:
         histogram: staleness -> number of updates.
         status: ``ok`` or ``failed`` (divergence is raised as :class:`experiments.recorder.Diverged`).
         message: what happened, when something did (a lost worker, a fault).
+        timed_samples: samples consumed while the clock ran (None: all of them); a wall clock starts after a few
+            warm-up updates, so time per epoch is ``time_s / (timed_samples / num_train)``.
         costs: the simulated clock's cost model of the run (``grad_s``, ``update_s``, ``msg_s``; seconds), empty on
             wall-clock engines.
     """
@@ -39,6 +41,7 @@ class EngineResult:
     status: str = "ok"
     message: str = ""
     costs: dict = field(default_factory=dict)
+    timed_samples: int | None = None
 
 
 def get_engine(name: str):

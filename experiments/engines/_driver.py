@@ -102,6 +102,7 @@ class MasterLoop:
         recorder.attach(self.master)
         self.clock = WallClock()
         self.samples = 0
+        self.samples_at_start = 0  # samples consumed before the clock started (warm-up)
         self.timeout = float(cfg.engine.timeout_s)
         self.on_loss = cfg.engine.get("on_worker_loss") or "continue"
         self.max_updates = int(cfg.updates) if cfg.get("updates") else None
@@ -124,6 +125,7 @@ class MasterLoop:
         self.samples += samples
         if not self.clock.started and self.master.version >= self.warmup:
             self.clock.start()
+            self.samples_at_start = self.samples
 
     def _check_loss(self, ev: Arrival) -> None:
         self.recorder.check_loss(ev.loss, self.samples / self.problem.num_train)
@@ -275,4 +277,5 @@ def drive(problem, rule, cfg, recorder, transport, batches: list[int]) -> Engine
         loop._finish()
     m = loop.master
     return EngineResult(updates=m.version, gradients=m.gradients, samples=loop.samples, time_s=loop.clock.elapsed(),
-                        histogram=m.histogram, status=status, message=message)
+                        histogram=m.histogram, status=status, message=message,
+                        timed_samples=loop.samples - loop.samples_at_start if loop.clock.started else 0)
