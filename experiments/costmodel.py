@@ -3,8 +3,8 @@
 Costs, in seconds, single thread (as every worker is pinned to one math thread):
 - ``grad_s(B)``: one stochastic gradient of the problem at minibatch size B;
 - ``update_s``: one master update (the rule's ``step`` at the problem's dimension d);
-- ``msg_s``: one message of d float32 (a gradient to the master or an iterate to a worker): a fixed per-message
-  overhead (measured as half a pipe round trip between two processes) plus a copy of d floats.
+- ``msg_s``: one message of d float32 (a gradient to the master or an iterate to a worker), measured on the
+  ``shared_memory`` engine itself (:func:`measure_transport_s`), so that the simulated clock predicts that engine.
 
 Measurements are medians of repeated calls after warm-up, cached in ``<results_dir>/calibration.json`` (written
 under a file lock, so sweeps running at once share one file). ``make calibrate`` measures every problem of the
@@ -14,7 +14,6 @@ reproduce profiles up front; a run whose entry is missing measures it on first u
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import os
 import platform
 import statistics
@@ -58,34 +57,43 @@ def measure_update_s(rule, dim: int, reps: int = 50) -> float:
     return _median_time(step, reps)
 
 
-def _echo(conn) -> None:  # child of the pipe round-trip measurement
-    while True:
-        msg = conn.recv()
-        if msg is None:
-            return
-        conn.send(msg)
+class ZeroCostProblem:
+    """A problem of dimension ``dim`` whose gradient costs nothing (a fresh zero vector): what remains of an update
+    on a real engine is the transport and the master's update. Module-level, so worker processes can unpickle it."""
+
+    def __init__(self, dim: int) -> None:
+        self.name, self.dim, self.num_train, self.device = "zero_cost", int(dim), 1_000_000, torch.device("cpu")
+
+    def init_params(self, seed: int) -> torch.Tensor:
+        return torch.zeros(self.dim)
+
+    def loss_grad(self, x, idx):
+        return 0.0, torch.zeros(self.dim)
+
+    def evaluate(self, x):
+        return {"train_loss": 0.0, "train_acc": 0.0, "test_loss": 0.0, "test_acc": 0.0}
 
 
-def measure_message() -> dict:
-    """Per-message overhead (half a pipe round trip of a small id, seconds) and per-float copy cost (seconds)."""
-    ctx = mp.get_context("spawn")
-    a, b = ctx.Pipe()
-    proc = ctx.Process(target=_echo, args=(b,), daemon=True)
-    proc.start()
-    try:
-        def rtt():
-            a.send(1)
-            a.recv()
-        overhead = _median_time(rtt, 300, warmup=20) / 2
-    finally:
-        a.send(None)
-        proc.join(timeout=10)
-        if proc.is_alive():
-            proc.kill()
-    n = 1_000_000
-    src, dst = torch.randn(n), torch.empty(n)
-    per_float = _median_time(lambda: dst.copy_(src), 30) / n
-    return {"overhead_s": overhead, "per_float_s": per_float}
+def measure_transport_s(rule, dim: int, updates: int = 300) -> float:
+    """Seconds of one message of ``dim`` floats on the ``shared_memory`` engine, measured on the engine itself.
+
+    With one worker and a zero-cost gradient, an update takes ``2 msg + update`` (iterate to the worker, gradient
+    back, apply), so ``msg = (seconds per update - update_s) / 2``, where ``update_s`` is measured beside it.
+    """
+    from experiments.engines import shared_memory
+    from experiments.precheck import compose_jobs
+    from experiments.recorder import Recorder
+
+    cfg = compose_jobs([["engine=shared_memory", "workers=1", f"updates={updates}", "eval_every=1000000000",
+                         "batch_size=1", "algorithm=async_sgd", "algorithm.lr=0.001",
+                         "algorithm.lr_schedule=constant"]])[0]
+    problem = ZeroCostProblem(dim)
+    recorder = Recorder(problem, {"run_id": "calibration"}, eval_every=1e9, total_epochs=None, f_star=None,
+                        clock="wall", progress=False)
+    result = shared_memory.run(problem, rule, cfg, recorder)
+    timed = result.timed_samples if result.timed_samples is not None else result.samples
+    per_update = result.time_s / max(1, timed)
+    return max(0.0, (per_update - measure_update_s(rule, dim)) / 2)
 
 
 @dataclass
@@ -167,7 +175,6 @@ def build_cost_model(problem, rule, batch_sizes, costs_cfg, calibration: Calibra
     if fixed.get("msg_s") is not None:
         msg_s = float(fixed["msg_s"])
     else:
-        over = calibration.get_or_measure("message|overhead_s", lambda: measure_message()["overhead_s"])
-        per = calibration.get_or_measure("message|per_float_s", lambda: measure_message()["per_float_s"])
-        msg_s = over + per * problem.dim
+        msg_s = calibration.get_or_measure(f"message|shared_memory|{rule_key}|d={problem.dim}",
+                                           lambda: measure_transport_s(rule, problem.dim))
     return CostModel(grad=grad, update_s=update_s, msg_s=msg_s)
