@@ -20,7 +20,7 @@ from algorithms import build_rule
 from conftest import REPO, QuadraticProblem, compose_cfg
 from experiments.engines import distributed, shared_memory
 from experiments.engines._driver import WallClock
-from experiments.engines._proc import FaultPlan, worker_batches, worker_seed
+from experiments.engines._proc import FaultPlan, WorkerSpec, worker_batches, worker_cpus, worker_seed
 from experiments.recorder import Recorder
 from experiments.sampling import BatchStream
 
@@ -257,6 +257,18 @@ def test_worker_streams_and_batches():
     cfg = compose_cfg(["workers=3", "batch_size=10", "algorithm=sync_amsgrad", "algorithm.sync_batch=full"])
     assert worker_batches(cfg) == [10, 10, 10]
     assert worker_batches(compose_cfg(["workers=2", "batch_size=10"])) == [10, 10]
+
+
+def test_worker_cpus_one_block_each_or_none():
+    allowed = sorted(os.sched_getaffinity(0))
+    n = len(allowed)
+    assert worker_cpus(n, 1) == [(c,) for c in allowed]
+    assert worker_cpus(n + 1, 1) == [None] * (n + 1)  # more workers than CPUs: no pinning
+    assert worker_cpus(1, n) == [tuple(allowed)]
+    assert worker_cpus(2, 1, enabled=False) == [None, None]
+    cfg = compose_cfg(["engine=shared_memory", "workers=1"])
+    assert WorkerSpec.from_cfg(cfg, 0).cpus is None  # pinned only where the master starts the worker itself
+    assert WorkerSpec.from_cfg(cfg, 0, pin=True).cpus == (allowed[0],)
 
 
 def test_fault_plan_from_config():

@@ -6,7 +6,7 @@ Launch:
   call :func:`serve` and write nothing. Each rank builds the problem itself.
 - ``python -m experiments.run engine=distributed workers=P ...``: this process is rank 0 and starts P local worker
   processes (``engine.start_method``, spawn by default) that receive the problem at start (tensors through shared
-  memory). With ``engine.master_addr`` on loopback (the default) the rendezvous is a file store in a temporary
+  memory) and are pinned to their own CPUs where they fit (``engine.pin_workers``, as in shared_memory). With ``engine.master_addr`` on loopback (the default) the rendezvous is a file store in a temporary
   folder and gloo binds to the loopback interface: nothing listens beyond this machine. Otherwise a TCP store on
   ``master_addr:master_port`` (a free port when that one is taken).
 
@@ -219,7 +219,7 @@ def _serve_loop(problem, spec: WorkerSpec, buf_device: torch.device, stream) -> 
 def _spawned_worker(rank: int, world: int, store_spec: tuple, backend: str, timeout_s: float, problem,
                     spec: WorkerSpec) -> None:
     """Entry of a locally started worker process (rank >= 1)."""
-    worker_process_setup(spec.threads)
+    worker_process_setup(spec)
     stream = BatchStream(problem.num_train, spec.batch, spec.seed)  # before joining: start-up is not silence
     kind, where, port = store_spec
     with _gloo_interface("127.0.0.1" if kind == "file" else where):
@@ -245,7 +245,7 @@ def serve(problem, cfg) -> None:
     _check_world(cfg)
     rank = int(os.environ["RANK"])
     spec = WorkerSpec.from_cfg(cfg, rank - 1)
-    worker_process_setup(spec.threads)
+    worker_process_setup(spec)
     stream = BatchStream(problem.num_train, spec.batch, spec.seed)
     backend = choose_backend(cfg, problem.device)
     with _gloo_interface(os.environ["MASTER_ADDR"]):
@@ -499,7 +499,7 @@ def run(problem, rule, cfg, recorder):
                 for w in range(P):
                     p = ctx.Process(target=_spawned_worker, name=f"apam-rank-{w + 1}", daemon=True,
                                     args=(w + 1, world, spec, backend, float(cfg.engine.timeout_s), problem,
-                                          WorkerSpec.from_cfg(cfg, w)))
+                                          WorkerSpec.from_cfg(cfg, w, pin=True)))
                     p.start()
                     procs.append(p)
                 LAST_WORKER_PIDS[:] = [p.pid for p in procs]

@@ -19,8 +19,9 @@ P = 1 the master has nothing to do meanwhile, so there the message pipe (the fas
 optimizer state lives only in the master (:class:`experiments.master.Master`); the master loop, clock and fault
 handling are in :mod:`experiments.engines._driver`.
 
-Workers pin their math threads (``engine.threads_per_worker``, default 1) and draw minibatches from their own
-seeded stream (:func:`experiments.engines._proc.worker_seed`). A dead worker is seen at once (its process
+Workers pin their math threads (``engine.threads_per_worker``, default 1), are pinned each to its own CPUs where
+they fit (``engine.pin_workers``, default true; :func:`experiments.engines._proc.worker_cpus`), and draw
+minibatches from their own seeded stream (:func:`experiments.engines._proc.worker_seed`). A dead worker is seen at once (its process
 sentinel); a silent one is killed after ``engine.timeout_s``. Ctrl-C or SIGTERM in the master: every worker is
 stopped (then terminated, then killed) before the exception propagates; a worker whose master dies sees its
 pipe close and exits.
@@ -82,7 +83,7 @@ def _worker_main(spec: WorkerSpec, problem, xs: torch.Tensor, grads: torch.Tenso
     """Body of worker process ``spec.worker``: wait for its wake-up, read (version) from ``ctrl[w]``, compute one
     gradient at ``xs[w]`` on the next minibatch of its own stream, write it to ``grads[w]``, report (version, loss)
     on the pipe; until the pipe says stop or closes (the master is gone)."""
-    worker_process_setup(spec.threads)
+    worker_process_setup(spec)
     w = spec.worker
     try:
         stream = BatchStream(problem.num_train, spec.batch, spec.seed)
@@ -300,7 +301,7 @@ def run(problem, rule, cfg, recorder):
     if method not in ("spawn", "forkserver"):
         raise ConfigError(f"engine.start_method={method}: must be spawn or forkserver")
     P = int(cfg.workers)
-    specs = [WorkerSpec.from_cfg(cfg, w) for w in range(P)]
+    specs = [WorkerSpec.from_cfg(cfg, w, pin=True) for w in range(P)]
     x0 = problem.init_params(cfg.seed)
     with sigterm_as_interrupt():
         transport = None
