@@ -65,9 +65,10 @@ def worker_cpus(workers: int, threads: int, enabled: bool = True) -> list[tuple[
     (None). The master is not pinned: it runs wherever a worker waits.
 
     Why: unpinned, the kernel now and then moves a worker onto the other worker's core when the master wakes it,
-    and the two share a core for a while; on our 2-core machine APAM (LeNet5, P = 2) reached 1.69x over P = 1
-    unpinned against 1.87x pinned (medians of 4 interleaved runs each). Where CPU affinity is not available
-    (not Linux) nothing is pinned."""
+    and the two share a core for a while; on our 2-core machine APAM (LeNet5, P = 2) reached 1.69x and 1.50x over
+    P = 1 unpinned against 1.87x and 1.78x pinned (two comparisons, medians of 4 runs each). On a machine shared
+    with other jobs pinning can hurt instead (a pinned worker cannot leave a busy core): ``engine.pin_workers=false``.
+    Where CPU affinity is not available (not Linux) nothing is pinned."""
     if not enabled or not hasattr(os, "sched_getaffinity"):
         return [None] * workers
     allowed = sorted(os.sched_getaffinity(0))
