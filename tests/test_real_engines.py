@@ -412,7 +412,8 @@ def test_torchrun_ranks_above_zero_are_workers_and_write_nothing(tmp_path):
     if not torchrun.exists():
         pytest.skip("no torchrun in .venv")
     cmd = [str(torchrun), "--standalone", "--nproc_per_node=3", "-m", "experiments.run", "problem=logreg_fmnist",
-           "algorithm=apam", "engine=distributed", "workers=2", "updates=80", "eval_every=10", f"results_dir={tmp_path}"]
+           "algorithm=apam", "engine=distributed", "workers=2", "updates=80", "eval_every=10",
+           f"results_dir={tmp_path}"]
     out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=280)
     assert out.returncode == 0, out.stderr[-3000:]
     summary = pd.read_csv(tmp_path / "adhoc" / "summary.csv")

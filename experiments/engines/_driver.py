@@ -11,11 +11,11 @@ worker"). The master hands out exactly the gradients the run asks for (``updates
 gradient computed is applied -- none is lost or thrown away, and ``gradients`` equals ``updates`` (async) or
 P x ``updates`` (sync).
 
-Clock (``clock=wall``): ``time.perf_counter`` seconds, started after ``engine.warmup_updates`` updates (at most
-half the run's updates; process start-up and warm-up excluded) and paused around every evaluation. Before an evaluation the async master stops
-handing out work and applies the gradients still being computed (the workers then wait), so no gradient is
-computed while the clock is paused; a sync round always ends before an evaluation. The warm-up updates count in
-``updates`` and ``epoch`` but not in ``time_s``.
+Clock (``clock=wall``): ``time.perf_counter`` seconds, started after ``engine.warmup_updates`` updates (at most half
+the run's updates; process start-up and warm-up excluded) and paused around every evaluation. Before an evaluation
+the async master stops handing out work and applies the gradients still being computed (the workers then wait), so
+no gradient is computed while the clock is paused; a sync round always ends before an evaluation. The warm-up
+updates count in ``updates`` and ``epoch`` but not in ``time_s``.
 
 Lost workers: a worker that dies (or, where the transport can cut it off, stays silent for ``engine.timeout_s``)
 is dropped. Async with ``engine.on_worker_loss=continue`` goes on with the others (its unfinished gradient is

@@ -6,8 +6,9 @@ Launch:
   call :func:`serve` and write nothing. Each rank builds the problem itself.
 - ``python -m experiments.run engine=distributed workers=P ...``: this process is rank 0 and starts P local worker
   processes (``engine.start_method``, spawn by default) that receive the problem at start (tensors through shared
-  memory) and are pinned to their own CPUs where they fit (``engine.pin_workers``, as in shared_memory). With ``engine.master_addr`` on loopback (the default) the rendezvous is a file store in a temporary
-  folder and gloo binds to the loopback interface: nothing listens beyond this machine. Otherwise a TCP store on
+  memory) and are pinned to their own CPUs where they fit (``engine.pin_workers``, as in shared_memory). With
+  ``engine.master_addr`` on loopback (the default) the rendezvous is a file store in a temporary folder and gloo
+  binds to the loopback interface: nothing listens beyond this machine. Otherwise a TCP store on
   ``master_addr:master_port`` (a free port when that one is taken).
 
 Backend: ``engine.backend``: ``gloo``, ``nccl``, or ``auto`` = nccl for sync where the problem is on CUDA and every

@@ -20,13 +20,11 @@ optimizer state lives only in the master (:class:`experiments.master.Master`); t
 handling are in :mod:`experiments.engines._driver`.
 
 Workers pin their math threads (``engine.threads_per_worker``, default 1), are pinned each to its own CPUs where
-they fit (``engine.pin_workers``, default true; :func:`experiments.engines._proc.worker_cpus`), and draw
-minibatches from their own seeded stream (:func:`experiments.engines._proc.worker_seed`). A dead worker is seen at once (its process
-sentinel); a silent one is killed after ``engine.timeout_s``. Ctrl-C or SIGTERM in the master: every worker is
-stopped (then terminated, then killed) before the exception propagates; a worker whose master dies sees its
-pipe close and exits.
-"""
-from __future__ import annotations
+they fit (``engine.pin_workers``, default true; :func:`experiments.engines._proc.worker_cpus`), and draw minibatches
+from their own seeded stream (:func:`experiments.engines._proc.worker_seed`). A dead worker is seen at once (its
+process sentinel); a silent one is killed after ``engine.timeout_s``. Ctrl-C or SIGTERM in the master: every worker
+is stopped (then terminated, then killed) before the exception propagates; a worker whose master dies sees its pipe
+close and exits. """ from __future__ import annotations
 
 import os
 import select
