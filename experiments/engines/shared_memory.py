@@ -24,7 +24,9 @@ they fit (``engine.pin_workers``, default true; :func:`experiments.engines._proc
 from their own seeded stream (:func:`experiments.engines._proc.worker_seed`). A dead worker is seen at once (its
 process sentinel); a silent one is killed after ``engine.timeout_s``. Ctrl-C or SIGTERM in the master: every worker
 is stopped (then terminated, then killed) before the exception propagates; a worker whose master dies sees its pipe
-close and exits. """ from __future__ import annotations
+close and exits.
+"""
+from __future__ import annotations
 
 import os
 import select
