@@ -29,6 +29,9 @@ _HYDRA_FLAGS_WITHOUT_CHECK = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--
                               "--resolve", "-p", "--package")
 
 
+INTERRUPTED = "interrupted (SIGINT/SIGTERM)"
+
+
 def resolve_device(name: str):
     """``auto`` -> CUDA where present, else CPU. Returns a torch.device."""
     import torch
@@ -155,25 +158,26 @@ def execute(cfg: DictConfig, overrides: list[str]) -> str:
     except Diverged as exc:
         status, message = "diverged", str(exc)
     except KeyboardInterrupt:
-        status, message = "failed", "interrupted (SIGINT/SIGTERM); partial trace kept"
+        status, message = "failed", INTERRUPTED
     except Exception as exc:  # recorded, not hidden: the row says what happened
         traceback.print_exc()
         status, message = "failed", f"{type(exc).__name__}: {exc}".splitlines()[0]
     finally:
         recorder.close()
-    if result is None and recorder.master is not None:
-        m = recorder.master
-        samples = int(round(recorder.rows[-1]["epoch"] * problem.num_train)) if recorder.rows else 0
-        result = EngineResult(updates=m.version, gradients=m.gradients, samples=samples,
-                              time_s=recorder.rows[-1]["time_s"] if recorder.rows else math.nan,
-                              histogram=m.histogram)
+    if result is None and recorder.master is not None:  # stopped mid-run: the summary stops where the trace does
+        m, last = recorder.master, (recorder.rows[-1] if recorder.rows else {})
+        message += (f" after {m.version} updates; trace and summary stop at the last evaluation "
+                    f"(update {last.get('updates', 0)}, epoch {last.get('epoch', 0.0):.3g})")
+        result = EngineResult(updates=last.get("updates", 0), gradients=last.get("gradients", 0),
+                              samples=int(round(last.get("epoch", 0.0) * problem.num_train)),
+                              time_s=last.get("time_s", math.nan), histogram=m.histogram)
     sink.write_trace(recorder.rows, result.histogram if result is not None else {})
     row = _summary_row(cfg, run_id, recorder.rows, result, status, message, problem.num_train)
     sink.append_summary(row)
     print(f"[{status}] {cfg.experiment_id}/{run_id}: {row['updates']} updates, {row['epochs']:.3g} epochs, "
           f"{row['time_s']:.4g} s ({cfg.engine.clock}), train loss {row['final_train_loss']:.4g}, "
           f"test acc {row['final_test_acc']:.4f}" + (f" -- {message}" if message else ""), file=sys.stderr)
-    if message == "interrupted (SIGINT/SIGTERM); partial trace kept":
+    if message.startswith(INTERRUPTED):
         raise KeyboardInterrupt
     return status
 
@@ -233,7 +237,12 @@ def main() -> None:
         except ConfigError as exc:
             _report_error(exc)
             sys.exit(2)
-    _hydra_main()
+    try:
+        _hydra_main()
+    except KeyboardInterrupt:
+        print("interrupted: the current run is recorded as failed with its partial trace; rerun to resume",
+              file=sys.stderr)
+        sys.exit(130)
 
 
 if __name__ == "__main__":

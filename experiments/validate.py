@@ -5,6 +5,7 @@ value; the entry point prints it and exits with code 2, having written nothing.
 """
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 from experiments.errors import ConfigError
@@ -38,6 +39,22 @@ def _positive(cfg, key: str, allow_none: bool = False) -> None:
     _require(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0, key, v, "must be a number > 0")
 
 
+def _writable_dir(path) -> None:
+    """``results_dir`` is a folder (or can become one) that this process may write; nothing is left behind."""
+    p = Path(str(path)).absolute()
+    probe = p
+    while not probe.exists():
+        probe = probe.parent
+    if probe == p:
+        _require(p.is_dir(), "results_dir", path, "exists and is not a folder")
+    else:
+        _require(probe.is_dir(), "results_dir", path, f"{probe} is not a folder")
+    try:  # os.access says yes to root everywhere; a real (removed at once) file says whether writing works
+        tempfile.TemporaryFile(dir=probe).close()
+    except OSError:
+        raise ConfigError(f"results_dir={path}: {probe} is not writable") from None
+
+
 def validate(cfg) -> None:
     """Check a resolved run config; raise ConfigError naming the first bad key and value."""
     _int(cfg, "workers", 1)
@@ -54,6 +71,7 @@ def validate(cfg) -> None:
 
         _require(torch.cuda.is_available(), "device", "cuda", "CUDA is not available on this machine")
     _require(cfg.profile in ("smoke", "quick", "paper"), "profile", cfg.profile, "must be smoke, quick or paper")
+    _writable_dir(cfg.results_dir)
 
     alg = cfg.algorithm
     _require(alg.protocol in ("async", "sync"), "algorithm.protocol", alg.protocol, "must be async or sync")

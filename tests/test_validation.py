@@ -26,6 +26,9 @@ CASES = [
     (["workers=1,2"], "workers=1,2"),
     (["-m", "workers=1,0"], "workers=0"),
     (["-m", "algorithm=apam,sync_amsgrad", "delay=none,fixed"], "delay=fixed"),
+    (["results_dir=/proc/forbidden"], "results_dir=/proc/forbidden"),
+    (["results_dir=/etc/hostname/x"], "results_dir=/etc/hostname/x"),
+    (["results_dir=/etc/hostname"], "results_dir=/etc/hostname"),
 ]
 
 
