@@ -39,6 +39,21 @@ def _seed_speedup_bands(summary, problem, basis):
     return bands
 
 
+def _unreached_workers(summary, problem, basis, line):
+    """Worker counts of one line's summary rows with no speed-up on the time_to_target basis (target not reached).
+
+    ``line`` holds the speedup.csv rows of one (algorithm, engine, clock); [] for other bases or without summary.
+    """
+    column = BASIS_COLUMN.get(basis)
+    if basis != "time_to_target" or summary is None or column not in summary.columns:
+        return []
+    first = line.iloc[0]
+    mask = (summary["problem"] == problem) & np.isfinite(summary["workers"])
+    for key in ("algorithm", "engine", "clock"):
+        mask &= summary[key] == first[key]
+    return sorted(set(distinct(summary[mask], "workers")) - set(distinct(line, "workers")))
+
+
 def _paper_rows(paper, metrics):
     if paper is None:
         return paper
@@ -50,7 +65,8 @@ def draw_speedup(exp, fmt="png"):
     """Speed-up (log2-log2) with the ideal line and the paper's points, and efficiency beside it.
 
     One figure per (problem, basis) of speedup.csv that has >= 2 worker counts; one line per algorithm x engine x
-    clock. With several seeds in summary.csv, a min-max band of the per-seed speed-up
+    clock. On the time_to_target basis, worker counts of summary.csv without a speed-up row (the target was not
+    reached) are marked x at the top edge. With several seeds in summary.csv, a min-max band of the per-seed speed-up
     (mean T(1) / T_seed(P)) surrounds each line. Paper points: metric ``speedup`` of the paper's CSV.
 
     Args:
@@ -86,6 +102,10 @@ def _speedup_figure(exp, problem, basis, rows, fmt):
         ax_s.plot(line["workers"], line["speedup"], **kw)
         eff = line["speedup"] / line["workers"]
         ax_e.plot(line["workers"], eff, **kw)
+        unreached = _unreached_workers(exp.summary, problem, basis, line)
+        for ax in (ax_s, ax_e):
+            style.mark_missing(ax, unreached, kw["color"], label="target not reached (x at top edge, line's colour)")
+        all_workers += unreached
         band = bands.get((algorithm, engine, clock))
         if band is not None:
             n_seeds = max(n_seeds, int(band["n"].max()))

@@ -10,6 +10,7 @@ X_LABELS = {
     "straggler_slowdown": "straggler slowdown (slow worker's compute time, × the others')",
     "straggler_sigma": "straggler sigma (lognormal spread of compute times)",
 }
+MISSING_SPREAD_PT = 7.0  # sideways spacing (points) of different lines' not-reached markers at one x
 SHORT = {"straggler_slowdown": "slowdown", "straggler_sigma": "sigma"}
 
 
@@ -18,7 +19,8 @@ def draw_stragglers(exp, fmt="png"):
 
     Applies to each problem of summary.csv whose straggler_slowdown (else straggler_sigma) has >= 2 distinct
     values. One panel per value of the other straggler column (when it varies) x worker count (when it varies);
-    one line per algorithm x engine x clock; runs that never reach the target are marked x at the top edge.
+    one line per algorithm x engine x clock; runs that never reach the target are marked x at the top edge in the
+    line's colour, spread sideways so lines stay apart (with a note and no y ticks when no run reached it).
     Several seeds: mean with a min-max band.
 
     Raises:
@@ -46,6 +48,7 @@ def draw_stragglers(exp, fmt="png"):
         fig, axes = style.new_figure(len(row_vals), len(col_vals), panel_size=(4.4, 3.3), sharey=True)
         clocks = distinct(rows, "clock")
         n_seeds = 1
+        reached = bool(np.isfinite(rows["time_to_target_s"]).any())
         for i, rv in enumerate(row_vals):
             for j, cv in enumerate(col_vals):
                 ax = axes[i][j]
@@ -60,24 +63,31 @@ def draw_stragglers(exp, fmt="png"):
                 elif len(workers) == 1:
                     parts.append(style.workers_text(workers[0]))
                 ax.set_title(", ".join(parts), fontsize="medium")
-                for (algorithm, engine, clock), line in panel.groupby(["algorithm", "engine", "clock"], sort=True):
+                groups = list(panel.groupby(["algorithm", "engine", "clock"], sort=True))
+                for k, ((algorithm, engine, clock), line) in enumerate(groups):
                     color = style.color_for(algorithm)
+                    kw = dict(color=color, linestyle=style.linestyle_for(clock), marker=style.marker_for(engine),
+                              label=style.line_label(algorithm, engine, clock))
                     stats = seed_stats(line, [xcol], "time_to_target_s")
-                    if not stats.empty:
+                    if stats.empty:  # legend entry for a line with no reached point
+                        ax.plot([], [], **kw)
+                    else:
                         n_seeds = max(n_seeds, int(stats["n"].max()))
-                        ax.plot(stats[xcol], stats["mean"], color=color, linestyle=style.linestyle_for(clock),
-                                marker=style.marker_for(engine), label=style.line_label(algorithm, engine, clock))
+                        ax.plot(stats[xcol], stats["mean"], **kw)
                         if stats["n"].max() > 1:
                             ax.fill_between(stats[xcol], stats["min"], stats["max"], color=color,
                                             alpha=style.BAND_ALPHA, linewidth=0)
                     missing = sorted(set(distinct(line, xcol)) - set(stats[xcol].astype(float)))
-                    style.mark_missing(ax, missing, color, label="target not reached (top edge)")
+                    style.mark_missing(ax, missing, color, label="target not reached (x at top edge, line's colour)",
+                                       offset_pt=MISSING_SPREAD_PT * (k - (len(groups) - 1) / 2))
                 ax.set_xlabel(X_LABELS[xcol])
                 if j == 0:
                     unit = f"seconds, {clocks[0]} clock" if len(clocks) == 1 else "seconds"
                     ax.set_ylabel(f"time to target loss ({unit})")
                 ax.grid(True, alpha=0.3)
                 ax.set_ylim(bottom=0)
+                if not reached:
+                    style.no_data_note(ax, "no run reached the target loss")
         style.legend_outside(fig, axes)
         style.title(fig, exp.name, problem, f"time to target against {SHORT[xcol]}", style.seeds_note(n_seeds))
         written.append(style.save(fig, exp.figures_dir, style.slug("stragglers", problem), fmt))

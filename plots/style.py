@@ -170,19 +170,31 @@ def wants_log(values, ratio=20.0):
     return bool(v.size and v.min() > 0 and v.max() / v.min() > ratio)
 
 
-def mark_missing(ax, xs, color, marker="x", label=None):
+def mark_missing(ax, xs, color, marker="x", label=None, offset_pt=0.0):
     """Mark x positions whose y is missing (target not reached, diverged) at the top edge of the panel.
 
     Drawn with ``ax.plot`` in the x-data / y-axes blended transform, so the x positions count for autoscaling.
+    ``offset_pt`` shifts the markers sideways by that many points (to keep several lines' markers apart).
     """
+    from matplotlib.transforms import ScaledTranslation
+
     xs = [x for x in xs if np.isfinite(x)]
     if not xs:
         return
     kw = dict(linestyle="none", marker=marker, markersize=7, markeredgewidth=1.6)
-    ax.plot(xs, [0.97] * len(xs), transform=ax.get_xaxis_transform(), color=color, clip_on=False, zorder=5,
-            label="_missing", **kw)
+    transform = ax.get_xaxis_transform()
+    (marks,) = ax.plot(xs, [0.97] * len(xs), transform=transform, color=color, clip_on=False, zorder=5,
+                       label="_missing", **kw)
+    if offset_pt:  # after plotting, so the unshifted x positions have counted for autoscaling
+        marks.set_transform(transform + ScaledTranslation(offset_pt / 72.0, 0.0, ax.figure.dpi_scale_trans))
     if label:
         ax.plot([], [], color="0.35", label=label, **kw)  # one grey legend entry whatever the colour
+
+
+def no_data_note(ax, text):
+    """Centre ``text`` in a panel that has no values and hide its (meaningless) y tick labels."""
+    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", color="0.35")
+    ax.tick_params(axis="y", which="both", labelleft=False, left=False)
 
 
 def line_label(algorithm, engine, clock):

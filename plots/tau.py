@@ -66,7 +66,8 @@ def draw_tau_threshold(exp, fmt="png"):
 
     Applies to each problem of summary.csv whose ``tau`` has >= 2 distinct values. Left: ``final_opt_gap``
     (``final_train_loss`` where the gap is empty for the whole problem). Right (when ``updates_to_target`` exists):
-    updates to reach the target loss; runs that never reach it (or diverge) are marked x at the top edge.
+    updates to reach the target loss; runs that never reach it (or diverge) are marked x at the top edge (a centred
+    note and no y ticks when no run reached it).
     One line per algorithm x engine x clock (x workers where several); dotted verticals at tau = K^(1/4) and
     tau = K^(1/2). Several seeds: mean with a min-max band.
 
@@ -126,6 +127,8 @@ def draw_tau_threshold(exp, fmt="png"):
             ax.set_xlabel("τ / K^(1/4)  (τ: fixed delay in updates, K: updates)")
             ax.set_ylabel(lab)
             ax.grid(True, alpha=0.3)
+            if col == "updates_to_target" and not np.isfinite(rows[col].to_numpy(dtype=float)).any():
+                style.no_data_note(ax, "no run reached the target loss")
         panels[0][0].set_title("final loss after K updates")
         if has_target:
             panels[1][0].set_title("updates to reach the target loss")

@@ -361,3 +361,75 @@ def test_colours_fixed_per_algorithm():
     other = style.color_for("my_rule")
     assert other == style.color_for("my_rule") and other in style.FALLBACK_CYCLE and other not in fixed
     assert style.linestyle_for("wall") != style.linestyle_for("simulated")
+
+
+@pytest.fixture
+def captured(monkeypatch):
+    """Figures passed to style.save, kept open (closed at teardown) for inspection."""
+    figs = []
+    monkeypatch.setattr(style, "save", lambda fig, out_dir, name, fmt: figs.append(fig) or name)
+    yield figs
+    for fig in figs:
+        plt.close(fig)
+
+
+def legend_texts(fig):
+    return [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+
+
+def test_stragglers_none_reached_every_algorithm_identifiable(tmp_path, captured):
+    root = copy_fixtures(tmp_path, ["stragglers"])
+    path = root / "stragglers" / "summary.csv"
+    df = pd.read_csv(path)
+    df["time_to_target_s"] = np.nan
+    df.to_csv(path, index=False)
+    plots.draw_stragglers(root / "stragglers")
+    (fig,) = captured
+    texts = legend_texts(fig)
+    for algorithm in ("apam", "async_sgd", "sync_amsgrad"):
+        assert style.line_label(algorithm, "simulated", "simulated") in texts
+    assert any(t.startswith("target not reached") for t in texts)
+    fig.canvas.draw()
+    for ax in fig.axes:
+        marks = [ln for ln in ax.get_lines() if ln.get_label() == "_missing"]
+        assert len(marks) == 3
+        assert {matplotlib.colors.to_hex(ln.get_color()) for ln in marks} == {
+            matplotlib.colors.to_hex(style.color_for(a)) for a in ("apam", "async_sgd", "sync_amsgrad")}
+        x0 = float(marks[0].get_xdata()[0])  # same data x, drawn 7 pt apart on screen
+        px = sorted(ln.get_transform().transform((x0, 0.97))[0] for ln in marks)
+        assert np.allclose(np.diff(px), 7.0 * fig.dpi / 72.0)
+        assert any(t.get_text() == "no run reached the target loss" for t in ax.texts)
+
+
+def test_tau_threshold_no_target_reached_has_note_and_no_y_ticks(tmp_path, captured):
+    root = copy_fixtures(tmp_path, ["tau_threshold"])
+    path = root / "tau_threshold" / "summary.csv"
+    df = pd.read_csv(path)
+    df["updates_to_target"] = np.nan
+    df.to_csv(path, index=False)
+    plots.draw_tau_threshold(root / "tau_threshold")
+    assert len(captured) == 2
+    for fig in captured:
+        fig.canvas.draw()
+        loss_ax, target_ax = fig.axes[:2]
+        assert [t.get_text() for t in target_ax.texts] == ["no run reached the target loss"]
+        assert not any(lab.get_visible() and lab.get_text() for lab in target_ax.get_yticklabels())
+        assert not loss_ax.texts and any(lab.get_text() for lab in loss_ax.get_yticklabels())
+
+
+def test_speedup_time_to_target_marks_unreached_worker_counts(tmp_path, captured):
+    root = copy_fixtures(tmp_path, ["lr_speedup"])
+    path = root / "lr_speedup" / "speedup.csv"
+    df = pd.read_csv(path)
+    ttt = df[~((df["engine"] == "simulated") & (df["workers"] == 4))].assign(basis="time_to_target")
+    pd.concat([df, ttt]).to_csv(path, index=False)
+    plots.draw_speedup(root / "lr_speedup")
+    by_title = {fig._suptitle.get_text().split("\n")[0]: fig for fig in captured}
+    ttt_fig = next(f for t, f in by_title.items() if "time to target" in t)
+    tpe_fig = next(f for t, f in by_title.items() if "time per epoch" in t)
+    for ax in ttt_fig.axes[:2]:
+        marks = [ln for ln in ax.get_lines() if ln.get_label() == "_missing"]
+        assert len(marks) == 1 and list(marks[0].get_xdata()) == [4.0]
+        assert matplotlib.colors.to_hex(marks[0].get_color()) == matplotlib.colors.to_hex(style.color_for("apam"))
+    assert any(t.startswith("target not reached") for t in legend_texts(ttt_fig))
+    assert not any(ln.get_label() == "_missing" for ax in tpe_fig.axes for ln in ax.get_lines())
