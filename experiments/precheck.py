@@ -114,7 +114,12 @@ def job_overrides(overrides: list[str], multirun: bool) -> tuple[list[list[str]]
 
 
 def compose_jobs(combos: list[list[str]]) -> list:
-    """The resolved config of each job (Hydra compose API); raises ConfigError naming a bad override."""
+    """The resolved config of each job (Hydra compose API; also inside a running Hydra app, e.g. from a run that
+    calibrates on first use); raises ConfigError naming a bad override."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    if GlobalHydra.instance().is_initialized():
+        return [_resolved(combo) for combo in combos]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="precheck"):
         return [_resolved(combo) for combo in combos]
 

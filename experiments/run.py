@@ -174,9 +174,12 @@ def execute(cfg: DictConfig, overrides: list[str]) -> str:
     sink.write_trace(recorder.rows, result.histogram if result is not None else {})
     row = _summary_row(cfg, run_id, recorder.rows, result, status, message, problem.num_train)
     sink.append_summary(row)
-    print(f"[{status}] {cfg.experiment_id}/{run_id}: {row['updates']} updates, {row['epochs']:.3g} epochs, "
-          f"{row['time_s']:.4g} s ({cfg.engine.clock}), train loss {row['final_train_loss']:.4g}, "
-          f"test acc {row['final_test_acc']:.4f}" + (f" -- {message}" if message else ""), file=sys.stderr)
+    def num(v, fmt):
+        return "--" if v is None or v != v else format(v, fmt)
+
+    print(f"[{status}] {cfg.experiment_id}/{run_id}: {row['updates']} updates, {num(row['epochs'], '.3g')} epochs, "
+          f"{num(row['time_s'], '.4g')} s ({cfg.engine.clock}), train loss {num(row['final_train_loss'], '.4g')}, "
+          f"test acc {num(row['final_test_acc'], '.4f')}" + (f" -- {message}" if message else ""), file=sys.stderr)
     if message.startswith(INTERRUPTED):
         raise KeyboardInterrupt
     return status
