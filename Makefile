@@ -40,7 +40,7 @@ test-all: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 calibrate: $(STAMP) data
-	$(PY) -m experiments.calibrate
+	$(PY) -m experiments.calibrate --profile $(PROFILE) --results-dir $(RESULTS) $(if $(filter 1,$(FORCE)),--force,)
 
 reproduce: $(STAMP) data
 	$(PY) -m experiments.reproduce --profile $(PROFILE) --results-dir $(RESULTS) $(if $(filter 1,$(FORCE)),--force,)

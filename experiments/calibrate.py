@@ -26,8 +26,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", default="quick", choices=["smoke", "quick", "paper"])
     ap.add_argument("--results-dir", type=Path, default=None)
     ap.add_argument("--only", nargs="*", default=None, metavar="ID")
+    ap.add_argument("--force", action="store_true", help="measure every cost anew (drop the existing file first)")
     args = ap.parse_args(argv)
     results_dir = args.results_dir or Path("results" if args.profile == "quick" else f"results-{args.profile}")
+    if args.force:
+        (results_dir / "calibration.json").unlink(missing_ok=True)
     import torch
 
     from experiments.run import build_rule_from_config, resolve_device
