@@ -116,3 +116,15 @@ def test_artificial_delay_ring_is_bounded(tmp_path):
 def test_split_batch_sizes():
     assert simulated.split_batch(10, 4) == [3, 3, 2, 2]
     assert sum(simulated.split_batch(64, 32)) == 64
+
+
+@pytest.mark.parametrize("P", [1, 4])
+def test_sync_round_cost_and_p1_equals_async(tmp_path, P):
+    grad, upd, msg = 0.01, 0.0001, 0.0002
+    sync, _, _ = run_sim(tmp_path, ["algorithm=sync_amsgrad", "algorithm.lr=0.01", "algorithm.sync_batch=full",
+                                    "delay=timing", f"workers={P}", "updates=50"])
+    assert sync.time_s == pytest.approx(50 * (P * msg + grad + msg + upd))
+    if P == 1:
+        asyn, _, _ = run_sim(tmp_path, ["delay=timing", "workers=1", "updates=50"])
+        # the same per-update cost; async also counts sending its very last iterate back (one message)
+        assert asyn.time_s == pytest.approx(sync.time_s + msg)

@@ -10,8 +10,9 @@ artificial delay (``fixed``, ``uniform``) the iterate a gradient is computed at 
 a ring of the newest iterates instead, while the clock still follows the event queue.
 
 Sync protocol (sync AMSGrad). Each round all P workers compute at the same iterate (global batch split across
-them, or a full batch each: ``algorithm.sync_batch``); a round costs the slowest worker plus P messages plus one
-update.
+them, or a full batch each: ``algorithm.sync_batch``); a round costs the P iterates sent out one after another by
+the master, the slowest worker, the last gradient's message back, and one update: ``P msg + slowest + msg +
+update`` -- with P = 1 exactly one async update (iterate out, gradient back), as on the real engines.
 
 Memory: one snapshot per worker (timing), or a ring of max_delay + 1 iterates (artificial delays).
 """
@@ -98,7 +99,7 @@ def _run_sync(problem, cfg, master, stream, batches, costs, times, recorder, eva
             loss, g = problem.loss_grad(master.x, stream.next(batches[w]))
             recorder.check_loss(loss, stream.samples / problem.num_train)
             master.receive(g, version, worker=w)
-        clock += slowest + P * costs.msg_s + costs.update_s
+        clock += P * costs.msg_s + slowest + costs.msg_s + costs.update_s
         if recorder.due(stream.samples):
             evaluate(clock)
     return clock
@@ -152,10 +153,10 @@ def predicted_time_per_epoch(costs, workers: int, batch_size: int, num_train: in
 
     Async: each worker's cycle is ``grad + 2 msg + update``; the master serves at most one gradient per
     ``update + msg``; so an update takes ``max(cycle / P, update + msg)`` in steady state.
-    Sync (split batch): a round of ``batch_size`` samples costs ``grad(B/P) + P msg + update``.
+    Sync (split batch): a round of ``batch_size`` samples costs ``grad(B/P) + (P + 1) msg + update``.
     """
     steps = num_train / batch_size
     if protocol == "sync":
-        return steps * (costs.grad_s(math.ceil(batch_size / workers)) + workers * costs.msg_s + costs.update_s)
+        return steps * (costs.grad_s(math.ceil(batch_size / workers)) + (workers + 1) * costs.msg_s + costs.update_s)
     cycle = costs.grad_s(batch_size) + 2 * costs.msg_s + costs.update_s
     return steps * max(cycle / workers, costs.update_s + costs.msg_s)
