@@ -378,8 +378,9 @@ def write_report(results_dir: Path, profile: str, statuses: dict) -> Path:
             overview.append({"experiment": exp, "status": st.get("status"), "runs": 0, "verdicts": "not runnable here"})
             continue
         n_bad = int((summary["status"] != "ok").sum())
-        body.append(f"{len(summary)} runs ({n_bad} diverged or failed), sweep wall time "
-                    f"{st.get('wall_s', float('nan')):.0f} s. {_scale(summary)}\n")
+        body.append(f"{len(summary)} runs ({n_bad} diverged or failed); the last `make reproduce` call spent "
+                    f"{st.get('wall_s', float('nan')):.0f} s on this sweep (finished runs are skipped). "
+                    f"{_scale(summary)}\n")
         sp = _read(exp_dir / "speedup.csv")
         paper = _paper(exp)
         fn = SECTIONS.get(exp)
