@@ -64,7 +64,7 @@ def _summary_row(cfg, run_id: str, rows: list[dict], result, status: str, messag
     epochs = (result.samples / num_train) if result is not None else last.get("epoch", float("nan"))
     time_s = result.time_s if result is not None else last.get("time_s", float("nan"))
     return {
-        **{k: last.get(k, _constant_columns(cfg, run_id).get(k)) for k in _constant_columns(cfg, run_id)},
+        **{k: last.get(k, v) for k, v in _constant_columns(cfg, run_id).items()},
         "clock": cfg.engine.clock, "epochs": epochs,
         "updates": result.updates if result is not None else last.get("updates"),
         "gradients": result.gradients if result is not None else last.get("gradients"),
