@@ -28,6 +28,7 @@ close and exits.
 """
 from __future__ import annotations
 
+import math
 import os
 import select
 import struct
@@ -144,12 +145,15 @@ class SharedMemoryTransport:
         if x0.device.type == "cpu":
             self.xs.share_memory_()
             self.grads.share_memory_()
+        self._x_slots, self._g_slots = list(self.xs.unbind(0)), list(self.grads.unbind(0))
         self.ctrl = torch.zeros(P, dtype=torch.int64).share_memory_()  # version handed to each worker
         self._version_of = self.ctrl.numpy()
         self.wakes = [_wake_channel() for _ in range(P)]
         ctx = process_context(start_method, problem)
         self.procs, self.conns = [], []
-        self._owner: dict = {}  # pipe end or process sentinel -> worker id
+        self._owner: dict = {}  # pipe end or process sentinel -> worker id (start-up)
+        self._poller = select.poll()  # the same, polled during the run (registered once: cheaper than mp_wait)
+        self._fd_owner: dict[int, int] = {}
         self._closed = False
         try:
             for spec in specs:
@@ -163,6 +167,9 @@ class SharedMemoryTransport:
                 self.conns.append(parent)
                 self._owner[parent] = spec.worker
                 self._owner[p.sentinel] = spec.worker
+                for fd in (parent.fileno(), p.sentinel):
+                    self._poller.register(fd, select.POLLIN)
+                    self._fd_owner[fd] = spec.worker
             self._await_ready()
         except BaseException:
             self.close()
@@ -187,11 +194,12 @@ class SharedMemoryTransport:
                     raise RuntimeError(f"worker {w} sent {msg[:40]!r} instead of ready")
                 waiting.discard(w)
 
-    def _read(self, w: int) -> bytes | None:
-        """The next message of worker w, or None when its pipe is closed (process gone). Raises on a worker error."""
+    def _read(self, w: int, ready: bool = False) -> bytes | None:
+        """The next message of worker w (``ready``: its pipe is known to be readable), b"" when there is none, or
+        None when its pipe is closed (process gone). Raises RuntimeError on a worker's error message."""
         conn = self.conns[w]
         try:
-            if not conn.poll():
+            if not ready and not conn.poll():
                 if self.procs[w].is_alive():
                     return b""
                 self.procs[w].join(1.0)
@@ -207,7 +215,7 @@ class SharedMemoryTransport:
     # ------------------------------------------------------------------ transport interface
     def issue(self, w: int, x: torch.Tensor, version: int) -> None:
         """Hand worker w the iterate x (master version ``version``) and ask for one gradient."""
-        self.xs[w].copy_(x)
+        self._x_slots[w].copy_(x)
         self._version_of[w] = version
         if len(self.procs) == 1:
             try:
@@ -219,36 +227,32 @@ class SharedMemoryTransport:
 
     def wait(self, timeout: float | None) -> list:
         """Block until a gradient arrives or a worker dies (or ``timeout`` s pass); return the events."""
-        objs = [o for o, w in self._owner.items() if w is not None]
-        ready = mp_wait(objs, timeout)
+        ms = None if timeout is None else max(0, math.ceil(timeout * 1000))
         events, seen = [], set()
-        for obj in ready:
-            w = self._owner.get(obj)
+        for fd, _ in self._poller.poll(ms):
+            w = self._fd_owner.get(fd)
             if w is None or w in seen:
                 continue
             seen.add(w)
-            while True:
-                msg = self._read(w)
-                if msg is None:
-                    events.append(Lost(w, describe_exit(self.procs[w])))
-                    break
-                if not msg:
-                    break
+            msg = self._read(w, ready=fd != self.procs[w].sentinel)
+            if msg is None:
+                events.append(Lost(w, describe_exit(self.procs[w])))
+            elif msg:
                 _, version, loss = _GRAD.unpack(msg)
                 events.append(Arrival(w, version, loss))
-                if not self.conns[w].poll():
-                    break
+                if fd == self.procs[w].sentinel:  # it sent its last gradient, then died
+                    events.append(Lost(w, describe_exit(self.procs[w])))
         return events
 
     def gradient(self, w: int) -> torch.Tensor:
         """Worker w's last gradient (a view of its shared slot; valid until the next ``issue`` to w)."""
-        return self.grads[w]
+        return self._g_slots[w]
 
     def drop(self, w: int) -> None:
         """Stop listening to worker w and kill its process (it is lost: dead, or silent too long)."""
-        for obj, owner in list(self._owner.items()):
-            if owner == w:
-                self._owner[obj] = None
+        for fd in (self.conns[w].fileno(), self.procs[w].sentinel):
+            if self._fd_owner.pop(fd, None) is not None:
+                self._poller.unregister(fd)
         p = self.procs[w]
         if p.is_alive():
             p.kill()
