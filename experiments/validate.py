@@ -120,6 +120,10 @@ def validate(cfg) -> None:
         _positive(cfg, "engine.timeout_s")
         _require(e.on_worker_loss in ("continue", "fail"), "engine.on_worker_loss", e.on_worker_loss,
                  "must be continue or fail")
+        _require(e.fault.get("mode", "kill") in ("kill", "hang"), "engine.fault.mode", e.fault.get("mode"),
+                 "must be kill or hang")
+        _require(e.get("start_method", "spawn") in ("spawn", "forkserver"), "engine.start_method",
+                 e.get("start_method"), "must be spawn or forkserver")
         kw = e.fault.kill_worker
         if kw is not None:
             _require(isinstance(kw, int) and 0 <= kw < cfg.workers, "engine.fault.kill_worker", kw,

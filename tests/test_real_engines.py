@@ -208,7 +208,7 @@ def test_sync_fails_at_once_when_a_worker_dies(tmp_path, engine):
 def test_shared_memory_cuts_off_a_silent_worker_after_the_timeout(tmp_path):
     result, _, _ = run_engine(tmp_path, "shared_memory", ["workers=2", "updates=300", "engine.timeout_s=1.5",
                                                           "engine.fault.kill_worker=0", "engine.fault.at_update=60",
-                                                          "+engine.fault.mode=hang"])
+                                                          "engine.fault.mode=hang"])
     assert result.status == "ok" and result.updates == 300
     assert "worker 0 lost" in result.message and "engine.timeout_s=1.5" in result.message
     assert result.time_s >= 1.5  # the wait for the silent worker is real time
@@ -219,7 +219,7 @@ def test_distributed_fails_within_the_timeout_when_a_worker_is_silent(tmp_path):
     t0 = time.monotonic()
     result, _, _ = run_engine(tmp_path, "distributed", ["workers=2", "updates=300", "engine.timeout_s=2",
                                                         "engine.fault.kill_worker=0", "engine.fault.at_update=60",
-                                                        "+engine.fault.mode=hang"])
+                                                        "engine.fault.mode=hang"])
     assert result.status == "failed"
     assert "worker 0" in result.message and "engine.timeout_s=2" in result.message
     assert time.monotonic() - t0 < 25
@@ -278,7 +278,7 @@ def test_fault_plan_from_config():
     plan.maybe_fail(0, 10)  # another worker: nothing happens
     plan.maybe_fail(1, 4)   # too early: nothing happens
     with pytest.raises(ValueError, match="engine.fault.mode=explode"):
-        FaultPlan.from_cfg(compose_cfg(["engine=shared_memory", "+engine.fault.mode=explode"]))
+        FaultPlan.from_cfg(compose_cfg(["engine=shared_memory", "engine.fault.mode=explode"]))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

@@ -29,6 +29,7 @@ CASES = [
     (["results_dir=/proc/forbidden"], "results_dir=/proc/forbidden"),
     (["results_dir=/etc/hostname/x"], "results_dir=/etc/hostname/x"),
     (["results_dir=/etc/hostname"], "results_dir=/etc/hostname"),
+    (["engine=shared_memory", "engine.fault.mode=explode"], "engine.fault.mode=explode"),
 ]
 
 
