@@ -29,6 +29,8 @@ class ArtificialDelay:
         seed: seed of the uniform draws.
     """
 
+    BLOCK = 4096
+
     def __init__(self, model: str, tau: int = 0, max_delay: int = 0, seed: int = 0) -> None:
         if model not in ("none", "fixed", "uniform"):
             raise ValueError(f"delay.model={model!r}: not an artificial delay model")
@@ -36,6 +38,7 @@ class ArtificialDelay:
         self.tau = int(tau)
         self.max_delay = int(max_delay)
         self._rng = np.random.default_rng(seed)
+        self._block: list[int] = []  # uniform: pending draws on {0, ..., D - 1}, the next one last
 
     @property
     def window(self) -> int:
@@ -43,12 +46,20 @@ class ArtificialDelay:
         return {"none": 1, "fixed": self.tau + 1, "uniform": self.max_delay + 1}[self.model]
 
     def choose(self, k: int) -> int:
-        """Staleness for a gradient used at master version k (k updates applied so far)."""
+        """Staleness for a gradient used at master version k (k updates applied so far).
+
+        ``uniform`` draws from the seeded generator one at a time while k + 1 < D, then in blocks of
+        ``BLOCK`` draws on {0, ..., D - 1} (a numpy call costs microseconds; the engine asks once per update)."""
         if self.model == "none":
             return 0
         if self.model == "fixed":
             return min(self.tau, k)
-        return int(self._rng.integers(0, min(self.max_delay + 1, k + 1)))
+        window = self.max_delay + 1
+        if k + 1 < window:
+            return int(self._rng.integers(0, k + 1))
+        if not self._block:
+            self._block = self._rng.integers(0, window, size=self.BLOCK).tolist()[::-1]
+        return self._block.pop()
 
 
 class IterateRing:

@@ -47,7 +47,8 @@ class Master:
         self._round_count = 0
         self._window: list[int] = []      # staleness of the updates since the last ``take_staleness``
         self.histogram: Counter[int] = Counter()  # staleness -> number of updates, whole run
-        self.per_worker: dict[int, tuple[int, int]] = {}  # worker -> (sum of staleness, gradients)
+        self._tau_sum = [0] * self.workers        # per worker id: sum of staleness of its gradients
+        self._tau_count = [0] * self.workers      # per worker id: gradients received
 
     # ------------------------------------------------------------------ updates
     def receive(self, g: torch.Tensor, read_version: int, worker: int | None = None) -> bool:
@@ -56,13 +57,15 @@ class Master:
         Args:
             g: gradient, shape (d,), same dtype/device as x. Not kept (the sync round accumulates a copy).
             read_version: the master version of the iterate the gradient was computed at (<= current version).
-            worker: the sending worker's id, for the per-worker staleness totals (optional).
+            worker: the sending worker's id in [0, workers), for the per-worker staleness totals (optional).
+
+        The async path is the engines' hot loop: a few list and counter operations around ``rule.step``.
         """
         self.gradients += 1
         tau = self.version - int(read_version)
         if worker is not None:
-            total, count = self.per_worker.get(worker, (0, 0))
-            self.per_worker[worker] = (total + tau, count + 1)
+            self._tau_sum[worker] += tau
+            self._tau_count[worker] += 1
         if self.protocol == "async":
             self._apply(g, tau)
             return True
@@ -91,6 +94,11 @@ class Master:
         self.histogram[tau] += 1
 
     # ------------------------------------------------------------------ bookkeeping
+    @property
+    def per_worker(self) -> dict[int, tuple[int, int]]:
+        """worker id -> (sum of the staleness of its gradients, gradients received), for workers that sent any."""
+        return {w: (s, c) for w, (s, c) in enumerate(zip(self._tau_sum, self._tau_count)) if c}
+
     def take_staleness(self) -> tuple[float, int]:
         """Mean and max staleness of the updates since the previous call (NaN, 0 when there were none)."""
         w, self._window = self._window, []

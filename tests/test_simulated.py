@@ -128,3 +128,71 @@ def test_sync_round_cost_and_p1_equals_async(tmp_path, P):
         asyn, _, _ = run_sim(tmp_path, ["delay=timing", "workers=1", "updates=50"])
         # the same per-update cost; async also counts sending its very last iterate back (one message)
         assert asyn.time_s == pytest.approx(sync.time_s + msg)
+
+
+class _IterateAsGradient(QuadraticProblem):
+    """Its gradient at x is a copy of x, so the gradient an update uses names the iterate it was computed at."""
+
+    def loss_grad(self, x, idx):
+        self.grad_calls += 1
+        return 0.0, x.clone()
+
+
+class _Recording:
+    """An update rule wrapper that keeps every iterate x_k (before update k + 1) and every gradient it applies."""
+
+    def __init__(self, rule):
+        self.rule, self.iterates, self.grads = rule, [], []
+
+    def init(self, x):
+        return self.rule.init(x)
+
+    def step(self, x, g, state):
+        self.iterates.append(x.clone())
+        self.grads.append(g.clone())
+        return self.rule.step(x, g, state)
+
+
+@pytest.mark.parametrize("P", [3, 8])
+def test_every_gradient_is_computed_at_the_iterate_its_staleness_names(tmp_path, P):
+    # random compute times: workers overtake each other, staleness varies; each applied gradient must equal the
+    # master's iterate exactly tau updates back (no copy of x is taken: this checks the hand-out path's aliasing)
+    problem = _IterateAsGradient()
+    cfg = compose_cfg([f"results_dir={tmp_path}", "batch_size=8", "algorithm=async_sgd", "algorithm.lr=0.05",
+                       "algorithm.lr_schedule=constant", "eval_every=1000", *COSTS, "delay=timing",
+                       "delay.law=lognormal", "delay.sigma=1.0", f"workers={P}", "updates=300"])
+    rule = _Recording(build_rule("sgd", lr=0.05))
+    rec = Recorder(problem, {"run_id": "t"}, eval_every=1000, total_epochs=None, f_star=None, clock="simulated",
+                   progress=False)
+    simulated.run(problem, rule, cfg, rec)
+    taus = []
+    for k, g in enumerate(rule.grads):
+        v = next(v for v in range(k, -1, -1) if torch.equal(rule.iterates[v], g))
+        taus.append(k - v)
+    assert sorted(taus) == sorted(t for t, n in rec.master.histogram.items() for _ in range(n))
+    assert len(set(taus)) > 3 and max(taus) > P - 1  # really random staleness, not the constant P - 1
+
+
+@pytest.mark.parametrize("length", ["updates=250", "epochs=3"])
+def test_async_hands_out_exactly_the_gradients_the_run_asks_for(tmp_path, length):
+    problem = QuadraticProblem()
+    result, _, _ = run_sim(tmp_path, ["delay=timing", "delay.law=exponential", "workers=16", length], problem)
+    want = 250 if length == "updates=250" else -(-3 * problem.num_train // 8)
+    assert result.updates == result.gradients == problem.grad_calls == want  # none computed and thrown away
+    assert result.samples == 8 * want
+
+
+def test_uniform_choice_respects_the_warm_up_window_and_is_flat():
+    from collections import Counter
+
+    from experiments.delays import ArtificialDelay
+
+    delay = ArtificialDelay("uniform", max_delay=4, seed=0)
+    for k in range(4):  # fewer than D iterates exist yet: tau in {0, ..., k}
+        assert all(0 <= delay.choose(k) <= k for _ in range(50))
+    n = 20000  # several blocks of draws
+    late = Counter(delay.choose(1000) for _ in range(n))
+    assert set(late) == set(range(5)) and all(abs(c / n - 0.2) < 0.015 for c in late.values())
+    a, b = ArtificialDelay("uniform", max_delay=4, seed=3), ArtificialDelay("uniform", max_delay=4, seed=3)
+    ks = [0, 1, 2, 3] * 10 + [1000] * 9000
+    assert [a.choose(k) for k in ks] == [b.choose(k) for k in ks]  # the same seed, the same staleness sequence
