@@ -6,9 +6,12 @@ rounds (so drift hits all alike), each call timed alone with perf_counter_ns, af
 median per call in microseconds. The gradient is a fixed dense N(0, 1) vector (no zeros). torch's side is a full
 ``optimizer.step()`` (its Python overhead included), our side a full ``rule.step(x, g, state)``.
 If fused Adam is unavailable on this CPU build, torch's foreach implementation is used and ``torch_impl`` says so.
+Each variant is timed with the implementation ``impl=auto`` picks at that d (the default: the target applies to
+these rows) and with ``impl=eager`` (the reference ops, for comparison); the compiled kernel is compiled during
+the warm-up.
 
-Writes benchmarks/results/bench_rules.csv (columns: rule, variant, d, median_us, torch_median_us, ratio,
-torch_impl; ratio = median_us / torch_median_us, target <= 1.2) and prints the table.
+Writes benchmarks/results/bench_rules.csv (columns: rule, variant, impl, d, median_us, torch_median_us, ratio,
+torch_impl; ratio = median_us / torch_median_us, target <= 1.2 for impl=auto) and prints the table.
 
 Usage: python benchmarks/bench_rules.py [--quick] [--out PATH]
 """
@@ -30,7 +33,8 @@ from algorithms import build_rule  # noqa: E402
 
 DIMS = (61_706, 1_000_000)
 VARIANTS = ("paper", "torch")
-COLUMNS = ("rule", "variant", "d", "median_us", "torch_median_us", "ratio", "torch_impl")
+IMPLS = ("auto", "eager")
+COLUMNS = ("rule", "variant", "impl", "d", "median_us", "torch_median_us", "ratio", "torch_impl")
 
 
 def torch_adam_step(x0: torch.Tensor, g: torch.Tensor) -> tuple[Callable[[], object], str]:
@@ -47,11 +51,12 @@ def torch_adam_step(x0: torch.Tensor, g: torch.Tensor) -> tuple[Callable[[], obj
     raise RuntimeError("neither fused nor foreach torch Adam works here")
 
 
-def rule_step(variant: str, x0: torch.Tensor, g: torch.Tensor) -> Callable[[], object]:
-    rule = build_rule("amsgrad", variant=variant, lr=1e-3)
+def rule_step(variant: str, impl: str, x0: torch.Tensor, g: torch.Tensor) -> tuple[Callable[[], object], str]:
+    """A zero-argument closure doing one step of our AMSGrad, and the implementation it runs (auto resolved)."""
+    rule = build_rule("amsgrad", variant=variant, lr=1e-3, impl=impl)
     x = x0.clone()
     state = rule.init(x)
-    return lambda: rule.step(x, g, state)
+    return (lambda: rule.step(x, g, state)), state.impl
 
 
 def time_calls(fn, n: int) -> list[int]:
@@ -68,7 +73,8 @@ def bench_dim(d: int, reps: int, rounds: int, warmup: int) -> list[dict]:
     x0 = torch.randn(d, generator=gen)
     g = torch.randn(d, generator=gen)
     torch_fn, torch_impl = torch_adam_step(x0, g)
-    contenders = {"torch_adam": torch_fn, **{v: rule_step(v, x0, g) for v in VARIANTS}}
+    ours = {(v, impl): rule_step(v, impl, x0, g) for v in VARIANTS for impl in IMPLS}
+    contenders = {"torch_adam": torch_fn, **{key: fn for key, (fn, _) in ours.items()}}
     times: dict[str, list[int]] = {name: [] for name in contenders}
     for fn in contenders.values():
         time_calls(fn, warmup)
@@ -78,11 +84,12 @@ def bench_dim(d: int, reps: int, rounds: int, warmup: int) -> list[dict]:
             times[name] += time_calls(fn, per_round)
     torch_us = statistics.median(times["torch_adam"]) / 1e3
     rows = []
-    for v in VARIANTS:
-        us = statistics.median(times[v]) / 1e3
+    for (v, impl), (_, resolved) in ours.items():
+        us = statistics.median(times[(v, impl)]) / 1e3
         rows.append(
-            dict(rule="amsgrad", variant=v, d=d, median_us=round(us, 2), torch_median_us=round(torch_us, 2),
-                 ratio=round(us / torch_us, 3), torch_impl=torch_impl)
+            dict(rule="amsgrad", variant=v, impl=impl if impl == resolved else f"{impl}:{resolved}", d=d,
+                 median_us=round(us, 2), torch_median_us=round(torch_us, 2), ratio=round(us / torch_us, 3),
+                 torch_impl=torch_impl)
         )
     return rows
 

@@ -145,6 +145,13 @@ class Calibration:
             return float(data["entries"][key])
 
 
+def rule_calibration_key(algorithm_cfg) -> str:
+    """The name of an algorithm's update rule in calibration keys: rule, variant and implementation where set
+    (e.g. ``amsgrad-paper-auto``, ``sgd``): a rule stepped by another implementation costs another time."""
+    parts = (algorithm_cfg.rule, algorithm_cfg.get("variant"), algorithm_cfg.get("impl"))
+    return "-".join(str(p) for p in parts if p)
+
+
 def build_cost_model(problem, rule, batch_sizes, costs_cfg, calibration: Calibration, rule_key: str,
                      ref_batch: int) -> CostModel:
     """Costs of a run: fixed values from ``costs_cfg`` (``grad_s``, ``update_s``, ``msg_s``; None = calibrated).
@@ -155,7 +162,7 @@ def build_cost_model(problem, rule, batch_sizes, costs_cfg, calibration: Calibra
         batch_sizes: every minibatch size the run uses (a sync split uses B/P).
         costs_cfg: mapping with optional fixed costs in seconds.
         calibration: where measured costs are cached.
-        rule_key: names the rule in calibration keys (e.g. ``amsgrad-paper``).
+        rule_key: names the rule in calibration keys (:func:`rule_calibration_key`, e.g. ``amsgrad-paper-auto``).
         ref_batch: the batch size a fixed ``grad_s`` refers to; other sizes scale linearly from it.
     """
     fixed = dict(costs_cfg or {})

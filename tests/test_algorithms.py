@@ -43,12 +43,13 @@ def random_grads(n_steps: int, d: int, dtype: torch.dtype, seed: int) -> list[to
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("ours", ["eager", "fused"])
 @pytest.mark.parametrize("impl", ["foreach", "single_tensor"])
 @pytest.mark.parametrize(
     "lr,beta1,beta2,eps",
     [(1e-3, 0.9, 0.999, 1e-8), (3e-2, 0.5, 0.99, 1e-6), (1e-1, 0.0, 0.9, 0.0), (1e-2, 0.95, 0.0, 1e-8)],
 )
-def test_torch_variant_matches_torch_adam_amsgrad(dtype, impl, lr, beta1, beta2, eps):
+def test_torch_variant_matches_torch_adam_amsgrad(dtype, ours, impl, lr, beta1, beta2, eps):
     d, n_steps = 257, 100
     x0 = torch.randn(d, dtype=dtype, generator=torch.Generator().manual_seed(1))
     grads = random_grads(n_steps, d, dtype, seed=2)
@@ -59,9 +60,10 @@ def test_torch_variant_matches_torch_adam_amsgrad(dtype, impl, lr, beta1, beta2,
     opt = torch.optim.Adam(
         [p], lr=lr, betas=(beta1, beta2), eps=eps, amsgrad=True, foreach=(impl == "foreach")
     )
-    rule = build_rule("amsgrad", variant="torch", lr=lr, beta1=beta1, beta2=beta2, eps=eps)
+    rule = build_rule("amsgrad", variant="torch", lr=lr, beta1=beta1, beta2=beta2, eps=eps, impl=ours)
     x = x0.clone()
     state = rule.init(x)
+    assert state.impl == ours
     for g in grads:
         p.grad = g.clone()
         opt.step()
@@ -69,6 +71,8 @@ def test_torch_variant_matches_torch_adam_amsgrad(dtype, impl, lr, beta1, beta2,
         assert x_out is x and state_out is state
     ts = opt.state[p]
     assert state.k == n_steps == int(ts["step"].item())
+    if ours == "eager" and impl == "single_tensor":  # the same ops in the same order: the same bits
+        assert torch.equal(x, p.detach()) and torch.equal(state.vhat, ts["max_exp_avg_sq"])
     torch.testing.assert_close(x, p.detach(), **TOL[dtype])
     torch.testing.assert_close(state.m, ts["exp_avg"], **TOL[dtype])
     torch.testing.assert_close(state.v, ts["exp_avg_sq"], **TOL[dtype])
@@ -77,22 +81,35 @@ def test_torch_variant_matches_torch_adam_amsgrad(dtype, impl, lr, beta1, beta2,
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_torch_variant_close_to_fused_torch_adam(dtype):
-    """torch's fused kernel rounds differently from its single-tensor code; agreement to a few ulps is expected."""
+@pytest.mark.parametrize("ours", ["eager", "fused"])
+def test_torch_variant_against_fused_torch_adam(dtype, ours):
+    """Our fused impl is torch's fused kernel: the same bits. Eager rounds like torch's single-tensor code, which
+    differs from the fused kernel by a few ulps."""
     d = 300
     x0 = torch.randn(d, dtype=dtype, generator=torch.Generator().manual_seed(3))
     grads = random_grads(100, d, dtype, seed=4)
     p = x0.clone().requires_grad_(True)
     opt = torch.optim.Adam([p], lr=1e-2, amsgrad=True, fused=True)
-    rule = build_rule("amsgrad", variant="torch", lr=1e-2)
+    rule = build_rule("amsgrad", variant="torch", lr=1e-2, impl=ours)
     x = x0.clone()
     state = rule.init(x)
     for g in grads:
         p.grad = g.clone()
         opt.step()
         rule.step(x, g, state)
+    if ours == "fused":
+        assert torch.equal(x, p.detach()) and torch.equal(state.vhat, opt.state[p]["max_exp_avg_sq"])
     tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=1e-12, atol=1e-13)
     torch.testing.assert_close(x, p.detach(), **tol)
+
+
+def test_auto_impl_picks_fused_for_torch_and_compiles_the_paper_variant_only_when_large():
+    small, large = torch.zeros(1000), torch.zeros(2**17)
+    assert build_rule("amsgrad", variant="torch").init(small).impl == "fused"
+    assert build_rule("amsgrad", variant="torch").init(large).impl == "fused"
+    assert build_rule("amsgrad", variant="paper").init(small).impl == "eager"
+    assert build_rule("amsgrad", variant="paper").init(large).impl == "compiled"
+    assert build_rule("amsgrad", variant="paper", impl="eager").init(large).impl == "eager"
 
 
 def test_torch_variant_with_inv_sqrt_schedule_matches_torch_with_same_lrs():
@@ -129,13 +146,14 @@ def paper_by_hand(x, grads, lr, beta1, beta2, floor):
     return x, m, v, vhat
 
 
+@pytest.mark.parametrize("paper_impl", ["eager", "compiled"])
 @pytest.mark.parametrize("dtype,rtol", [(torch.float64, 1e-13), (torch.float32, 2e-6)])
-def test_paper_variant_three_steps_by_hand(dtype, rtol):
+def test_paper_variant_three_steps_by_hand(dtype, rtol, paper_impl):
     x0 = [1.0, -2.0, 0.5, 3.0, 0.25]
     # coordinate 3: always zero; coordinate 4: so small that vhat stays below the 1e-11 floor
     grads = [[0.5, -1.0, 2.0, 0.0, 1e-5], [-0.25, 0.0, 1.5, 0.0, 2e-5], [1.0, 3.0, -0.5, 0.0, 1e-5]]
     lr, beta1, beta2 = 0.1, 0.9, 0.99
-    rule = build_rule("amsgrad", variant="paper", lr=lr, beta1=beta1, beta2=beta2)
+    rule = build_rule("amsgrad", variant="paper", lr=lr, beta1=beta1, beta2=beta2, impl=paper_impl)
     x = torch.tensor(x0, dtype=dtype)
     state = rule.init(x)
     for g in grads:
@@ -158,14 +176,15 @@ def test_paper_variant_first_step_is_signed_step_of_size_lr_over_sqrt_one_minus_
     torch.testing.assert_close(x, torch.tensor([-s, s, -s, 0.0], dtype=torch.float64), rtol=1e-14, atol=0.0)
 
 
+@pytest.mark.parametrize("paper_impl", ["eager", "compiled"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_paper_variant_zero_gradient_coordinates_never_move_nor_nan(dtype):
+def test_paper_variant_zero_gradient_coordinates_never_move_nor_nan(dtype, paper_impl):
     d, n = 64, 300
     x0 = torch.randn(d, dtype=dtype, generator=torch.Generator().manual_seed(7))
     grads = random_grads(n, d, dtype, seed=8)  # coordinates 0 and 1 are always zero
     for g in grads:
         g[2] = 1e-7  # vhat -> 1e-14 < floor: never moves either
-    rule = build_rule("amsgrad", variant="paper", lr=0.05)
+    rule = build_rule("amsgrad", variant="paper", lr=0.05, impl=paper_impl)
     x = x0.clone()
     state = rule.init(x)
     for g in grads:
@@ -175,29 +194,32 @@ def test_paper_variant_zero_gradient_coordinates_never_move_nor_nan(dtype):
     assert not torch.equal(x[3:], x0[3:])
 
 
-def test_paper_variant_vhat_floor_is_configurable():
+@pytest.mark.parametrize("paper_impl", ["eager", "compiled"])
+def test_paper_variant_vhat_floor_is_configurable(paper_impl):
     g = torch.tensor([1e-7, 1.0], dtype=torch.float64)  # vhat = 1e-3 * 1e-14 = 1e-17 after one step
     for floor, moves in ((1e-11, False), (1e-20, True), (0.0, True)):
-        rule = build_rule("amsgrad", variant="paper", lr=0.1, vhat_floor=floor)
+        rule = build_rule("amsgrad", variant="paper", lr=0.1, vhat_floor=floor, impl=paper_impl)
         x = torch.zeros(2, dtype=torch.float64)
         rule.step(x, g.clone(), rule.init(x))
         assert (x[0].item() != 0.0) is moves
         assert x[1].item() != 0.0
 
 
-def test_paper_variant_positive_eps_enters_the_denominator():
-    rule = build_rule("amsgrad", variant="paper", lr=0.1, beta1=0.0, beta2=0.0, eps=0.5)
+@pytest.mark.parametrize("paper_impl", ["eager", "compiled"])
+def test_paper_variant_positive_eps_enters_the_denominator(paper_impl):
+    rule = build_rule("amsgrad", variant="paper", lr=0.1, beta1=0.0, beta2=0.0, eps=0.5, impl=paper_impl)
     x = torch.zeros(1, dtype=torch.float64)
     rule.step(x, torch.tensor([4.0], dtype=torch.float64), rule.init(x))
     # m = 4, vhat = 16: x = -0.1 * 4 / (4 + 0.5)
     assert x.item() == pytest.approx(-0.4 / 4.5, rel=1e-15)
 
 
-@pytest.mark.parametrize("variant", ["paper", "torch"])
-def test_vhat_never_decreases_and_is_the_running_max_of_v(variant):
+@pytest.mark.parametrize("variant,impl", [("paper", "eager"), ("paper", "compiled"), ("torch", "eager"),
+                                          ("torch", "fused")])
+def test_vhat_never_decreases_and_is_the_running_max_of_v(variant, impl):
     d = 200
     gen = torch.Generator().manual_seed(9)
-    rule = build_rule("amsgrad", variant=variant, lr=1e-2, beta1=0.9, beta2=0.9)
+    rule = build_rule("amsgrad", variant=variant, lr=1e-2, beta1=0.9, beta2=0.9, impl=impl)
     x = torch.zeros(d)
     state = rule.init(x)
     running_max = torch.zeros(d)
@@ -213,6 +235,52 @@ def test_vhat_never_decreases_and_is_the_running_max_of_v(variant):
         assert torch.equal(state.vhat, running_max)
         decreased_v |= bool((state.v < prev_v).any())
     assert decreased_v  # the invariant was exercised: v did fall while vhat held
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_paper_variant_compiled_equals_eager_to_rounding(dtype):
+    d = 333
+    x0 = torch.randn(d, dtype=dtype, generator=torch.Generator().manual_seed(11))
+    grads = random_grads(100, d, dtype, seed=12)
+    xs, states = {}, {}
+    for impl in ("eager", "compiled"):
+        rule = build_rule("amsgrad", variant="paper", lr=1e-2, impl=impl)
+        xs[impl] = x0.clone()
+        states[impl] = rule.init(xs[impl])
+        for g in grads:
+            rule.step(xs[impl], g, states[impl])
+    assert states["compiled"].impl == "compiled" and states["compiled"].k == 100
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=1e-12, atol=1e-13)
+    torch.testing.assert_close(xs["compiled"], xs["eager"], **tol)
+    torch.testing.assert_close(states["compiled"].vhat, states["eager"].vhat, **tol)
+    assert torch.equal(xs["compiled"][:2], x0[:2])  # the always-zero coordinates
+
+
+def test_compile_failure_warns_and_steps_eagerly_under_auto_and_raises_when_asked(monkeypatch):
+    from algorithms import amsgrad as amsgrad_module
+
+    def broken():
+        def kernel(*args):
+            raise RuntimeError("no C++ compiler")
+        return kernel
+
+    monkeypatch.setattr(amsgrad_module, "_compiled_paper_kernel", broken)
+    g = torch.randn(2**17, generator=torch.Generator().manual_seed(13))
+    auto, eager = build_rule("amsgrad", variant="paper", lr=0.1), build_rule("amsgrad", variant="paper", lr=0.1,
+                                                                             impl="eager")
+    xa, xe = torch.ones(2**17), torch.ones(2**17)
+    sa, se = auto.init(xa), eager.init(xe)
+    assert sa.impl == "compiled"
+    with pytest.warns(RuntimeWarning, match="no C\\+\\+ compiler"):
+        auto.step(xa, g, sa)
+    eager.step(xe, g, se)
+    assert sa.impl == "eager" and sa.k == 1 and torch.equal(xa, xe)
+    assert auto.init(torch.ones(2**17)).impl == "eager"  # the rule does not try again
+    asked = build_rule("amsgrad", variant="paper", lr=0.1, impl="compiled")
+    x = torch.ones(8)
+    with pytest.raises(RuntimeError, match="impl=compiled: torch.compile failed: no C"):
+        asked.step(x, g[:8], asked.init(x))
+    assert torch.equal(x, torch.ones(8))
 
 
 # ---------------------------------------------------------------- SGD
@@ -333,6 +401,9 @@ def test_clone_state_is_independent_and_reproduces_the_trajectory():
         ("amsgrad", dict(variant="paper", vhat_floor=-1.0), ["vhat_floor", "-1.0"]),
         ("amsgrad", dict(variant="torch", vhat_floor=1e-11), ["vhat_floor", "torch"]),
         ("amsgrad", dict(variant="adam"), ["variant", "'adam'"]),
+        ("amsgrad", dict(variant="paper", impl="fused"), ["impl", "'fused'", "paper"]),
+        ("amsgrad", dict(variant="torch", impl="compiled"), ["impl", "'compiled'", "torch"]),
+        ("amsgrad", dict(variant="torch", impl="cuda"), ["impl", "'cuda'"]),
         ("amsgrad", dict(), ["variant"]),
         ("amsgrad", dict(variant="paper", beta1="0.9"), ["beta1", "'0.9'"]),
         ("sgd", dict(lr_schedule="cosine"), ["lr_schedule", "'cosine'"]),
