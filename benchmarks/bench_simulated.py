@@ -99,13 +99,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--updates", type=int, default=None, help="updates per run (default: per problem, see above)")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--problems", nargs="+", choices=list(PROBLEMS), default=list(PROBLEMS))
     ap.add_argument("--one", nargs=2, metavar=("PROBLEM", "MODE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         print(json.dumps(one(args.one[0], args.one[1], args.updates or UPDATES[args.one[0]])))
         return 0
     rows = []
-    for prob in PROBLEMS:
+    for prob in args.problems:
         per_mode = {}
         updates = args.updates or UPDATES[prob]
         for rep in range(args.repeats):
