@@ -186,6 +186,7 @@ def execute(cfg: DictConfig, overrides: list[str]) -> str:
 
 
 _SWEEP_BAR = None
+_SWEEP_DIRS: set[Path] = set()  # experiment folders a multirun wrote to: speedup.csv is refreshed when it ends
 
 
 def _sweep_bar(experiment: str):
@@ -212,8 +213,20 @@ def _hydra_main(cfg: DictConfig) -> None:
         sys.exit(2)
     if multirun:
         _sweep_bar(cfg.experiment_id).update(1)
+        _SWEEP_DIRS.add(Path(cfg.results_dir) / cfg.experiment_id)
     if status == "failed" and not multirun:
         sys.exit(1)
+
+
+def _write_speedups() -> None:
+    """After a multirun: ``speedup.csv`` (speed-up and efficiency against P = 1) in each experiment folder it
+    wrote to, from that folder's whole ``summary.csv`` (experiments.aggregate)."""
+    from experiments.aggregate import write_speedup
+
+    for exp_dir in sorted(_SWEEP_DIRS):
+        path = write_speedup(exp_dir)
+        if path is not None:
+            print(f"wrote {path}", file=sys.stderr)
 
 
 def _report_error(exc: ConfigError) -> None:
@@ -242,6 +255,7 @@ def main() -> None:
             sys.exit(2)
     try:
         _hydra_main()
+        _write_speedups()
     except KeyboardInterrupt:
         print("interrupted: the current run is recorded as failed with its partial trace; rerun to resume",
               file=sys.stderr)

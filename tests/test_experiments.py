@@ -73,6 +73,22 @@ def test_smoke_sweep_runs_and_resume_skips_finished_runs(tmp_path):
 
 
 @needs_data
+def test_a_multirun_over_workers_writes_speedup_csv(tmp_path):
+    cmd = [sys.executable, "-m", "experiments.run", "-m", "problem=logreg_fmnist", "algorithm=apam",
+           "engine=simulated", "delay=timing", "workers=1,2", "epochs=0.5", f"results_dir={tmp_path}",
+           "engine.costs.grad_s=0.001", "engine.costs.update_s=0.00001", "engine.costs.msg_s=0.00001"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    path = tmp_path / "adhoc" / "speedup.csv"
+    assert f"wrote {path}" in proc.stderr
+    with open(path) as f:
+        rows = [r for r in csv.DictReader(f) if r["basis"] == "time_per_epoch"]
+    speedup = {int(r["workers"]): float(r["speedup"]) for r in rows}
+    # cycle = grad + 2 msg + update = 1.03 ms per gradient, master busy 0.02 ms: P = 2 halves the epoch
+    assert speedup[1] == 1.0 and speedup[2] == pytest.approx(2.0, rel=0.02)
+
+
+@needs_data
 def test_an_interrupted_sweep_finishes_on_the_second_call_with_one_row_per_run(tmp_path):
     cmd = [sys.executable, "-m", "experiments.run", "-m", "experiment=tau_threshold", "profile=smoke",
            f"results_dir={tmp_path}", "updates=3000", "delay.tau=0,1,2"]
