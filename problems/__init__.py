@@ -116,6 +116,13 @@ def _cnn(cfg, root: Path, device: torch.device) -> CNNProblem:
         xtr, ytr = xtr[:max_train], ytr[:max_train]
     if max_test is not None:
         xte, yte = xte[:max_test], yte[:max_test]
+    standardize = _get(cfg, "standardize", False)
+    if standardize not in (True, False):
+        raise ValueError(f"problem.standardize={standardize!r}: must be true or false")
+    if standardize:  # per channel, with the training set's mean and std (as torchvision's Normalize is used)
+        mean = xtr.mean(dim=(0, 2, 3), keepdim=True)
+        std = xtr.std(dim=(0, 2, 3), keepdim=True).clamp_min(1e-12)
+        xtr, xte = (xtr - mean) / std, (xte - mean) / std
     channels, side = int(xtr.shape[1]), int(xtr.shape[2])
     classes = len(getattr(data, "classes", None) or []) or int(max(ytr.max(), yte.max())) + 1
     if model == "lenet5":
@@ -137,7 +144,8 @@ def build_problem(cfg, data_root: str | Path, device: torch.device | str = "cpu"
       - `logreg_libsvm`: path, test_path (null: evaluate on the training set), n_features, zero_based, l2,
         max_train, optional init_std, name. Sparse.
       - `cnn`: model (lenet5 | allcnn | resnet18), dataset, max_train, optional max_test (first N test images),
-        eval_batch_size (default 1000), name.
+        eval_batch_size (default 1000), name, standardize (default false: pixels in [0, 1]; true: each channel
+        minus the training set's mean, over its std, the same constants applied to the test set).
     data_root: the data folder (problems.data.data_root()); optima are cached in `<data_root>/cache`.
     device: where data, parameters and gradients live.
     Raises ValueError for an unknown kind or model, or missing/bad keys; problems.data.DataError (a ValueError)

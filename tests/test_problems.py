@@ -425,6 +425,28 @@ def test_build_problem_logreg_and_cnn_from_vision_data(monkeypatch, tmp_path):
     assert c.dim == 61_706 and c.num_train == 30 and c.name == "lenet5_fashion_mnist"
 
 
+def test_build_problem_cnn_standardize_uses_the_training_sets_mean_and_std(monkeypatch, tmp_path):
+    data_mod = pytest.importorskip("problems.data")
+    fake = _fake_vision()
+    monkeypatch.setattr(data_mod, "load_vision", lambda name, root=None, **kw: fake)
+    base = {"kind": "cnn", "model": "lenet5", "dataset": "fashion_mnist", "max_train": 30}
+    raw = build_problem(base, data_root=tmp_path, device="cpu")
+    std = build_problem({**base, "standardize": True}, data_root=tmp_path, device="cpu")
+    mean, sd = fake.train_x[:30].mean(), fake.train_x[:30].std()
+    x = raw.init_params(0)
+    idx = torch.arange(8)
+    # the network sees (pixels - mean) / sd: a raw problem fed those images gives the same loss and gradient
+    shifted = CNNProblem(functools.partial(LeNet5, in_channels=1, num_classes=10, image_size=28),
+                         (fake.train_x[:30] - mean) / sd, fake.train_y[:30], (fake.test_x - mean) / sd, fake.test_y)
+    (l1, g1), (l2, g2) = std.loss_grad(x, idx), shifted.loss_grad(x, idx)
+    assert l1 == pytest.approx(l2, rel=1e-6) and torch.allclose(g1, g2, rtol=1e-5, atol=1e-7)
+    assert std.evaluate(x)["test_loss"] == pytest.approx(shifted.evaluate(x)["test_loss"], rel=1e-6)
+    assert raw.loss_grad(x, idx)[0] != pytest.approx(l1, rel=1e-3)  # and it matters
+    assert torch.equal(fake.train_x, _fake_vision().train_x)  # the loaded data is not changed in place
+    with pytest.raises(ValueError, match="problem.standardize='yes'"):
+        build_problem({**base, "standardize": "yes"}, data_root=tmp_path, device="cpu")
+
+
 def test_build_problem_libsvm(tmp_path):
     pytest.importorskip("problems.data")
     X, y = _data(n=40, d=6, density=0.5)
