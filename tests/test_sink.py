@@ -63,3 +63,26 @@ def test_eight_runs_appending_at_once_leave_one_header_and_eight_whole_rows(tmp_
     assert all(r["message"] == "x" * 2000 + r["run_id"] for r in rows)
     assert list(rows[0].keys())[: len(SUMMARY_COLUMNS)] == SUMMARY_COLUMNS
     assert not list((tmp_path / "exp").glob(".*.tmp"))
+
+
+def test_git_commit_is_dirty_for_code_changes_but_not_for_rewritten_results(tmp_path):
+    import subprocess
+
+    from experiments.provenance import git_commit
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "REPORT.md").write_text("old\n")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "init")
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+    assert git_commit(tmp_path) == sha
+    (tmp_path / "results" / "REPORT.md").write_text("new\n")  # make reproduce rewrote the reference results
+    assert git_commit(tmp_path) == sha
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert git_commit(tmp_path) == sha + "-dirty"
+    assert git_commit(tmp_path / "results" / "nonexistent") == "unknown"
