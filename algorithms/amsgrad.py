@@ -130,24 +130,28 @@ class AMSGrad(UpdateRule):
         self._torch_variant = variant == "torch"
         self._compile_failed = False
 
+    def impl_for(self, x: torch.Tensor) -> str:
+        """The implementation that steps x (``eager``, ``fused`` or ``compiled``): ``impl`` with ``auto`` resolved
+        for x's device and size (module docstring). RuntimeError for ``impl=fused`` where torch has no fused kernel
+        (a device other than CPU/CUDA)."""
+        fused_ok = x.device.type in FUSED_DEVICES
+        if self.impl == "auto":
+            if self._torch_variant:
+                return "fused" if fused_ok else "eager"
+            big = x.device.type == "cpu" and x.numel() >= AUTO_COMPILE_MIN_DIM
+            return "compiled" if big and not self._compile_failed else "eager"
+        if self.impl == "fused" and not fused_ok:
+            raise RuntimeError(f"amsgrad impl=fused: torch has no fused Adam kernel for device {x.device.type!r}")
+        return self.impl
+
     def init(self, x: torch.Tensor) -> AMSGradState:
-        """Zero m, v, vhat like x (1-D float32/float64; ValueError otherwise), k = 0, and the implementation for x.
+        """Zero m, v, vhat like x (1-D float32/float64; ValueError otherwise), k = 0, and ``impl_for(x)``.
 
         Raises RuntimeError for ``impl=fused`` where torch has no fused kernel (device other than CPU/CUDA).
         """
         self.check_x(x)
-        impl = self.impl
-        fused_ok = x.device.type in FUSED_DEVICES
-        if impl == "auto":
-            if self._torch_variant:
-                impl = "fused" if fused_ok else "eager"
-            else:
-                big = x.device.type == "cpu" and x.numel() >= AUTO_COMPILE_MIN_DIM
-                impl = "compiled" if big and not self._compile_failed else "eager"
-        elif impl == "fused" and not fused_ok:
-            raise RuntimeError(f"amsgrad impl=fused: torch has no fused Adam kernel for device {x.device.type!r}")
         z = torch.zeros_like
-        return AMSGradState(m=z(x), v=z(x), vhat=z(x), k=0, impl=impl)
+        return AMSGradState(m=z(x), v=z(x), vhat=z(x), k=0, impl=self.impl_for(x))
 
     def step(self, x: torch.Tensor, g: torch.Tensor, state: AMSGradState) -> tuple[torch.Tensor, AMSGradState]:
         """Apply one update with gradient g (shape/dtype/device of x; ValueError otherwise); x and state in place.

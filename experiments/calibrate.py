@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from experiments.costmodel import Calibration, build_cost_model, rule_calibration_key
+from experiments.costmodel import Calibration, build_cost_model
 from experiments.engines.simulated import split_batch
 from experiments.errors import ConfigError
 from experiments.precheck import compose_jobs, job_overrides, profile_sweep
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
                 P, B = int(cfg.workers), int(cfg.batch_size)
                 split = cfg.algorithm.protocol == "sync" and cfg.algorithm.get("sync_batch", "split") == "split"
                 build_cost_model(problems[key], rule, split_batch(B, P) if split else [B], None, cal,
-                                 rule_key=rule_calibration_key(cfg.algorithm), ref_batch=B)
+                                 algorithm_cfg=cfg.algorithm, ref_batch=B)
         except (ConfigError, DataError) as exc:
             print(f"skip {exp}: {str(exc).splitlines()[0]}", file=sys.stderr)
             continue

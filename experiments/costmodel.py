@@ -145,14 +145,17 @@ class Calibration:
             return float(data["entries"][key])
 
 
-def rule_calibration_key(algorithm_cfg) -> str:
-    """The name of an algorithm's update rule in calibration keys: rule, variant and implementation where set
-    (e.g. ``amsgrad-paper-auto``, ``sgd``): a rule stepped by another implementation costs another time."""
-    parts = (algorithm_cfg.rule, algorithm_cfg.get("variant"), algorithm_cfg.get("impl"))
+def rule_calibration_key(algorithm_cfg, rule, dim: int) -> str:
+    """The name of an algorithm's update rule in calibration keys: rule, variant and the implementation that steps
+    a float32 CPU vector of ``dim`` entries, as :func:`measure_update_s` does (``rule.impl_for`` where the rule has
+    several; e.g. ``amsgrad-torch-fused``, ``sgd``): another implementation costs another time, and ``impl=auto``
+    shares the entry of the implementation it picks."""
+    impl = rule.impl_for(torch.empty(dim)) if hasattr(rule, "impl_for") else None
+    parts = (algorithm_cfg.rule, algorithm_cfg.get("variant"), impl)
     return "-".join(str(p) for p in parts if p)
 
 
-def build_cost_model(problem, rule, batch_sizes, costs_cfg, calibration: Calibration, rule_key: str,
+def build_cost_model(problem, rule, batch_sizes, costs_cfg, calibration: Calibration, algorithm_cfg,
                      ref_batch: int) -> CostModel:
     """Costs of a run: fixed values from ``costs_cfg`` (``grad_s``, ``update_s``, ``msg_s``; None = calibrated).
 
@@ -162,11 +165,12 @@ def build_cost_model(problem, rule, batch_sizes, costs_cfg, calibration: Calibra
         batch_sizes: every minibatch size the run uses (a sync split uses B/P).
         costs_cfg: mapping with optional fixed costs in seconds.
         calibration: where measured costs are cached.
-        rule_key: names the rule in calibration keys (:func:`rule_calibration_key`, e.g. ``amsgrad-paper-auto``).
+        algorithm_cfg: the run's ``cfg.algorithm`` (names the rule in calibration keys: :func:`rule_calibration_key`).
         ref_batch: the batch size a fixed ``grad_s`` refers to; other sizes scale linearly from it.
     """
     fixed = dict(costs_cfg or {})
     threads = torch.get_num_threads()
+    rule_key = rule_calibration_key(algorithm_cfg, rule, problem.dim)
     grad = {}
     for b in sorted(set(int(b) for b in batch_sizes)):
         if fixed.get("grad_s") is not None:

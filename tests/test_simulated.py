@@ -196,3 +196,20 @@ def test_uniform_choice_respects_the_warm_up_window_and_is_flat():
     a, b = ArtificialDelay("uniform", max_delay=4, seed=3), ArtificialDelay("uniform", max_delay=4, seed=3)
     ks = [0, 1, 2, 3] * 10 + [1000] * 9000
     assert [a.choose(k) for k in ks] == [b.choose(k) for k in ks]  # the same seed, the same staleness sequence
+
+
+def test_calibration_keys_name_the_implementation_that_runs():
+    from omegaconf import OmegaConf
+
+    from experiments.costmodel import rule_calibration_key
+
+    def key(variant, impl, dim):
+        alg = OmegaConf.create({"rule": "amsgrad", "variant": variant, "impl": impl})
+        return rule_calibration_key(alg, build_rule("amsgrad", variant=variant, impl=impl), dim)
+
+    assert key("torch", "auto", 784) == key("torch", "fused", 784) == "amsgrad-torch-fused"
+    assert key("torch", "eager", 784) == "amsgrad-torch-eager"
+    assert key("paper", "auto", 784) == key("paper", "eager", 784) == "amsgrad-paper-eager"
+    assert key("paper", "auto", 2**17) == "amsgrad-paper-compiled"
+    sgd = OmegaConf.create({"rule": "sgd"})
+    assert rule_calibration_key(sgd, build_rule("sgd", lr=0.1), 784) == "sgd"

@@ -28,7 +28,7 @@ from __future__ import annotations
 import heapq
 import math
 
-from experiments.costmodel import Calibration, build_cost_model, rule_calibration_key
+from experiments.costmodel import Calibration, build_cost_model
 from experiments.delays import ArtificialDelay, ComputeTimes, IterateRing
 from experiments.engines import EngineResult
 from experiments.master import Master
@@ -72,7 +72,7 @@ def run(problem, rule, cfg, recorder) -> EngineResult:
     batches = split_batch(B, P) if sync_split else [B] * P
     calibration = Calibration(cfg.engine.get("calibration") or f"{cfg.results_dir}/calibration.json")
     costs = build_cost_model(problem, rule, batches, cfg.engine.get("costs"), calibration,
-                             rule_key=rule_calibration_key(cfg.algorithm), ref_batch=B)
+                             algorithm_cfg=cfg.algorithm, ref_batch=B)
     d = cfg.delay
     times = ComputeTimes(P, law=d.get("law", "constant"), sigma=d.get("sigma", 0.0),
                          slow_workers=d.get("slow_workers", 0), slowdown=d.get("slowdown", 1.0), seed=cfg.seed + 1)
