@@ -23,6 +23,7 @@ import hydra  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from experiments.errors import ConfigError  # noqa: E402
+from experiments.validate import build_rule_from_config  # noqa: E402,F401  (also used by calibrate, benchmarks)
 
 _HYDRA_FLAGS_WITHOUT_CHECK = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion",
                               "-sc", "--config-name", "-cn", "--config-path", "-cp", "--config-dir", "-cd",
@@ -40,19 +41,6 @@ def resolve_device(name: str):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(name)
 
-
-def build_rule_from_config(alg: DictConfig):
-    """The update rule of ``cfg.algorithm`` through :func:`algorithms.build_rule` (protocol keys left out)."""
-    from algorithms import build_rule
-
-    hp = {k: v for k, v in OmegaConf.to_container(alg, resolve=True).items()
-          if k not in ("name", "protocol", "rule", "sync_batch")}
-    if hp.get("bounds") is not None:
-        hp["bounds"] = tuple(hp["bounds"])
-    try:
-        return build_rule(alg.rule, **hp)
-    except ValueError as exc:
-        raise ConfigError(f"algorithm: {exc}") from None
 
 
 def _summary_row(cfg, run_id: str, rows: list[dict], result, status: str, message: str, num_train: int) -> dict:

@@ -13,6 +13,26 @@ from experiments.errors import ConfigError
 ARTIFICIAL = ("fixed", "uniform")
 
 
+def build_rule_from_config(alg):
+    """The update rule of ``cfg.algorithm`` through :func:`algorithms.build_rule` (protocol keys left out).
+
+    Raises ConfigError (``algorithm: <the rule's own message, naming the key and value>``) for a hyperparameter
+    the rule rejects; :func:`validate` builds the rule once so that such a config stops before anything runs.
+    """
+    from omegaconf import OmegaConf
+
+    from algorithms import build_rule
+
+    hp = {k: v for k, v in OmegaConf.to_container(alg, resolve=True).items()
+          if k not in ("name", "protocol", "rule", "sync_batch")}
+    if hp.get("bounds") is not None:
+        hp["bounds"] = tuple(hp["bounds"])
+    try:
+        return build_rule(alg.rule, **hp)
+    except ValueError as exc:
+        raise ConfigError(f"algorithm: {exc}") from None
+
+
 def _num(cfg, key: str):
     node = cfg
     for part in key.split("."):
@@ -92,6 +112,7 @@ def validate(cfg) -> None:
         if alg.get("sync_batch", "split") == "split":
             _require(cfg.batch_size >= cfg.workers, "batch_size", cfg.batch_size,
                      f"a split sync batch needs batch_size >= workers ({cfg.workers})")
+    build_rule_from_config(alg)  # everything else the rule itself checks (variant, impl, bounds, ...)
 
     d = cfg.delay
     _require(d.model in ("none", "fixed", "uniform", "timing"), "delay.model", d.model,

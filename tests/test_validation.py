@@ -30,6 +30,11 @@ CASES = [
     (["results_dir=/etc/hostname/x"], "results_dir=/etc/hostname/x"),
     (["results_dir=/etc/hostname"], "results_dir=/etc/hostname"),
     (["engine=shared_memory", "engine.fault.mode=explode"], "engine.fault.mode=explode"),
+    (["problem=logreg_fmnist", "algorithm.impl=fused"], "impl='fused'"),  # the torch variant's, not the paper's
+    (["problem=lenet5_fmnist", "algorithm.impl=compiled"], "impl='compiled'"),
+    (["algorithm.impl=bogus"], "impl='bogus'"),
+    (["algorithm.variant=adam"], "variant='adam'"),
+    (["algorithm.bounds=[1,0]"], "bounds=(1, 0)"),
 ]
 
 
@@ -42,3 +47,16 @@ def test_bad_input_exits_2_with_one_line_naming_it(tmp_path, args, named):
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("error: ") and named in lines[0]
     assert not (tmp_path / "res").exists()
+
+
+@pytest.mark.parametrize("problem,variant,eps", [("logreg_fmnist", "paper", 0.0), ("logreg_fmnist", "torch", 1e-8),
+                                                 ("lenet5_fmnist", "torch", 1e-8)])
+def test_a_problem_leaves_eps_to_the_variant_it_runs(problem, variant, eps):
+    # logistic regression's paper rule has no eps; switched to the torch variant it must get torch's, not 0
+    # (never-touched pixels would give 0/0 on the first step)
+    from conftest import compose_cfg
+
+    from experiments.validate import build_rule_from_config
+
+    cfg = compose_cfg([f"problem={problem}", f"algorithm.variant={variant}"])
+    assert build_rule_from_config(cfg.algorithm).eps == eps
