@@ -85,9 +85,13 @@ def draw_stragglers(exp, fmt="png"):
                     unit = f"seconds, {clocks[0]} clock" if len(clocks) == 1 else "seconds"
                     ax.set_ylabel(f"time to target loss ({unit})")
                 ax.grid(True, alpha=0.3)
-                ax.set_ylim(bottom=0)
                 if not reached:
                     style.no_data_note(ax, "no run reached the target loss")
+        # the panels share y: set the limits once, from every panel's data (a limit set on the first panel alone
+        # would freeze the scale before the others are drawn), with head room for the "not reached" marks
+        tops = [a.dataLim.y1 for row in axes for a in row if np.isfinite(a.dataLim.y1) and a.has_data()]
+        if reached and tops:
+            axes[0][0].set_ylim(0, 1.12 * max(tops))
         style.legend_outside(fig, axes)
         style.title(fig, exp.name, problem, f"time to target against {SHORT[xcol]}", style.seeds_note(n_seeds))
         written.append(style.save(fig, exp.figures_dir, style.slug("stragglers", problem), fmt))

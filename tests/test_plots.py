@@ -433,3 +433,22 @@ def test_speedup_time_to_target_marks_unreached_worker_counts(tmp_path, captured
         assert matplotlib.colors.to_hex(marks[0].get_color()) == matplotlib.colors.to_hex(style.color_for("apam"))
     assert any(t.startswith("target not reached") for t in legend_texts(ttt_fig))
     assert not any(ln.get_label() == "_missing" for ax in tpe_fig.axes for ln in ax.get_lines())
+
+
+def test_stragglers_shared_y_scale_shows_every_panels_largest_value(tmp_path, captured):
+    # the panels share y; the scale must come from all of them, not freeze at the first panel's range
+    root = copy_fixtures(tmp_path, ["stragglers"])
+    path = root / "stragglers" / "summary.csv"
+    df = pd.read_csv(path)
+    last = df["workers"] == df["workers"].max()
+    df.loc[last, "time_to_target_s"] = df.loc[last, "time_to_target_s"] * 10  # the last column is far higher
+    df.to_csv(path, index=False)
+    plots.draw_stragglers(root / "stragglers")
+    (fig,) = captured
+    top = fig.axes[0].get_ylim()[1]
+    assert top >= 1.1 * np.nanmax(df["time_to_target_s"])  # with room for the "not reached" marks at the edge
+    for ax in fig.axes:
+        for ln in ax.get_lines():
+            y = np.asarray(ln.get_ydata(), dtype=float)
+            if ln.get_label() != "_missing" and y.size:
+                assert np.nanmax(y) <= top
