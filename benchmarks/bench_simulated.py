@@ -97,9 +97,11 @@ def _rss_mb() -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--updates", type=int, default=None, help="updates per run (default: per problem, see above)")
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--problems", nargs="+", choices=list(PROBLEMS), default=list(PROBLEMS))
+    ap.add_argument("--updates", type=int, default=None,
+                    help="updates per run (default: " + ", ".join(f"{p} {n}" for p, n in UPDATES.items()) + ")")
+    ap.add_argument("--repeats", type=int, default=5, help="runs of each case, interleaved; medians reported")
+    ap.add_argument("--problems", nargs="+", choices=list(PROBLEMS), default=list(PROBLEMS),
+                    help="which problems (default: both; the CSV holds only those run)")
     ap.add_argument("--one", nargs=2, metavar=("PROBLEM", "MODE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
@@ -127,8 +129,9 @@ def main() -> int:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
+    print(" ".join(f"{c:>20}" for c in rows[0]))
     for r in rows:
-        print(r)
+        print(" ".join(f"{r[c]!s:>20}" for c in rows[0]))
     print(f"wrote {out}")
     return 0
 
