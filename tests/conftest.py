@@ -44,6 +44,22 @@ class QuadraticProblem:
         return self.evaluate(x)["train_loss"], x
 
 
+def serial_amsgrad(problem, seed: int, epochs: int, lr: float, batch_size: int = 8) -> torch.Tensor:
+    """The plain single-process loop the engines must equal at P = 1: torch-variant AMSGrad on the seeded
+    minibatch stream for ``epochs`` epochs; returns the final x."""
+    from algorithms import build_rule
+    from experiments.sampling import BatchStream
+
+    rule = build_rule("amsgrad", variant="torch", lr=lr)
+    x = problem.init_params(seed)
+    state = rule.init(x)
+    stream = BatchStream(problem.num_train, batch_size, seed)
+    for _ in range(epochs * problem.num_train // batch_size):
+        _, g = problem.loss_grad(x, stream.next())
+        x, state = rule.step(x, g, state)
+    return x
+
+
 @pytest.fixture
 def quadratic():
     return QuadraticProblem()

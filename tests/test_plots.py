@@ -77,6 +77,16 @@ def copy_fixtures(dest, families=tuple(EXPECTED)):
     return dest
 
 
+def edited_fixture(dest, family, edit):
+    """Copy one fixture experiment to dest with its summary.csv changed by ``edit(df)`` (in place); returns the
+    experiment folder and the edited table."""
+    exp = copy_fixtures(dest, [family]) / family
+    df = pd.read_csv(exp / "summary.csv")
+    edit(df)
+    df.to_csv(exp / "summary.csv", index=False)
+    return exp, df
+
+
 @pytest.fixture(scope="module")
 def drawn(tmp_path_factory):
     """Draw every figure function over every fixture experiment (PNG), then the PDF families, in one process with
@@ -378,12 +388,8 @@ def legend_texts(fig):
 
 
 def test_stragglers_none_reached_every_algorithm_identifiable(tmp_path, captured):
-    root = copy_fixtures(tmp_path, ["stragglers"])
-    path = root / "stragglers" / "summary.csv"
-    df = pd.read_csv(path)
-    df["time_to_target_s"] = np.nan
-    df.to_csv(path, index=False)
-    plots.draw_stragglers(root / "stragglers")
+    exp, _ = edited_fixture(tmp_path, "stragglers", lambda df: df.__setitem__("time_to_target_s", np.nan))
+    plots.draw_stragglers(exp)
     (fig,) = captured
     texts = legend_texts(fig)
     for algorithm in ("apam", "async_sgd", "sync_amsgrad"):
@@ -402,12 +408,8 @@ def test_stragglers_none_reached_every_algorithm_identifiable(tmp_path, captured
 
 
 def test_tau_threshold_no_target_reached_has_note_and_no_y_ticks(tmp_path, captured):
-    root = copy_fixtures(tmp_path, ["tau_threshold"])
-    path = root / "tau_threshold" / "summary.csv"
-    df = pd.read_csv(path)
-    df["updates_to_target"] = np.nan
-    df.to_csv(path, index=False)
-    plots.draw_tau_threshold(root / "tau_threshold")
+    exp, _ = edited_fixture(tmp_path, "tau_threshold", lambda df: df.__setitem__("updates_to_target", np.nan))
+    plots.draw_tau_threshold(exp)
     assert len(captured) == 2
     for fig in captured:
         fig.canvas.draw()
@@ -437,13 +439,12 @@ def test_speedup_time_to_target_marks_unreached_worker_counts(tmp_path, captured
 
 def test_stragglers_shared_y_scale_shows_every_panels_largest_value(tmp_path, captured):
     # the panels share y; the scale must come from all of them, not freeze at the first panel's range
-    root = copy_fixtures(tmp_path, ["stragglers"])
-    path = root / "stragglers" / "summary.csv"
-    df = pd.read_csv(path)
-    last = df["workers"] == df["workers"].max()
-    df.loc[last, "time_to_target_s"] = df.loc[last, "time_to_target_s"] * 10  # the last column is far higher
-    df.to_csv(path, index=False)
-    plots.draw_stragglers(root / "stragglers")
+    def tenfold_last_column(df):  # the last column of panels is far higher than the first
+        last = df["workers"] == df["workers"].max()
+        df.loc[last, "time_to_target_s"] *= 10
+
+    exp, df = edited_fixture(tmp_path, "stragglers", tenfold_last_column)
+    plots.draw_stragglers(exp)
     (fig,) = captured
     top = fig.axes[0].get_ylim()[1]
     assert top >= 1.1 * np.nanmax(df["time_to_target_s"])  # with room for the "not reached" marks at the edge

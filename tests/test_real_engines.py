@@ -17,12 +17,11 @@ import pytest
 import torch
 
 from algorithms import build_rule
-from conftest import REPO, QuadraticProblem, compose_cfg
+from conftest import REPO, QuadraticProblem, compose_cfg, serial_amsgrad
 from experiments.engines import distributed, shared_memory
 from experiments.engines._driver import WallClock
 from experiments.engines._proc import FaultPlan, WorkerSpec, worker_batches, worker_cpus, worker_seed
 from experiments.recorder import Recorder
-from experiments.sampling import BatchStream
 
 ENGINES = {"shared_memory": shared_memory, "distributed": distributed}
 HAS_FMNIST = (REPO / "data" / "FashionMNIST" / "raw").is_dir()
@@ -134,13 +133,7 @@ def test_one_worker_is_the_serial_loop_bit_for_bit(tmp_path, engine):
     problem = QuadraticProblem()
     result, rec, cfg = run_engine(tmp_path, engine, ["workers=1", "epochs=2", "algorithm=apam",
                                                      "algorithm.lr=0.01"], problem)
-    rule = build_rule("amsgrad", variant="torch", lr=0.01)
-    x = problem.init_params(cfg.seed)
-    state = rule.init(x)
-    stream = BatchStream(problem.num_train, 8, cfg.seed)
-    for _ in range(2 * problem.num_train // 8):
-        _, g = problem.loss_grad(x, stream.next())
-        x, state = rule.step(x, g, state)
+    x = serial_amsgrad(problem, cfg.seed, epochs=2, lr=0.01)
     assert result.updates == 64 and result.samples == 512
     assert dict(result.histogram) == {0: 64}
     assert torch.equal(rec.master.x, x)

@@ -4,11 +4,10 @@ import pytest
 import torch
 
 from algorithms import build_rule
-from conftest import QuadraticProblem, compose_cfg
+from conftest import QuadraticProblem, compose_cfg, serial_amsgrad
 from experiments.engines import simulated
 from experiments.master import Master
 from experiments.recorder import Recorder
-from experiments.sampling import BatchStream
 
 COSTS = ["engine.costs.grad_s=0.01", "engine.costs.update_s=0.0001", "engine.costs.msg_s=0.0002"]
 
@@ -57,13 +56,7 @@ def test_p1_equals_the_serial_loop_exactly(tmp_path):
     problem = QuadraticProblem()
     result, rec, cfg = run_sim(tmp_path, ["delay=timing", "workers=1", "epochs=3", "algorithm=apam",
                                           "algorithm.lr=0.01"], problem)
-    rule = build_rule("amsgrad", variant="torch", lr=0.01)
-    x = problem.init_params(cfg.seed)
-    state = rule.init(x)
-    stream = BatchStream(problem.num_train, 8, cfg.seed)
-    for _ in range(3 * problem.num_train // 8):
-        _, g = problem.loss_grad(x, stream.next())
-        x, state = rule.step(x, g, state)
+    x = serial_amsgrad(problem, cfg.seed, epochs=3, lr=0.01)
     assert torch.equal(rec.master.x, x)
     assert set(rec.master.histogram) == {0}
 
