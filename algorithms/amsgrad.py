@@ -41,11 +41,12 @@ Hyperparameters: ``variant`` (required: "paper" or "torch"), ``lr`` (default 1e-
 Errors: HyperparameterError (a ValueError) naming the key and value for beta outside [0, 1), eps < 0, lr <= 0,
 vhat_floor < 0, an unknown variant or impl, an impl the variant has not (``fused`` is torch's, ``compiled`` the
 paper's), or vhat_floor given with the torch variant. ``init`` raises RuntimeError for ``impl=fused`` on a
-device or dtype the fused kernel does not support.
+device the fused kernel does not support.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import warnings
 from dataclasses import dataclass, field
@@ -247,16 +248,12 @@ def _paper_kernel(x, g, m, v, vhat, lr, one_minus_beta1, beta2, one_minus_beta2,
     x.sub_(lr * m * torch.where(vhat > vhat_floor, (vhat.sqrt() + eps).reciprocal(), 0.0))
 
 
-_COMPILED: list = []
-
-
+@functools.cache
 def _compiled_paper_kernel():
     """``torch.compile(_paper_kernel)``, made once per process: dynamic shapes (one kernel for every d), one graph,
     and inductor compiling in this process (no pool of compile workers left behind)."""
-    if not _COMPILED:
-        import torch._inductor.config as inductor_config
+    import torch._inductor.config as inductor_config
 
-        inductor_config.compile_threads = 1
-        logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)  # "no CUDA runtime" on CPU hosts
-        _COMPILED.append(torch.compile(_paper_kernel, dynamic=True, fullgraph=True))
-    return _COMPILED[0]
+    inductor_config.compile_threads = 1
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)  # "no CUDA runtime" on CPU hosts
+    return torch.compile(_paper_kernel, dynamic=True, fullgraph=True)
