@@ -89,10 +89,11 @@ class Recorder:
             raise Diverged(f"train loss {loss:.4g} at epoch {epoch:.3f} (initial {self._initial_loss:.4g})")
         return row
 
-    def check_loss(self, loss: float, epoch: float) -> None:
-        """Raise :class:`Diverged` when a minibatch loss is not finite (cheap check engines run every step)."""
+    def check_loss(self, loss: float, samples: int) -> None:
+        """Raise :class:`Diverged` when a minibatch loss is not finite, naming the epoch (``samples`` processed /
+        N). Engines call it on every gradient: a finite loss costs one comparison."""
         if not math.isfinite(loss):
-            raise Diverged(f"minibatch loss {loss} at epoch {epoch:.3f}")
+            raise Diverged(f"minibatch loss {loss} at epoch {samples / self.problem.num_train:.3f}")
 
     def close(self) -> None:
         self._bar.close()

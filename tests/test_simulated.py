@@ -206,3 +206,24 @@ def test_calibration_keys_name_the_implementation_that_runs():
     assert key("paper", "auto", 2**17) == "amsgrad-paper-compiled"
     sgd = OmegaConf.create({"rule": "sgd"})
     assert rule_calibration_key(sgd, build_rule("sgd", lr=0.1), 784) == "sgd"
+
+
+class _NaNAfter(QuadraticProblem):
+    """Its minibatch loss turns NaN from the ``bad``-th gradient on."""
+
+    def __init__(self, bad: int) -> None:
+        super().__init__()
+        self.bad = bad
+
+    def loss_grad(self, x, idx):
+        loss, g = super().loss_grad(x, idx)
+        return (float("nan") if self.grad_calls >= self.bad else loss), g
+
+
+@pytest.mark.parametrize("delay", ["timing", "uniform"])
+def test_a_non_finite_loss_stops_the_run_naming_the_epoch_of_the_gradient_applied(tmp_path, delay):
+    from experiments.recorder import Diverged
+
+    # N = 256, batch 8: the 10th gradient applied ends at sample 80, epoch 0.3125
+    with pytest.raises(Diverged, match=r"minibatch loss nan at epoch 0\.312"):
+        run_sim(tmp_path, [f"delay={delay}", "workers=1", "updates=50"], _NaNAfter(bad=10))

@@ -128,7 +128,7 @@ class MasterLoop:
             self.samples_at_start = self.samples
 
     def _check_loss(self, ev: Arrival) -> None:
-        self.recorder.check_loss(ev.loss, self.samples / self.problem.num_train)
+        self.recorder.check_loss(ev.loss, self.samples)
 
     def _events(self, deadlines: dict[int, float]) -> list:
         """The transport's next events; a worker past its deadline becomes a Lost event."""

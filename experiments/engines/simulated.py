@@ -108,7 +108,7 @@ def _run_sync(problem, cfg, master, stream, batches, costs, times, recorder, eva
         version = master.version
         for w in range(P):
             loss, g = problem.loss_grad(master.x, stream.next(batches[w]))
-            recorder.check_loss(loss, stream.samples / problem.num_train)
+            recorder.check_loss(loss, stream.samples)
             master.receive(g, version, worker=w)
         clock += P * costs.msg_s + slowest + costs.msg_s + costs.update_s
         if recorder.due(stream.samples):
@@ -124,7 +124,7 @@ def _run_timing(problem, cfg, master, stream, batches, costs, times, recorder, e
     grad_s, msg_s, update_s = costs.grad_s(B), costs.msg_s, costs.update_s
     max_updates, max_samples = _limits(cfg, N)
     loss_grad, next_batch, draw, receive, due = problem.loss_grad, stream.next, times.draw, master.receive, recorder.due
-    isfinite, heappop, heappush = math.isfinite, heapq.heappop, heapq.heappush
+    check_loss, heappop, heappush = recorder.check_loss, heapq.heappop, heapq.heappush
     queue = []  # in-flight work: (arrival time at the master, worker, version it was computed at, loss, gradient)
     issued = 0
 
@@ -142,8 +142,7 @@ def _run_timing(problem, cfg, master, stream, batches, costs, times, recorder, e
     while queue:
         arrival, w, version, loss, g = heappop(queue)
         samples += B
-        if not isfinite(loss):
-            recorder.check_loss(loss, samples / N)  # raises Diverged
+        check_loss(loss, samples)
         receive(g, version, w)
         # the master starts on this gradient when it arrives or when it is free; busy: update, then the reply
         master_free = max(arrival, master_free) + update_s + msg_s
@@ -164,7 +163,7 @@ def _run_artificial(problem, cfg, master, stream, batches, costs, times, recorde
     grad_s, msg_s, update_s = costs.grad_s(int(cfg.batch_size)), costs.msg_s, costs.update_s
     max_updates, max_samples = _limits(cfg, N)
     loss_grad, next_batch, draw, receive, due = problem.loss_grad, stream.next, times.draw, master.receive, recorder.due
-    choose, heappop, heappush = delay.choose, heapq.heappop, heapq.heappush
+    choose, check_loss, heappop, heappush = delay.choose, recorder.check_loss, heapq.heappop, heapq.heappush
     queue = []
     for w in range(P):  # the initial iterate reaches every worker, then each starts computing
         heappush(queue, (msg_s + draw(w, grad_s), w))
@@ -173,8 +172,7 @@ def _run_artificial(problem, cfg, master, stream, batches, costs, times, recorde
         finish, w = heappop(queue)
         version = master.version - choose(master.version)
         loss, g = loss_grad(ring.get(version), next_batch())
-        if not math.isfinite(loss):
-            recorder.check_loss(loss, stream.samples / N)  # raises Diverged
+        check_loss(loss, stream.samples)
         receive(g, version, w)
         master_free = max(finish + msg_s, master_free) + update_s + msg_s
         ring.push(master.version, master.x)
