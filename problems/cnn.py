@@ -3,9 +3,17 @@
     problem = CNNProblem(LeNet5, train_x, train_y, test_x, test_y, device=..., name="lenet5_fmnist")
     loss, g = problem.loss_grad(x, idx)      # x: (dim,) float32, order of torch.nn.utils.parameters_to_vector
 
-The network is evaluated at a given flat vector with `torch.func.functional_call` on one template module; the
-gradient comes from autograd on that call (no optimizer, no DataLoader: minibatches are index_select on tensors
-held on the device). Every model here is free of state outside x: batch normalization uses the statistics of the
+Gradients (``grad_path``): ``"module"`` (default) copies x into one flat buffer whose slices *are* the parameters of
+a private copy of the module, runs that module in channels-last memory format (images and convolution weights;
+on CPU the oneDNN convolutions and max-pooling are about 30% faster so for LeNet5 at batch 40, one thread; only
+for models without batch normalization, where the reordered sums stay at rounding level), and
+takes the gradient with respect to those parameters (``torch.autograd.grad``), concatenated into a new flat
+vector. ``"functional"`` is the reference: the module evaluated at x itself with `torch.func.functional_call`
+(contiguous NCHW) and autograd through the flat vector. The two agree to float32 rounding, not bit for bit
+(tests check it); each path alone is deterministic. benchmarks/bench_engines.py times both beside a plain
+nn.Module + fused Adam(amsgrad) loop. Evaluation always uses the
+functional call (no gradient, large batches: its overhead does not matter there). No optimizer, no DataLoader:
+minibatches are index_select on tensors held on the device. Every model here is free of state outside x: batch normalization uses the statistics of the
 current batch (`track_running_stats=False`, as the authors' AllCNN code does), and there is no dropout. So a
 gradient depends only on (x, minibatch), and evaluation (in fixed batches of `eval_batch_size`, in data order)
 is deterministic.
@@ -24,7 +32,9 @@ from torch.func import functional_call
 
 from problems.base import Problem, as_index_tensor
 
-__all__ = ["AllCNN", "CNNProblem", "LeNet5", "MODELS", "resnet18_cifar"]
+__all__ = ["AllCNN", "CNNProblem", "GRAD_PATHS", "LeNet5", "MODELS", "resnet18_cifar"]
+
+GRAD_PATHS = ("module", "functional")
 
 
 class LeNet5(nn.Module):
@@ -144,15 +154,22 @@ class CNNProblem(Problem):
         device: where data, the template module, x and gradients live (default CPU).
         name: the problem's name.
         eval_batch_size: images per forward pass in `evaluate` (bounds memory; batch statistics are per batch).
+        grad_path: ``"module"`` (default, fast) or ``"functional"`` (reference); see the module docstring.
     Flat layout: parameters in `model.parameters()` order, each flattened row-major, exactly as
     torch.nn.utils.parameters_to_vector. dim = number of parameters.
-    Raises ValueError for mismatched shapes, labels outside the model's classes, or a bad eval_batch_size.
+    Raises ValueError for mismatched shapes, labels outside the model's classes, a bad eval_batch_size or
+    grad_path. ``loss_grad`` is not reentrant (one flat buffer per process); the buffer is built lazily in each
+    process and never pickled, so worker processes that receive the problem each get their own.
     """
 
     def __init__(self, model: nn.Module | Callable[[], nn.Module], train_x: torch.Tensor, train_y: torch.Tensor,
                  test_x: torch.Tensor, test_y: torch.Tensor, *, device: torch.device | str | None = None,
-                 name: str = "cnn", eval_batch_size: int = 1000) -> None:
+                 name: str = "cnn", eval_batch_size: int = 1000, grad_path: str = "module") -> None:
         self.name = str(name)
+        if grad_path not in GRAD_PATHS:
+            raise ValueError(f"grad_path={grad_path!r}: must be one of {', '.join(GRAD_PATHS)}")
+        self.grad_path = grad_path
+        self._grad_module: tuple | None = None  # (module, flat buffer, params, conv), built lazily per process
         self.device = torch.device(device) if device is not None else torch.device("cpu")
         if int(eval_batch_size) < 1:
             raise ValueError(f"eval_batch_size must be >= 1, got {eval_batch_size}")
@@ -161,6 +178,9 @@ class CNNProblem(Problem):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
             template = self._factory() if not isinstance(model, nn.Module) else copy.deepcopy(model)
+        # channels-last only without batch normalization: batch statistics of small batches amplify the rounding
+        # differences of the reordered convolution sums (ResNet18 at batch 4: 7e-4 absolute on the gradient)
+        self.channels_last = not any(isinstance(m, nn.modules.batchnorm._NormBase) for m in template.modules())
         bad = _stateful_modules(template)
         if bad:
             raise ValueError(f"model {type(template).__name__} keeps state outside its parameters: {', '.join(bad)}")
@@ -228,16 +248,58 @@ class CNNProblem(Problem):
             raise ValueError(f"model factory built {flat.numel()} parameters, expected {self.dim}")
         return flat.to(device=self.device, dtype=torch.float32).clone()
 
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_grad_module"] = None  # never shared between processes: each builds its own buffer
+        return state
+
+    def _module_at(self) -> tuple[nn.Module, torch.Tensor, list[torch.Tensor], list[tuple[torch.Tensor, torch.Tensor]]]:
+        """(module, flat, params, conv): a private copy of the template in channels-last memory format whose
+        parameters are views of ``flat`` (dim,) in the flat layout, except the 4-D (convolution) weights, which are
+        channels-last tensors of their own, refreshed from their ``flat`` slice (``conv``: (param, slice view)
+        pairs). Built on first use in this process."""
+        if self._grad_module is None:
+            module = copy.deepcopy(self._model)
+            flat = torch.zeros(self.dim, dtype=torch.float32, device=self.device)
+            params, conv = list(module.parameters()), []
+            for p, view in zip(params, flat.split(self._numels)):
+                view = view.view(p.shape)
+                if p.dim() == 4 and self.channels_last:
+                    p.data = torch.empty_like(p.data, memory_format=torch.channels_last)
+                    conv.append((p, view))
+                else:
+                    p.data = view
+                p.requires_grad_(True)
+            self._grad_module = (module, flat, params, conv)
+        return self._grad_module
     def loss_grad(self, x: torch.Tensor, idx) -> tuple[float, torch.Tensor]:
-        """Mean cross entropy of the minibatch and its gradient (autograd through functional_call)."""
+        """Mean cross entropy of the minibatch and its gradient, a new (dim,) float32 tensor.
+
+        ``grad_path="module"``: x is copied into the private module's flat parameter buffer (one copy of d floats),
+        then forward (channels-last) and ``torch.autograd.grad`` with respect to the parameters, concatenated (one
+        more copy). ``grad_path="functional"``: autograd through `functional_call` at x (contiguous NCHW). The two
+        agree to float32 rounding (the convolution kernels sum in another order), not bit for bit.
+        """
         self._check_x(x)
         i = as_index_tensor(idx, self.num_train, self.device)
         images, labels = self._train_x.index_select(0, i), self._train_y.index_select(0, i)
+        if self.grad_path == "functional":
+            with torch.enable_grad():
+                flat = x.detach().requires_grad_(True)
+                loss = F.cross_entropy(self.forward(flat, images), labels)
+                (g,) = torch.autograd.grad(loss, flat)
+            return float(loss.detach()), g
+        module, buf, params, conv = self._module_at()
+        with torch.no_grad():
+            buf.copy_(x)
+            for p, view in conv:
+                p.copy_(view)
+        if self.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
         with torch.enable_grad():
-            flat = x.detach().requires_grad_(True)
-            loss = F.cross_entropy(self.forward(flat, images), labels)
-            (g,) = torch.autograd.grad(loss, flat)
-        return float(loss.detach()), g
+            loss = F.cross_entropy(module(images), labels)
+            grads = torch.autograd.grad(loss, params)
+        return float(loss.detach()), torch.cat([g.reshape(-1) for g in grads])
 
     @torch.no_grad()
     def _set_metrics(self, x: torch.Tensor, images: torch.Tensor, labels: torch.Tensor) -> tuple[float, float]:
