@@ -67,6 +67,7 @@ def _summary_row(cfg, run_id: str, rows: list[dict], result, status: str, messag
         "staleness_max": max(hist) if hist else float("nan"),
         "status": status, "message": message,
         **{f"cost_{k}": v for k, v in (result.costs if result is not None else {}).items()},
+        **({"handoff": result.handoff} if result is not None and result.handoff else {}),
     }
 
 

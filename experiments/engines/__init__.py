@@ -31,6 +31,8 @@ class EngineResult:
             warm-up updates, so time per epoch is ``time_s / (timed_samples / num_train)``.
         costs: the simulated clock's cost model of the run (``grad_s``, ``update_s``, ``msg_s``; seconds), empty on
             wall-clock engines.
+        handoff: how the shared_memory engine handed work to its workers in this run (``spin`` or ``block``,
+            :func:`experiments.engines.shared_memory.choose_handoff`); empty for the other engines.
     """
 
     updates: int
@@ -42,6 +44,7 @@ class EngineResult:
     message: str = ""
     costs: dict = field(default_factory=dict)
     timed_samples: int | None = None
+    handoff: str = ""
 
 
 def get_engine(name: str):

@@ -6,16 +6,37 @@ is sent to each worker once, at start; its torch tensors travel through shared m
 reloaded nor copied (numpy/scipy members are copied once per worker).
 
 Buffers: two preallocated shared tensors of shape (P, d) in the problem's dtype: ``xs[w]`` is the iterate the
-master last handed to worker w, ``grads[w]`` the gradient w computed there; a shared int64 vector holds the
-version of each ``xs[w]``. The master writes ``xs[w]`` only while w is idle, and w writes ``grads[w]`` only while
-the master waits for it, so no lock is needed (the system calls that hand over the turn order the memory
-accesses). Only small messages go through the per-worker pipes: worker -> master ``(gradient, version, loss)``,
-``ready``, or an error line; master -> worker ``stop``. The master wakes a worker for its next gradient through
+master last handed to worker w, ``grads[w]`` the gradient w computed there; a shared int64 block ``ctrl`` (P, 2)
+holds, per worker, the version of ``xs[w]`` and a request sequence number. The master writes ``xs[w]`` only while
+w is idle, and w writes ``grads[w]`` only while the master waits for it, so no lock is needed.
+
+Hand-off (``engine.handoff``, :func:`choose_handoff`; the choice is the run's ``handoff`` in summary.csv): to hand
+out work the master copies x into ``xs[w]``, stores the version, then increments ``ctrl[w, SEQ]``, then writes the
+worker's wake-up fd. A worker serves a request when it sees the sequence number move past the last one it served.
+``spin``: a worker first re-reads the sequence number for up to SPIN_S (200 us) before it blocks on its wake-up fd,
+and the master polls the reply pipes without sleeping for up to SPIN_S before it blocks: no cross-core wake-up of
+a sleeping process on the critical path, a few microseconds per hand-off (benchmarks/bench_engines.py). ``block``:
+both sides block at once. ``auto`` spins only when every worker is pinned to its own CPUs and one is left for the
+master; when processes outnumber cores, a spinning process would hold the very core its peer needs.
+Memory ordering: replies (worker -> master) and blocking wake-ups go through system calls (pipe write/read,
+eventfd write/read, poll), which order every memory access before them, as before. The one hand-off without a
+system call is a spinning worker's: it sees ``ctrl[w, SEQ]`` change, then reads ``ctrl[w, VERSION]`` and
+``xs[w]``. The master's stores are issued in program order (x copy, version, sequence number: three separate,
+opaque calls the compiler cannot reorder), and on x86-64 (total store order) stores become visible in program
+order and a load is not reordered with later loads; so a worker that sees the new sequence number also sees the
+x and the version written before it. CPUs with weaker ordering (ARM, POWER) would need fences Python cannot
+issue, so there ``auto`` blocks and ``spin`` is a config error (:func:`spin_allowed`). A stale wake-up (the fd
+written after a spinning worker already took the request) only makes the worker re-check the sequence number
+once; a request is served once, because the worker compares with the last sequence number it served
+(tests/test_handoff.py: every gradient exactly once, in order, with its version, spinning and blocking, with
+more and fewer processes than cores). Only small messages go through the per-worker pipes: worker -> master ``(gradient, version, loss)``,
+``ready``, or an error line; master -> worker ``stop``. The master wakes a blocked worker through
 an eventfd (a pipe of its own where eventfd is missing), not the message pipe: a pipe write asks the kernel to
 run the woken worker on the writer's core (a "synchronous" wake-up), where it then shares one core with the
 master while the other core idles; with P = 2 and trivially cheap gradients that capped the master at about
 4,000 updates/s on our 2-core machine, against 5,400-6,200 with the eventfd (benchmarks/bench_engines.py). With
-P = 1 the master has nothing to do meanwhile, so there the message pipe (the faster wake-up) is used. The
+P = 1 the master has nothing to do meanwhile, so there the message pipe (the faster wake-up) is used when
+blocking. The
 optimizer state lives only in the master (:class:`experiments.master.Master`); the master loop, clock and fault
 handling are in :mod:`experiments.engines._driver`.
 
@@ -30,6 +51,7 @@ from __future__ import annotations
 
 import math
 import os
+import platform
 import select
 import struct
 import sys
@@ -48,6 +70,8 @@ from experiments.errors import ConfigError, WorkerLost
 from experiments.sampling import BatchStream
 
 _GRAD = struct.Struct("<cqd")   # b"G", version, minibatch loss
+VERSION, SEQ = 0, 1             # columns of the shared control block ctrl (P, 2) int64
+SPIN_S = 200e-6                 # how long a spinning side polls before it blocks (covers one master update)
 STARTUP_TIMEOUT_S = 300.0       # a worker process must be up (imports, problem received) within this
 LAST_WORKER_PIDS: list[int] = []  # process ids of the latest run's workers (tests check that none is left)
 
@@ -80,30 +104,37 @@ def _wake_channel() -> tuple[int, int]:
 
 
 def _worker_main(spec: WorkerSpec, problem, xs: torch.Tensor, grads: torch.Tensor, ctrl: torch.Tensor, wake: _Fd,
-                 conn) -> None:
-    """Body of worker process ``spec.worker``: wait for its wake-up, read (version) from ``ctrl[w]``, compute one
-    gradient at ``xs[w]`` on the next minibatch of its own stream, write it to ``grads[w]``, report (version, loss)
-    on the pipe; until the pipe says stop or closes (the master is gone)."""
+                 conn, spin_s: float = 0.0) -> None:
+    """Body of worker process ``spec.worker``: wait until ``ctrl[w, SEQ]`` moves past the last request served (spin
+    on it for ``spin_s`` seconds, then block on its wake-up fd and pipe), read the version from ``ctrl[w, VERSION]``,
+    compute one gradient at ``xs[w]`` on the next minibatch of its own stream, write it to ``grads[w]``, report
+    (version, loss) on the pipe; until the pipe says stop or closes (the master is gone)."""
     worker_process_setup(spec)
     w = spec.worker
     try:
         stream = BatchStream(problem.num_train, spec.batch, spec.seed)
-        x, g_slot, version_of = xs[w], grads[w], ctrl.numpy()
+        x, g_slot, ctl = xs[w], grads[w], ctrl.numpy()[w]
         poller = select.poll()
         poller.register(wake.fd, select.POLLIN)
         poller.register(conn.fileno(), select.POLLIN)
+        served = 0  # sequence number of the last request served
         conn.send_bytes(b"R")
         while True:
-            ready = {fd for fd, _ in poller.poll()}
-            if conn.fileno() in ready:
-                msg = conn.recv_bytes()
-                if msg == b"S":
-                    break
-            elif wake.fd in ready:
-                os.read(wake.fd, 8)
-            else:
-                continue
-            version = int(version_of[w])
+            if spin_s > 0 and ctl[SEQ] == served:
+                deadline = time.perf_counter() + spin_s
+                while ctl[SEQ] == served and time.perf_counter() < deadline:
+                    pass
+            if ctl[SEQ] == served:  # nothing yet: block until the master writes the wake-up fd (or the pipe)
+                ready = {fd for fd, _ in poller.poll()}
+                if conn.fileno() in ready:
+                    msg = conn.recv_bytes()
+                    if msg == b"S":
+                        break
+                if wake.fd in ready:
+                    os.read(wake.fd, 8)  # resets the eventfd counter (wake-ups already seen by spinning included)
+                continue  # re-check the sequence number: a wake-up may be stale
+            served = int(ctl[SEQ])
+            version = int(ctl[VERSION])
             spec.fault.maybe_fail(w, version)
             loss, g = problem.loss_grad(x, stream.next())
             g_slot.copy_(g)
@@ -122,6 +153,35 @@ def _worker_main(spec: WorkerSpec, problem, xs: torch.Tensor, grads: torch.Tenso
         os.close(wake.fd)
 
 
+def spin_allowed() -> bool:
+    """True where a plain store/load hand-off through shared memory is ordered without fences (x86-64's total store
+    order; see the module docstring). Elsewhere the hand-off always blocks (system calls order memory)."""
+    return platform.machine().lower() in ("x86_64", "amd64")
+
+
+def choose_handoff(setting: str, specs: list[WorkerSpec]) -> str:
+    """``engine.handoff`` resolved to ``spin`` or ``block`` for this run.
+
+    ``auto``: spin when every worker is pinned to CPUs of its own (:func:`experiments.engines._proc.worker_cpus`),
+    at least one allowed CPU is left for the master, and the CPU orders memory strongly enough
+    (:func:`spin_allowed`); block at once otherwise (processes would outnumber cores: a spinning process would
+    take the core from the one it waits for). ``spin`` / ``block`` force the choice.
+
+    Raises:
+        ConfigError: an unknown setting, or ``spin`` on a CPU where :func:`spin_allowed` is false.
+    """
+    if setting not in ("auto", "spin", "block"):
+        raise ConfigError(f"engine.handoff={setting}: must be auto, spin or block")
+    if setting == "spin" and not spin_allowed():
+        raise ConfigError(f"engine.handoff=spin: needs an x86-64 CPU (this is {platform.machine()}); use auto or block")
+    if setting != "auto":
+        return setting
+    if not spin_allowed() or any(s.cpus is None for s in specs) or not hasattr(os, "sched_getaffinity"):
+        return "block"
+    used = {c for s in specs for c in s.cpus}
+    return "spin" if len(set(os.sched_getaffinity(0)) - used) >= 1 else "block"
+
+
 class SharedMemoryTransport:
     """Starts P worker processes and moves iterates/gradients through shared buffers (see the module docstring).
 
@@ -130,6 +190,7 @@ class SharedMemoryTransport:
         specs: one :class:`WorkerSpec` per worker.
         x0: an iterate like the master's (shape (d,), dtype and device of the buffers).
         start_method: ``spawn`` or ``forkserver``.
+        handoff: ``spin`` or ``block`` (see :func:`choose_handoff`; the module docstring).
 
     Raises:
         WorkerLost: a worker did not come up (died, or not ready within STARTUP_TIMEOUT_S).
@@ -138,16 +199,21 @@ class SharedMemoryTransport:
 
     cuts_off_silent = True
 
-    def __init__(self, problem, specs: list[WorkerSpec], x0: torch.Tensor, start_method: str = "spawn") -> None:
+    def __init__(self, problem, specs: list[WorkerSpec], x0: torch.Tensor, start_method: str = "spawn",
+                 handoff: str = "block") -> None:
+        if handoff not in ("spin", "block"):
+            raise ValueError(f"handoff={handoff!r}: must be spin or block")
         P, d = len(specs), x0.numel()
+        self.handoff = handoff
+        self._spin_s = SPIN_S if handoff == "spin" else 0.0
         self.xs = torch.zeros(P, d, dtype=x0.dtype, device=x0.device)
         self.grads = torch.zeros(P, d, dtype=x0.dtype, device=x0.device)
         if x0.device.type == "cpu":
             self.xs.share_memory_()
             self.grads.share_memory_()
         self._x_slots, self._g_slots = list(self.xs.unbind(0)), list(self.grads.unbind(0))
-        self.ctrl = torch.zeros(P, dtype=torch.int64).share_memory_()  # version handed to each worker
-        self._version_of = self.ctrl.numpy()
+        self.ctrl = torch.zeros(P, 2, dtype=torch.int64).share_memory_()  # per worker: version, request seq
+        self._ctl = self.ctrl.numpy()
         self.wakes = [_wake_channel() for _ in range(P)]
         ctx = process_context(start_method, problem)
         self.procs, self.conns = [], []
@@ -159,7 +225,8 @@ class SharedMemoryTransport:
             for spec in specs:
                 parent, child = ctx.Pipe(duplex=True)
                 wake = _Fd(self.wakes[spec.worker][0])
-                p = ctx.Process(target=_worker_main, args=(spec, problem, self.xs, self.grads, self.ctrl, wake, child),
+                p = ctx.Process(target=_worker_main, args=(spec, problem, self.xs, self.grads, self.ctrl, wake, child,
+                                                               self._spin_s),
                                 name=f"apam-worker-{spec.worker}", daemon=True)
                 p.start()
                 child.close()
@@ -214,10 +281,14 @@ class SharedMemoryTransport:
 
     # ------------------------------------------------------------------ transport interface
     def issue(self, w: int, x: torch.Tensor, version: int) -> None:
-        """Hand worker w the iterate x (master version ``version``) and ask for one gradient."""
+        """Hand worker w the iterate x (master version ``version``) and ask for one gradient: copy x to its slot,
+        write the version, then bump its request sequence number (the store a spinning worker waits for), then
+        wake it (it may be blocked)."""
         self._x_slots[w].copy_(x)
-        self._version_of[w] = version
-        if len(self.procs) == 1:
+        ctl = self._ctl[w]
+        ctl[VERSION] = version
+        ctl[SEQ] += 1
+        if len(self.procs) == 1 and not self._spin_s:
             try:
                 self.conns[w].send_bytes(b"C")
             except OSError:
@@ -228,8 +299,14 @@ class SharedMemoryTransport:
     def wait(self, timeout: float | None) -> list:
         """Block until a gradient arrives or a worker dies (or ``timeout`` s pass); return the events."""
         ms = None if timeout is None else max(0, math.ceil(timeout * 1000))
+        ready = []
+        if self._spin_s:  # poll without sleeping for a while: the reply arrives without a cross-core wake-up
+            deadline = time.perf_counter() + min(self._spin_s, timeout if timeout is not None else self._spin_s)
+            poll = self._poller.poll
+            while not ready and time.perf_counter() < deadline:
+                ready = poll(0)
         events, seen = [], set()
-        for fd, _ in self._poller.poll(ms):
+        for fd, _ in ready or self._poller.poll(ms):
             w = self._fd_owner.get(fd)
             if w is None or w in seen:
                 continue
@@ -293,11 +370,11 @@ def run(problem, rule, cfg, recorder):
         problem, rule, cfg, recorder: as for every engine (experiments/engines/__init__.py).
 
     Returns:
-        EngineResult on the wall clock (``clock=wall``); status ``failed`` with a message when a lost worker ended
+        EngineResult on the wall clock (``clock=wall``), ``handoff`` = ``spin`` or ``block``; status ``failed`` with a message when a lost worker ended
         the run; ``message`` names the workers lost in an async run that went on without them.
 
     Raises:
-        ConfigError: ``engine.start_method`` is not spawn or forkserver.
+        ConfigError: ``engine.start_method`` is not spawn or forkserver; a bad ``engine.handoff``.
         experiments.recorder.Diverged: the loss diverged.
         KeyboardInterrupt: Ctrl-C or SIGTERM (all workers are ended first).
     """
@@ -306,13 +383,16 @@ def run(problem, rule, cfg, recorder):
         raise ConfigError(f"engine.start_method={method}: must be spawn or forkserver")
     P = int(cfg.workers)
     specs = [WorkerSpec.from_cfg(cfg, w, pin=True) for w in range(P)]
+    handoff = choose_handoff(str(cfg.engine.get("handoff") or "auto"), specs)
     x0 = problem.init_params(cfg.seed)
     with sigterm_as_interrupt():
         transport = None
         try:
-            transport = SharedMemoryTransport(problem, specs, x0, method)
+            transport = SharedMemoryTransport(problem, specs, x0, method, handoff)
             LAST_WORKER_PIDS[:] = transport.pids
-            return drive(problem, rule, cfg, recorder, transport, worker_batches(cfg))
+            result = drive(problem, rule, cfg, recorder, transport, worker_batches(cfg))
+            result.handoff = handoff
+            return result
         finally:
             if transport is not None:
                 transport.close()
