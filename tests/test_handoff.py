@@ -1,0 +1,133 @@
+"""The shared_memory hand-off (issue 16): spinning and blocking, with fewer and more processes than cores. Every
+request is served exactly once, in order, at the iterate and version it was handed (no torn or stale read), and
+``engine.handoff=auto`` chooses as documented."""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from conftest import QuadraticProblem, compose_cfg
+from experiments.engines import shared_memory
+from experiments.engines._proc import FaultPlan, WorkerSpec, worker_cpus
+from experiments.errors import ConfigError
+from experiments.recorder import Recorder
+
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+class CountingProblem:
+    """g(x) = x + 1 (the whole vector: a torn read of x shows), loss = how many gradients this process has computed
+    so far (a request served twice, or skipped, shows). d = 4,096 floats (16 KB per message)."""
+
+    def __init__(self, d: int = 4096) -> None:
+        self.name, self.dim, self.num_train, self.device = "counting", d, 1000, torch.device("cpu")
+        self.calls = 0
+
+    def init_params(self, seed: int) -> torch.Tensor:
+        return torch.zeros(self.dim)
+
+    def loss_grad(self, x, idx):
+        self.calls += 1
+        return float(self.calls), x + 1.0
+
+    def evaluate(self, x):
+        return {"train_loss": 0.0, "train_acc": 0.0, "test_loss": 0.0, "test_acc": 0.0}
+
+
+def _stress(P: int, handoff: str, requests: int) -> None:
+    problem = CountingProblem()
+    cpus = worker_cpus(P, 1)
+    specs = [WorkerSpec(w, 1, w, 1, FaultPlan(), cpus[w]) for w in range(P)]
+    t = shared_memory.SharedMemoryTransport(problem, specs, problem.init_params(0), "forkserver", handoff)
+    try:
+        x = torch.empty(problem.dim)
+        outstanding: dict[int, int] = {}  # worker -> request id it holds
+        served = [0] * P                  # gradients each worker returned
+        next_id = 0
+
+        def issue(w: int) -> None:
+            nonlocal next_id
+            x.fill_(float(next_id))       # request id k: x = k everywhere (exact in float32 below 2**24)
+            t.issue(w, x, next_id)
+            outstanding[w] = next_id
+            next_id += 1
+
+        for w in range(P):
+            issue(w)
+        answered = []
+        while outstanding:
+            events = t.wait(30.0)
+            assert events, "no reply within 30 s"
+            for ev in events:
+                assert isinstance(ev, shared_memory.Arrival), ev
+                w = ev.worker
+                k = outstanding.pop(w)        # a second reply to one request would fail here (KeyError)
+                assert ev.version == k
+                served[w] += 1
+                assert ev.loss == served[w]   # the worker computed exactly once per request
+                g = t.gradient(w)
+                assert torch.equal(g, torch.full_like(g, k + 1.0)), (w, k, g.min().item(), g.max().item())
+                answered.append(k)
+                if next_id < requests:
+                    issue(w)
+        assert sorted(answered) == list(range(requests))
+        assert sum(served) == requests
+        assert t.wait(0.2) == []          # nothing left over
+    finally:
+        t.close()
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("P, handoff", [
+    (1, "spin"), (1, "block"),
+    (2, "block"), (2, "spin"),           # on a 2-core machine P = 2 is 3 processes: more than cores
+    (CORES + 1, "block"), (CORES + 1, "spin"),
+])
+def test_every_request_is_served_exactly_once_in_order(P, handoff):
+    if handoff == "spin" and not shared_memory.spin_allowed():
+        pytest.skip("spinning needs x86-64")
+    _stress(P, handoff, requests=1500)
+
+
+def _specs(cpus_per_worker):
+    return [WorkerSpec(w, 1, w, 1, FaultPlan(), c) for w, c in enumerate(cpus_per_worker)]
+
+
+def test_auto_spins_only_when_every_process_has_a_core(monkeypatch):
+    monkeypatch.setattr(shared_memory, "spin_allowed", lambda: True)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    assert shared_memory.choose_handoff("auto", _specs([(0,), (1,)])) == "spin"     # CPU 2 left for the master
+    assert shared_memory.choose_handoff("auto", _specs([(0,), (1,), (2,)])) == "block"  # none left for it
+    assert shared_memory.choose_handoff("auto", _specs([None, None])) == "block"    # not pinned
+    assert shared_memory.choose_handoff("block", _specs([(0,)])) == "block"
+    assert shared_memory.choose_handoff("spin", _specs([None] * 5)) == "spin"
+    monkeypatch.setattr(shared_memory, "spin_allowed", lambda: False)
+    assert shared_memory.choose_handoff("auto", _specs([(0,)])) == "block"
+    with pytest.raises(ConfigError, match="engine.handoff=spin"):
+        shared_memory.choose_handoff("spin", _specs([(0,)]))
+    with pytest.raises(ConfigError, match="engine.handoff=fast"):
+        shared_memory.choose_handoff("fast", _specs([(0,)]))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("handoff", ["spin", "block"])
+def test_a_run_records_its_handoff_and_matches_the_other_mode(tmp_path, handoff):
+    """The same P = 1 run spinning and blocking: the hand-off changes timing only, never the numbers."""
+    if handoff == "spin" and not shared_memory.spin_allowed():
+        pytest.skip("spinning needs x86-64")
+    from algorithms import build_rule
+
+    results = {}
+    for mode in (handoff, "block"):
+        problem = QuadraticProblem()
+        cfg = compose_cfg([f"results_dir={tmp_path}", "engine=shared_memory", "++engine.start_method=forkserver",
+                           f"engine.handoff={mode}", "workers=1", "updates=200", "batch_size=8", "eval_every=1e9",
+                           "algorithm=apam", "algorithm.lr=0.05", "algorithm.lr_schedule=constant"])
+        rec = Recorder(problem, {"run_id": "t"}, eval_every=cfg.eval_every, total_epochs=None, f_star=None,
+                       clock="wall", progress=False)
+        result = shared_memory.run(problem, build_rule("amsgrad", variant="torch", lr=0.05), cfg, rec)
+        assert result.status == "ok" and result.updates == 200 and result.handoff == mode
+        results[mode] = rec.rows[-1]["train_loss"]
+    assert results[handoff] == results["block"]
