@@ -98,13 +98,15 @@ def _specs(cpus_per_worker):
 def test_auto_spins_only_when_every_process_has_a_core(monkeypatch):
     monkeypatch.setattr(shared_memory, "spin_allowed", lambda: True)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
-    assert shared_memory.choose_handoff("auto", _specs([(0,), (1,)])) == "spin"     # CPU 2 left for the master
-    assert shared_memory.choose_handoff("auto", _specs([(0,), (1,), (2,)])) == "block"  # none left for it
-    assert shared_memory.choose_handoff("auto", _specs([None, None])) == "block"    # not pinned
+    assert shared_memory.choose_handoff("auto", _specs([(0,), (1,)]), load=0.3) == "spin"  # CPU 2 for the master
+    assert shared_memory.choose_handoff("auto", _specs([(0,), (1,)]), load=1.2) == "block"  # others use it
+    assert shared_memory.choose_handoff("auto", _specs([(0,)]), load=1.2) == "spin"      # two CPUs left
+    assert shared_memory.choose_handoff("auto", _specs([(0,), (1,), (2,)]), load=0.0) == "block"  # none left
+    assert shared_memory.choose_handoff("auto", _specs([None, None]), load=0.0) == "block"  # not pinned
     assert shared_memory.choose_handoff("block", _specs([(0,)])) == "block"
     assert shared_memory.choose_handoff("spin", _specs([None] * 5)) == "spin"
     monkeypatch.setattr(shared_memory, "spin_allowed", lambda: False)
-    assert shared_memory.choose_handoff("auto", _specs([(0,)])) == "block"
+    assert shared_memory.choose_handoff("auto", _specs([(0,)]), load=0.0) == "block"
     with pytest.raises(ConfigError, match="engine.handoff=spin"):
         shared_memory.choose_handoff("spin", _specs([(0,)]))
     with pytest.raises(ConfigError, match="engine.handoff=fast"):

@@ -16,8 +16,9 @@ worker's wake-up fd. A worker serves a request when it sees the sequence number 
 ``spin``: a worker first re-reads the sequence number for up to SPIN_S (200 us) before it blocks on its wake-up fd,
 and the master polls the reply pipes without sleeping for up to SPIN_S before it blocks: no cross-core wake-up of
 a sleeping process on the critical path, a few microseconds per hand-off (benchmarks/bench_engines.py). ``block``:
-both sides block at once. ``auto`` spins only when every worker is pinned to its own CPUs and one is left for the
-master; when processes outnumber cores, a spinning process would hold the very core its peer needs.
+both sides block at once. ``auto`` spins only when every worker is pinned to its own CPUs, one is left for the
+master, and the machine's load average says nobody else needs it; when processes (ours or others') outnumber
+cores, a spinning process would hold the very core its peer needs.
 Memory ordering: replies (worker -> master) and blocking wake-ups go through system calls (pipe write/read,
 eventfd write/read, poll), which order every memory access before them, as before. The one hand-off without a
 system call is a spinning worker's: it sees ``ctrl[w, SEQ]`` change, then reads ``ctrl[w, VERSION]`` and
@@ -159,13 +160,16 @@ def spin_allowed() -> bool:
     return platform.machine().lower() in ("x86_64", "amd64")
 
 
-def choose_handoff(setting: str, specs: list[WorkerSpec]) -> str:
+def choose_handoff(setting: str, specs: list[WorkerSpec], load: float | None = None) -> str:
     """``engine.handoff`` resolved to ``spin`` or ``block`` for this run.
 
     ``auto``: spin when every worker is pinned to CPUs of its own (:func:`experiments.engines._proc.worker_cpus`),
-    at least one allowed CPU is left for the master, and the CPU orders memory strongly enough
-    (:func:`spin_allowed`); block at once otherwise (processes would outnumber cores: a spinning process would
-    take the core from the one it waits for). ``spin`` / ``block`` force the choice.
+    at least one allowed CPU is left for the master, the machine's other work leaves those CPUs free (``load``, the
+    1-minute load average, default ``os.getloadavg()``, below the number of CPUs left for the master), and the CPU
+    orders memory strongly enough (:func:`spin_allowed`); block at once otherwise: processes (ours or other
+    people's) would outnumber cores, and a spinning process would take the core from the one it waits for (on our
+    2-core machine under a load of about 10, spinning made a P = 1 round trip 2.7x slower than blocking).
+    ``spin`` / ``block`` force the choice.
 
     Raises:
         ConfigError: an unknown setting, or ``spin`` on a CPU where :func:`spin_allowed` is false.
@@ -178,8 +182,10 @@ def choose_handoff(setting: str, specs: list[WorkerSpec]) -> str:
         return setting
     if not spin_allowed() or any(s.cpus is None for s in specs) or not hasattr(os, "sched_getaffinity"):
         return "block"
-    used = {c for s in specs for c in s.cpus}
-    return "spin" if len(set(os.sched_getaffinity(0)) - used) >= 1 else "block"
+    free = len(set(os.sched_getaffinity(0)) - {c for s in specs for c in s.cpus})
+    if load is None:
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    return "spin" if free >= 1 and load < free else "block"
 
 
 class SharedMemoryTransport:
