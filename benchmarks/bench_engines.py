@@ -353,7 +353,8 @@ def bench_grad(args, rows: list[dict], problem=None) -> dict[str, float]:
                 p.loss_grad(x, i)
         return loop
 
-    cases = {"plain_loop": plain_loop(problem, batches), "plain_loop_channels_last": plain_loop(problem, batches, True), "loss_grad_module": harness(problem),
+    cases = {"plain_loop": plain_loop(problem, batches), "plain_loop_channels_last": plain_loop(problem, batches, True),
+             "loss_grad_module": harness(problem),
              "loss_grad_functional": harness(reference)}
     for f in cases.values():  # warm-up
         f()

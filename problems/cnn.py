@@ -3,20 +3,21 @@
     problem = CNNProblem(LeNet5, train_x, train_y, test_x, test_y, device=..., name="lenet5_fmnist")
     loss, g = problem.loss_grad(x, idx)      # x: (dim,) float32, order of torch.nn.utils.parameters_to_vector
 
-Gradients (``grad_path``): ``"module"`` (default) copies x into one flat buffer whose slices *are* the parameters of
-a private copy of the module, runs that module in channels-last memory format (images and convolution weights;
-on CPU the oneDNN convolutions and max-pooling are about 30% faster so for LeNet5 at batch 40, one thread; only
-for models without batch normalization, where the reordered sums stay at rounding level), and
-takes the gradient with respect to those parameters (``torch.autograd.grad``), concatenated into a new flat
-vector. ``"functional"`` is the reference: the module evaluated at x itself with `torch.func.functional_call`
-(contiguous NCHW) and autograd through the flat vector. The two agree to float32 rounding, not bit for bit
-(tests check it); each path alone is deterministic. benchmarks/bench_engines.py times both beside a plain
-nn.Module + fused Adam(amsgrad) loop. Evaluation always uses the
-functional call (no gradient, large batches: its overhead does not matter there). No optimizer, no DataLoader:
-minibatches are index_select on tensors held on the device. Every model here is free of state outside x: batch normalization uses the statistics of the
-current batch (`track_running_stats=False`, as the authors' AllCNN code does), and there is no dropout. So a
-gradient depends only on (x, minibatch), and evaluation (in fixed batches of `eval_batch_size`, in data order)
-is deterministic.
+Gradients (``grad_path``): ``"module"`` (default) copies x into one flat buffer whose slices *are* the parameters
+of a private copy of the module, runs that module, and takes the gradient with respect to those parameters
+(``torch.autograd.grad``), concatenated into a new flat vector. For models without batch normalization it runs in
+channels-last memory format (images and convolution weights), where oneDNN's convolutions and max-pooling are
+faster on CPU; with batch normalization it stays NCHW (batch statistics of small batches amplify the reordered
+sums). ``"functional"`` is the reference: the module evaluated at x itself with `torch.func.functional_call`
+(NCHW) and autograd through the flat vector. The two agree to float32 rounding, not bit for bit (tests check it);
+each path alone is deterministic. LeNet5, batch 40, one thread (benchmarks/bench_engines.py ``--only grad``, CPU
+time, machine under load): module path 0.85x and functional path 0.95x the per-step cost of a plain nn.Module +
+fused Adam(amsgrad) loop. Evaluation always uses the functional call (no gradient, large batches: its overhead
+does not matter there). No optimizer, no DataLoader: minibatches are index_select on tensors held on the device.
+
+Every model here is free of state outside x: batch normalization uses the statistics of the current batch
+(`track_running_stats=False`, as the authors' AllCNN code does), and there is no dropout. So a gradient depends
+only on (x, minibatch), and evaluation (in fixed batches of `eval_batch_size`, in data order) is deterministic.
 """
 
 from __future__ import annotations

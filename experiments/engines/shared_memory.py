@@ -30,16 +30,17 @@ issue, so there ``auto`` blocks and ``spin`` is a config error (:func:`spin_allo
 written after a spinning worker already took the request) only makes the worker re-check the sequence number
 once; a request is served once, because the worker compares with the last sequence number it served
 (tests/test_handoff.py: every gradient exactly once, in order, with its version, spinning and blocking, with
-more and fewer processes than cores). Only small messages go through the per-worker pipes: worker -> master ``(gradient, version, loss)``,
-``ready``, or an error line; master -> worker ``stop``. The master wakes a blocked worker through
+more and fewer processes than cores). Each field has one writer (the master for ``ctrl``, aligned 8-byte stores).
+
+Only small messages go through the per-worker pipes: worker -> master ``(gradient, version, loss)``, ``ready``, or
+an error line; master -> worker ``stop``. The master wakes a blocked worker through
 an eventfd (a pipe of its own where eventfd is missing), not the message pipe: a pipe write asks the kernel to
 run the woken worker on the writer's core (a "synchronous" wake-up), where it then shares one core with the
 master while the other core idles; with P = 2 and trivially cheap gradients that capped the master at about
 4,000 updates/s on our 2-core machine, against 5,400-6,200 with the eventfd (benchmarks/bench_engines.py). With
 P = 1 the master has nothing to do meanwhile, so there the message pipe (the faster wake-up) is used when
-blocking. The
-optimizer state lives only in the master (:class:`experiments.master.Master`); the master loop, clock and fault
-handling are in :mod:`experiments.engines._driver`.
+blocking. The optimizer state lives only in the master (:class:`experiments.master.Master`); the master loop,
+clock and fault handling are in :mod:`experiments.engines._driver`.
 
 Workers pin their math threads (``engine.threads_per_worker``, default 1), are pinned each to its own CPUs where
 they fit (``engine.pin_workers``, default true; :func:`experiments.engines._proc.worker_cpus`), and draw minibatches
@@ -376,8 +377,9 @@ def run(problem, rule, cfg, recorder):
         problem, rule, cfg, recorder: as for every engine (experiments/engines/__init__.py).
 
     Returns:
-        EngineResult on the wall clock (``clock=wall``), ``handoff`` = ``spin`` or ``block``; status ``failed`` with a message when a lost worker ended
-        the run; ``message`` names the workers lost in an async run that went on without them.
+        EngineResult on the wall clock (``clock=wall``), ``handoff`` = ``spin`` or ``block``; status ``failed``
+        with a message when a lost worker ended the run; ``message`` names the workers lost in an async run that
+        went on without them.
 
     Raises:
         ConfigError: ``engine.start_method`` is not spawn or forkserver; a bad ``engine.handoff``.
