@@ -1,0 +1,227 @@
+"""Start-up and shutdown faults of the real engines (issue 15, items 2, 7 and 11): a worker killed while it starts
+(before or while the master writes its start-up data) fails the run at once with a one-line message, leaves no
+process behind and no temporary folder; a worker lost mid-run is reaped at once (no zombie while the master goes
+on); and the distributed engine runs across two torchrun "nodes" (c10d rendezvous on 127.0.0.1).
+
+These tests use the default start method (spawn), where the master writes each worker's start-up data into a pipe
+(the case that used to hang)."""
+from __future__ import annotations
+
+import glob
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from algorithms import build_rule
+from conftest import REPO, QuadraticProblem, compose_cfg
+from experiments.engines import distributed, shared_memory
+from experiments.engines._proc import load_problem, split_problem
+from experiments.errors import WorkerLost
+from experiments.recorder import Recorder
+
+ENGINES = {"shared_memory": shared_memory, "distributed": distributed}
+HAS_FMNIST = (REPO / "data" / "FashionMNIST" / "raw").is_dir() or bool(os.environ.get("APAM_DATA"))
+
+
+class BulkyQuadratic(QuadraticProblem):
+    """QuadraticProblem carrying 1 MB of numpy data (copied to each worker at start, as the real problems' label
+    arrays are): far more than a pipe holds (64 KiB), so a master that writes it into a dead worker's pipe blocks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blob = np.arange(2**17, dtype=np.float64)
+
+
+def _cfg(tmp_path, engine: str, overrides: list[str]):
+    return compose_cfg([f"results_dir={tmp_path}", f"engine={engine}", "engine.timeout_s=30", "batch_size=8",
+                        "algorithm=async_sgd", "algorithm.lr=0.05", "algorithm.lr_schedule=constant",
+                        "eval_every=0.5", *overrides])
+
+
+def _run(tmp_path, engine: str, overrides: list[str], problem=None, recorder_cls=Recorder):
+    """Run ``engine`` on ``problem`` (a QuadraticProblem by default) in this process; (EngineResult, recorder)."""
+    problem = problem or QuadraticProblem()
+    cfg = _cfg(tmp_path, engine, overrides)
+    rec = recorder_cls(problem, {"run_id": "t"}, eval_every=cfg.eval_every, total_epochs=None, f_star=None,
+                       clock="wall", progress=False)
+    result = ENGINES[engine].run(problem, build_rule("sgd", lr=cfg.algorithm.lr), cfg, rec)
+    return result, rec
+
+
+def _proc_stat(pid: int) -> tuple[int, str, str] | None:
+    """(parent pid, state letter, command line) of process ``pid``, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            rest = f.read().rsplit(")", 1)[1].split()
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return None
+    return int(rest[1]), rest[0], cmd
+
+
+def _children(parent: int) -> dict[int, tuple[str, str]]:
+    """Every child of ``parent`` (zombies included, until reaped): pid -> (state letter, command line)."""
+    kids = set()
+    try:
+        for tid in os.listdir(f"/proc/{parent}/task"):
+            with open(f"/proc/{parent}/task/{tid}/children") as f:
+                kids |= {int(c) for c in f.read().split()}
+    except OSError:
+        pass
+    out = {}
+    for pid in kids:
+        st = _proc_stat(pid)
+        if st is not None and st[0] == parent:
+            out[pid] = st[1:]
+    return out
+
+
+class SpawnKiller(threading.Thread):
+    """SIGKILLs this process's ``nth`` spawned worker (a child running multiprocessing's ``spawn_main``) as soon as
+    it appears: before it has read its start-up data, while the master is writing it."""
+
+    def __init__(self, nth: int = 0) -> None:
+        super().__init__(daemon=True)
+        self.nth, self.killed, self.stop = nth, None, threading.Event()
+
+    def run(self) -> None:
+        seen: list[int] = []
+        while not self.stop.is_set():
+            for pid, (_, cmd) in sorted(_children(os.getpid()).items()):
+                if "spawn_main" in cmd and pid not in seen:
+                    seen.append(pid)
+            if len(seen) > self.nth:
+                os.kill(seen[self.nth], signal.SIGKILL)
+                self.killed = seen[self.nth]
+                return
+            time.sleep(0.001)
+
+
+def _store_folders() -> set[str]:
+    return set(glob.glob(os.path.join(tempfile.gettempdir(), "apam-dist-*")))
+
+
+def _assert_no_children_left() -> None:
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        workers = {p: s for p, s in _children(os.getpid()).items() if "spawn_main" in s[1]}
+        if not workers:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"worker processes left behind: {workers}")
+
+
+# ---------------------------------------------------------------------- item 2: a worker killed at start
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("nth", [0, 1])
+def test_a_worker_killed_while_starting_fails_the_run_at_once(tmp_path, engine, nth):
+    before = _store_folders()
+    killer = SpawnKiller(nth)
+    killer.start()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(WorkerLost) as info:
+            _run(tmp_path, engine, ["workers=2", "updates=50"], BulkyQuadratic())
+    finally:
+        killer.stop.set()
+        killer.join()
+    assert killer.killed is not None
+    assert time.monotonic() - t0 < 60  # seen at once, not after the start-up timeout (300 s)
+    msg = str(info.value)
+    assert "\n" not in msg
+    assert msg == f"worker {nth} died while starting (killed by SIGKILL)", msg
+    _assert_no_children_left()
+    assert _store_folders() <= before
+
+
+def test_the_problem_travels_without_its_tensors():
+    """split_problem leaves the tensors out of the bytes (they go through shared memory); load_problem puts the
+    very same tensors back."""
+    p = BulkyQuadratic()
+    tensors, payload = split_problem(p)
+    assert len(tensors) == 1 and tensors[0] is p.a
+    assert len(payload) < p.a.numel() * 4 + p.blob.nbytes + 4096 and len(payload) > p.blob.nbytes
+    q = load_problem(tensors, payload)
+    assert q.a is p.a and np.array_equal(q.blob, p.blob) and q.dim == p.dim
+
+
+# ---------------------------------------------------------------------- item 7: leftovers
+class ZombieWatch(Recorder):
+    """A Recorder that, at every evaluation, notes this process's zombie children (the master goes on meanwhile)."""
+
+    zombies: list[list[int]] = []
+
+    def record(self, *args, **kwargs):
+        ZombieWatch.zombies.append(sorted(p for p, (state, _) in _children(os.getpid()).items() if state == "Z"))
+        return super().record(*args, **kwargs)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_lost_worker_is_reaped_while_the_master_goes_on(tmp_path, engine):
+    ZombieWatch.zombies = []
+    result, rec = _run(tmp_path, engine, ["++engine.start_method=forkserver", "workers=2", "updates=240", "eval_every=0.5",
+                                          "engine.fault.kill_worker=1", "engine.fault.at_update=40",
+                                          "engine.on_worker_loss=continue"], recorder_cls=ZombieWatch)
+    assert result.status == "ok" and "worker 1 lost" in result.message and "killed by SIGKILL" in result.message
+    assert result.updates == 240
+    lost_at = int(result.message.split("lost at update ")[1].split()[0])
+    after = [z for z, row in zip(ZombieWatch.zombies, rec.rows) if row["updates"] > lost_at]
+    assert len(after) >= 3  # evaluations after the loss, while the master trained on
+    assert after == [[]] * len(after), after
+
+
+class Announcing(Recorder):
+    """A Recorder that prints ``evaluated`` at every evaluation (a parent process learns the run is under way)."""
+
+    def record(self, *args, **kwargs):
+        print("evaluated", flush=True)
+        return super().record(*args, **kwargs)
+
+
+@pytest.mark.slow  # about 25 s on our loaded 2-core machine (a fresh interpreter, then spawn)
+@pytest.mark.timeout(120)
+def test_distributed_leaves_no_store_folder_when_its_master_is_killed(tmp_path):
+    """SIGKILL of the master runs no clean-up: the rendezvous store must be nothing that needs one. Its workers see
+    the master gone and leave at once."""
+    before = _store_folders()
+    code = ("import sys, pathlib; sys.path[:0] = [sys.argv[1], sys.argv[2]];"
+            "from test_engine_faults import _run, Announcing;"
+            "_run(pathlib.Path(sys.argv[3]), 'distributed', ['workers=2', 'updates=100000000', 'eval_every=20'],"
+            "     recorder_cls=Announcing)")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(REPO), str(REPO / "tests"), str(tmp_path)],
+                            cwd=REPO, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    workers: set[int] = set()
+    try:
+        assert proc.stdout.readline() == b"evaluated\n", proc.stderr.read().decode()[-2000:]  # at update 0
+        assert proc.stdout.readline() == b"evaluated\n"  # 20 epochs later: the workers compute
+        workers = {p for p, (_, cmd) in _children(proc.pid).items() if "spawn_main" in cmd}
+        assert len(workers) == 2
+        proc.kill()
+        proc.wait(10)
+        deadline = time.monotonic() + 10
+        while any(_proc_stat(p) for p in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(_proc_stat(p) for p in workers), "workers outlived their master"
+    finally:
+        for p in workers:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    assert _store_folders() <= before
