@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -86,17 +87,17 @@ def _children(parent: int) -> dict[int, tuple[str, str]]:
 
 
 class SpawnKiller(threading.Thread):
-    """SIGKILLs this process's ``nth`` spawned worker (a child running multiprocessing's ``spawn_main``) as soon as
+    """SIGKILLs the ``nth`` spawned worker of process ``parent`` (default: this one) (a child running multiprocessing's ``spawn_main``) as soon as
     it appears: before it has read its start-up data, while the master is writing it."""
 
-    def __init__(self, nth: int = 0) -> None:
+    def __init__(self, nth: int = 0, parent: int | None = None) -> None:
         super().__init__(daemon=True)
-        self.nth, self.killed, self.stop = nth, None, threading.Event()
+        self.nth, self.parent, self.killed, self.stop = nth, parent or os.getpid(), None, threading.Event()
 
     def run(self) -> None:
         seen: list[int] = []
         while not self.stop.is_set():
-            for pid, (_, cmd) in sorted(_children(os.getpid()).items()):
+            for pid, (_, cmd) in sorted(_children(self.parent).items()):
                 if "spawn_main" in cmd and pid not in seen:
                     seen.append(pid)
             if len(seen) > self.nth:
@@ -106,8 +107,9 @@ class SpawnKiller(threading.Thread):
             time.sleep(0.001)
 
 
-def _store_folders() -> set[str]:
-    return set(glob.glob(os.path.join(tempfile.gettempdir(), "apam-dist-*")))
+def _store_folders(tmp: str | None = None) -> list[str]:
+    """The distributed engine's temporary store folders in ``tmp`` (default: tempfile's folder)."""
+    return glob.glob(os.path.join(tmp or tempfile.gettempdir(), "apam-dist-*"))
 
 
 def _assert_no_children_left() -> None:
@@ -124,8 +126,9 @@ def _assert_no_children_left() -> None:
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("nth", [0, 1])
-def test_a_worker_killed_while_starting_fails_the_run_at_once(tmp_path, engine, nth):
-    before = _store_folders()
+def test_a_worker_killed_while_starting_fails_the_run_at_once(tmp_path, engine, nth, monkeypatch):
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # where a temporary folder would go
     killer = SpawnKiller(nth)
     killer.start()
     t0 = time.monotonic()
@@ -141,7 +144,7 @@ def test_a_worker_killed_while_starting_fails_the_run_at_once(tmp_path, engine, 
     assert "\n" not in msg
     assert msg == f"worker {nth} died while starting (killed by SIGKILL)", msg
     _assert_no_children_left()
-    assert _store_folders() <= before
+    assert _store_folders() == []
 
 
 def test_the_problem_travels_without_its_tensors():
@@ -194,13 +197,13 @@ class Announcing(Recorder):
 def test_distributed_leaves_no_store_folder_when_its_master_is_killed(tmp_path):
     """SIGKILL of the master runs no clean-up: the rendezvous store must be nothing that needs one. Its workers see
     the master gone and leave at once."""
-    before = _store_folders()
     code = ("import sys, pathlib; sys.path[:0] = [sys.argv[1], sys.argv[2]];"
             "from test_engine_faults import _run, Announcing;"
             "_run(pathlib.Path(sys.argv[3]), 'distributed', ['workers=2', 'updates=100000000', 'eval_every=20'],"
             "     recorder_cls=Announcing)")
     proc = subprocess.Popen([sys.executable, "-c", code, str(REPO), str(REPO / "tests"), str(tmp_path)],
-                            cwd=REPO, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            cwd=REPO, env={**os.environ, "TMPDIR": str(tmp_path)}, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     workers: set[int] = set()
     try:
         assert proc.stdout.readline() == b"evaluated\n", proc.stderr.read().decode()[-2000:]  # at update 0
@@ -224,4 +227,96 @@ def test_distributed_leaves_no_store_folder_when_its_master_is_killed(tmp_path):
         except ProcessLookupError:
             pass
         proc.wait()
-    assert _store_folders() <= before
+    assert _store_folders(str(tmp_path)) == []
+
+
+# ---------------------------------------------------------------------- item 11: two torchrun "nodes"
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def _readme_multinode_command() -> list[str]:
+    """The README's multi-node torchrun command (its bash block with ``--nnodes``), as argv."""
+    text = (REPO / "README.md").read_text()
+    block = next(b for b in text.split("```bash")[1:] if "--nnodes" in b.split("```")[0]).split("```")[0]
+    return shlex.split(block.replace("\\\n", " "))
+
+
+def test_the_readme_multinode_command_is_the_tested_one():
+    argv = _readme_multinode_command()
+    assert argv[0] == ".venv/bin/torchrun" and "--nnodes=2" in argv and "--node-rank=R" in argv
+    assert "--rdzv-backend=c10d" in argv and "--rdzv-endpoint=HOST:29400" in argv
+    assert argv[argv.index("-m") + 1:argv.index("-m") + 3] == ["experiments.run", "engine=distributed"]
+
+
+@pytest.mark.slow  # about 35-45 s on our loaded 2-core machine (6 interpreters, 4 load Fashion-MNIST)
+@pytest.mark.timeout(150)
+@pytest.mark.skipif(not HAS_FMNIST, reason="Fashion-MNIST not staged (make data)")
+def test_distributed_across_two_torchrun_nodes(tmp_path):
+    """The README's multi-node command, run as two "nodes" on this machine (R = 0 and 1, HOST = 127.0.0.1 on a
+    free port; c10d rendezvous, two ranks per node): the job runs to its end, rank 0 writes the one summary row,
+    no process survives."""
+    port = _free_port()
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # torchrun's own torchelastic_* log folders land here
+    procs = []
+    try:
+        for node in (0, 1):
+            fill = {"--node-rank=R": f"--node-rank={node}", "--rdzv-endpoint=HOST:29400": f"--rdzv-endpoint=127.0.0.1:{port}"}
+            cmd = [fill.get(a, a) for a in _readme_multinode_command()] + [f"results_dir={tmp_path}/results"]
+            log = open(tmp_path / f"node{node}.log", "wb")
+            procs.append(subprocess.Popen(cmd, cwd=REPO, env=env, start_new_session=True, stdout=log,
+                                          stderr=subprocess.STDOUT))
+            log.close()
+        deadline = time.monotonic() + 120
+        for p in procs:
+            p.wait(max(1.0, deadline - time.monotonic()))
+    finally:
+        for p in procs:
+            _kill_group(p)  # after a normal end, nothing is left to kill
+    logs = "\n".join((tmp_path / f"node{n}.log").read_text(errors="replace")[-1500:] for n in (0, 1))
+    assert [p.returncode for p in procs] == [0, 0], logs
+    summary = pd.read_csv(tmp_path / "results" / "adhoc" / "summary.csv")
+    assert len(summary) == 1, logs
+    row = summary.iloc[0]
+    assert (row["status"], row["engine"], row["workers"]) == ("ok", "distributed", 3)
+    assert (row["updates"], row["gradients"]) == (60, 60)
+    assert row["staleness_max"] >= 1  # three workers computed at once
+
+
+# ---------------------------------------------------------------------- item 2 from the command line
+@pytest.mark.slow  # about 20 s: a fresh interpreter loads Fashion-MNIST, then spawns
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not HAS_FMNIST, reason="Fashion-MNIST not staged (make data)")
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_runner_records_a_worker_killed_while_starting(tmp_path, engine):
+    cmd = [sys.executable, "-m", "experiments.run", "problem=logreg_fmnist", "algorithm=apam", f"engine={engine}",
+           "workers=2", "updates=50", f"results_dir={tmp_path}"]
+    proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, "TMPDIR": str(tmp_path)}, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    killer = SpawnKiller(0, parent=proc.pid)
+    killer.start()
+    try:
+        _, err = proc.communicate(timeout=100)
+    finally:
+        killer.stop.set()
+        killer.join()
+        _kill_group(proc)
+    assert killer.killed is not None
+    assert proc.returncode == 1, err.decode()[-2000:]
+    row = pd.read_csv(tmp_path / "adhoc" / "summary.csv").iloc[0]
+    assert row["status"] == "failed"
+    assert row["message"] == "WorkerLost: worker 0 died while starting (killed by SIGKILL)"
+    assert "[failed] adhoc/" in err.decode()
+    assert _store_folders(str(tmp_path)) == []

@@ -7,9 +7,12 @@ Launch:
 - ``python -m experiments.run engine=distributed workers=P ...``: this process is rank 0 and starts P local worker
   processes (``engine.start_method``, spawn by default) that receive the problem at start (tensors through shared
   memory) and are pinned to their own CPUs where they fit (``engine.pin_workers``, as in shared_memory). With
-  ``engine.master_addr`` on loopback (the default) the rendezvous is a file store in a temporary folder and gloo
-  binds to the loopback interface: nothing listens beyond this machine. Otherwise a TCP store on
-  ``master_addr:master_port`` (a free port when that one is taken).
+  ``engine.master_addr`` on loopback (the default) the rendezvous is a file store on an anonymous in-memory file
+  (nothing on disk to clean up, even when the master is killed) and gloo binds to the loopback interface: nothing
+  listens beyond this machine. Otherwise a TCP store on ``master_addr:master_port`` (a free port when that one is
+  taken). Start-up as in shared_memory: a worker that dies before it is ready fails the run at once
+  (:mod:`experiments.engines._proc`, start-up); one that dies between saying ready and joining the group is seen
+  when the group's start-up timeout (300 s) ends.
 
 Backend: ``engine.backend``: ``gloo``, ``nccl``, or ``auto`` = nccl for sync where the problem is on CUDA and every
 rank has its own GPU, else gloo. Async needs receive-from-any-worker, which this engine builds from one receiving
@@ -47,6 +50,7 @@ import tempfile
 import threading
 import time
 import traceback
+import weakref
 from contextlib import contextmanager
 
 import torch
@@ -474,8 +478,8 @@ def _store_for_local(cfg, world: int):
 
     On loopback: a FileStore (nothing listens on the network; a TCPStore would listen on every interface) on an
     anonymous in-memory file (Linux ``memfd_create``; the workers open it as ``/proc/self/fd/N``): nothing on disk
-    that a killed master would leave behind; the clean-up closes the master's descriptor. Where memfd is missing,
-    a temporary ``apam-dist-*`` folder, removed by the clean-up (but left behind if the master is killed).
+    that a killed master would leave behind (the master's descriptor closes with the store object). Where memfd is
+    missing, a temporary ``apam-dist-*`` folder, removed by the clean-up (but left behind if the master is killed).
     Elsewhere: a TCPStore on ``master_addr:master_port`` (a free port when that one is taken)."""
     host = str(cfg.engine.get("master_addr") or "127.0.0.1")
     if _is_loopback(host):
@@ -486,7 +490,10 @@ def _store_for_local(cfg, world: int):
             except BaseException:
                 os.close(fd)
                 raise
-            return store, ("memfd", _Fd(fd), 0), lambda: os.close(fd)
+            # closed when the store is gone, not before: a store that outlives its fd (kept by a traceback) would
+            # open whatever file reuses that number
+            weakref.finalize(store, os.close, fd)
+            return store, ("memfd", _Fd(fd), 0), None
         tmpdir = tempfile.mkdtemp(prefix="apam-dist-")
         path = os.path.join(tmpdir, "store")
         return dist.FileStore(path, world), ("file", path, 0), lambda: shutil.rmtree(tmpdir, ignore_errors=True)
@@ -517,7 +524,7 @@ def run(problem, rule, cfg, recorder):
     world = P + 1
     backend = choose_backend(cfg, problem.device)
     x0 = problem.init_params(cfg.seed)
-    procs, conns, cleanup, transport, started = [], [], None, None, False
+    procs, conns, cleanup, transport, store, started = [], [], None, None, None, False
     with sigterm_as_interrupt():
         try:
             if _torchrun():
@@ -560,6 +567,7 @@ def run(problem, rule, cfg, recorder):
                 for conn in conns:
                     conn.close()
                 _destroy()
+                store = None  # noqa: F841 - the memfd store's descriptor closes with it
                 reap(procs, grace_s=5.0 if started else 0.0)  # a failed start-up ends the workers at once
                 if cleanup is not None:
                     cleanup()
