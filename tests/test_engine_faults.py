@@ -27,9 +27,10 @@ from experiments.engines import distributed, shared_memory
 from experiments.engines._proc import load_problem, split_problem
 from experiments.errors import WorkerLost
 from experiments.recorder import Recorder
+from problems.data import data_root
 
 ENGINES = {"shared_memory": shared_memory, "distributed": distributed}
-HAS_FMNIST = (REPO / "data" / "FashionMNIST" / "raw").is_dir() or bool(os.environ.get("APAM_DATA"))
+HAS_FMNIST = (data_root() / "FashionMNIST" / "raw").is_dir()  # APAM_DATA, else <repo>/data
 
 
 class BulkyQuadratic(QuadraticProblem):
@@ -87,8 +88,8 @@ def _children(parent: int) -> dict[int, tuple[str, str]]:
 
 
 class SpawnKiller(threading.Thread):
-    """SIGKILLs the ``nth`` spawned worker of process ``parent`` (default: this one) (a child running multiprocessing's ``spawn_main``) as soon as
-    it appears: before it has read its start-up data, while the master is writing it."""
+    """SIGKILLs the ``nth`` spawned worker (a child running multiprocessing's ``spawn_main``) of process ``parent``
+    (default: this one) as soon as it appears: before it has read its start-up data, while the master writes it."""
 
     def __init__(self, nth: int = 0, parent: int | None = None) -> None:
         super().__init__(daemon=True)
@@ -147,6 +148,29 @@ def test_a_worker_killed_while_starting_fails_the_run_at_once(tmp_path, engine, 
     assert _store_folders() == []
 
 
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_spawn_start_up_data_fits_in_a_pipe(tmp_path, engine, monkeypatch):
+    """What multiprocessing's spawn writes into the pipe the master holds open (the new process's pickled
+    arguments) stays far below a pipe's 64 KiB, so that write can never block, even for a problem with 1 MB of
+    numpy data; the problem's bulk goes through the worker's own pipe (deliver)."""
+    import multiprocessing.reduction as mp_reduction
+
+    sizes = []
+    dump = mp_reduction.dump
+
+    def measured(obj, file, protocol=None):
+        start = file.tell()
+        dump(obj, file, protocol)
+        sizes.append(file.tell() - start)
+
+    monkeypatch.setattr(mp_reduction, "dump", measured)
+    result, _ = _run(tmp_path, engine, ["workers=1", "updates=5"], BulkyQuadratic())
+    assert result.status == "ok" and result.updates == 5
+    assert len(sizes) == 2  # spawn's preparation data and the Process object, for the one worker
+    assert 0 < sum(sizes) < 16 * 1024, sizes
+
+
 def test_the_problem_travels_without_its_tensors():
     """split_problem leaves the tensors out of the bytes (they go through shared memory); load_problem puts the
     very same tensors back."""
@@ -173,8 +197,8 @@ class ZombieWatch(Recorder):
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_lost_worker_is_reaped_while_the_master_goes_on(tmp_path, engine):
     ZombieWatch.zombies = []
-    result, rec = _run(tmp_path, engine, ["++engine.start_method=forkserver", "workers=2", "updates=240", "eval_every=0.5",
-                                          "engine.fault.kill_worker=1", "engine.fault.at_update=40",
+    result, rec = _run(tmp_path, engine, ["++engine.start_method=forkserver", "workers=2", "updates=240",
+                                          "eval_every=0.5", "engine.fault.kill_worker=1", "engine.fault.at_update=40",
                                           "engine.on_worker_loss=continue"], recorder_cls=ZombieWatch)
     assert result.status == "ok" and "worker 1 lost" in result.message and "killed by SIGKILL" in result.message
     assert result.updates == 240
@@ -273,7 +297,8 @@ def test_distributed_across_two_torchrun_nodes(tmp_path):
     procs = []
     try:
         for node in (0, 1):
-            fill = {"--node-rank=R": f"--node-rank={node}", "--rdzv-endpoint=HOST:29400": f"--rdzv-endpoint=127.0.0.1:{port}"}
+            fill = {"--node-rank=R": f"--node-rank={node}",
+                    "--rdzv-endpoint=HOST:29400": f"--rdzv-endpoint=127.0.0.1:{port}"}
             cmd = [fill.get(a, a) for a in _readme_multinode_command()] + [f"results_dir={tmp_path}/results"]
             log = open(tmp_path / f"node{node}.log", "wb")
             procs.append(subprocess.Popen(cmd, cwd=REPO, env=env, start_new_session=True, stdout=log,
