@@ -7,9 +7,12 @@ Launch:
 - ``python -m experiments.run engine=distributed workers=P ...``: this process is rank 0 and starts P local worker
   processes (``engine.start_method``, spawn by default) that receive the problem at start (tensors through shared
   memory) and are pinned to their own CPUs where they fit (``engine.pin_workers``, as in shared_memory). With
-  ``engine.master_addr`` on loopback (the default) the rendezvous is a file store in a temporary folder and gloo
-  binds to the loopback interface: nothing listens beyond this machine. Otherwise a TCP store on
-  ``master_addr:master_port`` (a free port when that one is taken).
+  ``engine.master_addr`` on loopback (the default) the rendezvous is a file store on an anonymous in-memory file
+  (nothing on disk to clean up, even when the master is killed) and gloo binds to the loopback interface: nothing
+  listens beyond this machine. Otherwise a TCP store on ``master_addr:master_port`` (a free port when that one is
+  taken). Start-up as in shared_memory: a worker that dies before it is ready fails the run at once
+  (:mod:`experiments.engines._proc`, start-up); one that dies between saying ready and joining the group is seen
+  when the group's start-up timeout (300 s) ends.
 
 Backend: ``engine.backend``: ``gloo``, ``nccl``, or ``auto`` = nccl for sync where the problem is on CUDA and every
 rank has its own GPU, else gloo. Async needs receive-from-any-worker, which this engine builds from one receiving
@@ -47,13 +50,15 @@ import tempfile
 import threading
 import time
 import traceback
+import weakref
 from contextlib import contextmanager
 
 import torch
 import torch.distributed as dist
 
 from experiments.engines._driver import Arrival, Lost, drive
-from experiments.engines._proc import (WorkerSpec, describe_exit, process_context, reap, sigterm_as_interrupt,
+from experiments.engines._proc import (WorkerSpec, _Fd, await_ready, deliver, describe_exit, load_problem,
+                                       process_context, reap, receive, sigterm_as_interrupt, split_problem,
                                        worker_batches, worker_process_setup)
 from experiments.errors import ConfigError, WorkerLost
 from experiments.sampling import BatchStream
@@ -217,14 +222,31 @@ def _serve_loop(problem, spec: WorkerSpec, buf_device: torch.device, stream) -> 
         raise
 
 
-def _spawned_worker(rank: int, world: int, store_spec: tuple, backend: str, timeout_s: float, problem,
-                    spec: WorkerSpec) -> None:
-    """Entry of a locally started worker process (rank >= 1)."""
+def _spawned_worker(rank: int, world: int, store_spec: tuple, backend: str, timeout_s: float, tensors: list,
+                    spec: WorkerSpec, conn) -> None:
+    """Entry of a locally started worker process (rank >= 1): receive the rest of the problem on ``conn`` (its
+    ``tensors`` came with the process; _proc.split_problem), say ready, join the process group, serve."""
     worker_process_setup(spec)
-    stream = BatchStream(problem.num_train, spec.batch, spec.seed)  # before joining: start-up is not silence
+    try:
+        problem = load_problem(tensors, receive(conn.fileno()))
+        stream = BatchStream(problem.num_train, spec.batch, spec.seed)  # before joining: start-up is not silence
+        conn.send_bytes(b"R")
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        return  # the master is gone (or gave up on the start-up)
+    except BaseException as exc:  # noqa: BLE001 - reported to the master, then the process exits
+        traceback.print_exc(file=sys.stderr)
+        try:
+            conn.send_bytes(b"E" + f"{type(exc).__name__}: {exc}".splitlines()[0].encode()[:2000])
+        except OSError:
+            pass
+        sys.exit(1)
+    finally:
+        conn.close()
     kind, where, port = store_spec
-    with _gloo_interface("127.0.0.1" if kind == "file" else where):
-        if kind == "file":
+    with _gloo_interface("127.0.0.1" if kind in ("file", "memfd") else where):
+        if kind == "memfd":
+            store = dist.FileStore(f"/proc/self/fd/{where.fd}", world)
+        elif kind == "file":
             store = dist.FileStore(where, world)
         else:
             store = dist.TCPStore(where, port, world, is_master=False,
@@ -394,11 +416,14 @@ class DistTransport:
         return g if self.gbuf is None else self.gbuf.copy_(g)
 
     def drop(self, w: int) -> None:
-        """Worker w is lost: stop sending to it (a local process is killed)."""
+        """Worker w is lost: stop sending to it (a local process is killed and reaped: no zombie while the master
+        goes on)."""
         self.live.discard(w)
         self.expect[w].put(None)
-        if self.procs and self.procs[w].is_alive():
-            self.procs[w].kill()
+        if self.procs:
+            if self.procs[w].is_alive():
+                self.procs[w].kill()
+            self.procs[w].join(5.0)
 
     @contextmanager
     def hold(self):
@@ -449,12 +474,29 @@ class DistTransport:
 
 
 def _store_for_local(cfg, world: int):
-    """Rank 0's rendezvous store for locally started workers: (store, spec for the workers, temp dir or None)."""
+    """Rank 0's rendezvous store for locally started workers: (store, spec for the workers, clean-up or None).
+
+    On loopback: a FileStore (nothing listens on the network; a TCPStore would listen on every interface) on an
+    anonymous in-memory file (Linux ``memfd_create``; the workers open it as ``/proc/self/fd/N``): nothing on disk
+    that a killed master would leave behind (the master's descriptor closes with the store object). Where memfd is
+    missing, a temporary ``apam-dist-*`` folder, removed by the clean-up (but left behind if the master is killed).
+    Elsewhere: a TCPStore on ``master_addr:master_port`` (a free port when that one is taken)."""
     host = str(cfg.engine.get("master_addr") or "127.0.0.1")
     if _is_loopback(host):
+        if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
+            fd = os.memfd_create("apam-dist-store", os.MFD_CLOEXEC)
+            try:
+                store = dist.FileStore(f"/proc/self/fd/{fd}", world)
+            except BaseException:
+                os.close(fd)
+                raise
+            # closed when the store is gone, not before: a store that outlives its fd (kept by a traceback) would
+            # open whatever file reuses that number
+            weakref.finalize(store, os.close, fd)
+            return store, ("memfd", _Fd(fd), 0), None
         tmpdir = tempfile.mkdtemp(prefix="apam-dist-")
         path = os.path.join(tmpdir, "store")
-        return dist.FileStore(path, world), ("file", path, 0), tmpdir
+        return dist.FileStore(path, world), ("file", path, 0), lambda: shutil.rmtree(tmpdir, ignore_errors=True)
     port = int(cfg.engine.get("master_port") or 0)
     timeout = datetime.timedelta(seconds=STARTUP_TIMEOUT_S)
     try:
@@ -482,7 +524,7 @@ def run(problem, rule, cfg, recorder):
     world = P + 1
     backend = choose_backend(cfg, problem.device)
     x0 = problem.init_params(cfg.seed)
-    procs, tmpdir, transport = [], None, None
+    procs, conns, cleanup, transport, store, started = [], [], None, None, None, False
     with sigterm_as_interrupt():
         try:
             if _torchrun():
@@ -496,16 +538,24 @@ def run(problem, rule, cfg, recorder):
                 if method not in ("spawn", "forkserver"):
                     raise ConfigError(f"engine.start_method={method}: must be spawn or forkserver")
                 ctx = process_context(method, problem)
-                store, spec, tmpdir = _store_for_local(cfg, world)
+                store, spec, cleanup = _store_for_local(cfg, world)
+                tensors, payload = split_problem(problem)  # the Process arguments stay small: see _proc (start-up)
                 for w in range(P):
+                    parent, child = ctx.Pipe(duplex=True)
                     p = ctx.Process(target=_spawned_worker, name=f"apam-rank-{w + 1}", daemon=True,
-                                    args=(w + 1, world, spec, backend, float(cfg.engine.timeout_s), problem,
-                                          WorkerSpec.from_cfg(cfg, w, pin=True)))
+                                    args=(w + 1, world, spec, backend, float(cfg.engine.timeout_s), tensors,
+                                          WorkerSpec.from_cfg(cfg, w, pin=True), child))
                     p.start()
+                    child.close()  # the master keeps no copy of the child's end: its death breaks the pipe
                     procs.append(p)
+                    conns.append(parent)
                 LAST_WORKER_PIDS[:] = [p.pid for p in procs]
-                with _gloo_interface("127.0.0.1" if spec[0] == "file" else spec[1]):
+                deadline = time.monotonic() + STARTUP_TIMEOUT_S
+                deliver(payload, [c.fileno() for c in conns], procs, deadline)
+                await_ready(conns, procs, deadline)  # a death from here to joining waits for the group's timeout
+                with _gloo_interface("127.0.0.1" if spec[0] in ("file", "memfd") else spec[1]):
                     _init_group(backend, cfg.engine.timeout_s, store=store, rank=0, world_size=world)
+            started = True
             transport = DistTransport(P, x0, float(cfg.engine.timeout_s), _rank_device(backend, problem.device),
                                       procs)
             return drive(problem, rule, cfg, recorder, transport, worker_batches(cfg))
@@ -514,7 +564,10 @@ def run(problem, rule, cfg, recorder):
                 if transport is not None:
                     transport.close()
             finally:
+                for conn in conns:
+                    conn.close()
                 _destroy()
-                reap(procs)
-                if tmpdir:
-                    shutil.rmtree(tmpdir, ignore_errors=True)
+                store = None  # noqa: F841 - the memfd store's descriptor closes with it
+                reap(procs, grace_s=5.0 if started else 0.0)  # a failed start-up ends the workers at once
+                if cleanup is not None:
+                    cleanup()

@@ -3,7 +3,9 @@
 Processes: ``torch.multiprocessing`` with ``engine.start_method`` (``spawn`` by default, or ``forkserver``), so
 nothing the calling process did before (a serial run, threads, CUDA) leaks into the workers. The problem object
 is sent to each worker once, at start; its torch tensors travel through shared memory, so the data is neither
-reloaded nor copied (numpy/scipy members are copied once per worker).
+reloaded nor copied (numpy/scipy members are copied once per worker, through the worker's pipe, never blocking the
+master: a worker that dies while starting fails the run at once, ``worker W died while starting (killed by
+SIGKILL)``; :mod:`experiments.engines._proc`, start-up).
 
 Buffers: two preallocated shared tensors of shape (P, d) in the problem's dtype: ``xs[w]`` is the iterate the
 master last handed to worker w, ``grads[w]`` the gradient w computed there; a shared int64 block ``ctrl`` (P, 2)
@@ -60,15 +62,14 @@ import sys
 import time
 import traceback
 from contextlib import nullcontext
-from multiprocessing import reduction
-from multiprocessing.connection import wait as mp_wait
 
 import torch
 
 from experiments.engines._driver import Arrival, Lost, drive
-from experiments.engines._proc import (WorkerSpec, describe_exit, process_context, reap, sigterm_as_interrupt,
+from experiments.engines._proc import (WorkerSpec, _Fd, await_ready, deliver, describe_exit, load_problem,
+                                       process_context, reap, receive, sigterm_as_interrupt, split_problem,
                                        worker_batches, worker_process_setup)
-from experiments.errors import ConfigError, WorkerLost
+from experiments.errors import ConfigError
 from experiments.sampling import BatchStream
 
 _GRAD = struct.Struct("<cqd")   # b"G", version, minibatch loss
@@ -76,21 +77,6 @@ VERSION, SEQ = 0, 1             # columns of the shared control block ctrl (P, 2
 SPIN_S = 200e-6                 # how long a spinning side polls before it blocks (covers one master update)
 STARTUP_TIMEOUT_S = 300.0       # a worker process must be up (imports, problem received) within this
 LAST_WORKER_PIDS: list[int] = []  # process ids of the latest run's workers (tests check that none is left)
-
-
-class _Fd:
-    """A file descriptor that travels to a spawned/forkserver child (duplicated there, as multiprocessing does for
-    pipes)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def __reduce__(self):
-        return _rebuild_fd, (reduction.DupFd(self.fd),)
-
-
-def _rebuild_fd(dup) -> _Fd:
-    return _Fd(dup.detach())
 
 
 _ONE = (1).to_bytes(8, sys.byteorder)
@@ -105,15 +91,18 @@ def _wake_channel() -> tuple[int, int]:
     return os.pipe()
 
 
-def _worker_main(spec: WorkerSpec, problem, xs: torch.Tensor, grads: torch.Tensor, ctrl: torch.Tensor, wake: _Fd,
-                 conn, spin_s: float = 0.0) -> None:
-    """Body of worker process ``spec.worker``: wait until ``ctrl[w, SEQ]`` moves past the last request served (spin
-    on it for ``spin_s`` seconds, then block on its wake-up fd and pipe), read the version from ``ctrl[w, VERSION]``,
+def _worker_main(spec: WorkerSpec, tensors: list, xs: torch.Tensor, grads: torch.Tensor, ctrl: torch.Tensor,
+                 wake: _Fd, conn, spin_s: float = 0.0) -> None:
+    """Body of worker process ``spec.worker``: receive the rest of the problem on the pipe (its ``tensors`` came
+    with the process; _proc.split_problem), say ready; then wait until ``ctrl[w, SEQ]`` moves past the last request
+    served (spin on it for ``spin_s`` seconds, then block on its wake-up fd and pipe), read the version from
+    ``ctrl[w, VERSION]``,
     compute one gradient at ``xs[w]`` on the next minibatch of its own stream, write it to ``grads[w]``, report
     (version, loss) on the pipe; until the pipe says stop or closes (the master is gone)."""
     worker_process_setup(spec)
     w = spec.worker
     try:
+        problem = load_problem(tensors, receive(conn.fileno()))
         stream = BatchStream(problem.num_train, spec.batch, spec.seed)
         x, g_slot, ctl = xs[w], grads[w], ctrl.numpy()[w]
         poller = select.poll()
@@ -224,49 +213,32 @@ class SharedMemoryTransport:
         self.wakes = [_wake_channel() for _ in range(P)]
         ctx = process_context(start_method, problem)
         self.procs, self.conns = [], []
-        self._owner: dict = {}  # pipe end or process sentinel -> worker id (start-up)
-        self._poller = select.poll()  # the same, polled during the run (registered once: cheaper than mp_wait)
+        self._poller = select.poll()  # pipe ends and process sentinels (registered once: cheaper than mp_wait)
         self._fd_owner: dict[int, int] = {}
         self._closed = False
+        self._started = False
+        tensors, payload = split_problem(problem)  # the Process arguments stay small: see _proc (start-up)
         try:
             for spec in specs:
                 parent, child = ctx.Pipe(duplex=True)
                 wake = _Fd(self.wakes[spec.worker][0])
-                p = ctx.Process(target=_worker_main, args=(spec, problem, self.xs, self.grads, self.ctrl, wake, child,
-                                                               self._spin_s),
+                p = ctx.Process(target=_worker_main, args=(spec, tensors, self.xs, self.grads, self.ctrl, wake, child,
+                                                           self._spin_s),
                                 name=f"apam-worker-{spec.worker}", daemon=True)
                 p.start()
-                child.close()
+                child.close()  # the master keeps no copy of the child's end: its death breaks the pipe
                 self.procs.append(p)
                 self.conns.append(parent)
-                self._owner[parent] = spec.worker
-                self._owner[p.sentinel] = spec.worker
                 for fd in (parent.fileno(), p.sentinel):
                     self._poller.register(fd, select.POLLIN)
                     self._fd_owner[fd] = spec.worker
-            self._await_ready()
+            deadline = time.monotonic() + STARTUP_TIMEOUT_S
+            deliver(payload, [c.fileno() for c in self.conns], self.procs, deadline)
+            await_ready(self.conns, self.procs, deadline)
+            self._started = True
         except BaseException:
             self.close()
             raise
-
-    def _await_ready(self) -> None:
-        waiting = set(range(len(self.procs)))
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while waiting:
-            ready = mp_wait([self.conns[w] for w in waiting] + [self.procs[w].sentinel for w in waiting],
-                            max(0.0, deadline - time.monotonic()))
-            if not ready:
-                raise WorkerLost(f"worker(s) {sorted(waiting)} not ready within {STARTUP_TIMEOUT_S:g} s")
-            for obj in ready:
-                w = self._owner[obj]
-                if w not in waiting:
-                    continue
-                msg = self._read(w)
-                if msg is None:
-                    raise WorkerLost(f"worker {w} died while starting ({describe_exit(self.procs[w])})")
-                if msg != b"R":
-                    raise RuntimeError(f"worker {w} sent {msg[:40]!r} instead of ready")
-                waiting.discard(w)
 
     def _read(self, w: int, ready: bool = False) -> bytes | None:
         """The next message of worker w (``ready``: its pipe is known to be readable), b"" when there is none, or
@@ -347,19 +319,23 @@ class SharedMemoryTransport:
         return nullcontext()
 
     def close(self) -> None:
-        """Tell every worker to stop, wait for them (then SIGTERM, then SIGKILL), close the pipes. Idempotent."""
+        """Tell every worker to stop, wait for them (then SIGTERM, then SIGKILL), close the pipes. A start-up that
+        failed ends the workers at once (they may still be reading their start-up data). Idempotent."""
         if self._closed:
             return
         self._closed = True
         try:
             for p, conn in zip(self.procs, self.conns):
-                if p.is_alive():
+                if self._started and p.is_alive():
                     try:
                         conn.send_bytes(b"S")
                     except OSError:
                         pass
         finally:
-            reap(self.procs)
+            if not self._started:
+                for conn in self.conns:
+                    conn.close()
+            reap(self.procs, grace_s=5.0 if self._started else 0.0)
             for conn in self.conns:
                 conn.close()
             for fd in {fd for pair in self.wakes for fd in pair}:
