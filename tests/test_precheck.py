@@ -111,3 +111,17 @@ def test_apam_data_naming_a_file_is_one_line(tmp_path):
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and str(bad) in lines[0], proc.stderr
     assert not (tmp_path / "res").exists()
+
+
+def test_data_error_inside_a_run_is_one_line_and_leaves_nothing(tmp_path):
+    # non-finite LIBSVM values are found when the file is parsed (in the run, not the precheck): one line naming
+    # the file, exit 2, no empty <results_dir>/.hydra/ left behind
+    bad = tmp_path / "bad.svm"
+    bad.write_text("1 1:0.5 2:nan\n-1 1:0.25\n")
+    proc = subprocess.run([sys.executable, "-m", "experiments.run", "problem=logreg_libsvm", f"problem.path={bad}",
+                           "updates=2", f"results_dir={tmp_path}/res"], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and str(bad) in lines[0] and "non-finite" in lines[0], proc.stderr
+    assert not (tmp_path / "res").exists()
