@@ -125,3 +125,26 @@ def test_data_error_inside_a_run_is_one_line_and_leaves_nothing(tmp_path):
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and str(bad) in lines[0] and "non-finite" in lines[0], proc.stderr
     assert not (tmp_path / "res").exists()
+
+
+@pytest.mark.parametrize("overrides", [
+    ["problem=logreg_fmnist", "algorithm.beta1=0", "algorithm.beta2=0"],  # paper variant, eps 0
+    ["problem=logreg_fmnist", "algorithm.variant=torch"],
+    ["problem=lenet5_fmnist", "algorithm.beta1=0", "algorithm.beta2=0", "algorithm.eps=1e-30"],
+    ["problem=lenet5_fmnist", "algorithm=sync_amsgrad", "workers=2"],
+    ["problem=lenet5_fmnist", "algorithm=async_sgd"],
+])
+def test_accepted_optimizer_settings_give_a_finite_first_step(tmp_path, overrides):
+    # whatever validation lets through moves finitely on the first step, also where a gradient coordinate is 0
+    import torch
+
+    from experiments.validate import build_rule_from_config, validate
+
+    cfg = compose_cfg([f"results_dir={tmp_path}"] + overrides)
+    validate(cfg)
+    rule = build_rule_from_config(cfg.algorithm)
+    x = torch.zeros(6)
+    g = torch.tensor([0.0, 1.0, -2.0, 0.0, 1e-30, 3.0])
+    state = rule.init(x)
+    x, state = rule.step(x, g, state)
+    assert torch.isfinite(x).all() and x[0] == 0 and x[3] == 0
