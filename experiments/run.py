@@ -283,6 +283,10 @@ def main() -> None:
         except ConfigError as exc:
             _report_error(exc)
             sys.exit(2)
+        except KeyboardInterrupt as exc:  # stopped while checking: nothing ran, nothing written
+            signum = Interrupted.signum_of(exc)
+            print(f"interrupted by {signal.Signals(signum).name} before any run", file=sys.stderr)
+            sys.exit(128 + signum)
     try:
         _hydra_main()
         _write_speedups()
