@@ -391,8 +391,8 @@ def write_report(results_dir: Path, profile: str, statuses: dict) -> Path:
             overview.append({"experiment": exp, "status": st.get("status"), "runs": 0, "verdicts": "not runnable here"})
             continue
         n_bad = int((summary["status"] != "ok").sum())
-        body.append(f"{len(summary)} runs ({n_bad} diverged or failed); the last `make reproduce` call that ran any "
-                    f"of them spent {st.get('wall_s', float('nan')):.0f} s on this sweep (finished runs are skipped). "
+        body.append(f"{len(summary)} runs ({n_bad} diverged or failed); the last `make reproduce` call that changed "
+                    f"this experiment spent {st.get('wall_s', float('nan')):.0f} s on its sweep (finished runs are skipped). "
                     f"{_scale(summary)}\n")
         sp = _read(exp_dir / "speedup.csv")
         paper = _paper(exp)
