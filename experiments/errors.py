@@ -1,4 +1,5 @@
-"""Errors the runner reports to users as one line and exit code 2."""
+"""Errors the runner reports to users as one line and exit code 2, and the interrupt a signal raises."""
+import signal
 
 
 class ConfigError(ValueError):
@@ -7,3 +8,22 @@ class ConfigError(ValueError):
 
 class WorkerLost(RuntimeError):
     """A worker process or rank stopped answering or died during a run (real engines)."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """A run stopped by a signal: SIGINT (Ctrl-C) or SIGTERM. Raised in the main thread by the runner's handler
+    (experiments.run) and by the real engines' (experiments.engines._proc.sigterm_as_interrupt); the runner records
+    the run as ``failed`` with its partial trace, then exits ``128 + signum`` (130 for SIGINT, 143 for SIGTERM).
+
+    Attributes:
+        signum: the signal's number (``signal.SIGTERM``, ``signal.SIGINT``).
+    """
+
+    def __init__(self, signum: int = signal.SIGINT) -> None:
+        self.signum = int(signum)
+        super().__init__(f"signal {signal.Signals(self.signum).name}")
+
+    @staticmethod
+    def signum_of(exc: BaseException) -> int:
+        """The signal behind a KeyboardInterrupt: its ``signum``, else SIGINT (Python's own Ctrl-C)."""
+        return int(getattr(exc, "signum", signal.SIGINT))

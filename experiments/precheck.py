@@ -1,16 +1,19 @@
 """Checks a command line before Hydra runs anything: every job of a sweep is composed and validated first.
 
 Hydra reports an unknown option or key as a multi-line message with exit code 1, after a sweep may already have
-written results. Here each combination of the overrides (command line, and in a multirun the experiment's own
+written results. Here every combination of the overrides, however many, (command line, and in a multirun the experiment's own
 sweep for the profile, see :func:`profile_sweep`) is composed with Hydra's compose API and checked by :func:`experiments.validate.validate`;
-the first problem becomes a :class:`ConfigError` naming the override, so the entry point exits 2, nothing written.
+then the data every job reads is checked (:func:`check_data`); the first problem becomes a :class:`ConfigError`
+naming the override, so the entry point exits 2, nothing written.
 """
 from __future__ import annotations
 
+import copy
 import itertools
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import OverrideType
 from omegaconf import OmegaConf
@@ -19,7 +22,10 @@ from experiments.errors import ConfigError
 from experiments.validate import validate
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
-MAX_COMBINATIONS = 32
+GROUPS = frozenset(p.name for p in CONF_DIR.iterdir() if p.is_dir())
+ADDABLE = frozenset({"problem.init_std", "problem.eval_batch_size"})
+"""Keys absent from conf/ that the harness reads when present (``+problem.init_std=0.01``); any other ``+key`` is
+refused: it would be accepted and ignored."""
 _PREFIX = {OverrideType.ADD: "+", OverrideType.FORCE_ADD: "++", OverrideType.DEL: "~"}
 
 
@@ -81,52 +87,75 @@ def profile_sweep(overrides: list[str]) -> list[str]:
 
 
 def job_overrides(overrides: list[str], multirun: bool) -> tuple[list[list[str]], int]:
-    """The jobs to check and the true job count: every combination up to MAX_COMBINATIONS, beyond that every pair
-    of values of every two keys (with the other keys at their first value).
+    """Every job of the command line (each combination of the swept values, in Hydra's order) and their count.
 
     Raises:
-        ConfigError: an override does not parse, or a sweep is given without multirun.
+        ConfigError: an override does not parse, a sweep is given without multirun, or ``+key`` adds a key the
+            harness would ignore (only :data:`ADDABLE` keys may be added).
     """
     expanded = _expand(overrides)
-    if not multirun:
-        for key, values in expanded.items():
-            if len(values) > 1:
-                raise ConfigError(f"{key}={','.join(v.split('=', 1)[1] for v in values)}: a sweep needs -m (multirun)")
+    for key, values in expanded.items():
+        bare = key.lstrip("+~")
+        if key.startswith("+") and bare not in ADDABLE and not bare.startswith("hydra"):
+            raise ConfigError(f"{values[0]}: no such config key, the harness would ignore it "
+                              f"(keys that may be added with +: {', '.join(sorted(ADDABLE))})")
+        if not multirun and len(values) > 1:
+            raise ConfigError(f"{key}={','.join(v.split('=', 1)[1] for v in values)}: a sweep needs -m (multirun)")
     lists = list(expanded.values())
-    total = 1
-    for vals in lists:
-        total *= len(vals)
-    if total <= MAX_COMBINATIONS:
-        combos = [list(c) for c in itertools.product(*lists)] if lists else [[]]
-    else:  # every pair of values of every two keys (the checks relate at most two keys), others at first values
-        base = [vals[0] for vals in lists]
-        seen, combos = set(), []
-        for i, j in itertools.combinations(range(len(lists)), 2):
-            for vi, vj in itertools.product(lists[i], lists[j]):
-                c = list(base)
-                c[i], c[j] = vi, vj
-                if tuple(c) not in seen:
-                    seen.add(tuple(c))
-                    combos.append(c)
-        if not combos:
-            combos = [[v] for v in lists[0]]
-    return combos, total
+    combos = [list(c) for c in itertools.product(*lists)] if lists else [[]]
+    return combos, len(combos)
+
+
+def _is_group(override: str) -> bool:
+    """True for an override that selects a config (``problem=...``, ``hydra/...``) or sets Hydra's own config:
+    those are composed; every other override sets a value and is applied to the composed config."""
+    key = override.split("=", 1)[0].lstrip("+~").split("@")[0]
+    return key in GROUPS or key.startswith("hydra")
 
 
 def compose_jobs(combos: list[list[str]]) -> list:
     """The resolved config of each job (Hydra compose API; also inside a running Hydra app, e.g. from a run that
-    calibrates on first use); raises ConfigError naming a bad override."""
+    calibrates on first use); raises ConfigError naming a bad override.
+
+    Hydra composes once per distinct choice of config groups; each job's value overrides are then applied to a copy
+    with Hydra's own rules (``ConfigLoaderImpl._apply_overrides_to_config``, what ``compose`` does after choosing
+    the configs), so a sweep of any size is checked job by job in about a millisecond per job."""
     from hydra.core.global_hydra import GlobalHydra
 
     if GlobalHydra.instance().is_initialized():
-        return [_resolved(combo) for combo in combos]
+        return _resolved_all(combos)
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="precheck"):
-        return [_resolved(combo) for combo in combos]
+        return _resolved_all(combos)
 
 
-def _resolved(combo: list[str]):
+def _resolved_all(combos: list[list[str]]) -> list:
+    bases: dict[tuple, object] = {}
+    parsed: dict[str, object] = {}
+    parser = OverridesParser.create()
+    out = []
+    for combo in combos:
+        groups = tuple(o for o in combo if _is_group(o))
+        values = [o for o in combo if not _is_group(o)]
+        if groups not in bases:
+            bases[groups] = _composed(list(groups))
+        cfg = copy.deepcopy(bases[groups])
+        for o in values:
+            if o not in parsed:
+                parsed[o] = parser.parse_overrides([o])
+            try:
+                ConfigLoaderImpl._apply_overrides_to_config(parsed[o], cfg)
+            except Exception as exc:
+                raise _explain(o, exc) from None
+        try:
+            out.append(OmegaConf.create(OmegaConf.to_container(cfg, resolve=True)))
+        except Exception as exc:
+            raise ConfigError(f"{' '.join(combo)}: {str(exc).strip().splitlines()[0]}") from None
+    return out
+
+
+def _composed(combo: list[str]):
     try:
-        cfg = _compose(combo)
+        return _compose(combo)
     except Exception as exc:
         for o in combo:  # find the override that fails on its own
             try:
@@ -134,20 +163,44 @@ def _resolved(combo: list[str]):
             except Exception as single:
                 raise _explain(o, single) from None
         raise ConfigError(f"{' '.join(combo)}: {str(exc).strip().splitlines()[0]}") from None
-    try:
-        return OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
-    except Exception as exc:
-        raise ConfigError(f"{' '.join(combo)}: {str(exc).strip().splitlines()[0]}") from None
+
+
+def _resolved(combo: list[str]):
+    return _resolved_all([combo])[0]
+
+
+def check_data(cfgs: list) -> None:
+    """Every data set the jobs read is there and valid, each checked once (staging it when it can be got, as the
+    run would; a staged set costs a read of its headers). LIBSVM files are checked to exist by validate.
+
+    Raises:
+        ConfigError: ``problem=<name>: <the data error, naming the file and how to get it>``.
+    """
+    from problems.data import DataError, data_root, stage
+
+    seen = set()
+    for cfg in cfgs:
+        p = cfg.problem
+        dataset = p.get("dataset") if p.kind in ("logreg", "cnn") else None
+        if dataset is None or dataset in seen:
+            continue
+        seen.add(dataset)
+        try:
+            stage(str(dataset), data_root())
+        except (DataError, ValueError, OSError) as exc:
+            raise ConfigError(f"problem={p.name}: {str(exc).strip().splitlines()[0]}") from None
 
 
 def precheck(overrides: list[str], multirun: bool) -> int:
-    """Compose and validate every job the command line asks for; return the number of jobs.
+    """Compose and validate every job the command line asks for, whatever their number, then check that the data
+    of every job is there; return the number of jobs. Nothing is written (no results, no ``.hydra/``).
 
     Raises:
-        ConfigError: the first bad override or value, as one line naming it.
+        ConfigError: the first bad override, value or missing data set, as one line naming it.
     """
     combos, total = job_overrides(overrides, multirun)
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="precheck"):
-        for combo in combos:
-            validate(_resolved(combo))
+    cfgs = compose_jobs(combos)
+    for cfg in cfgs:
+        validate(cfg)
+    check_data(cfgs)
     return total

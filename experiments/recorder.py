@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections import Counter
 
 from tqdm.auto import tqdm
 
@@ -39,6 +40,7 @@ class Recorder:
         self.divergence_factor = divergence_factor
         self.rows: list[dict] = []
         self.master = None
+        self._histogram_at_row: Counter = Counter()
         self._next = 0
         self._initial_loss: float | None = None
         disable = (not sys.stderr.isatty()) if progress is None else (not progress)
@@ -77,6 +79,8 @@ class Recorder:
                    staleness_mean=staleness[0], staleness_max=staleness[1],
                    opt_gap=(metrics["train_loss"] - self.f_star) if self.f_star is not None else float("nan"))
         self.rows.append(row)
+        if self.master is not None:  # O(distinct staleness values): the histogram this row's updates produced
+            self._histogram_at_row = Counter(self.master.histogram)
         while self._next <= samples:
             self._next += self.eval_every_samples
         self._bar.update(epoch - self._bar_epochs)
@@ -88,6 +92,11 @@ class Recorder:
         if not math.isfinite(loss) or loss > self.divergence_factor * max(self._initial_loss, 1e-12):
             raise Diverged(f"train loss {loss:.4g} at epoch {epoch:.3f} (initial {self._initial_loss:.4g})")
         return row
+
+    def histogram_at_last_row(self) -> Counter:
+        """The master's staleness histogram (staleness -> updates) as it was when the last trace row was recorded:
+        a run stopped between evaluations is summarized over the same updates as its last row (empty before any)."""
+        return Counter(self._histogram_at_row)
 
     def check_loss(self, loss: float, samples: int) -> None:
         """Raise :class:`Diverged` when a minibatch loss is not finite, naming the epoch (``samples`` processed /

@@ -4,8 +4,11 @@
 
 Resumable: each sweep skips runs whose results exist (``force=true`` reruns them), so an interrupted call
 continues where it stopped. An experiment whose data is missing (or whose settings cannot run here) is skipped with
-the reason, and the report says so. Exit code 0 when every experiment ran or was skipped for a stated reason;
-1 when a sweep crashed.
+the reason, and the report says so. A figure that cannot be drawn is named with its reason in
+``reproduce_status.json`` (``figures_missing``), in the report and on stderr; every other figure and the report are
+still written. Exit code 0 when every experiment ran or was skipped for a stated reason and every figure was drawn;
+1 when a sweep crashed or a figure is missing (after writing the report). A call that reruns nothing leaves
+``reproduce_status.json`` and the report byte-identical.
 """
 from __future__ import annotations
 
@@ -74,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     for i, exp in enumerate(experiments, 1):
         print(f"== [{i}/{len(experiments)}] {exp} (profile {args.profile})", file=sys.stderr, flush=True)
+        summary_before = _summary_bytes(results_dir / exp)
         st = run_sweep(exp, args.profile, results_dir, args.force)
         st["profile"] = args.profile
         exp_dir = results_dir / exp
@@ -81,20 +85,15 @@ def main(argv: list[str] | None = None) -> int:
             from experiments.aggregate import write_speedup
 
             write_speedup(exp_dir)
-            try:
-                import plots
-
-                drawn = plots.draw_experiment(exp_dir, paper_dir=REPO / "results" / "paper")
-                st["figures"] = [str(p.relative_to(results_dir)) for p in drawn]
-            except Exception as exc:  # a figure that cannot be drawn is reported, the rest goes on
-                st["figures_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
-                print(f"warning: figures of {exp}: {st['figures_error']}", file=sys.stderr)
+            st.update(draw_figures(exp_dir, results_dir))
+            for item in st.get("figures_missing", []):
+                print(f"error: {exp}: figure {item['figure']} not drawn: {item['reason']}", file=sys.stderr)
         elif st["status"] == "skipped":
             try:
                 exp_dir.rmdir()
             except OSError:
                 pass
-        statuses[exp] = st
+        statuses[exp] = _keep_timing_if_unchanged(statuses.get(exp), st, summary_before, _summary_bytes(exp_dir))
         status_path.write_text(json.dumps(statuses, indent=1, sort_keys=True))
         print(f"== {exp}: {st['status']} in {st['wall_s']:.0f} s" + (f" -- {st['message']}" if st["message"] else ""),
               file=sys.stderr, flush=True)
@@ -102,7 +101,42 @@ def main(argv: list[str] | None = None) -> int:
 
     report = write_report(results_dir, args.profile, statuses)
     print(f"wrote {report} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
-    return 1 if any(s["status"] == "crashed" for s in statuses.values()) else 0
+    missing = [f"{e}/{m['figure']}" for e, s in statuses.items() for m in s.get("figures_missing", [])]
+    if missing:
+        print(f"error: {len(missing)} figure(s) not drawn (named in {report}): {', '.join(missing)}", file=sys.stderr)
+    return 1 if missing or any(s["status"] == "crashed" for s in statuses.values()) else 0
+
+
+def draw_figures(exp_dir: Path, results_dir: Path) -> dict:
+    """Draw every figure of ``exp_dir``; return ``{"figures": [paths relative to results_dir]}`` plus
+    ``"figures_missing": [{"figure", "reason"}]`` for each figure that could not be drawn (all the others are)."""
+    import plots
+
+    try:
+        drawn, missing = plots.draw_experiment(exp_dir, paper_dir=REPO / "results" / "paper"), []
+    except plots.FigureError as exc:
+        drawn, missing = exc.written, [{"figure": f, "reason": r} for f, r in exc.failures]
+    except Exception as exc:  # noqa: BLE001 -- the experiment's data cannot be read: no figure at all, named
+        text = str(exc).strip()
+        drawn, missing = [], [{"figure": "all", "reason": f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"}]
+    out = {"figures": [str(p.relative_to(results_dir)) for p in drawn]}
+    if missing:
+        out["figures_missing"] = missing
+    return out
+
+
+def _summary_bytes(exp_dir: Path) -> bytes | None:
+    path = exp_dir / "summary.csv"
+    return path.read_bytes() if path.exists() else None
+
+
+def _keep_timing_if_unchanged(old: dict | None, new: dict, before: bytes | None, after: bytes | None) -> dict:
+    """A call that reran nothing (summary.csv unchanged, same outcome) keeps the previous entry's ``wall_s``: the
+    status file and the report then stay byte-identical, and ``wall_s`` is what the last call that changed the
+    experiment's results spent on it."""
+    same = old is not None and before == after and {k: v for k, v in old.items() if k != "wall_s"} == {
+        k: v for k, v in new.items() if k != "wall_s"}
+    return dict(new, wall_s=old["wall_s"]) if same and "wall_s" in old else new
 
 
 if __name__ == "__main__":

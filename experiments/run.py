@@ -5,7 +5,8 @@ the config; skip the run if its results exist (``force=true`` reruns); build the
 engine; write the resolved config and provenance; train, evaluating at ``eval_every`` epochs (never timed); write
 ``trace.csv``, ``staleness.csv`` and the run's row in ``summary.csv`` -- also when the run diverged or failed.
 
-Exit codes: 0 done (or diverged: recorded, not an error of the harness), 1 the run failed, 2 bad input.
+Exit codes: 0 done (or diverged: recorded, not an error of the harness), 1 the run failed, 2 bad input, 130 / 143
+interrupted by SIGINT / SIGTERM (the run is recorded as failed with its partial trace, in a sweep too).
 """
 from __future__ import annotations
 
@@ -30,7 +31,11 @@ _HYDRA_FLAGS_WITHOUT_CHECK = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--
                               "--resolve", "-p", "--package")
 
 
-INTERRUPTED = "interrupted (SIGINT/SIGTERM)"
+def interrupted_message(signum: int) -> str:
+    """The summary row's message of a run stopped by a signal: ``interrupted (SIGTERM)`` / ``interrupted (SIGINT)``."""
+    import signal
+
+    return f"interrupted ({signal.Signals(signum).name})"
 
 
 def resolve_device(name: str):
@@ -104,6 +109,7 @@ def execute(cfg: DictConfig, overrides: list[str]) -> str:
 
     from experiments import provenance
     from experiments.engines import EngineResult, get_engine
+    from experiments.errors import Interrupted
     from experiments.recorder import Diverged, Recorder
     from experiments.sink import RunSink, make_run_id
     from experiments.validate import validate
@@ -140,14 +146,15 @@ def execute(cfg: DictConfig, overrides: list[str]) -> str:
     recorder = Recorder(problem, _constant_columns(cfg, run_id), eval_every=cfg.eval_every, total_epochs=total,
                         f_star=opt[0] if opt is not None else None, clock=cfg.engine.clock,
                         divergence_factor=cfg.divergence_factor, progress=cfg.progress)
-    result, status, message = None, "ok", ""
+    result, status, message, signum = None, "ok", "", None
     try:
         result = engine.run(problem, rule, cfg, recorder)
         status, message = result.status, result.message
     except Diverged as exc:
         status, message = "diverged", str(exc)
-    except KeyboardInterrupt:
-        status, message = "failed", INTERRUPTED
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: recorded like a failure, then the sweep stops
+        signum = Interrupted.signum_of(exc)
+        status, message = "failed", interrupted_message(signum)
     except Exception as exc:  # recorded, not hidden: the row says what happened
         traceback.print_exc()
         status, message = "failed", f"{type(exc).__name__}: {exc}".splitlines()[0]
@@ -157,9 +164,10 @@ def execute(cfg: DictConfig, overrides: list[str]) -> str:
         m, last = recorder.master, (recorder.rows[-1] if recorder.rows else {})
         message += (f" after {m.version} updates; trace and summary stop at the last evaluation "
                     f"(update {last.get('updates', 0)}, epoch {last.get('epoch', 0.0):.3g})")
+        # the staleness histogram as it was at that evaluation, so that the row's updates and staleness agree
         result = EngineResult(updates=last.get("updates", 0), gradients=last.get("gradients", 0),
                               samples=int(round(last.get("epoch", 0.0) * problem.num_train)),
-                              time_s=last.get("time_s", math.nan), histogram=m.histogram)
+                              time_s=last.get("time_s", math.nan), histogram=recorder.histogram_at_last_row())
     sink.write_trace(recorder.rows, result.histogram if result is not None else {})
     row = _summary_row(cfg, run_id, recorder.rows, result, status, message, problem.num_train)
     sink.append_summary(row)
@@ -169,8 +177,8 @@ def execute(cfg: DictConfig, overrides: list[str]) -> str:
     print(f"[{status}] {cfg.experiment_id}/{run_id}: {row['updates']} updates, {num(row['epochs'], '.3g')} epochs, "
           f"{num(row['time_s'], '.4g')} s ({cfg.engine.clock}), train loss {num(row['final_train_loss'], '.4g')}, "
           f"test acc {num(row['final_test_acc'], '.4f')}" + (f" -- {message}" if message else ""), file=sys.stderr)
-    if message.startswith(INTERRUPTED):
-        raise KeyboardInterrupt
+    if signum is not None:
+        raise Interrupted(signum)
     return status
 
 
@@ -199,6 +207,8 @@ def _hydra_main(cfg: DictConfig) -> None:
         status = execute(cfg, list(hc.overrides.task))
     except ConfigError as exc:
         _report_error(exc)
+        _remove_empty_dirs(Path(cfg.results_dir) / ".hydra")
+        _remove_empty_dirs(Path(cfg.results_dir), recursive=False)
         sys.exit(2)
     if multirun:
         _sweep_bar(cfg.experiment_id).update(1)
@@ -218,6 +228,31 @@ def _write_speedups() -> None:
             print(f"wrote {path}", file=sys.stderr)
 
 
+def _remove_empty_dirs(top: Path, recursive: bool = True) -> None:
+    """Remove ``top`` (and, ``recursive``, the folders below it) when they hold no file: Hydra's job folders after a
+    job that stopped on bad input, so nothing is left behind; folders with files stay."""
+    if not top.is_dir():
+        return
+    below = [p for p in top.rglob("*") if p.is_dir()] if recursive else []
+    for folder in sorted(below, key=lambda p: len(p.parts), reverse=True) + [top]:
+        try:
+            folder.rmdir()
+        except OSError:
+            pass
+
+
+def _on_signal(signum, frame) -> None:
+    """SIGTERM (and SIGINT) in the runner: raise :class:`Interrupted` once, so the current run is recorded with its
+    partial trace, as for Ctrl-C; a second signal while that is written is ignored."""
+    import signal
+
+    from experiments.errors import Interrupted
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
 def _report_error(exc: ConfigError) -> None:
     """Print the one-line error; also into ``$APAM_ERROR_FILE`` when set (how ``make reproduce`` learns why)."""
     print(f"error: {exc}", file=sys.stderr)
@@ -226,7 +261,14 @@ def _report_error(exc: ConfigError) -> None:
 
 
 def main() -> None:
-    """Console entry: check the whole command line first, then hand it to Hydra."""
+    """Console entry: check the whole command line first, then hand it to Hydra. Exit codes: 0 done, 1 a run failed,
+    2 bad input, 130 interrupted by SIGINT, 143 by SIGTERM (the current run recorded with its partial trace)."""
+    import signal
+
+    from experiments.errors import Interrupted
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
     argv = sys.argv[1:]
     if not any(a.split("=")[0] in _HYDRA_FLAGS_WITHOUT_CHECK for a in argv):
         from experiments.precheck import precheck, profile_sweep
@@ -242,13 +284,18 @@ def main() -> None:
         except ConfigError as exc:
             _report_error(exc)
             sys.exit(2)
+        except KeyboardInterrupt as exc:  # stopped while checking: nothing ran, nothing written
+            signum = Interrupted.signum_of(exc)
+            print(f"interrupted by {signal.Signals(signum).name} before any run", file=sys.stderr)
+            sys.exit(128 + signum)
     try:
         _hydra_main()
         _write_speedups()
-    except KeyboardInterrupt:
-        print("interrupted: the current run is recorded as failed with its partial trace; rerun to resume",
-              file=sys.stderr)
-        sys.exit(130)
+    except KeyboardInterrupt as exc:
+        signum = Interrupted.signum_of(exc)
+        print(f"interrupted by {signal.Signals(signum).name}: the current run is recorded as failed with its partial "
+              "trace; rerun to resume", file=sys.stderr)
+        sys.exit(128 + signum)
 
 
 if __name__ == "__main__":

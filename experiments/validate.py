@@ -5,6 +5,7 @@ value; the entry point prints it and exits with code 2, having written nothing.
 """
 from __future__ import annotations
 
+import math
 import tempfile
 from pathlib import Path
 
@@ -75,10 +76,25 @@ def _writable_dir(path) -> None:
         raise ConfigError(f"results_dir={path}: {probe} is not writable") from None
 
 
+SEED_LIMIT = 2**62  # seeds (plus each worker's stride, experiments.engines._proc) stay inside torch's 64-bit range
+NUM_CLASSES = {"fashion_mnist": 10, "mnist": 10, "cifar10": 10}
+BACKENDS = ("auto", "gloo", "nccl")
+
+
+def _finite_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def validate(cfg) -> None:
     """Check a resolved run config; raise ConfigError naming the first bad key and value."""
     _int(cfg, "workers", 1)
     _int(cfg, "seed", 0)
+    _require(cfg.seed < SEED_LIMIT, "seed", cfg.seed, "must be an integer in [0, 2^62)")
+    dv = cfg.get("divergence_factor")
+    _require(isinstance(dv, (int, float)) and not isinstance(dv, bool) and dv > 0, "divergence_factor", dv,
+             "must be a number > 0 (a train loss above it times the initial one stops the run; .inf: never)")
+    _require(cfg.results_dir is not None and str(cfg.results_dir).strip() != "", "results_dir", "",
+             "must name a folder")
     _int(cfg, "batch_size", 1)
     _int(cfg, "threads", 1)
     _positive(cfg, "eval_every")
@@ -106,6 +122,14 @@ def validate(cfg) -> None:
              alg.get("lr_schedule"), "must be constant or inv_sqrt")
     if alg.get("lr_schedule") == "inv_sqrt":
         _positive(cfg, "algorithm.alpha_max")
+    elif alg.get("alpha_max") is not None and _finite_number(alg.lr) and _finite_number(alg.alpha_max) \
+            and alg.lr > alg.alpha_max:
+        raise ConfigError(f"algorithm.alpha_max={alg.alpha_max}: caps only the inv_sqrt schedule; a constant step "
+                          f"is lr={alg.lr} as given (set algorithm.alpha_max=null, or lr <= alpha_max)")
+    if alg.get("variant") == "torch" and alg.get("eps") is not None:
+        _require(alg.eps > 0, "algorithm.eps", alg.eps,
+                 "must be > 0 for the torch variant (m / (sqrt(vhat) + eps) is 0/0 where a gradient is 0; "
+                 "the paper variant allows 0)")
     if alg.protocol == "sync":
         _require(alg.get("sync_batch", "split") in ("split", "full"), "algorithm.sync_batch", alg.get("sync_batch"),
                  "must be split or full")
@@ -129,6 +153,8 @@ def validate(cfg) -> None:
                  "must be constant, exponential or lognormal")
         _require(d.sigma >= 0, "delay.sigma", d.sigma, "must be >= 0")
         _int(cfg, "delay.slow_workers", 0)
+        _require(d.slow_workers <= cfg.workers, "delay.slow_workers", d.slow_workers,
+                 f"must be <= workers ({cfg.workers})")
         _positive(cfg, "delay.slowdown")
     if d.model != "timing" and cfg.engine.name != "simulated":
         _require(d.model == "none", "delay", d.model, "artificial delays exist on engine=simulated only")
@@ -149,6 +175,12 @@ def validate(cfg) -> None:
         if kw is not None:
             _require(isinstance(kw, int) and 0 <= kw < cfg.workers, "engine.fault.kill_worker", kw,
                      f"must be a worker id in [0, {cfg.workers - 1}]")
+    if e.name == "distributed":
+        _require(e.get("backend", "auto") in BACKENDS, "engine.backend", e.get("backend"),
+                 f"must be {', '.join(BACKENDS)}")
+        port = e.get("master_port")
+        _require(isinstance(port, int) and not isinstance(port, bool) and 1 <= port <= 65535, "engine.master_port",
+                 port, "must be a TCP port in 1..65535")
     for k in ("grad_s", "update_s", "msg_s"):
         if e.get("costs") is not None:
             v = e.costs.get(k)
@@ -161,6 +193,13 @@ def validate(cfg) -> None:
         if p.get("test_path") is not None:
             _require(Path(str(p.test_path)).is_file(), "problem.test_path", p.test_path, "no such file")
     if p.kind == "logreg":
-        _require(len(p.classes) == 2 and p.classes[0] != p.classes[1], "problem.classes", list(p.classes),
-                 "must be two different classes")
+        n = NUM_CLASSES.get(p.dataset, 10)
+        classes = list(p.classes) if not isinstance(p.classes, (str, int, float)) else [p.classes]
+        _require(len(classes) == 2 and classes[0] != classes[1]
+                 and all(isinstance(c, int) and not isinstance(c, bool) and 0 <= c < n for c in classes),
+                 "problem.classes", classes, f"must be two different class indices in 0..{n - 1}")
+        _require(p.get("row_norm") in (None, "unit"), "problem.row_norm", p.get("row_norm"), "must be null or unit")
+    if p.kind in ("logreg", "logreg_libsvm"):
+        l2 = p.get("l2") if p.get("l2") is not None else 0.0
+        _require(_finite_number(l2) and l2 >= 0, "problem.l2", l2, "must be a finite number >= 0")
     _int(cfg, "problem.max_train", 1, allow_none=True)

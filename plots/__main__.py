@@ -1,17 +1,19 @@
 """``python -m plots PATH [--format png|pdf] [--paper-dir DIR]``: redraw the figures of an experiment folder (or of
-every experiment below a results folder) from its CSV files; prints each file written. Exit status 2 with a
-one-line error for a missing folder or a missing column (below a results folder: the other experiments are still
-drawn, then one line per failed experiment)."""
+every experiment below a results folder) from its CSV files; prints each file written.
+
+Every figure that can be drawn is drawn; then one line per figure (or experiment) that could not be, naming it and
+why, on stderr. Exit status: 0 every figure drawn; 2 bad input only (a missing folder or column, an unreadable CSV);
+1 a figure failed while drawing (a bug of the plotting code: the line names the exception)."""
 
 import argparse
 import sys
 
 from .draw import FORMATS, draw_experiment, find_experiments
-from .errors import PlotError
+from .errors import FigureError, PlotError
 
 
 def main(argv=None):
-    """CLI entry point; returns the exit status (0 ok, 2 bad input)."""
+    """CLI entry point; returns the exit status (0 every figure drawn, 2 bad input, 1 a figure failed to draw)."""
     parser = argparse.ArgumentParser(
         prog="python -m plots",
         description="Redraw every figure of an experiment folder (or of every experiment below a results folder) "
@@ -27,20 +29,25 @@ def main(argv=None):
         print(f"error: {exc}", file=sys.stderr)
         return 2
     errors = []
+    bug = False  # a figure failed while drawing (exit 1), not for bad input (exit 2)
     written = 0
     for folder in folders:
         try:
             paths = draw_experiment(folder, args.format, args.paper_dir)
+        except FigureError as exc:
+            paths = exc.written
+            errors.extend(str(exc).splitlines())
+            bug = bug or not exc.bad_input
         except PlotError as exc:
+            paths = []
             errors.append(str(exc))
-            continue
         for path in paths:
             print(path, flush=True)
         written += len(paths)
     for message in errors:
         print(f"error: {message}", file=sys.stderr)
     if errors:
-        return 2
+        return 1 if bug else 2
     if not written:
         print(f"no figure applies to {args.path}", file=sys.stderr)
     return 0

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from .curves import draw_algorithm_comparison, draw_curves_by_workers, draw_delay_sweep
 from .data import is_experiment_dir, load_experiment
-from .errors import PlotError
+from .errors import FigureError, PlotError
 from .speedup import draw_speedup, draw_time_per_epoch
 from .staleness import draw_staleness
 from .stragglers import draw_stragglers
@@ -41,14 +41,33 @@ def draw_experiment(path, fmt="png", paper_dir=None):
     Returns:
         list of ``Path`` written under ``path/figures/``, in drawing order.
     Raises:
-        PlotError: missing folder or unknown format. MissingColumnError: a CSV lacks a required column.
+        PlotError: missing folder or unknown format; MissingColumnError: a CSV every figure needs lacks a column.
+        FigureError: one or more figures could not be drawn (a figure's missing column, or any exception while
+            drawing it); raised after every other figure was drawn, naming each failed figure and its reason
+            (``exc.written`` holds the files that were drawn).
     """
     _check_format(fmt)
     exp = load_experiment(path, paper_dir)
-    written = []
+    written, failures, exceptions = [], [], []
     for figure in FIGURES:
-        written.extend(figure(exp, fmt))
+        try:
+            written.extend(figure(exp, fmt))
+        except Exception as exc:  # noqa: BLE001 -- named in the FigureError below, never dropped
+            failures.append((figure_name(figure), _reason(exc)))
+            exceptions.append(exc)
+    if failures:
+        raise FigureError(path, written, failures, exceptions)
     return written
+
+
+def figure_name(figure):
+    """The name of a figure family: its drawing function without ``draw_`` (``draw_staleness`` -> ``staleness``)."""
+    return figure.__name__.removeprefix("draw_")
+
+
+def _reason(exc):
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else '(no message)'}"
 
 
 def find_experiments(path):
@@ -70,7 +89,8 @@ def find_experiments(path):
 
 def draw_path(path, fmt="png", paper_dir=None):
     """``draw_experiment`` for the experiment folder ``path``, or for every experiment folder below ``path``
-    (e.g. ``results/``). Returns all written paths."""
+    (e.g. ``results/``). Returns all written paths; raises at the first experiment that fails (PlotError,
+    FigureError)."""
     _check_format(fmt)
     written = []
     for folder in find_experiments(path):

@@ -20,3 +20,24 @@ class MissingColumnError(PlotError):
         self.column = column
         self.path = path
         super().__init__(f"{path}: missing required column '{column}'")
+
+
+class FigureError(PlotError):
+    """One or more figures of an experiment could not be drawn; every other figure was drawn.
+
+    The message is one line per failed figure, ``<experiment folder>: figure <name> not drawn: <reason>``.
+
+    Attributes:
+        written: the files that were drawn (``pathlib.Path``), in drawing order.
+        failures: ``[(figure name, reason)]``, the reason being ``<ExceptionType>: <first line of its message>``.
+        exceptions: the exception of each failure, in the same order.
+        bad_input: True when every failure is a :class:`PlotError` (bad or missing data, not a bug).
+    """
+
+    def __init__(self, folder, written, failures, exceptions):
+        self.folder = folder
+        self.written = list(written)
+        self.failures = list(failures)
+        self.exceptions = list(exceptions)
+        self.bad_input = all(isinstance(e, PlotError) for e in self.exceptions)
+        super().__init__("\n".join(f"{folder}: figure {name} not drawn: {why}" for name, why in self.failures))

@@ -54,8 +54,7 @@ def _draw_histogram(ax, values, fractions, color, hatched):
         kw = dict(color=color, alpha=0.55 if hatched else 0.85, width=1.0, align="center", edgecolor=color,
                   linewidth=0.3, hatch="//" if hatched else None)
         if several:
-            err = np.vstack([mean - fractions.min(axis=0), fractions.max(axis=0) - mean])
-            kw["yerr"] = err
+            kw["yerr"] = style.whiskers(mean, fractions.min(axis=0), fractions.max(axis=0))
             kw["error_kw"] = dict(ecolor="0.25", elinewidth=0.8, capsize=1.5)
         ax.bar(values, mean, **kw)
         return

@@ -126,13 +126,21 @@ def seeds_note(n_seeds):
     return f" (mean of {n} seeds; band: min-max)" if n > 1 else ""
 
 
+def whiskers(center, lo, hi):
+    """Error-bar lengths ``(2, n)`` for matplotlib's ``xerr``/``yerr``: ``center - lo`` and ``hi - center``, clipped
+    at 0 (a mean of equal seeds can lie an ulp outside their [min, max], and matplotlib rejects negative lengths)."""
+    center, lo, hi = (np.asarray(a, dtype=float) for a in (center, lo, hi))
+    return np.clip(np.vstack([center - lo, hi - center]), 0.0, None)
+
+
 def save(fig, out_dir, name, fmt):
     """Save ``fig`` as ``out_dir/name.fmt`` at ``DPI`` and close it (also on error). Returns the path."""
     out_dir = Path(out_dir)
     path = out_dir / f"{name}.{fmt}"
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=DPI, format=fmt)
+        # no creation date in a PDF (PNG has none by default): the same CSVs give the same bytes
+        fig.savefig(path, dpi=DPI, format=fmt, metadata={"CreationDate": None} if fmt == "pdf" else None)
     finally:
         plt.close(fig)
     return path

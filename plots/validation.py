@@ -61,9 +61,8 @@ def draw_model_validation(exp, fmt="png"):
         for (algorithm, engine), line in pp.groupby(["algorithm", "engine"], sort=True):
             color = style.color_for(algorithm)
             label = f"{algorithm} · measured on {engine}"
-            xerr = np.vstack([line["measured_s"] - line["measured_min"], line["measured_max"] - line["measured_s"]])
-            yerr = np.vstack([line["simulated_s"] - line["simulated_min"],
-                              line["simulated_max"] - line["simulated_s"]])
+            xerr = style.whiskers(line["measured_s"], line["measured_min"], line["measured_max"])
+            yerr = style.whiskers(line["simulated_s"], line["simulated_min"], line["simulated_max"])
             ax.errorbar(line["measured_s"], line["simulated_s"], xerr=xerr, yerr=yerr, fmt=style.marker_for(engine),
                         color=color, ecolor=color, elinewidth=0.8, capsize=2, label=label, markersize=6)
             for _, r in line.iterrows():

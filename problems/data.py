@@ -70,16 +70,19 @@ def stage_mnist(root: str | Path | None = None, *, download: bool = True) -> Pat
 def stage(name: str, root: str | Path | None = None, *, download: bool = True) -> Path:
     """Stage vision data set `name` (one of VISION_DATASETS) under `root` (default `data_root()`); return its folder.
 
-    Raises ValueError for an unknown name, DataError when the data cannot be staged.
+    Raises ValueError for an unknown name, DataError when the data cannot be staged (an OSError on the way, e.g.
+    `root` is a file or read-only, becomes a DataError naming the path).
     """
     root = Path(root) if root is not None else data_root()
-    if name == "fashion_mnist":
-        return stage_fashion_mnist(root, download=download)
-    if name == "mnist":
-        return stage_mnist(root, download=download)
-    if name == "cifar10":
-        return stage_cifar10(root, download=download)
-    raise ValueError(f"unknown data set {name!r}; expected one of {', '.join(VISION_DATASETS)}")
+    stagers = {"fashion_mnist": stage_fashion_mnist, "mnist": stage_mnist, "cifar10": stage_cifar10}
+    if name not in stagers:
+        raise ValueError(f"unknown data set {name!r}; expected one of {', '.join(VISION_DATASETS)}")
+    try:
+        return stagers[name](root, download=download)
+    except OSError as exc:  # APAM_DATA is a file or not writable, a folder stands where a data file should, ...
+        where = exc.filename2 or exc.filename or root
+        raise DataError(f"{name} cannot be staged under {root} ($APAM_DATA or the data folder): {where}: "
+                        f"{exc.strerror or exc}") from None
 
 
 @dataclass

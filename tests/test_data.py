@@ -508,3 +508,35 @@ def test_libsvm_missing_and_unparsable(tmp_path):
         load_libsvm(write(tmp_path / "wide.svm", "1 1:1\n-1 9:1\n"), n_features=4)
     with pytest.raises(DataError, match="empty.svm: no examples"):
         load_libsvm(write(tmp_path / "empty.svm", "# nothing\n\n"))
+
+
+# --- an OSError while staging is a one-line DataError naming the path (issue 15, item 6) ------------------------------
+
+def test_data_root_that_is_a_file_is_a_data_error(tmp_path):
+    from problems.data import DataError, stage
+
+    root = tmp_path / "afile"
+    root.write_text("x")
+    with pytest.raises(DataError) as info:
+        stage("fashion_mnist", root, download=False)
+    assert str(root) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_folder_where_an_idx_file_should_be_is_a_data_error(tmp_path):
+    from problems.data import DataError, stage
+
+    raw = tmp_path / "FashionMNIST" / "raw"
+    (raw / "train-images-idx3-ubyte").mkdir(parents=True)
+    with pytest.raises(DataError) as info:
+        stage("fashion_mnist", tmp_path, download=False)
+    assert str(tmp_path) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_non_finite_libsvm_value_names_the_file(tmp_path):
+    from problems.data import DataError, load_libsvm
+
+    f = tmp_path / "x.svm"
+    f.write_text("1 1:0.5 2:0.25\n-1 1:inf\n")
+    with pytest.raises(DataError) as info:
+        load_libsvm(f)
+    assert str(info.value).startswith(f"{f}: 1 non-finite") and "example 2" in str(info.value)

@@ -209,11 +209,16 @@ def test_missing_column_error_names_column_and_file(tmp_path, family, relpath, c
     root = copy_fixtures(tmp_path, [family])
     path = root / family / relpath
     pd.read_csv(path).drop(columns=[column]).to_csv(path, index=False)
-    with pytest.raises(plots.MissingColumnError) as info:
+    with pytest.raises(plots.PlotError) as info:
         plots.draw_experiment(root / family)
-    assert isinstance(info.value, ValueError)
-    assert info.value.column == column and Path(info.value.path) == path
-    assert f"'{column}'" in str(info.value) and str(path) in str(info.value)
+    err = info.value
+    if isinstance(err, plots.FigureError):  # one figure family needs the column: the others were drawn
+        assert err.bad_input and len(err.exceptions) == 1
+        assert str(path) in str(err) and f"'{column}'" in str(err)
+        err = err.exceptions[0]
+    assert isinstance(err, plots.MissingColumnError) and isinstance(err, ValueError)
+    assert err.column == column and Path(err.path) == path
+    assert f"'{column}'" in str(err) and str(path) in str(err)
     assert plt.get_fignums() == []  # a figure begun before the error is not left open
 
 
@@ -453,3 +458,65 @@ def test_stragglers_shared_y_scale_shows_every_panels_largest_value(tmp_path, ca
             y = np.asarray(ln.get_ydata(), dtype=float)
             if ln.get_label() != "_missing" and y.size:
                 assert np.nanmax(y) <= top
+
+
+# --- a figure that cannot be drawn is named, never dropped (issue 15, item 1) ---------------------------------------
+
+def test_whiskers_are_clipped_at_zero():
+    x = 0.8132702392002724  # the mean of three copies of x is x + 1.1e-16 (float rounding)
+    fractions = np.array([[x, 1 - x]] * 3)
+    mean = fractions.mean(axis=0)
+    assert mean[0] > fractions[:, 0].max()  # the case that made matplotlib reject yerr
+    err = style.whiskers(mean, fractions.min(axis=0), fractions.max(axis=0))
+    assert err.shape == (2, 2) and (err >= 0).all()
+    np.testing.assert_array_equal(style.whiskers([2.0], [1.0], [5.0]), [[1.0], [3.0]])
+
+
+def test_staleness_bars_of_equal_seeds_draw(tmp_path):
+    from plots.staleness import _draw_histogram
+
+    x = 0.8132702392002724
+    fig, ax = plt.subplots()
+    _draw_histogram(ax, np.array([0, 1]), np.array([[x, 1 - x]] * 3), "C0", hatched=False)
+    plt.close(fig)
+
+
+def _failing_figure(exp, fmt):
+    raise ZeroDivisionError("boom\nsecond line")
+
+
+def test_failed_figure_is_named_after_the_others_are_drawn(tmp_path, monkeypatch):
+    root = copy_fixtures(tmp_path, ["tau_threshold"])
+    monkeypatch.setattr(plots.draw, "FIGURES", (_failing_figure,) + plots.FIGURES)
+    with pytest.raises(plots.FigureError) as info:
+        plots.draw_experiment(root / "tau_threshold")
+    exc = info.value
+    assert [p.name for p in exc.written] == [s + ".png" for s in EXPECTED["tau_threshold"]["draw_tau_threshold"]]
+    assert exc.failures == [("_failing_figure", "ZeroDivisionError: boom")] and not exc.bad_input
+    assert str(exc) == f"{root / 'tau_threshold'}: figure _failing_figure not drawn: ZeroDivisionError: boom"
+
+
+def test_cli_failed_figure_exits_1_after_drawing_the_rest(tmp_path, monkeypatch, capsys):
+    from plots.__main__ import main
+
+    root = copy_fixtures(tmp_path, ["stragglers", "tau_threshold"])
+    monkeypatch.setattr(plots.draw, "FIGURES", plots.FIGURES + (_failing_figure,))
+    assert main([str(root)]) == 1
+    out, err = capsys.readouterr()
+    expected = sorted(str(root / f / "figures" / (s + ".png")) for f in ("stragglers", "tau_threshold")
+                      for stems in EXPECTED[f].values() for s in stems)
+    assert sorted(out.split()) == expected
+    assert err.splitlines() == [f"error: {root / f}: figure _failing_figure not drawn: ZeroDivisionError: boom"
+                                for f in ("stragglers", "tau_threshold")]
+
+
+def test_cli_bad_input_in_one_figure_exits_2(tmp_path, monkeypatch, capsys):
+    from plots.__main__ import main
+
+    def needs_column(exp, fmt):
+        raise plots.MissingColumnError("nope", Path("x.csv"))
+
+    root = copy_fixtures(tmp_path, ["tau_threshold"])
+    monkeypatch.setattr(plots.draw, "FIGURES", plots.FIGURES + (needs_column,))
+    assert main([str(root / "tau_threshold")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1

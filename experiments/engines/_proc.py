@@ -368,16 +368,19 @@ def reap(processes, grace_s: float = 5.0) -> None:
 
 @contextmanager
 def sigterm_as_interrupt():
-    """While inside, SIGTERM raises KeyboardInterrupt in the main thread (so the runner keeps the partial trace and
-    ends its children, exactly as for Ctrl-C). Does nothing outside the main thread."""
+    """While inside, SIGTERM raises :class:`experiments.errors.Interrupted` (a KeyboardInterrupt whose ``signum`` is
+    SIGTERM) in the main thread, so the runner keeps the partial trace and ends its children exactly as for Ctrl-C,
+    then exits 143. Does nothing outside the main thread."""
     import threading
+
+    from experiments.errors import Interrupted
 
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def _raise(signum, frame):
-        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+        raise Interrupted(signum)
 
     previous = signal.signal(signal.SIGTERM, _raise)
     try:

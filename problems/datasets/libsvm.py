@@ -105,7 +105,7 @@ def load_libsvm(path: str | Path, n_features: int | None = None, zero_based: boo
     Labels: the union of train and test labels must lie within one of {-1,+1}, {0,1}, {1,2} (checked in that order),
     mapped in increasing order to 0, 1. Without `test_path` the test set is the training set (`has_test=False`).
     Raises DataError (one line) naming the file: missing path, a parse failure (with the line number when it can be
-    found), no examples, or labels that are not binary.
+    found), no examples, labels that are not binary, or a non-finite feature value.
     """
     from sklearn.datasets import load_svmlight_files
 
@@ -134,6 +134,12 @@ def load_libsvm(path: str | Path, n_features: int | None = None, zero_based: boo
         pair = both
     ys01 = [(y == pair[1]).astype(np.int64) for y in ys]
     xs = [sp.csr_matrix(x) for x in xs]
+    for f, x in zip(files, xs):
+        bad = ~np.isfinite(x.data)
+        if bad.any():  # rows of the non-finite entries, 1-based like the file's lines (comment lines aside)
+            row = int(np.searchsorted(x.indptr, int(np.flatnonzero(bad)[0]), side="right"))
+            raise DataError(f"{f}: {int(bad.sum())} non-finite feature value(s) (nan/inf), the first in example "
+                            f"{row}; a LIBSVM file must hold finite numbers")
     has_test = len(files) == 2
     return LibsvmData(
         train_x=xs[0], train_y=ys01[0],

@@ -1,0 +1,150 @@
+"""The precheck (experiments/precheck.py, issue 15 items 4, 6, 7): every job of a sweep is composed and checked as
+a whole before any runs, whatever the sweep's size; bad values and unknown keys are refused with one line naming
+them; the data of every job is checked first."""
+import itertools
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, compose_cfg
+from experiments.errors import ConfigError
+from experiments.precheck import compose_jobs, job_overrides, precheck
+
+
+def _refused(overrides, named, multirun=False, tmp_path=None):
+    results = [f"results_dir={tmp_path}/res"] if tmp_path is not None else []
+    with pytest.raises(ConfigError) as info:
+        precheck(results + overrides, multirun)
+    msg = str(info.value)
+    assert "\n" not in msg and named in msg, msg
+    return msg
+
+
+def test_composition_matches_hydra_compose_job_by_job():
+    overrides = ["problem=logreg_fmnist,lenet5_fmnist", "algorithm=apam,sync_amsgrad", "workers=2,8",
+                 "delay=timing", "delay.slow_workers=1", "algorithm.lr=0.001", "seed=3"]
+    combos, total = job_overrides(overrides, multirun=True)
+    assert total == len(combos) == 8
+    for combo, cfg in zip(combos, compose_jobs(combos)):
+        assert cfg == compose_cfg(combo), combo
+
+
+def test_every_job_of_a_large_sweep_is_checked_as_a_whole(tmp_path):
+    # 2 x 7 x 3 x 2 = 84 jobs; only sync + P = 64 + batch 32 is invalid (a split sync batch needs batch >= P), which
+    # no pair of keys shows with the third at its first value
+    sweep = ["algorithm=apam,sync_amsgrad", "workers=1,2,4,8,16,32,64", "batch_size=128,64,32", "seed=0,1"]
+    combos, total = job_overrides(sweep, multirun=True)
+    assert total == len(combos) == 84
+    assert sorted(map(tuple, combos)) == sorted(itertools.product(*[
+        [f"{s.split('=')[0]}={v}" for v in s.split("=")[1].split(",")] for s in sweep]))
+    _refused(sweep, "batch_size=32", multirun=True, tmp_path=tmp_path)
+
+
+CASES = [
+    (["problem.classes=[0,10]"], "problem.classes=[0, 10]"),
+    (["problem.classes=[3,3]"], "problem.classes=[3, 3]"),
+    (["problem.l2=-1"], "problem.l2=-1"),
+    (["problem.row_norm=foo"], "problem.row_norm=foo"),
+    (["engine=distributed", "engine.backend=foo"], "engine.backend=foo"),
+    (["engine=distributed", "engine.master_port=99999"], "engine.master_port=99999"),
+    ([f"seed={2**64}"], f"seed={2**64}"),
+    (["divergence_factor=-1"], "divergence_factor=-1"),
+    (["divergence_factor=0"], "divergence_factor=0"),
+    (["delay=timing", "workers=2", "delay.slow_workers=3"], "delay.slow_workers=3"),
+    (["+foo=1"], "+foo=1"),
+    (["++bar=1"], "++bar=1"),
+    (["results_dir="], "results_dir="),
+    (["problem=lenet5_fmnist", "algorithm.eps=0"], "algorithm.eps=0"),  # torch variant: 0/0 on the first step
+    (["algorithm.lr_schedule=constant", "algorithm.lr=0.1"], "algorithm.alpha_max=0.01"),  # no silent cap
+]
+
+
+@pytest.mark.parametrize("overrides,named", CASES, ids=[" ".join(a) for a, _ in CASES])
+def test_bad_value_is_refused_in_one_line(tmp_path, overrides, named):
+    _refused([f"results_dir={tmp_path}/res"] + overrides, named)
+
+
+def test_allowed_values_pass(tmp_path):
+    # the cap is the inv_sqrt schedule's; a constant step at or under alpha_max is used as given; + of a read key
+    assert precheck([f"results_dir={tmp_path}/res", "algorithm.lr_schedule=constant", "algorithm.lr=0.005",
+                     "+problem.init_std=0.01", "problem=logreg_fmnist", "algorithm.eps=0"], False) == 1
+    assert precheck([f"results_dir={tmp_path}/res", "problem=lenet5_fmnist", "delay=timing", "workers=2",
+                     "delay.slow_workers=2", "divergence_factor=1.5"], False) == 1
+
+
+def test_constant_step_is_not_capped():
+    from experiments.validate import build_rule_from_config
+
+    cfg = compose_cfg(["algorithm.lr_schedule=constant", "algorithm.lr=0.005"])
+    assert cfg.algorithm.alpha_max == 0.01
+    assert build_rule_from_config(cfg.algorithm).lr_at(1) == 0.005
+
+
+def test_missing_data_of_a_later_job_is_found_before_any_runs(tmp_path):
+    # job 1 (Fashion-MNIST) could run; job 2 needs CIFAR-10, absent: the sweep stops before job 1, nothing written
+    from problems.data import data_root
+
+    staged = data_root() / "FashionMNIST"
+    if not staged.is_dir():
+        pytest.skip(f"Fashion-MNIST not staged in {staged.parent} (make data)")
+    env = dict(os.environ, APAM_DATA=str(tmp_path / "data"), APAM_NO_APT="1")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "FashionMNIST").symlink_to(staged)
+    proc = subprocess.run([sys.executable, "-m", "experiments.run", "-m", "problem=lenet5_fmnist,allcnn_cifar10",
+                           "updates=2", f"results_dir={tmp_path}/res"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: problem=allcnn_cifar10: ") and "CIFAR-10" in lines[0]
+    assert not (tmp_path / "res").exists()  # no run, no empty .hydra/
+
+
+def test_apam_data_naming_a_file_is_one_line(tmp_path):
+    bad = tmp_path / "afile"
+    bad.write_text("x")
+    env = dict(os.environ, APAM_DATA=str(bad), APAM_NO_APT="1")
+    proc = subprocess.run([sys.executable, "-m", "experiments.run", "updates=2", f"results_dir={tmp_path}/res"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and str(bad) in lines[0], proc.stderr
+    assert not (tmp_path / "res").exists()
+
+
+def test_data_error_inside_a_run_is_one_line_and_leaves_nothing(tmp_path):
+    # non-finite LIBSVM values are found when the file is parsed (in the run, not the precheck): one line naming
+    # the file, exit 2, no empty <results_dir>/.hydra/ left behind
+    bad = tmp_path / "bad.svm"
+    bad.write_text("1 1:0.5 2:nan\n-1 1:0.25\n")
+    proc = subprocess.run([sys.executable, "-m", "experiments.run", "problem=logreg_libsvm", f"problem.path={bad}",
+                           "updates=2", f"results_dir={tmp_path}/res"], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and str(bad) in lines[0] and "non-finite" in lines[0], proc.stderr
+    assert not (tmp_path / "res").exists()
+
+
+@pytest.mark.parametrize("overrides", [
+    ["problem=logreg_fmnist", "algorithm.beta1=0", "algorithm.beta2=0"],  # paper variant, eps 0
+    ["problem=logreg_fmnist", "algorithm.variant=torch"],
+    ["problem=lenet5_fmnist", "algorithm.beta1=0", "algorithm.beta2=0", "algorithm.eps=1e-30"],
+    ["problem=lenet5_fmnist", "algorithm=sync_amsgrad", "workers=2"],
+    ["problem=lenet5_fmnist", "algorithm=async_sgd"],
+])
+def test_accepted_optimizer_settings_give_a_finite_first_step(tmp_path, overrides):
+    # whatever validation lets through moves finitely on the first step, also where a gradient coordinate is 0
+    import torch
+
+    from experiments.validate import build_rule_from_config, validate
+
+    cfg = compose_cfg([f"results_dir={tmp_path}"] + overrides)
+    validate(cfg)
+    rule = build_rule_from_config(cfg.algorithm)
+    x = torch.zeros(6)
+    g = torch.tensor([0.0, 1.0, -2.0, 0.0, 1e-30, 3.0])
+    state = rule.init(x)
+    x, state = rule.step(x, g, state)
+    assert torch.isfinite(x).all() and x[0] == 0 and x[3] == 0

@@ -1,0 +1,53 @@
+"""``make reproduce``'s bookkeeping (experiments/reproduce.py, issue 15 items 1 and 10): a figure that cannot be drawn
+is named in reproduce_status.json and in the report; a call that reran nothing keeps the status file's timings."""
+import shutil
+
+import pytest
+
+import plots
+from conftest import REPO
+from experiments import reproduce
+from experiments.report import write_report
+
+FIXTURES = REPO / "tests" / "fixtures" / "plots"
+
+
+def _broken(exp, fmt):
+    raise ValueError("'yerr' must not contain negative values")
+
+
+def test_a_figure_that_cannot_be_drawn_is_named(tmp_path, monkeypatch):
+    shutil.copytree(FIXTURES / "tau_threshold", tmp_path / "tau_threshold")
+    monkeypatch.setattr(plots.draw, "FIGURES", (_broken,) + plots.FIGURES)
+    st = reproduce.draw_figures(tmp_path / "tau_threshold", tmp_path)
+    assert st["figures_missing"] == [{"figure": "_broken", "reason": "ValueError: 'yerr' must not contain negative values"}]
+    assert st["figures"] == ["tau_threshold/figures/tau_threshold-lenet5_fmnist.png",  # the others are drawn
+                             "tau_threshold/figures/tau_threshold-logreg_fmnist.png"]
+    statuses = {"tau_threshold": {"status": "ran", "message": "", "wall_s": 1.0, "profile": "quick", **st}}
+    report = write_report(tmp_path, "quick", statuses).read_text()
+    assert "**Figures not drawn:**" in report
+    assert "- `_broken`: ValueError: 'yerr' must not contain negative values" in report
+    assert "| tau_threshold | ran (1 figure(s) not drawn) |" in report
+
+
+def test_all_figures_drawn_has_no_missing_key(tmp_path):
+    shutil.copytree(FIXTURES / "tau_threshold", tmp_path / "tau_threshold")
+    st = reproduce.draw_figures(tmp_path / "tau_threshold", tmp_path)
+    assert "figures_missing" not in st and st["figures"]
+
+
+def test_report_is_the_same_bytes_when_redrawn(tmp_path):
+    shutil.copytree(FIXTURES / "tau_threshold", tmp_path / "tau_threshold")
+    statuses = {"tau_threshold": {"status": "ran", "message": "", "wall_s": 12.0, "profile": "quick"}}
+    first = write_report(tmp_path, "quick", statuses).read_bytes()
+    assert write_report(tmp_path, "quick", statuses).read_bytes() == first
+    assert b"on 20" not in first  # no date of the day it was drawn
+
+
+@pytest.mark.parametrize("before,after,keeps", [(b"a", b"a", True), (b"a", b"b", False), (None, b"a", False)])
+def test_timing_kept_only_when_nothing_changed(before, after, keeps):
+    old = {"status": "ran", "message": "", "wall_s": 30.0, "figures": ["x.png"]}
+    new = dict(old, wall_s=2.0)
+    assert reproduce._keep_timing_if_unchanged(old, new, before, after)["wall_s"] == (30.0 if keeps else 2.0)
+    assert reproduce._keep_timing_if_unchanged(old, dict(new, figures=[]), b"a", b"a")["wall_s"] == 2.0
+    assert reproduce._keep_timing_if_unchanged(None, new, b"a", b"a")["wall_s"] == 2.0

@@ -1,0 +1,97 @@
+"""SIGTERM and SIGINT on every engine (issue 15, item 3): the run is recorded (trace so far, staleness, summary row
+``failed`` with ``interrupted (SIG...)``), in a sweep too, and the runner exits 128 + signal (143 / 130). The row
+stops where the trace does: its updates, epochs and staleness histogram are those of the last evaluation."""
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from conftest import REPO
+from problems.data import data_root
+
+needs_data = pytest.mark.skipif(not (data_root() / "FashionMNIST" / "raw").is_dir(),
+                                reason="Fashion-MNIST not staged (make data)")
+
+
+def _interrupt(tmp_path, sig, args, min_epochs=0.15):
+    err = tmp_path / "stderr.txt"
+    flags = [a for a in args if a.startswith("-")]
+    args = [a for a in args if not a.startswith("-")]
+    cmd = [sys.executable, "-m", "experiments.run", *flags, "problem=logreg_fmnist", "epochs=200", "eval_every=0.05",
+           "progress=true", f"results_dir={tmp_path}", *args]
+    with open(err, "w") as ferr:
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=ferr)
+    try:
+        deadline = time.monotonic() + 150
+        while time.monotonic() < deadline and proc.poll() is None:
+            done = [float(e) for e in re.findall(r"([0-9.]+)/200 epochs", err.read_text())]
+            if done and max(done) >= min_epochs:  # past a few evaluation points (the progress bar says)
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, err.read_text()[-2000:]
+        proc.send_signal(sig)
+        proc.wait(90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, err.read_text()
+
+
+def _check_recorded(tmp_path, sig, rows=1):
+    summary = pd.read_csv(tmp_path / "adhoc" / "summary.csv")
+    assert len(summary) == rows  # a sweep stops: the next job never ran
+    row = summary.iloc[-1]
+    assert row["status"] == "failed"
+    assert row["message"].startswith(f"interrupted ({signal.Signals(sig).name}) after ")
+    run_dir = tmp_path / "adhoc" / "runs" / row["run_id"]
+    trace = pd.read_csv(run_dir / "trace.csv")
+    assert len(trace) >= 2 and trace["updates"].iloc[-1] > 0
+    # the row stops where the trace does, and its staleness is over exactly those updates
+    assert row["updates"] == trace["updates"].iloc[-1]
+    assert row["epochs"] == pytest.approx(trace["epoch"].iloc[-1])
+    hist = pd.read_csv(run_dir / "staleness.csv")
+    assert hist["count"].sum() == row["updates"]
+    assert row["staleness_mean"] == pytest.approx((hist["staleness"] * hist["count"]).sum() / hist["count"].sum())
+    assert (run_dir / "config.yaml").exists() and (run_dir / "provenance.json").exists()
+
+
+@needs_data
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_simulated_run_is_recorded_on_a_signal(tmp_path, sig, code):
+    rc, err = _interrupt(tmp_path, sig, ["engine=simulated", "workers=4", "delay=timing"])
+    assert rc == code, err[-2000:]
+    _check_recorded(tmp_path, sig)
+
+
+@needs_data
+@pytest.mark.timeout(240)
+def test_simulated_sweep_is_recorded_on_sigterm_and_stops(tmp_path):
+    rc, err = _interrupt(tmp_path, signal.SIGTERM, ["-m", "engine=simulated", "workers=4,8", "delay=timing"])
+    assert rc == 143, err[-2000:]
+    _check_recorded(tmp_path, signal.SIGTERM, rows=1)
+
+
+@needs_data
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("engine", ["shared_memory", "distributed"])
+def test_real_engine_exits_143_on_sigterm_and_records_the_run(tmp_path, engine):
+    rc, err = _interrupt(tmp_path, signal.SIGTERM, [f"engine={engine}", "workers=2", "engine.pin_workers=false"])
+    assert rc == 143, err[-2000:]
+    _check_recorded(tmp_path, signal.SIGTERM)
+
+
+@needs_data
+@pytest.mark.timeout(300)
+def test_shared_memory_sweep_exits_143_on_sigterm(tmp_path):
+    rc, err = _interrupt(tmp_path, signal.SIGTERM, ["-m", "engine=shared_memory", "workers=2,1",
+                                                    "engine.pin_workers=false"])
+    assert rc == 143, err[-2000:]
+    _check_recorded(tmp_path, signal.SIGTERM, rows=1)
