@@ -121,6 +121,9 @@ def validate(cfg) -> None:
         _int(cfg, "delay.tau", 0)
     if d.model == "uniform":
         _int(cfg, "delay.max_delay", 0)
+        if cfg.get("updates") is not None:  # (epochs given: the report marks D >= K as degenerate instead)
+            _require(d.max_delay == 0 or d.max_delay < cfg.updates, "delay.max_delay", d.max_delay,
+                     f"must be below the run's {cfg.updates} updates (a delay never reached is a degenerate run)")
     if d.model in ARTIFICIAL and alg.protocol == "sync":
         raise ConfigError(f"delay={d.model}: an artificial delay applies to async algorithms only, "
                           f"not algorithm={alg.name} (use delay=none or delay=timing)")
