@@ -90,7 +90,8 @@ def validate(cfg) -> None:
         import torch
 
         _require(torch.cuda.is_available(), "device", "cuda", "CUDA is not available on this machine")
-    _require(cfg.profile in ("smoke", "quick", "paper"), "profile", cfg.profile, "must be smoke, quick or paper")
+    _require(cfg.profile in ("smoke", "quick", "long", "paper"), "profile", cfg.profile,
+             "must be smoke, quick, long or paper")
     _writable_dir(cfg.results_dir)
 
     alg = cfg.algorithm
