@@ -536,6 +536,7 @@ def _side_by_side(results_dir: Path, profile: str, current: pd.DataFrame) -> str
     order = {e: i for i, e in enumerate(TITLES)}
     table = table.sort_values(["experiment", "claim"], key=lambda c: c.map(order) if c.name == "experiment" else c)
     table = table.fillna("not run")
+    table[list(table.columns)] = table[list(table.columns)].map(lambda v: str(v).replace("|", "\\|"))
     return ("\n## Verdicts per profile\n\nEach claim's verdict in every profile whose results are present "
             f"({', '.join(f'`{PROFILE_DIRS.get(p, p)}/`' for p in frames)}): a verdict that changes with scale shows "
             "here.\n\n" + md_table(table))
@@ -602,7 +603,8 @@ def write_report(results_dir: Path, profile: str, statuses: dict) -> Path:
             label = C.clock_label(summary, results_dir)
             body.append("\n| claim | verdict | evidence |\n|---|---|---|")
             for key, text, verdict, evidence in _judged(claims, label):
-                body.append(f"| {text} | **{verdict}** | {evidence} |")
+                cells = [str(c).replace("|", "\\|") for c in (text, verdict, evidence)]
+                body.append(f"| {cells[0]} | **{cells[1]}** | {cells[2]} |")
                 verdict_rows.append({"experiment": exp, "claim": key, "verdict": verdict})
             body.append("")
         if n_bad:
