@@ -1,4 +1,4 @@
-"""The regime in which the paper makes each claim, and the verdict rules that respect it (used by experiments/report.py).
+"""The regime in which the paper makes each claim, and the verdict rules that respect it (experiments/report.py).
 
 A claim is tested only inside the condition under which the paper makes it:
 

@@ -351,7 +351,8 @@ def section_artificial_delay(exp, summary, sp, paper, claims, traces):
     learned = _learned(ok)
     if _paper_problem(ok, paper):
         lo = float(paper[paper["metric"] == "test_acc_min"]["value"].min())
-        ref_text = f"the paper's final accuracy {lo:.2f}-{float(paper[paper['metric'] == 'test_acc_max']['value'].max()):.2f}"
+        hi = float(paper[paper["metric"] == "test_acc_max"]["value"].max())
+        ref_text = f"the paper's final accuracy {lo:.2f}-{hi:.2f}"
     else:
         ref_text = (f"delay 0's own final accuracy {base['final test acc']:.3f} (a stand-in: the paper's 0.88-0.89 "
                     "on AllCNN/CIFAR-10 is no target here)")

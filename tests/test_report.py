@@ -137,8 +137,9 @@ def test_speedup_claim_is_labelled_under_the_cost_model(tmp_path):
     mv = tmp_path / "model_validation"
     mv.mkdir()
     pd.DataFrame([{"problem": "q", "algorithm": "apam", "workers": 2, "clock": c, "engine": e, "status": "ok",
-                   "time_per_epoch_s": t} for c, e, t in (("simulated", "simulated", 1.05), ("wall", "shared_memory", 1.0),
-                                                          ("wall", "distributed", 1.1))]).to_csv(mv / "summary.csv")
+                   "time_per_epoch_s": t}
+                  for c, e, t in (("simulated", "simulated", 1.05), ("wall", "shared_memory", 1.0),
+                                  ("wall", "distributed", 1.1))]).to_csv(mv / "summary.csv")
     backed, err = C.clock_backing(tmp_path)
     assert backed and err == pytest.approx((0.05 + 0.05 / 1.1) / 2)
     assert C.clock_label(summary, tmp_path).startswith("simulated clock backed by model_validation")
@@ -209,3 +210,13 @@ def test_side_by_side_verdicts_per_profile(tmp_path):
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[2].startswith("outside the claim's regime (K = 750") and cells[3] == "reproduced"
     assert pd.read_csv(quick / "verdicts.csv").columns.tolist() == ["experiment", "claim", "verdict"]
+
+
+def test_artificial_delay_on_the_papers_problem_names_the_papers_accuracy():
+    ok = _delays(40000).assign(problem="allcnn_cifar10")
+    paper = pd.DataFrame([{"problem": "allcnn_cifar10", "algorithm": "apam", "workers": 1, "metric": m, "value": v,
+                           "unit": "fraction"} for m, v in (("test_acc_min", 0.88), ("test_acc_max", 0.89))])
+    out = []
+    R.section_artificial_delay("artificial_delay", ok, pd.DataFrame(), paper, out, _trace(ok.run_id, FLAT))
+    text = {x[3]["key"]: x for x in out}["every max delay reaches the same accuracy"][0]
+    assert "the paper's final accuracy 0.88-0.89" in text
