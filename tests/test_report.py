@@ -218,5 +218,9 @@ def test_artificial_delay_on_the_papers_problem_names_the_papers_accuracy():
                            "unit": "fraction"} for m, v in (("test_acc_min", 0.88), ("test_acc_max", 0.89))])
     out = []
     R.section_artificial_delay("artificial_delay", ok, pd.DataFrame(), paper, out, _trace(ok.run_id, FLAT))
-    text = {x[3]["key"]: x for x in out}["every max delay reaches the same accuracy"][0]
-    assert "the paper's final accuracy 0.88-0.89" in text
+    claim = {x[3]["key"]: x for x in out}["every max delay reaches the same accuracy"]
+    assert "the paper's final accuracy 0.88-0.89" in claim[0] and claim[1] is True      # 0.89 at every delay
+    out = []
+    R.section_artificial_delay("artificial_delay", ok.assign(final_test_acc=0.80), pd.DataFrame(), paper, out,
+                               _trace(ok.run_id, FLAT))
+    assert out[0][1] is False                                   # all equal, but 0.08 below the paper's 0.88
