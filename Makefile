@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 .PHONY: help venv data test test-all reproduce plots calibrate bench clean
 
 help:
-	@echo "make reproduce [PROFILE=smoke|quick|paper] [FORCE=1]   every experiment, figures, $(RESULTS)/REPORT.md"
+	@echo "make reproduce [PROFILE=smoke|quick|long|paper] [FORCE=1]   every experiment, figures, $(RESULTS)/REPORT.md"
 	@echo "make test                                              install what is missing, run the test suite"
 	@echo "make test-all                                          also the slow tests"
 	@echo "make data | calibrate | plots | bench | clean"

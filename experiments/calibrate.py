@@ -23,7 +23,7 @@ from experiments.reproduce import EXPERIMENTS
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m experiments.calibrate", description=__doc__.splitlines()[0])
-    ap.add_argument("--profile", default="quick", choices=["smoke", "quick", "paper"])
+    ap.add_argument("--profile", default="quick", choices=["smoke", "quick", "long", "paper"])
     ap.add_argument("--results-dir", type=Path, default=None)
     ap.add_argument("--only", nargs="*", default=None, metavar="ID")
     ap.add_argument("--force", action="store_true", help="measure every cost anew (drop the existing file first)")

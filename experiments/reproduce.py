@@ -52,7 +52,7 @@ def run_sweep(experiment: str, profile: str, results_dir: Path, force: bool) -> 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m experiments.reproduce", description=__doc__.splitlines()[0])
-    ap.add_argument("--profile", default="quick", choices=["smoke", "quick", "paper"])
+    ap.add_argument("--profile", default="quick", choices=["smoke", "quick", "long", "paper"])
     ap.add_argument("--results-dir", default=None, type=Path,
                     help="default: results (quick), results-<profile> otherwise")
     ap.add_argument("--force", action="store_true",

@@ -138,7 +138,7 @@ def execute(cfg: DictConfig, overrides: list[str]) -> str:
         return "worker"
     rule = build_rule_from_config(cfg.algorithm)
     # f* only where it is unique and cheap to certify (l2 > 0: strongly convex); else traces leave opt_gap empty
-    opt = problem.optimum() if cfg.problem.kind in ("logreg", "logreg_libsvm") and cfg.problem.l2 > 0 else None
+    opt = problem.optimum() if cfg.problem.kind in ("logreg", "logreg_libsvm", "logreg_rcv1like") and cfg.problem.l2 > 0 else None
     sink.write_config(OmegaConf.to_yaml(cfg), provenance.collect(int(cfg.threads), str(device)))
 
     engine = get_engine(cfg.engine.name)

@@ -106,7 +106,8 @@ def validate(cfg) -> None:
         import torch
 
         _require(torch.cuda.is_available(), "device", "cuda", "CUDA is not available on this machine")
-    _require(cfg.profile in ("smoke", "quick", "paper"), "profile", cfg.profile, "must be smoke, quick or paper")
+    _require(cfg.profile in ("smoke", "quick", "long", "paper"), "profile", cfg.profile,
+             "must be smoke, quick, long or paper")
     _writable_dir(cfg.results_dir)
 
     alg = cfg.algorithm
@@ -145,6 +146,9 @@ def validate(cfg) -> None:
         _int(cfg, "delay.tau", 0)
     if d.model == "uniform":
         _int(cfg, "delay.max_delay", 0)
+        if cfg.get("updates") is not None:  # (epochs given: the report marks D >= K as degenerate instead)
+            _require(d.max_delay == 0 or d.max_delay < cfg.updates, "delay.max_delay", d.max_delay,
+                     f"must be below the run's {cfg.updates} updates (a delay never reached is a degenerate run)")
     if d.model in ARTIFICIAL and alg.protocol == "sync":
         raise ConfigError(f"delay={d.model}: an artificial delay applies to async algorithms only, "
                           f"not algorithm={alg.name} (use delay=none or delay=timing)")

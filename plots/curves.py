@@ -11,12 +11,15 @@ PAPER_ACC_METRICS = ("test_acc", "test_acc_top1", "test_acc_min", "test_acc_max"
 PAPER_ACC_STYLE = {"color": "0.35", "linestyle": (0, (1, 2.5)), "linewidth": 1.2}
 
 
-def paper_accuracies(paper):
+def paper_accuracies(paper, problems=None):
     """The paper's final test accuracies as reference levels: [(value, label)], distinct values (3 decimals), at
-    most 3, from metrics ``PAPER_ACC_METRICS`` of the paper's CSV; [] when there is none."""
+    most 3, from metrics ``PAPER_ACC_METRICS`` of the paper's CSV; [] when there is none. ``problems``: the
+    problems the runs solved; a paper line is drawn only for those (none over a stand-in such as Fashion-MNIST)."""
     if paper is None:
         return []
     rows = paper[paper["metric"].isin(PAPER_ACC_METRICS) & paper["value"].between(0, 1)]
+    if problems is not None:
+        rows = rows[rows["problem"].isin(set(problems))]
     levels = {}
     for _, r in rows.iterrows():
         levels.setdefault(round(float(r["value"]), 3), r["problem"])
@@ -77,7 +80,7 @@ def draw_curves_by_workers(exp, fmt="png"):
     if traces is None:
         return []
     written = []
-    levels = paper_accuracies(exp.paper)
+    levels = paper_accuracies(exp.paper, traces["problem"].unique())
     for (problem, algorithm, engine, clock), group in _simple_groups(traces, ["problem", "algorithm", "engine",
                                                                                 "clock"]):
         workers = distinct(group, "workers")
@@ -119,7 +122,7 @@ def draw_algorithm_comparison(exp, fmt="png"):
     if traces is None:
         return []
     written = []
-    levels = paper_accuracies(exp.paper)
+    levels = paper_accuracies(exp.paper, traces["problem"].unique())
     for (problem, engine, clock), group in _simple_groups(traces, ["problem", "engine", "clock"]):
         per_w = group.groupby("workers")["algorithm"].nunique()
         workers = sorted(float(w) for w in per_w[per_w >= 2].index)
@@ -167,7 +170,7 @@ def draw_delay_sweep(exp, fmt="png"):
     named = [c for c in others if traces[c].nunique(dropna=False) >= 2]
     keys = ["problem", "algorithm", "engine", "clock", "workers"] + others
     written = []
-    levels = paper_accuracies(exp.paper)
+    levels = paper_accuracies(exp.paper, traces["problem"].unique())
     for key, group in traces.groupby(keys, sort=True, dropna=False):
         problem, algorithm, engine, clock, workers = key[:5]
         delays = distinct(group, "max_delay")

@@ -22,7 +22,7 @@ from problems.logreg import LogisticRegression
 __all__ = ["AllCNN", "CNNProblem", "KINDS", "LeNet5", "LogisticRegression", "MODELS", "Problem", "build_problem",
            "optimum_cache_dir", "resnet18_cifar"]
 
-KINDS = ("logreg", "logreg_libsvm", "cnn")
+KINDS = ("logreg", "logreg_libsvm", "logreg_rcv1like", "cnn")
 CACHE_SUBDIR = "cache"
 
 
@@ -102,6 +102,19 @@ def _libsvm_logreg(cfg, root: Path, device: torch.device) -> LogisticRegression:
                               init_std=float(_get(cfg, "init_std", 0.0) or 0.0), cache_dir=optimum_cache_dir(root))
 
 
+def _rcv1like_logreg(cfg, root: Path, device: torch.device) -> LogisticRegression:
+    """`logreg_libsvm` on the synthetic rcv1-like files (problems.rcv1like), generated once into `<root>/cache`."""
+    from dataclasses import fields
+
+    from problems.rcv1like import Rcv1LikeSpec, rcv1like_files
+
+    spec = Rcv1LikeSpec(**{f.name: _get(cfg, f.name) for f in fields(Rcv1LikeSpec) if _get(cfg, f.name) is not None})
+    train, test = rcv1like_files(optimum_cache_dir(root), spec)
+    libsvm = {k: _get(cfg, k) for k in ("l2", "max_train", "init_std", "name")}
+    return _libsvm_logreg({**libsvm, "path": str(train), "test_path": str(test), "n_features": spec.n_features,
+                           "zero_based": False}, root, device)
+
+
 def _cnn(cfg, root: Path, device: torch.device) -> CNNProblem:
     from problems.data import load_vision
 
@@ -143,6 +156,9 @@ def build_problem(cfg, data_root: str | Path, device: torch.device | str = "cpu"
         flattened into features (784 for Fashion-MNIST), pixels in [0, 1].
       - `logreg_libsvm`: path, test_path (null: evaluate on the training set), n_features, zero_based, l2,
         max_train, optional init_std, name. Sparse.
+      - `logreg_rcv1like`: `logreg_libsvm` on synthetic LIBSVM files with rcv1.binary's shape, written once under
+        `<data_root>/cache/rcv1like/` (problems.rcv1like; keys: the fields of Rcv1LikeSpec, e.g. seed, n_test,
+        plus l2, max_train, init_std, name).
       - `cnn`: model (lenet5 | allcnn | resnet18), dataset, max_train, optional max_test (first N test images),
         eval_batch_size (default 1000), name, standardize (default false: pixels in [0, 1]; true: each channel
         minus the training set's mean, over its std, the same constants applied to the test set).
@@ -157,6 +173,8 @@ def build_problem(cfg, data_root: str | Path, device: torch.device | str = "cpu"
         return _vision_logreg(cfg, root, device)
     if kind == "logreg_libsvm":
         return _libsvm_logreg(cfg, root, device)
+    if kind == "logreg_rcv1like":
+        return _rcv1like_logreg(cfg, root, device)
     if kind == "cnn":
         return _cnn(cfg, root, device)
     raise ValueError(f"unknown problem kind {kind!r}; expected one of {', '.join(KINDS)}")

@@ -23,7 +23,7 @@ def test_every_experiment_file_is_in_the_reproduce_list():
     assert files == sorted(EXPERIMENTS)
 
 
-@pytest.mark.parametrize("profile", ["smoke", "quick", "paper"])
+@pytest.mark.parametrize("profile", ["smoke", "quick", "long", "paper"])
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_every_job_of_every_profile_composes_and_validates(experiment, profile):
     base = [f"experiment={experiment}", f"profile={profile}"]

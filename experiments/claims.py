@@ -1,0 +1,173 @@
+"""The regime in which the paper makes each claim, and the verdict rules that respect it (experiments/report.py).
+
+A claim is tested only inside the condition under which the paper makes it:
+
+- **staleness against the budget** (paper Sec. 3, Theorem 1 and its corollary): APAM converges as with no delay
+  when the delay tau <= K^(1/4), K the number of updates. A worker count P is inside the regime when the run's
+  staleness tau (``staleness_max`` under a fixed or uniform delay, ``staleness_mean`` under the timing model, where
+  tau is about P - 1) is <= K^(1/4). At the paper's LeNet5 budget (200 epochs of MNIST at batch 40, K = 300,000)
+  K^(1/4) = 23 covers P = 20; at 2 epochs of a 15,000-image subset (K = 750) it is 5.2.
+- **budget**: accuracy claims are made after the model has converged (paper: 100-400 epochs). Inside the regime
+  means the P = 1 run has plateaued: its test accuracy rose by less than ``PLATEAU_GAIN`` over the last
+  ``PLATEAU_TAIL`` of its epochs (evaluations in trace.csv; with fewer than 4 evaluations it cannot be told: outside).
+- **seeds**: every accuracy or comparison claim needs >= ``MIN_SEEDS`` seeds at every setting it compares.
+- **artificial delay** (Sec. 5.4): a max delay D draws from the min(D, k + 1) newest iterates, so D means something
+  only when K >= ``DELAY_SPAN`` * D (the full range is reached within the first 1 / DELAY_SPAN of the run); D >= K is
+  degenerate (never reached).
+
+Outside the regime the verdict is ``outside the claim's regime (K = ..., tau = ...)``, never ``not reproduced``.
+Inside it, claims with the paper's numbers are judged two-sided (``compare_to_paper``): within ``PAPER_BAND`` of the
+paper is ``reproduced``, below is ``not reproduced``, above is ``above the paper`` (a finding, not a silent pass).
+Times on the simulated clock are labelled ``under the cost model`` unless model_validation backs the clock
+(``clock_backing``: the mean |error| of simulated against measured time per epoch <= ``CLOCK_TOLERANCE``).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+MIN_SEEDS = 3            # seeds needed at every compared setting of an accuracy or comparison claim
+PLATEAU_GAIN = 0.01      # P = 1 has plateaued: test accuracy gained < this over the last PLATEAU_TAIL of the run
+PLATEAU_TAIL = 0.25      # ... fraction of the run's epochs
+PAPER_BAND = 0.25        # two-sided rule: |ours - paper| <= PAPER_BAND * paper at every compared worker count
+DELAY_SPAN = 10          # a max delay D is inside the regime when K >= DELAY_SPAN * D
+CLOCK_TOLERANCE = 0.10   # model_validation backs the simulated clock when its mean |relative error| <= this
+
+OUTSIDE = "outside the claim's regime"
+ABOVE = "above the paper"
+DEGENERATE = "degenerate"
+UNDER_COST_MODEL = "under the cost model"
+
+
+def outside(why: str) -> str:
+    """The verdict string of a run outside the claim's regime, e.g. ``outside(f"K = 750, tau = 19")``."""
+    return f"{OUTSIDE} ({why})"
+
+
+def k_quarter(updates: float) -> float:
+    """K^(1/4) of a run of ``updates`` master updates (the paper's delay bound, Sec. 3)."""
+    return float(updates) ** 0.25 if updates and updates > 0 else 0.0
+
+
+def run_tau(rows: pd.DataFrame) -> float:
+    """The staleness tau of a set of runs (one setting, several seeds), in updates.
+
+    ``staleness_max`` when the delay is fixed or uniform (an imposed bound); ``staleness_mean`` under the timing
+    model (the max there is a tail event; the mean is about P - 1 at P workers, the paper's tau). NaN without data.
+    """
+    if rows.empty:
+        return float("nan")
+    model = str(rows["delay_model"].iloc[0]) if "delay_model" in rows else "timing"
+    col = "staleness_max" if model in ("fixed", "uniform") else "staleness_mean"
+    v = pd.to_numeric(rows.get(col, pd.Series(dtype=float)), errors="coerce").dropna()
+    return float(v.max()) if len(v) else float("nan")
+
+
+def tau_regime(ok: pd.DataFrame, by: str = "workers") -> tuple[list, list, str]:
+    """Split the settings of ``by`` into (inside, outside, text) by tau <= K^(1/4) (K: the runs' mean updates).
+
+    ok: summary rows with status ok. Returns the values of ``by`` inside and outside, and a text such as
+    ``K = 750 (K^(1/4) = 5.2); tau = 0 (P=1), 19 (P=20)``.
+    """
+    inside, out, parts = [], [], []
+    K = float(pd.to_numeric(ok["updates"], errors="coerce").mean()) if len(ok) else 0.0
+    for v, rows in ok.groupby(by):
+        tau = run_tau(rows)
+        (inside if not (tau > k_quarter(K)) else out).append(v)
+        parts.append(f"{tau:.3g} ({'P' if by == 'workers' else by}={v})")
+    return inside, out, f"K = {K:.0f} (K^(1/4) = {k_quarter(K):.1f}); tau = {', '.join(parts)}"
+
+
+def plateaued(traces: pd.DataFrame, run_ids) -> tuple[bool | None, str]:
+    """Did these runs' test accuracy plateau? (mean over runs of the gain over the last PLATEAU_TAIL of epochs).
+
+    Returns (True/False, text) or (None, reason) when it cannot be told (no traces, < 4 evaluations).
+    """
+    if traces is None or traces.empty or "test_acc" not in traces:
+        return None, "no trace"
+    tr = traces[traces["run_id"].isin(list(run_ids))].dropna(subset=["test_acc"])
+    gains = []
+    for _, t in tr.groupby("run_id"):
+        t = t.sort_values("epoch")
+        if len(t) < 4:
+            return None, f"{len(t)} evaluations"
+        end = float(t["epoch"].max())
+        start = end * (1 - PLATEAU_TAIL)
+        before = t[t["epoch"] <= start]["test_acc"]
+        if before.empty:
+            return None, "no evaluation before the last quarter"
+        gains.append(float(t["test_acc"].iloc[-1]) - float(before.iloc[-1]))
+    if not gains:
+        return None, "no runs"
+    g = sum(gains) / len(gains)
+    return g < PLATEAU_GAIN, f"P = 1 test accuracy gained {g:+.3f} over the last {PLATEAU_TAIL:.0%} of its epochs"
+
+
+def seeds_ok(ok: pd.DataFrame, keys: list[str]) -> tuple[bool, int]:
+    """(every setting of ``keys`` has >= MIN_SEEDS seeds, the smallest seed count)."""
+    if ok.empty:
+        return False, 0
+    n = int(ok.groupby(keys)["seed"].nunique().min())
+    return n >= MIN_SEEDS, n
+
+
+def compare_to_paper(ours: pd.Series, paper: pd.Series, band: float = PAPER_BAND) -> tuple[object, str]:
+    """Two-sided rule against the paper's numbers (e.g. speed-up per worker count, both indexed by workers).
+
+    Compared at the common index values other than 1. Returns (verdict, evidence): True (reproduced: within
+    ``band`` * paper everywhere), False (not reproduced: below by more than that somewhere), ``ABOVE`` string (above
+    by more than that somewhere and never below), or None when there is nothing to compare.
+    """
+    common = [p for p in ours.index.intersection(paper.index) if p != 1 and not math.isnan(ours[p])]
+    if not common:
+        return None, "no worker count in common with the paper"
+    rel = {p: (float(ours[p]) - float(paper[p])) / float(paper[p]) for p in common}
+    ev = ", ".join(f"P={p}: {float(ours[p]):.2f} vs paper {float(paper[p]):.2f} ({100 * r:+.0f}%)"
+                   for p, r in rel.items())
+    if any(r < -band for r in rel.values()):
+        return False, ev
+    if any(r > band for r in rel.values()):
+        return f"{ABOVE} (finding: more than {band:.0%} above it)", ev
+    return True, ev
+
+
+def clock_backing(results_dir: str | Path) -> tuple[bool, float | None]:
+    """Does model_validation back the simulated clock? (backed, mean |relative error| or None).
+
+    Hook for the model_validation experiment (helper clock): reads ``<results_dir>/model_validation/summary.csv``
+    and compares the simulated time per epoch with the measured one (clock ``wall``) of the same (problem,
+    algorithm, workers). Backed when the mean |error| <= CLOCK_TOLERANCE. (False, None) without those runs.
+    """
+    path = Path(results_dir) / "model_validation" / "summary.csv"
+    if not path.exists():
+        return False, None
+    s = pd.read_csv(path)
+    s = s[s["status"] == "ok"]
+    keys = ["problem", "algorithm", "workers"]
+    sim = s[s["clock"] == "simulated"].groupby(keys)["time_per_epoch_s"].mean()
+    wall = s[s["clock"] == "wall"].groupby(keys + ["engine"])["time_per_epoch_s"].mean()
+    errs = [abs(sim[k[:3]] - v) / v for k, v in wall.items() if k[:3] in sim.index and v > 0]
+    if not errs:
+        return False, None
+    err = sum(errs) / len(errs)
+    return err <= CLOCK_TOLERANCE, err
+
+
+def clock_label(summary: pd.DataFrame, results_dir: str | Path | None) -> str:
+    """'' for measured times; ``under the cost model`` (with model_validation's error when it has one) for times on
+    the simulated clock, unless model_validation backs the clock."""
+    if summary.empty or "simulated" not in set(summary.get("clock", pd.Series(dtype=str)).astype(str)):
+        return ""
+    backed, err = clock_backing(results_dir) if results_dir is not None else (False, None)
+    if backed:
+        return f"simulated clock backed by model_validation (mean abs. error {100 * err:.1f}%)"
+    return UNDER_COST_MODEL + (f"; model_validation mean abs. error {100 * err:.1f}%" if err is not None else "")
+
+
+def degenerate_delays(ok: pd.DataFrame) -> list:
+    """The max delays D of ``ok`` that are >= the run's update count K (never reached: the run is degenerate)."""
+    if ok.empty or "max_delay" not in ok:
+        return []
+    return sorted({int(r.max_delay) for r in ok.itertuples() if r.max_delay > 0 and r.max_delay >= r.updates})

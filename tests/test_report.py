@@ -1,0 +1,226 @@
+"""Verdict rules that know the claim's regime (issue 13, items 1 and 5), on synthetic summaries and traces."""
+import pandas as pd
+import pytest
+
+from experiments import claims as C
+from experiments import report as R
+
+
+def _run(alg, p, seed, acc, *, updates=30000, staleness=None, delay="timing", max_delay=0, problem="lenet5_fmnist",
+         epochs=20.0, loss=0.3, tpe=1.0):
+    return {"experiment": "e", "run_id": f"{alg}-{p}-{max_delay}-{seed}", "problem": problem, "algorithm": alg,
+            "engine": "simulated", "clock": "simulated", "workers": p, "delay_model": delay, "max_delay": max_delay,
+            "tau": None, "seed": seed, "epochs": epochs, "updates": updates, "final_test_acc": acc,
+            "final_train_loss": loss, "time_per_epoch_s": tpe, "status": "ok", "batch_size": 40,
+            "staleness_mean": float(p - 1) if staleness is None else staleness,
+            "staleness_max": float(p - 1) if staleness is None else staleness}
+
+
+def _trace(run_ids, accs):
+    """One trace per run: test accuracy ``accs`` at epochs 1..len(accs)."""
+    return pd.DataFrame([{"run_id": r, "epoch": float(e + 1), "test_acc": a} for r in run_ids
+                         for e, a in enumerate(accs)])
+
+
+FLAT = [0.80, 0.86, 0.88, 0.890, 0.891, 0.891, 0.892, 0.892]      # gains 0.002 over the last quarter
+RISING = [0.50, 0.60, 0.65, 0.70, 0.74, 0.78, 0.82, 0.86]         # gains 0.08
+
+
+def _lenet(seeds=3, workers=(1, 2, 5, 10, 20), updates=30000, apam=0.89, sgd=0.87):
+    rows = [_run(a, p, s, apam if a == "apam" else sgd, updates=updates)
+            for a in ("apam", "async_sgd") for p in workers for s in range(seeds)]
+    return pd.DataFrame(rows)
+
+
+def _claims(ok, traces, paper=pd.DataFrame()):
+    out = []
+    R._accuracy_claims(ok, paper, out, traces, 20, "paper note")
+    return {c[3]["key"]: c for c in out}
+
+
+def test_tau_regime_inside_outside_and_borderline():
+    K = 10000  # K^(1/4) = 10 exactly
+    ok = pd.DataFrame([_run("apam", p, 0, 0.9, updates=K) for p in (1, 10, 11, 12)])
+    inside, out, text = C.tau_regime(ok)
+    assert inside == [1, 10, 11] and out == [12]           # tau = P - 1; tau = 10 = K^(1/4) is inside (borderline)
+    assert "K = 10000 (K^(1/4) = 10.0)" in text
+    fixed = pd.DataFrame([_run("apam", 4, 0, 0.9, updates=K, delay="fixed", staleness=11.0)])
+    assert C.tau_regime(fixed)[1] == [4]                   # fixed delay: its max staleness is tau
+
+
+def test_plateau_rule():
+    assert C.plateaued(_trace(["a"], FLAT), ["a"])[0] is True
+    assert C.plateaued(_trace(["a"], RISING), ["a"])[0] is False
+    assert C.plateaued(_trace(["a"], FLAT[:3]), ["a"])[0] is None          # too few evaluations to tell
+
+
+def test_accuracy_claims_inside_the_regime_are_judged():
+    ok = _lenet()
+    c = _claims(ok, _trace(ok[ok.workers == 1].run_id, FLAT))
+    kept = c["apam: test accuracy kept at every worker count"]
+    assert kept[1] is True and "P = 20" in kept[2]          # K = 30000: K^(1/4) = 13.2, so P = 20 is left out
+    assert "P=20" in kept[2]                                 # ... but shown
+    assert c["APAM more accurate than async SGD"][1] is True
+    # APAM behind async SGD at every in-regime count: not reproduced (a real verdict, not "outside")
+    ok2 = _lenet(apam=0.85, sgd=0.88)
+    assert _claims(ok2, _trace(ok2[ok2.workers == 1].run_id, FLAT))["APAM more accurate than async SGD"][1] is False
+
+
+def test_accuracy_drop_inside_the_regime_is_not_reproduced():
+    ok = _lenet()
+    ok.loc[(ok.algorithm == "apam") & (ok.workers == 10), "final_test_acc"] = 0.80
+    c = _claims(ok, _trace(ok[ok.workers == 1].run_id, FLAT))
+    assert c["apam: test accuracy kept at every worker count"][1] is False
+    # the same drop at P = 20 only (outside: tau = 19 > 13.2) does not count against the claim
+    ok = _lenet()
+    ok.loc[(ok.algorithm == "apam") & (ok.workers == 20), "final_test_acc"] = 0.80
+    assert _claims(ok, _trace(ok[ok.workers == 1].run_id, FLAT))[
+        "apam: test accuracy kept at every worker count"][1] is True
+
+
+def test_outside_the_regime_is_never_not_reproduced():
+    # the quick profile's scale: K = 750 (K^(1/4) = 5.2), P = 1 still learning, one seed
+    ok = _lenet(seeds=1, updates=750, apam=0.60, sgd=0.70)
+    c = _claims(ok, _trace(ok[ok.workers == 1].run_id, RISING))
+    for key in ("apam: test accuracy kept at every worker count", "APAM more accurate than async SGD"):
+        v = R._verdict(c[key][1])
+        assert v.startswith("outside the claim's regime (K = 750, tau = 0, 1, 4, 9, 19"), v
+        assert "not plateaued" in v and "1 seed(s) < 3" in v
+
+
+def test_seed_requirement():
+    ok = _lenet(seeds=2)                                     # plateaued, in regime, but two seeds
+    c = _claims(ok, _trace(ok[ok.workers == 1].run_id, FLAT))
+    assert "2 seed(s) < 3" in c["apam: test accuracy kept at every worker count"][1]
+    assert R._verdict(c["APAM more accurate than async SGD"][1]).startswith(C.OUTSIDE)
+
+
+def test_stand_in_reference_is_its_own_p1_and_paper_problem_uses_the_paper():
+    paper = pd.DataFrame([{"problem": "lenet5_mnist", "algorithm": "apam", "workers": p, "metric": "test_acc",
+                           "value": 0.99, "unit": "fraction"} for p in (1, 2, 5, 10, 20)])
+    ok = _lenet()                                             # Fashion-MNIST at 0.89: a stand-in
+    c = _claims(ok, _trace(ok[ok.workers == 1].run_id, FLAT), paper)
+    kept = c["apam: test accuracy kept at every worker count"]
+    assert "stand-in's own P = 1 accuracy 0.890" in kept[0] and kept[1] is True
+    mnist = ok.assign(problem="lenet5_mnist")                 # the paper's problem: 0.89 is 0.10 below its 0.99
+    kept = _claims(mnist, _trace(mnist[mnist.workers == 1].run_id, FLAT), paper)[
+        "apam: test accuracy kept at every worker count"]
+    assert "the paper's 0.990" in kept[0] and kept[1] is False
+
+
+def test_two_sided_rule_against_the_paper():
+    paper = pd.Series({1: 1.0, 2: 2.02, 5: 4.49, 10: 7.11, 20: 11.42})
+    within = pd.Series({2: 1.9, 5: 4.2, 10: 7.8, 20: 12.0})
+    assert C.compare_to_paper(within, paper)[0] is True
+    below = within.copy()
+    below[20] = 5.0
+    assert C.compare_to_paper(below, paper)[0] is False
+    above = pd.Series({2: 1.98, 5: 4.9, 10: 9.8, 20: 19.6})   # the simulator's 0.98 efficiency at P = 20
+    v = C.compare_to_paper(above, paper)[0]
+    assert isinstance(v, str) and v.startswith(C.ABOVE)
+    assert C.compare_to_paper(pd.Series({64: 50.0}), paper)[0] is None
+    assert C.compare_to_paper(pd.Series({20: 11.42 * 1.24}), paper)[0] is True           # just inside the band
+    assert C.compare_to_paper(pd.Series({20: 11.42 * 0.76}), paper)[0] is True
+
+
+def test_speedup_claim_is_labelled_under_the_cost_model(tmp_path):
+    sp = pd.DataFrame([{"problem": "q", "algorithm": "apam", "basis": "time_per_epoch", "workers": p, "speedup": s}
+                       for p, s in ((1, 1.0), (2, 2.0), (20, 19.6))])
+    paper = pd.DataFrame([{"problem": "x", "algorithm": "apam", "workers": p, "metric": "speedup", "value": v}
+                          for p, v in ((1, 1.0), (2, 2.02), (20, 11.42))])
+    out = []
+    R._linear_claim(sp, "apam", 20, paper, out)
+    summary = pd.DataFrame([_run("apam", 1, 0, 0.9)])
+    (_, _, verdict, _), = R._judged(out, C.clock_label(summary, tmp_path))
+    assert verdict == "above the paper (finding: more than 25% above it) (under the cost model)"
+    # model_validation within 10% backs the clock; then the label says so
+    mv = tmp_path / "model_validation"
+    mv.mkdir()
+    pd.DataFrame([{"problem": "q", "algorithm": "apam", "workers": 2, "clock": c, "engine": e, "status": "ok",
+                   "time_per_epoch_s": t}
+                  for c, e, t in (("simulated", "simulated", 1.05), ("wall", "shared_memory", 1.0),
+                                  ("wall", "distributed", 1.1))]).to_csv(mv / "summary.csv")
+    backed, err = C.clock_backing(tmp_path)
+    assert backed and err == pytest.approx((0.05 + 0.05 / 1.1) / 2)
+    assert C.clock_label(summary, tmp_path).startswith("simulated clock backed by model_validation")
+    assert C.clock_label(summary.assign(clock="wall"), tmp_path) == ""
+
+
+def _delays(K, delays=(0, 5, 20, 100, 200, 400), seeds=3, acc=0.89):
+    return pd.DataFrame([_run("apam", 1, s, acc, updates=K, delay="uniform", max_delay=d, staleness=min(d, K))
+                         for d in delays for s in range(seeds)])
+
+
+def test_artificial_delay_degenerate_and_regime():
+    ok = _delays(300)                                           # the quick profile: 300 updates, delays to 400
+    assert C.degenerate_delays(ok) == [400]
+    out = []
+    table = R.section_artificial_delay("artificial_delay", ok, pd.DataFrame(), pd.DataFrame(), out,
+                                       _trace(ok.run_id, FLAT))
+    assert "degenerate (D >= K)" in table and "outside (K < 10 D)" in table
+    c = {x[3]["key"]: x for x in out}
+    assert R._verdict(c["large delays slow the early epochs"][1]).startswith(C.OUTSIDE)
+    assert "degenerate (D >= K): 400" in c["every max delay reaches the same accuracy"][2]
+    # a long enough budget: every delay inside, all equal -> reproduced
+    ok = _delays(40000)
+    out = []
+    R.section_artificial_delay("artificial_delay", ok, pd.DataFrame(), pd.DataFrame(), out, _trace(ok.run_id, FLAT))
+    c = {x[3]["key"]: x for x in out}
+    assert c["every max delay reaches the same accuracy"][1] is True
+    assert c["large delays slow the early epochs"][1] is False       # same curves: no early slow-down
+
+
+def test_max_delay_at_or_above_the_updates_is_refused():
+    from conftest import compose_cfg
+
+    from experiments.errors import ConfigError
+    from experiments.validate import validate
+
+    with pytest.raises(ConfigError, match="delay.max_delay=300: must be below the run's 300 updates"):
+        validate(compose_cfg(["delay=uniform", "delay.max_delay=300", "updates=300", "results_dir=/tmp"]))
+    validate(compose_cfg(["delay=uniform", "delay.max_delay=299", "updates=300", "results_dir=/tmp"]))
+
+
+def test_lr_loss_claim_needs_the_papers_budget():
+    rows = [_run("apam", p, 0, 0.9, problem="logreg_fmnist", epochs=e, loss=0.3) for p in (1, 2, 4) for e in (20,)]
+    out = []
+    R._same_loss_claim(pd.DataFrame(rows), "apam", 32, "same loss", out, min_epochs=100)
+    assert R._verdict(out[0][1]) == "outside the claim's regime (epochs = 20 < 100, K = 30000)"
+    rows = [_run("apam", p, 0, 0.9, problem="logreg_fmnist", epochs=100.0, loss=0.3) for p in (1, 2, 4)]
+    out = []
+    R._same_loss_claim(pd.DataFrame(rows), "apam", 32, "same loss", out, min_epochs=100)
+    assert out[0][1] is True
+
+
+def test_side_by_side_verdicts_per_profile(tmp_path):
+    quick, long = tmp_path / "results", tmp_path / "results-long"
+    for folder, updates, seeds, trace in ((quick, 750, 1, RISING), (long, 30000, 3, FLAT)):
+        exp = folder / "lenet5_speedup"
+        (exp / "runs").mkdir(parents=True)
+        s = _lenet(seeds=seeds, updates=updates)
+        s.to_csv(exp / "summary.csv", index=False)
+        for rid in s.run_id:
+            (exp / "runs" / rid).mkdir()
+            _trace([rid], trace).to_csv(exp / "runs" / rid / "trace.csv", index=False)
+    R.write_report(quick, "quick", {})
+    R.write_report(long, "long", {})
+    report = (long / "REPORT.md").read_text()
+    table = report.split("## Verdicts per profile")[1].split("\n## ")[0]
+    row = next(ln for ln in table.splitlines() if "APAM more accurate than async SGD" in ln)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2].startswith("outside the claim's regime (K = 750") and cells[3] == "reproduced"
+    assert pd.read_csv(quick / "verdicts.csv").columns.tolist() == ["experiment", "claim", "verdict"]
+
+
+def test_artificial_delay_on_the_papers_problem_names_the_papers_accuracy():
+    ok = _delays(40000).assign(problem="allcnn_cifar10")
+    paper = pd.DataFrame([{"problem": "allcnn_cifar10", "algorithm": "apam", "workers": 1, "metric": m, "value": v,
+                           "unit": "fraction"} for m, v in (("test_acc_min", 0.88), ("test_acc_max", 0.89))])
+    out = []
+    R.section_artificial_delay("artificial_delay", ok, pd.DataFrame(), paper, out, _trace(ok.run_id, FLAT))
+    claim = {x[3]["key"]: x for x in out}["every max delay reaches the same accuracy"]
+    assert "the paper's final accuracy 0.88-0.89" in claim[0] and claim[1] is True      # 0.89 at every delay
+    out = []
+    R.section_artificial_delay("artificial_delay", ok.assign(final_test_acc=0.80), pd.DataFrame(), paper, out,
+                               _trace(ok.run_id, FLAT))
+    assert out[0][1] is False                                   # all equal, but 0.08 below the paper's 0.88
