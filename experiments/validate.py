@@ -11,6 +11,7 @@ from pathlib import Path
 from experiments.errors import ConfigError
 
 ARTIFICIAL = ("fixed", "uniform")
+NOT_RULE_KEYS = ("name", "protocol", "rule", "sync_batch", "policy")  # algorithm keys that are not rule hyperparameters
 
 
 def build_rule_from_config(alg):
@@ -24,7 +25,7 @@ def build_rule_from_config(alg):
     from algorithms import build_rule
 
     hp = {k: v for k, v in OmegaConf.to_container(alg, resolve=True).items()
-          if k not in ("name", "protocol", "rule", "sync_batch")}
+          if k not in NOT_RULE_KEYS}
     if hp.get("bounds") is not None:
         hp["bounds"] = tuple(hp["bounds"])
     try:
