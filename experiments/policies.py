@@ -15,7 +15,7 @@ s_k * alpha_k; for AMSGrad the moments m, v, vhat still take the gradient whatev
 - ``wu2022``: Wu, Magnusson, Feyzmahdavian, Johansson, "Delay-adaptive step-sizes for asynchronous learning",
   ICML 2022: their step-size principle gamma_k <= max(0, gamma' - sum_{t = k - tau_k}^{k-1} gamma_t) taken with
   equality, gamma' = alpha_k: ``s_k = max(0, 1 - sum_{t = k - tau_k}^{k-1} s_t)`` -- the steps taken while the
-  gradient was computed use up its budget (a constant delay tau gives s = 1 / (tau + 1) in steady state). Every
+  gradient was computed use up its budget (a constant delay tau gives one full step every tau + 1 updates). Every
   gradient is applied (with s_k = 0 the iterate does not move, but k still advances, as in the paper).
 - ``ringmaster``: Maranjyan, Tyurin, Richtarik, "Ringmaster ASGD: the first asynchronous SGD with optimal time
   complexity", ICML 2025: a gradient with ``tau > R`` is discarded (not applied; the worker gets the current

@@ -173,9 +173,10 @@ def _run_artificial(problem, cfg, master, stream, batches, costs, times, recorde
         version = master.version - choose(master.version)
         loss, g = loss_grad(ring.get(version), next_batch())
         check_loss(loss, stream.samples)
-        busy = update_s if receive(g, version, w) else 0.0  # no update when a staleness policy drops or holds it
-        master_free = max(finish + msg_s, master_free) + busy + msg_s
-        ring.push(master.version, master.x)
+        applied = receive(g, version, w)  # False when a staleness policy drops or holds it: no update, no iterate
+        master_free = max(finish + msg_s, master_free) + (update_s if applied else 0.0) + msg_s
+        if applied:
+            ring.push(master.version, master.x)
         heappush(queue, (master_free + draw(w, grad_s), w))
         if due(stream.samples):
             evaluate(master_free, stream.samples)
