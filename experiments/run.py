@@ -91,6 +91,7 @@ def _constant_columns(cfg, run_id: str) -> dict:
         "straggler_slowdown": d.get("slowdown", 1.0) if d.model == "timing" else 1.0,
         "batch_size": cfg.batch_size, "seed": cfg.seed,
         "policy": (cfg.algorithm.get("policy") or {}).get("name") or "none",  # issue 14
+        "lr_factor": cfg.algorithm.get("lr_factor", 1.0),
         "compute_spread": d.get("spread", "equal") if d.model == "timing" else "equal",
         "compute_law": d.get("law", "constant") if d.model == "timing" else "constant",
     }

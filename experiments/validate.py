@@ -26,6 +26,13 @@ def build_rule_from_config(alg):
 
     hp = {k: v for k, v in OmegaConf.to_container(alg, resolve=True).items()
           if k not in NOT_RULE_KEYS}
+    factor = hp.pop("lr_factor", 1.0)  # a step-size grid: every alpha_k times the factor (issue 14)
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor > 0:
+        raise ConfigError(f"algorithm.lr_factor={factor}: must be a number > 0")
+    if factor != 1.0:
+        hp["lr"] = hp["lr"] * factor
+        if hp.get("alpha_max") is not None:
+            hp["alpha_max"] = hp["alpha_max"] * factor
     if hp.get("bounds") is not None:
         hp["bounds"] = tuple(hp["bounds"])
     try:
