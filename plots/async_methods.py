@@ -10,6 +10,8 @@ import math
 import numpy as np
 import pandas as pd
 from matplotlib import colormaps
+from matplotlib import colors as mcolors
+from matplotlib.patches import Patch
 
 from . import style
 from .data import as_experiment
@@ -79,9 +81,19 @@ def _order(values, order):
 
 
 def _colors(methods):
-    """The fixed colours of apam, async_sgd and sync_amsgrad (plots/style.py); tab10 for the other methods."""
-    tab10 = colormaps["tab10"]
-    return {m: style.ALGORITHM_COLORS.get(m, tab10(i % 10)) for i, m in enumerate(methods)}
+    """The fixed colours of apam, async_sgd and sync_amsgrad (plots/style.py); the other methods take the tab10
+    colours those do not use, in METHODS order."""
+    fixed = dict(style.ALGORITHM_COLORS)
+    used = {mcolors.to_hex(c) for c in fixed.values()}
+    free = [c for c in (mcolors.to_hex(c) for c in colormaps["tab10"].colors) if c not in used]
+    out, i = {}, 0
+    for m in methods:
+        if m in fixed:
+            out[m] = fixed[m]
+        else:
+            out[m] = free[i % len(free)]
+            i += 1
+    return out
 
 
 def draw_async_methods(exp, fmt="png"):
@@ -121,15 +133,14 @@ def draw_async_methods(exp, fmt="png"):
                 with np.errstate(invalid="ignore"):  # inf - inf where a method never reached the target
                     lo = np.where(ok, mean - tmin, 0.0)
                     hi = np.where(ok & np.isfinite(tmax), tmax - mean, 0.0)
-                ax.bar(xs[ok], mean[ok], width, color=colors[m], label=m if j == 0 else None,
-                       yerr=[lo[ok], hi[ok]], error_kw={"linewidth": 0.8})
+                ax.bar(xs[ok], mean[ok], width, color=colors[m], yerr=[lo[ok], hi[ok]], error_kw={"linewidth": 0.8})
                 tried = r["seeds"].notna().to_numpy()
                 miss = ~ok & tried
                 if miss.any():
                     ax.plot(xs[miss], [top * 0.97] * int(miss.sum()), "x", color=colors[m], markersize=5)
             ax.set_xticks(range(len(models)))
             ax.set_xticklabels([MODEL_LABELS.get(m, m) for m in models], rotation=15, fontsize=8)
-            ax.set_title(f"P = {p}")
+            ax.set_title(f"P = {int(p)}")
             ax.set_ylim(0, top)
             if j == 0:
                 clock = str(summary["clock"].iloc[0]) if "clock" in summary else "simulated"
@@ -139,7 +150,8 @@ def draw_async_methods(exp, fmt="png"):
         n_seeds = int(rows["seeds"].max()) if len(rows) else 1
         style.title(fig, "async_methods", problem, "time to target per compute-time model (best step factor)",
                     note=f"{note}; {style.seeds_note(n_seeds)}" if n_seeds > 1 else note)
-        style.legend_outside(fig, axes, title="method", ncols=5)
+        fig.legend([Patch(color=colors[m]) for m in methods], methods, loc="outside lower center", ncols=5,
+                   title="method", fontsize="small", title_fontsize="small", frameon=False)
         written.append(style.save(fig, exp.path / "figures", style.slug("async_methods", problem), fmt))
     return written
 

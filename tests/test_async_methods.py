@@ -91,5 +91,10 @@ def test_figure_and_report_section_from_the_summary_alone(tmp_path):
     assert "| apam | 1.1 (#2, x1) | 2.0 |" in text
     assert "| rennala_sgd | 0.8 (#1, 50% discarded) | 1.0 |" in text
     assert "| sync_amsgrad | not reached (#3) | 3.0 |" in text
-    assert "Ranking by mean rank: rennala_sgd (1.0), apam (2.0), sync_amsgrad (3.0)." in text
-    assert claims and "2. of 3" in claims[0][2] and "1.38x the fastest" in claims[0][2]
+    assert ("Ranking by mean rank (methods that reached the target at least once): rennala_sgd (1.0), apam (2.0); "
+            "never reached it: sync_amsgrad.") in text
+    assert claims and "2. of the 2 methods" in claims[0][2] and "1.38x the fastest" in claims[0][2]
+    claims = []
+    never = _summary().assign(time_to_target_s=lambda d: d["time_to_target_s"].where(d["algorithm"] != "apam"))
+    section_async_methods("async_methods", never, None, None, claims)
+    assert "APAM did not reach the target" in claims[0][2] and "rennala_sgd" in claims[0][2]
