@@ -23,6 +23,9 @@ s_k * alpha_k; for AMSGrad the moments m, v, vhat still take the gradient whatev
 - ``rennala``: Tyurin, Richtarik, "Optimal time complexities of parallel stochastic optimization methods under a
   fixed computation model", NeurIPS 2023 (Rennala SGD): the master collects S gradients computed at its current
   iterate (tau = 0), discards every other gradient, and applies one update with the mean of the S (default S = P).
+  Unlike the paper's method, the engines do not interrupt a worker when the round ends: a worker busy at the old
+  iterate finishes its gradient (which is then discarded) before it gets the new one, so our Rennala wastes more
+  compute time than the paper's (with S = P and equal workers about half the gradients are discarded).
 
 Discarded gradients are counted in :attr:`Master.discarded` (trace and summary column ``discarded``); the staleness
 columns and the histogram describe the applied updates only.
