@@ -73,6 +73,15 @@ class UpdateRule:
     Subclasses set ``name`` (the registry name), ``DEFAULTS`` (every accepted hyperparameter with its default,
     or ``REQUIRED``), and implement ``init`` and ``step``. The constructor receives every key of DEFAULTS.
 
+    Staleness: a rule that needs the staleness of the gradient it applies sets ``needs_staleness = True`` and
+    defines ``step(self, x, g, state, *, tau, worker)`` with required keywords: the master
+    (experiments/master.py, shared by every engine) then passes ``tau`` (int >= 0: updates applied since the
+    gradient's iterate) and ``worker`` (the sending worker's id, or None for an update that averages several
+    gradients); a caller that does not pass them gets a TypeError, never a silent tau-less step. Rules with
+    ``needs_staleness = False`` (the default; amsgrad, sgd) are stepped as ``step(x, g, state)``.
+    A staleness policy of the master that scales the step (experiments/policies.py) multiplies ``self.schedule``,
+    so a rule must take its alpha_k from ``self.schedule(k)`` to compose with it.
+
     Common hyperparameters: ``lr`` (> 0), ``lr_schedule`` ("constant" or "inv_sqrt", see algorithms.schedules),
     ``alpha_max`` (None or > 0: cap of alpha_k), ``bounds`` (None or (lo, hi): after each step x is clipped to
     [lo, hi]; this is the convex case's projection onto the box X in the vhat^(1/2)-weighted norm, which for a
@@ -80,6 +89,7 @@ class UpdateRule:
     """
 
     name: ClassVar[str] = ""
+    needs_staleness: ClassVar[bool] = False
     DEFAULTS: ClassVar[dict[str, Any]] = {"lr": REQUIRED, "lr_schedule": "constant", "alpha_max": None, "bounds": None}
 
     def __init__(self, *, lr: Any, lr_schedule: Any, alpha_max: Any, bounds: Any, **_: Any) -> None:

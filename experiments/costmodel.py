@@ -49,10 +49,11 @@ def measure_update_s(rule, dim: int, reps: int = 50) -> float:
     x = torch.zeros(dim)
     g = torch.randn(dim, generator=torch.Generator().manual_seed(0))
     state = rule.init(x)
+    info = {"tau": 0, "worker": 0} if getattr(rule, "needs_staleness", False) else {}
 
     def step():
         nonlocal x, state
-        x, state = rule.step(x, g, state)
+        x, state = rule.step(x, g, state, **info)
 
     return _median_time(step, reps)
 

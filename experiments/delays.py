@@ -9,6 +9,7 @@ Two kinds:
 from __future__ import annotations
 
 import math
+import warnings
 from collections import deque
 
 import numpy as np
@@ -93,39 +94,144 @@ class IterateRing:
         return x
 
 
-class ComputeTimes:
-    """Per-gradient compute times of P workers on the simulated clock (seconds).
+LAWS = ("constant", "exponential", "lognormal", "pareto", "replay")
+SPREADS = ("equal", "sqrt", "linear")
+REPLAY_COLUMNS = ("worker", "index", "compute_s", "target_s")
 
-    The time of one gradient of worker w is ``base_s * slowdown_w * xi``, where ``slowdown_w`` is ``slowdown`` for
-    the first ``slow_workers`` workers and 1 otherwise, and xi has mean 1 under every law:
-    ``constant`` (xi = 1), ``exponential`` (xi ~ Exp(1)), ``lognormal`` (xi = exp(sigma Z - sigma^2/2), Z ~ N(0,1)).
+
+class ComputeTimes:
+    """Per-gradient compute times of P workers on the simulated clock (seconds), and emulated compute on real engines.
+
+    The time of one gradient of worker w (w = 0, ..., P-1) is ``base_s * spread_w * slowdown_w * xi``:
+
+    - ``spread_w``: fixed heterogeneity of the asynchronous-SGD literature (Tyurin and Richtarik NeurIPS 2023;
+      Maranjyan et al. ICML 2025): ``equal`` 1, ``sqrt`` sqrt(w + 1), ``linear`` w + 1 (worker i = w + 1 takes
+      sqrt(i) or i times the base);
+    - ``slowdown_w``: ``slowdown`` for the first ``slow_workers`` workers, 1 otherwise (stragglers);
+    - xi, mean 1 under every random law: ``constant`` (xi = 1), ``exponential`` (Exp(1)), ``lognormal``
+      (exp(sigma Z - sigma^2/2), Z ~ N(0,1)), ``pareto`` (heavy-tailed: xi = (a-1)/a * (1 + Lomax(a)), a classical
+      Pareto with tail index a = ``shape`` > 1 and mean 1; infinite variance for a <= 2).
+    - ``replay``: the compute times recorded from a real-engine run (``<run_dir>/compute_times.csv``, columns
+      ``worker,index,compute_s,target_s``): worker w's ``compute_s`` in ``index`` order, in seconds as recorded
+      (``base_s``, spread and slowdown are ignored: the recording already has them). When a worker's recording is
+      exhausted it starts over from its first entry and a RuntimeWarning says so once per worker
+      (``cycled`` lists the workers that wrapped).
 
     Args:
         workers: P.
-        law: ``constant``, ``exponential`` or ``lognormal``.
+        law: one of LAWS.
         sigma: lognormal spread (>= 0).
         slow_workers: how many workers are slowed (>= 0).
         slowdown: their factor s (>= 1 slows them).
         seed: seed of the draws (one generator; draws happen in event order, so a run is reproducible).
+        spread: one of SPREADS.
+        shape: Pareto tail index a (> 1).
+        replay: path of the recorded compute times (``law=replay`` only).
+
+    Raises:
+        ValueError naming ``delay.<key>`` (or the replay file) and the value: an unknown law or spread, shape <= 1,
+        ``law=replay`` without a file, a file without the columns, with a non-finite or negative ``compute_s``, or
+        without rows for a worker in [0, P).
     """
 
     def __init__(self, workers: int, law: str = "constant", sigma: float = 0.0, slow_workers: int = 0,
-                 slowdown: float = 1.0, seed: int = 0) -> None:
-        if law not in ("constant", "exponential", "lognormal"):
-            raise ValueError(f"delay.law={law!r}: must be constant, exponential or lognormal")
+                 slowdown: float = 1.0, seed: int = 0, spread: str = "equal", shape: float = 1.5,
+                 replay: str | None = None) -> None:
+        if law not in LAWS:
+            raise ValueError(f"delay.law={law!r}: must be one of {', '.join(LAWS)}")
+        if spread not in SPREADS:
+            raise ValueError(f"delay.spread={spread!r}: must be one of {', '.join(SPREADS)}")
+        if law == "pareto" and not float(shape) > 1.0:
+            raise ValueError(f"delay.shape={shape!r}: the Pareto tail index must be > 1 (finite mean)")
         self.workers = int(workers)
         self.law = law
         self.sigma = float(sigma)
+        self.shape = float(shape)
+        self.spread = spread
         self.factor = np.ones(self.workers)
-        self.factor[: int(slow_workers)] = float(slowdown)
+        if spread == "sqrt":
+            self.factor = np.sqrt(np.arange(1, self.workers + 1, dtype=float))
+        elif spread == "linear":
+            self.factor = np.arange(1, self.workers + 1, dtype=float)
+        self.factor[: int(slow_workers)] *= float(slowdown)
         self._rng = np.random.default_rng(seed)
+        self.cycled: set[int] = set()
+        self._replay: list[list[float]] = []
+        self._next: list[int] = []
+        if law == "replay":
+            if not replay:
+                raise ValueError("delay.replay=null: law=replay needs the path of a compute_times.csv")
+            self._replay = load_compute_times(replay, self.workers)
+            self._next = [0] * self.workers
+
+    @classmethod
+    def from_config(cls, workers: int, delay, seed: int) -> "ComputeTimes":
+        """The compute-time model of a ``delay`` config block (keys law, sigma, slow_workers, slowdown, spread,
+        shape, replay; absent keys take the defaults)."""
+        return cls(workers, law=delay.get("law", "constant"), sigma=delay.get("sigma", 0.0),
+                   slow_workers=delay.get("slow_workers", 0), slowdown=delay.get("slowdown", 1.0), seed=seed,
+                   spread=delay.get("spread", "equal"), shape=delay.get("shape", 1.5), replay=delay.get("replay"))
+
+    def mean_s(self, worker: int, base_s: float) -> float:
+        """Expected seconds of one gradient of ``worker`` (the replayed mean under ``law=replay``)."""
+        if self.law == "replay":
+            return float(np.mean(self._replay[worker]))
+        return float(base_s * self.factor[worker])
 
     def draw(self, worker: int, base_s: float) -> float:
-        """Seconds worker ``worker`` needs for one gradient whose mean cost is ``base_s``."""
+        """Seconds worker ``worker`` needs for one gradient whose mean cost (equal workers) is ``base_s``."""
         if self.law == "constant":
             xi = 1.0
         elif self.law == "exponential":
             xi = float(self._rng.exponential(1.0))
-        else:
+        elif self.law == "lognormal":
             xi = math.exp(self.sigma * float(self._rng.standard_normal()) - 0.5 * self.sigma**2)
+        elif self.law == "pareto":
+            a = self.shape
+            xi = (a - 1.0) / a * (1.0 + float(self._rng.pareto(a)))
+        else:
+            return self._draw_replay(worker)
         return float(base_s * self.factor[worker] * xi)
+
+    def _draw_replay(self, worker: int) -> float:
+        times, i = self._replay[worker], self._next[worker]
+        if i == len(times):
+            i = 0
+            if worker not in self.cycled:
+                self.cycled.add(worker)
+                warnings.warn(f"delay.law=replay: worker {worker}'s {len(times)} recorded compute times are used up; "
+                              f"replaying them again from the first", RuntimeWarning, stacklevel=3)
+        self._next[worker] = i + 1
+        return times[i]
+
+
+def load_compute_times(path, workers: int) -> list[list[float]]:
+    """Per worker w in [0, workers): its recorded ``compute_s`` (seconds) in ``index`` order, from a CSV with the
+    columns ``worker,index,compute_s,target_s`` (written by the real engines as ``<run_dir>/compute_times.csv``;
+    ``target_s`` is not used here). Extra workers in the file are ignored.
+
+    Raises:
+        ValueError naming the file: unreadable, missing columns, a non-finite or negative compute_s, or a worker in
+        [0, workers) without rows.
+    """
+    import pandas as pd
+
+    try:
+        df = pd.read_csv(path)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"delay.replay={path}: cannot read ({exc})") from None
+    missing = [c for c in REPLAY_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"delay.replay={path}: missing column(s) {', '.join(missing)} "
+                         f"(expected {','.join(REPLAY_COLUMNS)})")
+    t = pd.to_numeric(df["compute_s"], errors="coerce")
+    if not (np.isfinite(t) & (t >= 0)).all():
+        raise ValueError(f"delay.replay={path}: compute_s must be finite seconds >= 0")
+    out = []
+    for w in range(int(workers)):
+        rows = df[df["worker"] == w].sort_values("index", kind="stable")
+        if rows.empty:
+            raise ValueError(f"delay.replay={path}: no recorded compute times for worker {w} "
+                             f"(the run has {workers} workers; the file has {sorted(df['worker'].unique().tolist())})")
+        out.append([float(v) for v in rows["compute_s"]])
+    return out

@@ -9,6 +9,8 @@ from collections import Counter
 
 import torch
 
+from experiments.policies import Policy, ScaledSchedule, build_policy
+
 
 class Master:
     """Owns the iterate x, the update rule's state, the version counter and the staleness log.
@@ -21,17 +23,29 @@ class Master:
     The staleness of an update is ``tau_k = version at apply - version the gradient was computed at`` (APAM.md §1);
     for a sync round it is 0 by construction.
 
+    Staleness reaches the rule: a rule whose class sets ``needs_staleness = True`` is stepped as
+    ``rule.step(x, g, state, tau=tau, worker=worker)`` (``worker`` None for an update that averages several
+    gradients: a sync round, a Rennala round); other rules as ``rule.step(x, g, state)``, exactly as before.
+
+    Staleness policies (async only; :mod:`experiments.policies`): ``policy`` decides per gradient whether it is
+    applied and with what step factor (delay-adaptive steps, Ringmaster's discarding, Rennala's rounds). Without
+    one the async path is unchanged: every gradient applied on arrival.
+
     Args:
         rule: an update rule from :func:`algorithms.build_rule` (``init``/``step``).
         x0: initial iterate, shape (d,), float32; copied.
         protocol: ``"async"`` or ``"sync"``.
         workers: number of workers P >= 1 (the sync round size).
+        policy: None, a :class:`experiments.policies.Policy`, or the ``algorithm.policy`` config (name and keys;
+            built with :func:`experiments.policies.build_policy`).
 
     Raises:
-        ValueError: unknown protocol, P < 1, or (sync) a gradient computed at another version than the current one.
+        ValueError: unknown protocol, P < 1, a bad policy or a policy with the sync protocol (PolicyError), a
+            step-scaling policy with a rule that does not take its step from ``rule.schedule``, or (sync) a
+            gradient computed at another version than the current one.
     """
 
-    def __init__(self, rule, x0: torch.Tensor, protocol: str, workers: int) -> None:
+    def __init__(self, rule, x0: torch.Tensor, protocol: str, workers: int, policy=None) -> None:
         if protocol not in ("async", "sync"):
             raise ValueError(f"protocol={protocol!r}: must be 'async' or 'sync'")
         if workers < 1:
@@ -49,6 +63,19 @@ class Master:
         self.histogram: Counter[int] = Counter()  # staleness -> number of updates, whole run
         self._tau_sum = [0] * self.workers        # per worker id: sum of staleness of its gradients
         self._tau_count = [0] * self.workers      # per worker id: gradients received
+        self._needs_staleness = bool(getattr(rule, "needs_staleness", False))
+        self._dropped = 0                          # gradients a policy discarded
+        if policy is not None and not isinstance(policy, Policy):
+            policy = build_policy(policy, self.workers, protocol)
+        if policy is not None and protocol != "async":
+            raise ValueError(f"policy {policy.name!r}: staleness policies apply to the async protocol only")
+        self.policy = policy
+        if policy is not None and policy.scales_step:
+            base = getattr(rule, "schedule", None)
+            if not callable(base):
+                raise ValueError(f"policy {policy.name!r} scales the step size, but rule {type(rule).__name__} has no "
+                                 f"`schedule` (alpha_k) to scale")
+            policy.schedule = rule.schedule = ScaledSchedule(base)
 
     # ------------------------------------------------------------------ updates
     def receive(self, g: torch.Tensor, read_version: int, worker: int | None = None) -> bool:
@@ -67,8 +94,10 @@ class Master:
             self._tau_sum[worker] += tau
             self._tau_count[worker] += 1
         if self.protocol == "async":
-            self._apply(g, tau)
-            return True
+            if self.policy is None:
+                self._apply(g, tau, worker)
+                return True
+            return self.policy.receive(self, g, tau, worker)
         if read_version != self.version:
             raise ValueError(f"sync gradient computed at version {read_version}, master is at {self.version}")
         if self._round_sum is None:
@@ -80,20 +109,34 @@ class Master:
             return False
         mean = self._round_sum.div_(self._round_count)
         self._round_sum, self._round_count = None, 0
-        self._apply(mean, 0)
+        self._apply(mean, 0, None)
         return True
 
     def set_round_size(self, workers: int) -> None:
         """Shrink the sync round after a worker is lost (async ignores it). Applies the round if already complete."""
         self.workers = max(1, int(workers))
 
-    def _apply(self, g: torch.Tensor, tau: int) -> None:
-        self.x, self.state = self.rule.step(self.x, g, self.state)
+    def _apply(self, g: torch.Tensor, tau: int, worker: int | None) -> None:
+        """One update with gradient g of staleness tau (from ``worker``, None for a mean); bumps the version."""
+        if self._needs_staleness:
+            self.x, self.state = self.rule.step(self.x, g, self.state, tau=tau, worker=worker)
+        else:
+            self.x, self.state = self.rule.step(self.x, g, self.state)
         self.version += 1
         self._window.append(tau)
         self.histogram[tau] += 1
 
+    def _discard(self) -> None:
+        """A policy dropped the gradient just received: counted, not applied, not in the staleness log."""
+        self._dropped += 1
+
     # ------------------------------------------------------------------ bookkeeping
+    @property
+    def discarded(self) -> int:
+        """Gradients received that no applied update has used: those a policy discarded, plus the ones a Rennala
+        round holds while it is being collected (fewer than S). 0 without a policy."""
+        return self._dropped + (self.policy.pending if self.policy is not None else 0)
+
     @property
     def per_worker(self) -> dict[int, tuple[int, int]]:
         """worker id -> (sum of the staleness of its gradients, gradients received), for workers that sent any."""

@@ -77,6 +77,7 @@ class Recorder:
                    train_loss=metrics["train_loss"], train_acc=metrics["train_acc"],
                    test_loss=metrics["test_loss"], test_acc=metrics["test_acc"],
                    staleness_mean=staleness[0], staleness_max=staleness[1],
+                   discarded=self.master.discarded if self.master is not None else 0,  # a policy's (issue 14)
                    opt_gap=(metrics["train_loss"] - self.f_star) if self.f_star is not None else float("nan"))
         self.rows.append(row)
         if self.master is not None:  # O(distinct staleness values): the histogram this row's updates produced

@@ -550,6 +550,8 @@ SECTIONS = {"lr_speedup": section_lr_speedup, "lenet5_speedup": section_lenet5_s
             "allcnn_sync_vs_async": section_sync_vs_async, "large_time_per_epoch": section_large,
             "large_accuracy": section_large, "tau_threshold": section_tau, "tau_threshold_lenet5": section_tau,
             "stragglers": section_stragglers, "model_validation": section_model_validation}
+from experiments.report_async import TITLE as _ASYNC_TITLE, section_async_methods  # noqa: E402  (issue 14)
+TITLES["async_methods"], SECTIONS["async_methods"] = _ASYNC_TITLE, section_async_methods
 
 
 def _traces(exp_dir: Path) -> pd.DataFrame:

@@ -22,7 +22,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 EXPERIMENTS = ["lr_speedup", "lenet5_speedup", "allcnn_sync_vs_async", "artificial_delay", "large_time_per_epoch",
-               "large_accuracy", "tau_threshold", "tau_threshold_lenet5", "stragglers", "model_validation"]
+               "large_accuracy", "tau_threshold", "tau_threshold_lenet5", "stragglers", "model_validation",
+               "async_methods"]
 
 
 def run_sweep(experiment: str, profile: str, results_dir: Path, force: bool) -> dict:

@@ -70,6 +70,7 @@ def _summary_row(cfg, run_id: str, rows: list[dict], result, status: str, messag
         "final_opt_gap": last.get("opt_gap"),
         "staleness_mean": sum(k * v for k, v in hist.items()) / n_upd if n_upd else float("nan"),
         "staleness_max": max(hist) if hist else float("nan"),
+        "discarded": last.get("discarded", 0),  # gradients a staleness policy did not apply (issue 14)
         "status": status, "message": message,
         **{f"cost_{k}": v for k, v in (result.costs if result is not None else {}).items()},
         **({"handoff": result.handoff} if result is not None and result.handoff else {}),
@@ -95,6 +96,10 @@ def _constant_columns(cfg, run_id: str) -> dict:
         "straggler_sigma": d.get("sigma", 0.0) if d.model == "timing" else 0.0,
         "straggler_slowdown": d.get("slowdown", 1.0) if d.model == "timing" else 1.0,
         "batch_size": cfg.batch_size, "seed": cfg.seed,
+        "policy": (cfg.algorithm.get("policy") or {}).get("name") or "none",  # issue 14
+        "lr_factor": cfg.algorithm.get("lr_factor", 1.0),
+        "compute_spread": d.get("spread", "equal") if d.model == "timing" else "equal",
+        "compute_law": d.get("law", "constant") if d.model == "timing" else "constant",
     }
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from experiments.errors import ConfigError
 
 ARTIFICIAL = ("fixed", "uniform")
+NOT_RULE_KEYS = ("name", "protocol", "rule", "sync_batch", "policy")  # algorithm keys that are not rule hyperparameters
 
 
 def build_rule_from_config(alg):
@@ -25,7 +26,14 @@ def build_rule_from_config(alg):
     from algorithms import build_rule
 
     hp = {k: v for k, v in OmegaConf.to_container(alg, resolve=True).items()
-          if k not in ("name", "protocol", "rule", "sync_batch")}
+          if k not in NOT_RULE_KEYS}
+    factor = hp.pop("lr_factor", 1.0)  # a step-size grid: every alpha_k times the factor (issue 14)
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor > 0:
+        raise ConfigError(f"algorithm.lr_factor={factor}: must be a number > 0")
+    if factor != 1.0:
+        hp["lr"] = hp["lr"] * factor
+        if hp.get("alpha_max") is not None:
+            hp["alpha_max"] = hp["alpha_max"] * factor
     if hp.get("bounds") is not None:
         hp["bounds"] = tuple(hp["bounds"])
     try:
@@ -138,6 +146,15 @@ def validate(cfg) -> None:
             _require(cfg.batch_size >= cfg.workers, "batch_size", cfg.batch_size,
                      f"a split sync batch needs batch_size >= workers ({cfg.workers})")
     build_rule_from_config(alg)  # everything else the rule itself checks (variant, impl, bounds, ...)
+    from experiments.policies import DISCARDING, build_policy
+
+    try:
+        policy = build_policy(alg.get("policy"), cfg.workers, alg.protocol)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if policy is not None and policy.name in DISCARDING and cfg.get("updates") is not None:
+        raise ConfigError(f"updates={cfg.updates}: policy {policy.name} discards gradients, so a run's length must "
+                          f"be given in epochs (gradients computed), not in updates")
 
     d = cfg.delay
     _require(d.model in ("none", "fixed", "uniform", "timing"), "delay.model", d.model,
@@ -153,13 +170,23 @@ def validate(cfg) -> None:
         raise ConfigError(f"delay={d.model}: an artificial delay applies to async algorithms only, "
                           f"not algorithm={alg.name} (use delay=none or delay=timing)")
     if d.model == "timing":
-        _require(d.law in ("constant", "exponential", "lognormal"), "delay.law", d.law,
-                 "must be constant, exponential or lognormal")
+        from experiments.delays import LAWS, SPREADS, ComputeTimes
+
+        _require(d.law in LAWS, "delay.law", d.law, f"must be one of {', '.join(LAWS)}")
+        _require(d.get("spread", "equal") in SPREADS, "delay.spread", d.get("spread"),
+                 f"must be one of {', '.join(SPREADS)}")
         _require(d.sigma >= 0, "delay.sigma", d.sigma, "must be >= 0")
         _int(cfg, "delay.slow_workers", 0)
         _require(d.slow_workers <= cfg.workers, "delay.slow_workers", d.slow_workers,
                  f"must be <= workers ({cfg.workers})")
         _positive(cfg, "delay.slowdown")
+        if d.law == "replay":
+            _require(d.get("replay") is not None and Path(str(d.replay)).is_file(), "delay.replay", d.get("replay"),
+                     "law=replay needs an existing compute_times.csv")
+        try:
+            ComputeTimes.from_config(cfg.workers, d, seed=0)  # the shape, the replay file's columns and workers
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
     if d.model != "timing" and cfg.engine.name != "simulated":
         _require(d.model == "none", "delay", d.model, "artificial delays exist on engine=simulated only")
 

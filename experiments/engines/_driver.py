@@ -98,7 +98,8 @@ class MasterLoop:
         self.batches = list(batches)
         self.P = len(self.batches)
         self.protocol = cfg.algorithm.protocol
-        self.master = Master(rule, problem.init_params(cfg.seed), self.protocol, self.P)
+        self.master = Master(rule, problem.init_params(cfg.seed), self.protocol, self.P,
+                             policy=cfg.algorithm.get("policy"))
         recorder.attach(self.master)
         self.clock = WallClock()
         self.samples = 0

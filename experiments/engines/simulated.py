@@ -74,10 +74,9 @@ def run(problem, rule, cfg, recorder) -> EngineResult:
     costs = build_cost_model(problem, rule, batches, cfg.engine.get("costs"), calibration,
                              algorithm_cfg=cfg.algorithm, ref_batch=B)
     d = cfg.delay
-    times = ComputeTimes(P, law=d.get("law", "constant"), sigma=d.get("sigma", 0.0),
-                         slow_workers=d.get("slow_workers", 0), slowdown=d.get("slowdown", 1.0), seed=cfg.seed + 1)
+    times = ComputeTimes.from_config(P, d, seed=cfg.seed + 1)
     stream = BatchStream(N, B, cfg.seed)
-    master = Master(rule, problem.init_params(cfg.seed), protocol, P)
+    master = Master(rule, problem.init_params(cfg.seed), protocol, P, policy=cfg.algorithm.get("policy"))
     recorder.attach(master)
 
     def evaluate(clock: float, samples: int) -> None:
@@ -143,9 +142,10 @@ def _run_timing(problem, cfg, master, stream, batches, costs, times, recorder, e
         arrival, w, version, loss, g = heappop(queue)
         samples += B
         check_loss(loss, samples)
-        receive(g, version, w)
-        # the master starts on this gradient when it arrives or when it is free; busy: update, then the reply
-        master_free = max(arrival, master_free) + update_s + msg_s
+        # the master starts on this gradient when it arrives or when it is free; busy: the update (none when a
+        # staleness policy discards or holds the gradient), then the reply
+        busy = update_s if receive(g, version, w) else 0.0
+        master_free = max(arrival, master_free) + busy + msg_s
         hand_out(w, master_free)
         if due(samples):
             evaluate(master_free, samples)
@@ -173,9 +173,10 @@ def _run_artificial(problem, cfg, master, stream, batches, costs, times, recorde
         version = master.version - choose(master.version)
         loss, g = loss_grad(ring.get(version), next_batch())
         check_loss(loss, stream.samples)
-        receive(g, version, w)
-        master_free = max(finish + msg_s, master_free) + update_s + msg_s
-        ring.push(master.version, master.x)
+        applied = receive(g, version, w)  # False when a staleness policy drops or holds it: no update, no iterate
+        master_free = max(finish + msg_s, master_free) + (update_s if applied else 0.0) + msg_s
+        if applied:
+            ring.push(master.version, master.x)
         heappush(queue, (master_free + draw(w, grad_s), w))
         if due(stream.samples):
             evaluate(master_free, stream.samples)

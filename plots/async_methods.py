@@ -1,0 +1,161 @@
+"""async_methods (issue 14): time to target of APAM and today's asynchronous methods, per compute-time model.
+
+The table behind the figure and the report (:func:`best_times`) is computed here, from summary.csv alone:
+per method (``algorithm``), problem, worker count and compute-time model, the step-size factor (``lr_factor``)
+with the lowest mean time to target over seeds (a run that never reaches the target counts as infinite).
+"""
+
+import math
+
+import numpy as np
+import pandas as pd
+from matplotlib import colormaps
+from matplotlib import colors as mcolors
+from matplotlib.patches import Patch
+
+from . import style
+from .data import as_experiment
+
+MODELS = ("equal", "sqrt", "linear", "straggler8", "lognormal1")
+MODEL_LABELS = {"equal": "equal", "sqrt": "sqrt(i) x base", "linear": "i x base", "straggler8": "one 8x straggler",
+                "lognormal1": "lognormal sigma=1"}
+METHODS = ("apam", "apam_mishchenko", "apam_wu", "apam_ringmaster", "async_sgd", "async_sgd_mishchenko",
+           "async_sgd_wu", "ringmaster_asgd", "rennala_sgd", "sync_amsgrad")
+
+
+def compute_model(row) -> str:
+    """The compute-time model of a summary row: ``sqrt``/``linear`` (spread), ``straggler<s>`` (one slow worker),
+    ``lognormal<sigma>``, another random law's name, or ``equal``."""
+    spread = str(row.get("compute_spread", "equal"))
+    if spread in ("sqrt", "linear"):
+        return spread
+    slow = row.get("straggler_slowdown", 1.0)
+    if slow == slow and float(slow) != 1.0:
+        return f"straggler{float(slow):g}"
+    law = str(row.get("compute_law", "constant"))
+    if law == "lognormal":
+        return f"lognormal{float(row.get('straggler_sigma', 0.0)):g}"
+    return "equal" if law in ("constant", "nan") else law
+
+
+def best_times(summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per (problem, workers, compute_model, algorithm): the best step factor and its time to target.
+
+    Columns: problem, workers, compute_model, algorithm, lr_factor (the best), seeds, reached (seeds that reached
+    the target with that factor), time_mean, time_min, time_max (seconds on the run's clock; inf when a seed did
+    not reach the target), discarded_frac (discarded / gradients, mean over seeds), factors (how many were tried).
+    Failed runs are left out; diverged runs count as not reaching the target.
+    """
+    s = summary[summary["status"].isin(["ok", "diverged"])].copy()
+    if s.empty:
+        return pd.DataFrame()
+    s["compute_model"] = [compute_model(r) for r in s.to_dict("records")]
+    if "lr_factor" not in s:
+        s["lr_factor"] = 1.0
+    s["t"] = s["time_to_target_s"].where(np.isfinite(s["time_to_target_s"]), np.inf)
+    s["discarded_frac"] = s.get("discarded", 0) / s["gradients"].where(s["gradients"] > 0)
+    keys = ["problem", "workers", "compute_model", "algorithm"]
+    per_factor = (s.groupby(keys + ["lr_factor"], sort=True)
+                  .agg(seeds=("seed", "nunique"), reached=("t", lambda t: int(np.isfinite(t).sum())),
+                       time_mean=("t", "mean"), time_min=("t", "min"), time_max=("t", "max"),
+                       discarded_frac=("discarded_frac", "mean"))
+                  .reset_index())
+    per_factor["factors"] = per_factor.groupby(keys)["lr_factor"].transform("nunique")
+    best = (per_factor.sort_values(keys + ["time_mean", "lr_factor"])
+            .groupby(keys, sort=True).head(1).reset_index(drop=True))
+    return best
+
+
+def ranks(best: pd.DataFrame) -> pd.DataFrame:
+    """``best`` with ``rank`` (1 = fastest to target within its problem, workers and compute model; methods that
+    never reach it share the last rank)."""
+    if best.empty:
+        return best
+    out = best.copy()
+    out["rank"] = out.groupby(["problem", "workers", "compute_model"])["time_mean"].rank(method="min")
+    return out
+
+
+def _order(values, order):
+    return [v for v in order if v in values] + sorted(v for v in values if v not in order)
+
+
+def _colors(methods):
+    """The fixed colours of apam, async_sgd and sync_amsgrad (plots/style.py); the other methods take the tab10
+    colours those do not use, in METHODS order."""
+    fixed = dict(style.ALGORITHM_COLORS)
+    used = {mcolors.to_hex(c) for c in fixed.values()}
+    free = [c for c in (mcolors.to_hex(c) for c in colormaps["tab10"].colors) if c not in used]
+    out, i = {}, 0
+    for m in methods:
+        if m in fixed:
+            out[m] = fixed[m]
+        else:
+            out[m] = free[i % len(free)]
+            i += 1
+    return out
+
+
+def draw_async_methods(exp, fmt="png"):
+    """Grouped bars of time to target (best step factor; mean over seeds, min-max whiskers): one panel per worker
+    count, groups = compute-time models, one bar per method; a method that never reaches the target is marked x
+    at the top. Applies to each problem of summary.csv that has a ``policy`` column (the async_methods sweep).
+
+    Returns:
+        list of written paths (``figures/async_methods-<problem>.<fmt>``).
+    """
+    exp = as_experiment(exp)
+    summary = exp.summary
+    if summary is None or "policy" not in summary or "time_to_target_s" not in summary:
+        return []
+    best = best_times(summary)
+    if best.empty or best["algorithm"].nunique() < 2:
+        return []
+    written = []
+    for problem, rows in best.groupby("problem", sort=True):
+        workers = sorted(rows["workers"].unique())
+        models = _order(set(rows["compute_model"]), MODELS)
+        methods = _order(set(rows["algorithm"]), METHODS)
+        colors = _colors(methods)
+        fig, axes = style.new_figure(1, len(workers), panel_size=(1.6 + 1.3 * len(models), 3.6), sharey=True)
+        finite = rows["time_max"][np.isfinite(rows["time_max"])]
+        top = float(finite.max()) * 1.15 if len(finite) else 1.0
+        width = 0.8 / len(methods)
+        for j, p in enumerate(workers):
+            ax = axes[0][j]
+            panel = rows[rows["workers"] == p]
+            for k, m in enumerate(methods):
+                r = panel[panel["algorithm"] == m].set_index("compute_model").reindex(models)
+                xs = np.arange(len(models)) + (k - (len(methods) - 1) / 2) * width
+                mean = r["time_mean"].to_numpy(dtype=float)
+                ok = np.isfinite(mean)
+                tmin, tmax = r["time_min"].to_numpy(dtype=float), r["time_max"].to_numpy(dtype=float)
+                with np.errstate(invalid="ignore"):  # inf - inf where a method never reached the target
+                    lo = np.where(ok, mean - tmin, 0.0)
+                    hi = np.where(ok & np.isfinite(tmax), tmax - mean, 0.0)
+                ax.bar(xs[ok], mean[ok], width, color=colors[m], yerr=[lo[ok], hi[ok]], error_kw={"linewidth": 0.8})
+                tried = r["seeds"].notna().to_numpy()
+                miss = ~ok & tried
+                if miss.any():
+                    ax.plot(xs[miss], [top * 0.97] * int(miss.sum()), "x", color=colors[m], markersize=5)
+            ax.set_xticks(range(len(models)))
+            ax.set_xticklabels([MODEL_LABELS.get(m, m) for m in models], rotation=15, fontsize=8)
+            ax.set_title(f"P = {int(p)}")
+            ax.set_ylim(0, top)
+            if j == 0:
+                clock = str(summary["clock"].iloc[0]) if "clock" in summary else "simulated"
+                ax.set_ylabel(f"time to target ({clock} s)")
+        target = summary.loc[summary["problem"] == problem, "target_loss"]
+        note = f"target train loss {target.iloc[0]:g}; x: never reached" if len(target) else ""
+        n_seeds = int(rows["seeds"].max()) if len(rows) else 1
+        style.title(fig, "async_methods", problem, "time to target per compute-time model (best step factor)",
+                    note=f"{note}; {style.seeds_note(n_seeds)}" if n_seeds > 1 else note)
+        fig.legend([Patch(color=colors[m]) for m in methods], methods, loc="outside lower center", ncols=5,
+                   title="method", fontsize="small", title_fontsize="small", frameon=False)
+        written.append(style.save(fig, exp.path / "figures", style.slug("async_methods", problem), fmt))
+    return written
+
+
+def fmt_time(t: float) -> str:
+    """Seconds as text; ``not reached`` for inf/NaN."""
+    return "not reached" if not math.isfinite(t) else f"{t:.3g}"

@@ -1,0 +1,100 @@
+"""The async_methods experiment (issue 14): its config composes for every profile, its table picks the best step
+factor per method, the figure and the report section come from summary.csv alone."""
+import math
+
+import pandas as pd
+import pytest
+
+from conftest import compose_cfg
+from experiments.report_async import section_async_methods
+from experiments.validate import validate
+from plots.async_methods import best_times, compute_model, draw_async_methods, ranks
+
+
+@pytest.mark.parametrize("model,expect", [
+    ("equal", dict(law="constant", sigma=0.0, slow_workers=0, slowdown=1.0, spread="equal")),
+    ("sqrt", dict(spread="sqrt")),
+    ("straggler8", dict(slow_workers=1, slowdown=8.0)),
+    ("lognormal1", dict(law="lognormal", sigma=1.0)),
+])
+def test_compute_models_set_the_delay_block(tmp_path, model, expect):
+    cfg = compose_cfg(["experiment=async_methods", f"compute_model={model}", f"results_dir={tmp_path}"])
+    for k, v in expect.items():
+        assert cfg.delay[k] == v
+    validate(cfg)
+
+
+@pytest.mark.parametrize("problem,max_train,target", [("logreg_fmnist", None, 0.45), ("lenet5_fmnist", 2000, 2.15)])
+def test_per_problem_sizes(tmp_path, problem, max_train, target):
+    cfg = compose_cfg(["experiment=async_methods", f"problem={problem}", f"results_dir={tmp_path}"])
+    assert cfg.problem.max_train == max_train and cfg.problem.target_loss == target
+
+
+@pytest.mark.parametrize("algorithm,policy", [("apam_ringmaster", "ringmaster"), ("rennala_sgd", "rennala"),
+                                              ("async_sgd_wu", "wu2022"), ("apam_mishchenko", "mishchenko2022")])
+def test_method_options_are_a_rule_plus_a_policy(tmp_path, algorithm, policy):
+    cfg = compose_cfg(["experiment=async_methods", f"algorithm={algorithm}", "workers=32", f"results_dir={tmp_path}"])
+    assert cfg.algorithm.name == algorithm and cfg.algorithm.policy.name == policy
+    if policy == "ringmaster":
+        assert cfg.algorithm.policy.R == 32
+    validate(cfg)
+
+
+def test_lr_factor_multiplies_every_alpha_k(tmp_path):
+    from experiments.validate import build_rule_from_config
+
+    base = build_rule_from_config(compose_cfg([f"results_dir={tmp_path}"]).algorithm)  # logreg: inv_sqrt, capped
+    twice = build_rule_from_config(compose_cfg([f"results_dir={tmp_path}", "algorithm.lr_factor=2"]).algorithm)
+    for k in (1, 10, 10**6, 10**8):
+        assert twice.lr_at(k) == pytest.approx(2 * base.lr_at(k), rel=1e-15)
+
+
+def _summary():
+    rows = []
+    # apam: factor 1 reaches at 1.0 s (both seeds), factor 2 at 0.5 s on one seed only -> factor 1 is best (mean inf)
+    for seed in (0, 1):
+        rows.append(dict(algorithm="apam", lr_factor=1.0, seed=seed, time_to_target_s=1.0 + 0.2 * seed))
+        rows.append(dict(algorithm="apam", lr_factor=2.0, seed=seed, time_to_target_s=0.5 if seed == 0 else math.nan))
+        rows.append(dict(algorithm="rennala_sgd", lr_factor=1.0, seed=seed, time_to_target_s=0.8, discarded=50))
+        rows.append(dict(algorithm="sync_amsgrad", lr_factor=1.0, seed=seed, time_to_target_s=math.nan))
+    base = dict(problem="logreg_fmnist", workers=8, compute_spread="sqrt", compute_law="constant",
+                straggler_sigma=0.0, straggler_slowdown=1.0, status="ok", gradients=100, discarded=0, policy="none",
+                engine="simulated", clock="simulated", target_loss=0.45, run_id="r")
+    return pd.DataFrame([{**base, **r} for r in rows])
+
+
+def test_best_times_pick_the_factor_with_the_lowest_mean_and_count_misses_as_infinite():
+    best = ranks(best_times(_summary())).set_index("algorithm")
+    assert best.loc["apam", "lr_factor"] == 1.0 and best.loc["apam", "time_mean"] == pytest.approx(1.1)
+    assert best.loc["apam", "time_min"] == 1.0 and best.loc["apam", "time_max"] == pytest.approx(1.2)
+    assert best.loc["rennala_sgd", "discarded_frac"] == pytest.approx(0.5)
+    assert math.isinf(best.loc["sync_amsgrad", "time_mean"])
+    assert list(best.loc[["rennala_sgd", "apam", "sync_amsgrad"], "rank"]) == [1, 2, 3]
+    assert set(best["compute_model"]) == {"sqrt"}
+
+
+def test_compute_model_labels():
+    assert compute_model(dict(compute_spread="equal", straggler_slowdown=8.0)) == "straggler8"
+    assert compute_model(dict(compute_spread="equal", compute_law="lognormal", straggler_sigma=1.0,
+                              straggler_slowdown=1.0)) == "lognormal1"
+    assert compute_model(dict(compute_spread="equal", compute_law="constant", straggler_slowdown=1.0)) == "equal"
+
+
+def test_figure_and_report_section_from_the_summary_alone(tmp_path):
+    exp = tmp_path / "async_methods"
+    exp.mkdir()
+    _summary().to_csv(exp / "summary.csv", index=False)
+    written = draw_async_methods(exp)
+    assert [p.name for p in written] == ["async_methods-logreg_fmnist.png"] and written[0].stat().st_size > 0
+    claims = []
+    text = section_async_methods("async_methods", _summary(), None, None, claims)
+    assert "| apam | 1.1 (#2, x1) | 2.0 |" in text
+    assert "| rennala_sgd | 0.8 (#1, 50% discarded) | 1.0 |" in text
+    assert "| sync_amsgrad | not reached (#3) | 3.0 |" in text
+    assert ("Ranking by mean rank (methods that reached the target at least once): rennala_sgd (1.0), apam (2.0); "
+            "never reached it: sync_amsgrad.") in text
+    assert claims and "2. of the 2 methods" in claims[0][2] and "1.38x the fastest" in claims[0][2]
+    claims = []
+    never = _summary().assign(time_to_target_s=lambda d: d["time_to_target_s"].where(d["algorithm"] != "apam"))
+    section_async_methods("async_methods", never, None, None, claims)
+    assert "APAM did not reach the target" in claims[0][2] and "rennala_sgd" in claims[0][2]
