@@ -8,6 +8,7 @@ Two kinds:
 """
 from __future__ import annotations
 
+import inspect
 import math
 from collections import deque
 
@@ -129,3 +130,16 @@ class ComputeTimes:
         else:
             xi = math.exp(self.sigma * float(self._rng.standard_normal()) - 0.5 * self.sigma**2)
         return float(base_s * self.factor[worker] * xi)
+
+
+def compute_times(cfg, seed: int) -> ComputeTimes:
+    """The run's compute-time law: a :class:`ComputeTimes` for ``cfg.workers`` workers built from ``cfg.delay``
+    (every key of ``cfg.delay`` that the constructor takes: ``law``, ``sigma``, ``slow_workers``, ``slowdown``, ...)
+    when ``delay.model`` is ``timing``, else constant equal workers. One builder for the simulated engine and the
+    emulated compute of the real engines (:mod:`experiments.engines.emulation`), so both draw from the same law."""
+    d = cfg.delay
+    kwargs = {}
+    if d.model == "timing":
+        params = inspect.signature(ComputeTimes).parameters
+        kwargs = {k: d[k] for k in d if k in params and k not in ("workers", "seed")}
+    return ComputeTimes(int(cfg.workers), seed=int(seed), **kwargs)

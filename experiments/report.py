@@ -143,18 +143,21 @@ def _same_loss_claim(ok, algorithm, max_workers, what, claims, col="final_train_
 
 
 def _saturation_claim(ok, sp, algorithm, claims):
-    """Where the master saturates: predicted by the cost model, P* = (grad + 2 msg + update) / (update + msg)
-    (experiments.engines.simulated.predicted_time_per_epoch), and seen: the first P whose efficiency is < 0.8."""
+    """Where the master saturates: predicted by the cost model, P* = cycle / master_s with cycle = grad + 2 latency
+    + master_s and master_s = update + overhead (experiments.costmodel.saturation_workers), and seen: the first P
+    whose efficiency is < 0.8."""
     one = ok[(ok["algorithm"] == algorithm) & (ok["workers"] == 1)]
-    if one.empty or "cost_grad_s" not in one or one["cost_grad_s"].isna().all():
+    cols = ("cost_grad_s", "cost_update_s", "cost_latency_s", "cost_overhead_s")
+    if one.empty or any(c not in one or one[c].isna().all() for c in cols):
         return
-    g, u, m = (float(one[c].mean()) for c in ("cost_grad_s", "cost_update_s", "cost_msg_s"))
-    predicted = (g + 2 * m + u) / (u + m)
+    g, u, lat, over = (float(one[c].mean()) for c in cols)
+    predicted = (g + 2 * lat + u + over) / (u + over)
     s = _speed(sp, algorithm)
     low = [int(p) for p, v in s.items() if p > 1 and v / p < 0.8]
     seen = f"first P with efficiency < 0.8: {min(low)}" if low else f"efficiency >= 0.8 up to P = {int(s.index.max())}"
-    claims.append((f"finding: the master saturates at P* = (grad + 2 msg + update) / (update + msg) = {predicted:.1f} "
-                   f"workers (cost model: gradient {g * 1e6:.0f} us, update {u * 1e6:.0f} us, message {m * 1e6:.0f} us)",
+    claims.append((f"finding: the master saturates at P* = (grad + 2 latency + master) / master = {predicted:.1f} "
+                   f"workers (cost model: gradient {g * 1e6:.0f} us, latency {lat * 1e6:.0f} us, master "
+                   f"{(u + over) * 1e6:.0f} us = update {u * 1e6:.0f} + overhead {over * 1e6:.0f})",
                    True, f"seen in the simulation: {seen}; speed-up ceiling {s.max():.2f}x" if len(s) else seen))
 
 
@@ -361,7 +364,8 @@ def write_report(results_dir: Path, profile: str, statuses: dict) -> Path:
            "from those CSVs by the rule stated beside it (experiments/report.py). Paper: Xu et al., "
            "*Parallel and distributed asynchronous adaptive stochastic gradient methods*, MPC 2023.\n",
            "Clocks: `simulated` times come from the cost model calibrated on this machine "
-           f"(`{results_dir}/calibration.json`); `wall` times are measured. The paper's times are CPU time on 32-core "
+           "(one file per machine, experiments/calibration.py; each run's costs are in its provenance.json and the "
+           "summary's `cost_*` columns); `wall` times are measured. The paper's times are CPU time on 32-core "
            "machines, so compare shapes (speed-up, efficiency), not seconds.\n"]
     overview = []
     body = []

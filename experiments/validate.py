@@ -149,7 +149,16 @@ def validate(cfg) -> None:
         if kw is not None:
             _require(isinstance(kw, int) and 0 <= kw < cfg.workers, "engine.fault.kill_worker", kw,
                      f"must be a worker id in [0, {cfg.workers - 1}]")
-    for k in ("grad_s", "update_s", "msg_s"):
+    if e.name == "simulated" and alg.protocol == "async" and d.model == "none" and cfg.workers > 1:
+        raise ConfigError(f"delay=none with workers={cfg.workers}: every gradient at the newest iterate is a free "
+                          "lunch no real system has; use delay=timing (the default: staleness from the timing model)")
+    _require(e.get("transport", "shared_memory") in ("shared_memory", "distributed"), "engine.transport",
+             e.get("transport"), "must be shared_memory or distributed")
+    _require(e.get("compute", "real") in ("real", "emulated"), "engine.compute", e.get("compute"),
+             "must be real or emulated")
+    if e.get("compute_base_s") is not None:
+        _positive(cfg, "engine.compute_base_s")
+    for k in ("grad_s", "update_s", "latency_s", "overhead_s"):
         if e.get("costs") is not None:
             v = e.costs.get(k)
             _require(v is None or (isinstance(v, (int, float)) and v >= 0), f"engine.costs.{k}", v, "must be >= 0")
