@@ -67,6 +67,7 @@ def _summary_row(cfg, run_id: str, rows: list[dict], result, status: str, messag
         "staleness_max": max(hist) if hist else float("nan"),
         "status": status, "message": message,
         **{f"cost_{k}": v for k, v in (result.costs if result is not None else {}).items()},
+        "overruns": result.overruns if result is not None and result.overruns is not None else float("nan"),
     }
 
 
@@ -89,7 +90,22 @@ def _constant_columns(cfg, run_id: str) -> dict:
         "straggler_sigma": d.get("sigma", 0.0) if d.model == "timing" else 0.0,
         "straggler_slowdown": d.get("slowdown", 1.0) if d.model == "timing" else 1.0,
         "batch_size": cfg.batch_size, "seed": cfg.seed,
+        **_compute_columns(cfg),
     }
+
+
+def _compute_columns(cfg) -> dict:
+    """``compute``: how a gradient's time is made -- ``real`` (computed, as long as it takes), ``emulated`` (a real
+    engine waiting for targets, or a simulated clock whose gradient time is given: ``engine.costs.grad_s``);
+    ``compute_base_s``: the given base seconds (NaN when calibrated or real). Pairs measured and simulated rows."""
+    e = cfg.engine
+    if e.name == "simulated":
+        base = (e.get("costs") or {}).get("grad_s")
+        mode = "real" if base is None else "emulated"
+    else:
+        mode = e.get("compute") or "real"
+        base = e.get("compute_base_s") if mode == "emulated" else None
+    return {"compute": mode, "compute_base_s": float("nan") if base is None else float(base)}
 
 
 def execute(cfg: DictConfig, overrides: list[str]) -> str:
@@ -160,6 +176,12 @@ def execute(cfg: DictConfig, overrides: list[str]) -> str:
                               samples=int(round(last.get("epoch", 0.0) * problem.num_train)),
                               time_s=last.get("time_s", math.nan), histogram=m.histogram)
     sink.write_trace(recorder.rows, result.histogram if result is not None else {})
+    if result is not None and (result.costs or result.provenance):
+        sink.add_provenance({"costs": result.costs, **result.provenance})
+    if result is not None and result.compute_times:
+        from experiments.engines.emulation import COMPUTE_TIMES_COLUMNS, compute_times_rows
+
+        sink.write_compute_times(compute_times_rows(result.compute_times), COMPUTE_TIMES_COLUMNS)
     row = _summary_row(cfg, run_id, recorder.rows, result, status, message, problem.num_train)
     sink.append_summary(row)
     def num(v, fmt):
@@ -167,7 +189,9 @@ def execute(cfg: DictConfig, overrides: list[str]) -> str:
 
     print(f"[{status}] {cfg.experiment_id}/{run_id}: {row['updates']} updates, {num(row['epochs'], '.3g')} epochs, "
           f"{num(row['time_s'], '.4g')} s ({cfg.engine.clock}), train loss {num(row['final_train_loss'], '.4g')}, "
-          f"test acc {num(row['final_test_acc'], '.4f')}" + (f" -- {message}" if message else ""), file=sys.stderr)
+          f"test acc {num(row['final_test_acc'], '.4f')}, delay={row['delay_model']} mean staleness "
+          f"{num(row['staleness_mean'], '.3g')}" + (f", {row['overruns']} overruns" if row['overruns'] == row['overruns']
+                                                    else "") + (f" -- {message}" if message else ""), file=sys.stderr)
     if message.startswith(INTERRUPTED):
         raise KeyboardInterrupt
     return status

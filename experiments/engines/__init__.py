@@ -29,8 +29,12 @@ class EngineResult:
         message: what happened, when something did (a lost worker, a fault).
         timed_samples: samples consumed while the clock ran (None: all of them); a wall clock starts after a few
             warm-up updates, so time per epoch is ``time_s / (timed_samples / num_train)``.
-        costs: the simulated clock's cost model of the run (``grad_s``, ``update_s``, ``msg_s``; seconds), empty on
+        costs: the simulated clock's cost model of the run (``grad_s``, ``update_s``, ``latency_s``, ``overhead_s``,
+            ``master_s``; seconds, :mod:`experiments.costmodel`), empty on
             wall-clock engines.
+        overruns: emulated compute only: gradients whose real computation took longer than their target.
+        compute_times: real engines: ``(worker, index, compute_s, target_s)`` per gradient (``compute_times.csv``).
+        provenance: what the run's provenance.json should add (the simulated clock: calibration file and spreads).
     """
 
     updates: int
@@ -42,6 +46,9 @@ class EngineResult:
     message: str = ""
     costs: dict = field(default_factory=dict)
     timed_samples: int | None = None
+    overruns: int | None = None
+    compute_times: list | None = None
+    provenance: dict = field(default_factory=dict)
 
 
 def get_engine(name: str):

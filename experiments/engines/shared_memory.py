@@ -42,12 +42,13 @@ from multiprocessing.connection import wait as mp_wait
 import torch
 
 from experiments.engines._driver import Arrival, Lost, drive
+from experiments.engines.emulation import with_emulation, worker_emulator
 from experiments.engines._proc import (WorkerSpec, describe_exit, process_context, reap, sigterm_as_interrupt,
                                        worker_batches, worker_process_setup)
 from experiments.errors import ConfigError, WorkerLost
 from experiments.sampling import BatchStream
 
-_GRAD = struct.Struct("<cqd")   # b"G", version, minibatch loss
+_GRAD = struct.Struct("<cqdddb")  # b"G", version, minibatch loss, compute_s, target_s, overran (emulation.py)
 STARTUP_TIMEOUT_S = 300.0       # a worker process must be up (imports, problem received) within this
 LAST_WORKER_PIDS: list[int] = []  # process ids of the latest run's workers (tests check that none is left)
 
@@ -89,6 +90,7 @@ def _worker_main(spec: WorkerSpec, problem, xs: torch.Tensor, grads: torch.Tenso
     try:
         stream = BatchStream(problem.num_train, spec.batch, spec.seed)
         x, g_slot, version_of = xs[w], grads[w], ctrl.numpy()
+        emu = worker_emulator(spec)
         poller = select.poll()
         poller.register(wake.fd, select.POLLIN)
         poller.register(conn.fileno(), select.POLLIN)
@@ -105,9 +107,11 @@ def _worker_main(spec: WorkerSpec, problem, xs: torch.Tensor, grads: torch.Tenso
                 continue
             version = int(version_of[w])
             spec.fault.maybe_fail(w, version)
+            t0 = time.perf_counter()
             loss, g = problem.loss_grad(x, stream.next())
             g_slot.copy_(g)
-            conn.send_bytes(_GRAD.pack(b"G", version, float(loss)))
+            compute_s, target_s, overran = emu.finish(t0)
+            conn.send_bytes(_GRAD.pack(b"G", version, float(loss), compute_s, target_s, overran))
     except (EOFError, BrokenPipeError, ConnectionResetError):
         return  # the master is gone
     except BaseException as exc:  # noqa: BLE001 - reported to the master, then the process exits
@@ -238,8 +242,8 @@ class SharedMemoryTransport:
             if msg is None:
                 events.append(Lost(w, describe_exit(self.procs[w])))
             elif msg:
-                _, version, loss = _GRAD.unpack(msg)
-                events.append(Arrival(w, version, loss))
+                _, version, loss, compute_s, target_s, overran = _GRAD.unpack(msg)
+                events.append(Arrival(w, version, loss, compute_s, target_s, bool(overran)))
                 if fd == self.procs[w].sentinel:  # it sent its last gradient, then died
                     events.append(Lost(w, describe_exit(self.procs[w])))
         return events
@@ -305,7 +309,7 @@ def run(problem, rule, cfg, recorder):
     if method not in ("spawn", "forkserver"):
         raise ConfigError(f"engine.start_method={method}: must be spawn or forkserver")
     P = int(cfg.workers)
-    specs = [WorkerSpec.from_cfg(cfg, w, pin=True) for w in range(P)]
+    specs = with_emulation([WorkerSpec.from_cfg(cfg, w, pin=True) for w in range(P)], cfg, problem)
     x0 = problem.init_params(cfg.seed)
     with sigterm_as_interrupt():
         transport = None
