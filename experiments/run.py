@@ -97,7 +97,8 @@ def _constant_columns(cfg, run_id: str) -> dict:
 def _compute_columns(cfg) -> dict:
     """``compute``: how a gradient's time is made -- ``real`` (computed, as long as it takes), ``emulated`` (a real
     engine waiting for targets, or a simulated clock whose gradient time is given: ``engine.costs.grad_s``);
-    ``compute_base_s``: the given base seconds (NaN when calibrated or real). Pairs measured and simulated rows."""
+    ``compute_base_s``: the given base seconds (NaN when calibrated or real); ``transport``: the real engine whose
+    costs the row measured or (simulated) modelled. Together they pair measured and simulated rows."""
     e = cfg.engine
     if e.name == "simulated":
         base = (e.get("costs") or {}).get("grad_s")
@@ -105,7 +106,8 @@ def _compute_columns(cfg) -> dict:
     else:
         mode = e.get("compute") or "real"
         base = e.get("compute_base_s") if mode == "emulated" else None
-    return {"compute": mode, "compute_base_s": float("nan") if base is None else float(base)}
+    transport = (e.get("transport") or "shared_memory") if e.name == "simulated" else e.name
+    return {"compute": mode, "compute_base_s": float("nan") if base is None else float(base), "transport": transport}
 
 
 def execute(cfg: DictConfig, overrides: list[str]) -> str:

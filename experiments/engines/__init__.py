@@ -32,7 +32,7 @@ class EngineResult:
         costs: the simulated clock's cost model of the run (``grad_s``, ``update_s``, ``latency_s``, ``overhead_s``,
             ``master_s``; seconds, :mod:`experiments.costmodel`), empty on
             wall-clock engines.
-        overruns: emulated compute only: gradients whose real computation took longer than their target.
+        overruns: emulated compute only: gradients that ended > 10% after their target (emulation.py).
         compute_times: real engines: ``(worker, index, compute_s, target_s)`` per gradient (``compute_times.csv``).
         provenance: what the run's provenance.json should add (the simulated clock: calibration file and spreads).
     """

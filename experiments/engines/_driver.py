@@ -45,7 +45,7 @@ class Arrival:
     loss: float
     compute_s: float = math.nan  # seconds the gradient took in the worker, emulated wait included
     target_s: float = math.nan   # its emulated target (NaN: real compute)
-    overran: bool = False        # the real gradient alone took longer than the target
+    overran: bool = False        # it ended > 10% after its target (emulation.OVERRUN_TOL)
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,9 @@ since it began. Targets come from the same compute-time law as ``delay=timing`` 
 So a 2-core machine runs 1..32 workers whose gradients take as long as a wider machine's would, while the master,
 the transport and the staleness are real.
 
-A gradient *overruns* when its real computation alone took longer than its target (no wait was left): then the
-run did not emulate what it was asked to. Each gradient reports ``(compute_s, target_s, overran)`` to the master
+A gradient *overruns* when it ended more than ``OVERRUN_TOL`` (10%) after its target: its real computation alone
+took longer, or the worker woke up late from its wait (a loaded machine); either way the run did not emulate what
+it was asked to. Each gradient reports ``(compute_s, target_s, overran)`` to the master
 (``compute_s``: seconds from the start of the gradient to the end of the wait, as the worker measured them; with
 ``compute=real`` the target is NaN); the master counts overruns (``overruns`` in trace and summary) and the run
 writes ``<run_dir>/compute_times.csv`` (``worker, index, compute_s, target_s``).
@@ -26,6 +27,8 @@ from dataclasses import dataclass, replace
 from experiments.delays import compute_times
 
 COMPUTE_TIMES_COLUMNS = ["worker", "index", "compute_s", "target_s"]
+OVERRUN_TOL = 0.10
+"""A gradient that ends later than ``(1 + OVERRUN_TOL) x target`` is an overrun."""
 OVERRUN_FLAG = 0.05
 """The report flags an emulated run whose overruns exceed this fraction of its gradients."""
 
@@ -49,16 +52,17 @@ class Emulator:
 
     def finish(self, t0: float) -> tuple[float, float, bool]:
         """Called right after the gradient that began at ``t0`` (``time.perf_counter``) is computed: wait for its
-        target; return (seconds since t0 after the wait, target seconds or NaN, whether it overran)."""
+        target; return (seconds since t0 after the wait, target seconds or NaN, whether it overran: ended later than
+        ``(1 + OVERRUN_TOL)`` x target)."""
         now = time.perf_counter()
         if self._times is None:
             return now - t0, math.nan, False
         target = self._times.draw(self.worker, self.base_s)
         left = t0 + target - now
-        if left <= 0:
-            return now - t0, target, True
-        time.sleep(left)
-        return time.perf_counter() - t0, target, False
+        if left > 0:
+            time.sleep(left)
+            now = time.perf_counter()
+        return now - t0, target, now - t0 > (1 + OVERRUN_TOL) * target
 
 
 @dataclass(frozen=True)
@@ -93,12 +97,19 @@ def base_seconds(cfg, problem, batch_size: int) -> float | None:
 
 def with_emulation(specs: list, cfg, problem) -> list:
     """The engine's :class:`experiments.engines._proc.WorkerSpec` list with the emulation spec attached (every
-    worker reports its compute seconds; emulated ones also wait for their targets)."""
+    worker reports its compute seconds; emulated ones also wait for their targets). The base refers to
+    ``batch_size``; a worker with a smaller minibatch (sync, split batch) gets ``base * b_w / batch_size``, as the
+    simulated engine scales a fixed ``engine.costs.grad_s``."""
     from omegaconf import OmegaConf
 
-    base = base_seconds(cfg, problem, int(cfg.batch_size))
-    emu = EmulationSpec(int(cfg.workers), int(cfg.seed), OmegaConf.to_container(cfg.delay, resolve=True), base)
-    return [replace(s, emulation=emu) for s in specs]
+    B = int(cfg.batch_size)
+    base = base_seconds(cfg, problem, B)
+    delay = OmegaConf.to_container(cfg.delay, resolve=True)
+
+    def spec_for(s):  # a split sync batch: each worker's base scales with its share (as the simulated engine's)
+        return EmulationSpec(int(cfg.workers), int(cfg.seed), delay, None if base is None else base * s.batch / B)
+
+    return [replace(s, emulation=spec_for(s)) for s in specs]
 
 
 def worker_emulator(spec) -> Emulator:
