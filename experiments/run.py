@@ -100,7 +100,7 @@ def _compute_columns(cfg) -> dict:
     ``compute_base_s``: the given base seconds (NaN when calibrated or real); ``transport``: the real engine whose
     costs the row measured or (simulated) modelled. Together they pair measured and simulated rows."""
     e = cfg.engine
-    if e.name == "simulated":
+    if e.name == "simulated" and e.get("compute") != "emulated":
         base = (e.get("costs") or {}).get("grad_s")
         mode = "real" if base is None else "emulated"
     else:

@@ -158,6 +158,11 @@ def validate(cfg) -> None:
              "must be real or emulated")
     if e.get("compute_base_s") is not None:
         _positive(cfg, "engine.compute_base_s")
+    if e.name == "simulated" and e.get("compute") == "emulated":
+        _require(e.get("compute_base_s") is not None, "engine.compute_base_s", None,
+                 "engine=simulated with engine.compute=emulated needs the base seconds of a gradient")
+        _require((e.get("costs") or {}).get("grad_s") is None, "engine.costs.grad_s", e.costs.get("grad_s"),
+                 "set either engine.costs.grad_s or engine.compute_base_s, not both")
     for k in ("grad_s", "update_s", "latency_s", "overhead_s"):
         if e.get("costs") is not None:
             v = e.costs.get(k)

@@ -97,9 +97,13 @@ def run(problem, rule, cfg, recorder) -> EngineResult:
 def run_costs(problem, rule, cfg, batches: list[int]):
     """The run's :class:`experiments.costmodel.CostModel`: ``engine.costs.*`` where set, the rest from the machine's
     calibration (``engine.calibration``, default :func:`experiments.calibration.machine_path`) of the engine named by
-    ``engine.transport`` (default ``shared_memory``)."""
+    ``engine.transport`` (default ``shared_memory``); with ``engine.compute=emulated``, ``engine.compute_base_s`` is
+    the gradient cost at ``batch_size`` (as on the emulated real engines)."""
     calibration = Calibration(cfg.engine.get("calibration") or None)
-    return cost_model(problem, rule, batches, cfg.engine.get("costs"), calibration, algorithm_cfg=cfg.algorithm,
+    fixed = dict(cfg.engine.get("costs") or {})
+    if cfg.engine.get("compute") == "emulated" and cfg.engine.get("compute_base_s") is not None:
+        fixed["grad_s"] = float(cfg.engine.compute_base_s)  # the emulated real engines' base, at batch_size
+    return cost_model(problem, rule, batches, fixed, calibration, algorithm_cfg=cfg.algorithm,
                       ref_batch=int(cfg.batch_size), transport=cfg.engine.get("transport") or "shared_memory")
 
 
