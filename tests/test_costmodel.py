@@ -101,3 +101,30 @@ def test_a_run_copies_its_costs_into_provenance(tmp_path):
     sink.add_provenance({"costs": {"latency_s": 1e-5}, "calibration": "/x.json"})
     data = json.loads((sink.run_dir / "provenance.json").read_text())
     assert data == {"host": "h", "costs": {"latency_s": 1e-5}, "calibration": "/x.json"}
+
+
+def test_the_simulated_partner_of_an_emulated_run_costs_its_base(tmp_path):
+    from conftest import compose_cfg
+    from experiments.engines import simulated
+    from experiments.errors import ConfigError
+    from experiments.recorder import Recorder
+    from experiments.run import _compute_columns
+    from experiments.validate import validate
+
+    over = [f"results_dir={tmp_path}", "batch_size=8", "algorithm=async_sgd", "algorithm.lr=0.01",
+            "algorithm.lr_schedule=constant", "workers=4", "updates=100", "engine.compute=emulated",
+            "engine.compute_base_s=0.02", "engine.costs.update_s=1e-5", "engine.costs.latency_s=1e-5",
+            "engine.costs.overhead_s=2e-5"]
+    cfg = compose_cfg(over)
+    validate(cfg)
+    assert _compute_columns(cfg) == {"compute": "emulated", "compute_base_s": 0.02, "transport": "shared_memory"}
+    problem = QuadraticProblem()
+    rec = Recorder(problem, {"run_id": "t"}, eval_every=1, total_epochs=None, f_star=None, clock="simulated",
+                   progress=False)
+    result = simulated.run(problem, build_rule("sgd", lr=0.01), cfg, rec)
+    assert result.costs["grad_s"] == 0.02 and result.costs["master_s"] == pytest.approx(3e-5)
+    assert result.provenance["cost_source"] == "config"
+    with pytest.raises(ConfigError, match="engine.costs.grad_s"):
+        validate(compose_cfg(over + ["engine.costs.grad_s=0.01"]))
+    with pytest.raises(ConfigError, match="engine.compute_base_s"):
+        validate(compose_cfg(over[:-4] + ["engine.compute_base_s=null"]))
