@@ -315,7 +315,7 @@ def section_model_validation(exp, summary, sp, paper, claims):
     within 10% or 0.5 update. Emulated runs with overruns above 5% of their gradients are flagged: they did not run
     the compute they were asked to, so their rows do not test the model."""
     from experiments.engines.emulation import OVERRUN_FLAG
-    from plots.validation import KEYS, SETTING, pair_clocks, setting_label
+    from plots.validation import KEYS, SETTING, _with_setting, pair_clocks, setting_label
 
     ok = _ok(summary)
     if ok.empty:
@@ -327,13 +327,13 @@ def section_model_validation(exp, summary, sp, paper, claims):
         columns={"measured_s": "tau measured", "simulated_s": "tau simulated"})
     df = t.merge(st, on=KEYS + SETTING + ["engine"], how="left")
     df["tau error"] = df["tau simulated"] - df["tau measured"]
-    wall = ok[ok["clock"] == "wall"].copy()
+    wall = _with_setting(ok[ok["clock"] == "wall"])
     flagged = pd.DataFrame()
     if "overruns" in wall:
         wall["overrun %"] = 100 * pd.to_numeric(wall["overruns"], errors="coerce") / wall["gradients"]
         flagged = wall[wall["overrun %"] > 100 * OVERRUN_FLAG]
-        over = wall.groupby(["problem", "algorithm", "workers", "engine"], dropna=False)["overrun %"].max()
-        df = df.join(over, on=["problem", "algorithm", "workers", "engine"])
+        on = KEYS + SETTING + ["engine"]
+        df = df.join(wall.groupby(on, dropna=False)["overrun %"].max(), on=on)
     df["setting"] = [setting_label(c, b) for c, b in zip(df["compute"], df["compute_base_s"])]
     cols = ["problem", "algorithm", "setting", "engine", "workers", "measured_s", "simulated_s", "percent_error",
             "tau measured", "tau simulated", "tau error"] + (["overrun %"] if "overrun %" in df else [])
