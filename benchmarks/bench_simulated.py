@@ -58,7 +58,8 @@ def one(problem_name: str, mode: str, updates: int) -> dict:
     torch.set_num_threads(1)
     B = PROBLEMS[problem_name]
     over = [f"problem={problem_name}", f"batch_size={B}", f"updates={updates}", "eval_every=1000000",
-            "engine.costs.grad_s=0.001", "engine.costs.update_s=0.00001", "engine.costs.msg_s=0.00001"]
+            "engine.costs.grad_s=0.001", "engine.costs.update_s=0.00001", "engine.costs.latency_s=0.00001",
+            "engine.costs.overhead_s=0"]
     if mode == "serial":
         over += ["workers=1", "delay=none"]
     elif mode.startswith("timing"):

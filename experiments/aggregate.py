@@ -1,6 +1,7 @@
 """``speedup.csv`` from ``summary.csv`` (CONTRACT.md): speed-up and efficiency against P = 1.
 
-For every (problem, algorithm, engine, clock, delay and straggler settings, batch size) group that has a P = 1 run,
+For every (problem, algorithm, engine, clock, delay and straggler settings, batch size, compute mode and emulated
+base, transport) group that has a P = 1 run,
 ``speedup = T(1) / T(P)`` and ``efficiency = speedup / P``, where T is the mean over seeds of either the time per
 epoch (``basis=time_per_epoch``, the paper's basis: time for a fixed number of epochs) or the time to reach the
 problem's target loss (``basis=time_to_target``; rows only where every seed reached it). Runs whose status is not
@@ -16,10 +17,10 @@ from pathlib import Path
 import pandas as pd
 
 GROUP = ["experiment", "problem", "algorithm", "engine", "clock", "delay_model", "max_delay", "straggler_sigma",
-         "straggler_slowdown", "batch_size"]
+         "straggler_slowdown", "batch_size", "compute", "compute_base_s", "transport"]
 COLUMNS = ["experiment", "problem", "algorithm", "engine", "clock", "workers", "basis", "time_s", "speedup",
            "efficiency", "final_train_loss", "final_test_acc", "n_seeds", "n_failed", "delay_model", "max_delay",
-           "straggler_sigma", "straggler_slowdown", "batch_size"]
+           "straggler_sigma", "straggler_slowdown", "batch_size", "compute", "compute_base_s", "transport"]
 BASES = {"time_per_epoch": "time_per_epoch_s", "time_to_target": "time_to_target_s"}
 
 

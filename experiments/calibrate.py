@@ -1,36 +1,35 @@
-"""``make calibrate``: measure the simulated clock's costs for every simulated job of a profile up front
-(gradients per problem and batch size, master updates, and messages measured on the shared_memory engine).
+"""``make calibrate``: measure the cost model's terms on this machine up front, for every simulated job of a profile
+(gradients in a worker process per problem and batch size, master updates per rule, and each transport's message
+latency and master overhead per dimension, measured on that engine; see :mod:`experiments.calibration`).
 
-    python -m experiments.calibrate [--profile quick] [--results-dir results] [--only ID ...]
+    python -m experiments.calibrate [--profile quick] [--only ID ...] [--force] [--file PATH]
 
-Writes ``<results_dir>/calibration.json`` (see :mod:`experiments.costmodel`); entries that exist are kept, so a
-calibration is made once per machine and results directory. Runs measure a missing entry on first use anyway;
-calibrating first keeps that time out of the sweeps and shows the numbers in one place.
+Writes the machine's calibration file (``~/.cache/apam-harness/calibration-<host hash>.json``; ``--file`` or
+``$APAM_CALIBRATION`` name another), which every results folder reuses; entries that exist are kept unless
+``--force`` (``make calibrate FORCE=1``) drops them first. Prints every entry with its repeats' spread.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-from experiments.costmodel import Calibration, build_cost_model
-from experiments.engines.simulated import split_batch
+from experiments.calibration import Calibration, cost_model
 from experiments.errors import ConfigError
 from experiments.precheck import compose_jobs, job_overrides, profile_sweep
 from experiments.reproduce import EXPERIMENTS
+from experiments.sampling import split_batch
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m experiments.calibrate", description=__doc__.splitlines()[0])
     ap.add_argument("--profile", default="quick", choices=["smoke", "quick", "long", "paper"])
-    ap.add_argument("--results-dir", type=Path, default=None)
+    ap.add_argument("--results-dir", type=Path, default=None, help="ignored (kept for old Makefiles): one file per "
+                    "machine serves every results folder")
     ap.add_argument("--only", nargs="*", default=None, metavar="ID")
-    ap.add_argument("--force", action="store_true", help="measure every cost anew (drop the existing file first)")
+    ap.add_argument("--force", action="store_true", help="measure every cost anew (drop the existing entries first)")
+    ap.add_argument("--file", type=Path, default=None, help="the calibration file (default: this machine's)")
     args = ap.parse_args(argv)
-    results_dir = args.results_dir or Path("results" if args.profile == "quick" else f"results-{args.profile}")
-    if args.force:
-        (results_dir / "calibration.json").unlink(missing_ok=True)
     import torch
 
     from experiments.run import build_rule_from_config, resolve_device
@@ -38,10 +37,13 @@ def main(argv: list[str] | None = None) -> int:
     from problems.data import DataError, data_root
 
     torch.set_num_threads(1)
-    cal = Calibration(results_dir / "calibration.json")
+    cal = Calibration(args.file)
+    if args.force:
+        cal.drop()
+        print(f"dropped every entry of {cal.path}: measuring anew", file=sys.stderr)
     problems = {}
     for exp in args.only or EXPERIMENTS:
-        base = [f"experiment={exp}", f"profile={args.profile}", f"results_dir={results_dir}"]
+        base = [f"experiment={exp}", f"profile={args.profile}"]
         try:
             combos, _ = job_overrides(base + profile_sweep(base), multirun=True)
             for cfg in compose_jobs(combos):
@@ -53,14 +55,18 @@ def main(argv: list[str] | None = None) -> int:
                 rule = build_rule_from_config(cfg.algorithm)
                 P, B = int(cfg.workers), int(cfg.batch_size)
                 split = cfg.algorithm.protocol == "sync" and cfg.algorithm.get("sync_batch", "split") == "split"
-                build_cost_model(problems[key], rule, split_batch(B, P) if split else [B], None, cal,
-                                 algorithm_cfg=cfg.algorithm, ref_batch=B)
+                cost_model(problems[key], rule, split_batch(B, P) if split else [B], cfg.engine.get("costs"), cal,
+                           algorithm_cfg=cfg.algorithm, ref_batch=B,
+                           transport=cfg.engine.get("transport") or "shared_memory")
         except (ConfigError, DataError) as exc:
             print(f"skip {exp}: {str(exc).splitlines()[0]}", file=sys.stderr)
             continue
         print(f"calibrated {exp}", file=sys.stderr)
-    if cal.path.exists():
-        print(json.dumps(json.loads(cal.path.read_text())["entries"], indent=1, sort_keys=True))
+    entries = cal.read()["entries"]
+    print(f"# {cal.path}")
+    for k in sorted(entries):
+        e = entries[k]
+        print(f"{k}\t{e['value'] * 1e6:.1f} us\tspread {100 * e['spread']:.1f}% over {len(e['samples'])} repeats")
     return 0
 
 

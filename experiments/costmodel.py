@@ -1,192 +1,95 @@
-"""The simulated clock's cost model and its calibration on this machine (issue: simulated engine, item 3).
+"""The simulated clock's cost model, in closed form (issue 12 item 2). No measuring here: the costs come from
+:mod:`experiments.calibration` (measured once per machine) or from the config (``engine.costs.*``).
 
-Costs, in seconds, single thread (as every worker is pinned to one math thread):
-- ``grad_s(B)``: one stochastic gradient of the problem at minibatch size B;
-- ``update_s``: one master update (the rule's ``step`` at the problem's dimension d);
-- ``msg_s``: one message of d float32 (a gradient to the master or an iterate to a worker), measured on the
-  ``shared_memory`` engine itself (:func:`measure_transport_s`), so that the simulated clock predicts that engine.
+Terms (seconds; each is charged where it occurs):
+- ``grad_s(B)``: one stochastic gradient at minibatch size B, as a worker process sees it (one math thread);
+- ``latency_s``: in-flight time of one message of d floats (an iterate to a worker, a gradient to the master):
+  it delays the worker that waits for it, not the master;
+- ``overhead_s``: the master's busy time per gradient besides the update itself: receive it, reply with the new
+  iterate, bookkeeping (engine-dependent, rule-independent);
+- ``update_s``: one master update (the rule's ``step`` at dimension d).
 
-Measurements are medians of repeated calls after warm-up, cached in ``<results_dir>/calibration.json`` (written
-under a file lock, so sweeps running at once share one file). ``make calibrate`` measures every problem of the
-reproduce profiles up front; a run whose entry is missing measures it on first use. A config may fix any cost
-(``engine.costs.grad_s`` etc.), which tests use to get a clock independent of the machine.
+The master is busy ``master_s = update_s + overhead_s`` per gradient. An async worker's cycle is
+``grad + latency + master_s + latency`` (gradient out, served, iterate back), so with P equal constant-time workers
+an update takes ``max(cycle / P, master_s)`` in steady state and the master saturates at
+``P* = cycle / master_s`` (:func:`saturation_workers`). A sync round (global batch split across the P workers)
+costs ``latency + slowest grad + latency + P overhead + update`` -- with P = 1 one async update.
+The simulated engine (:mod:`experiments.engines.simulated`) plays exactly these charges event by event;
+:func:`predicted_time_per_epoch` is its closed form (tests check they agree for fixed costs).
 """
 from __future__ import annotations
 
-import json
-import os
-import platform
-import statistics
-import time
-from dataclasses import dataclass
-from pathlib import Path
+import math
+from dataclasses import dataclass, field
 
-import torch
-from filelock import FileLock
-
-
-def _median_time(fn, reps: int, warmup: int = 3) -> float:
-    for _ in range(warmup):
-        fn()
-    samples = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
-
-
-def measure_grad_s(problem, batch_size: int, reps: int = 15, seed: int = 0) -> float:
-    """Median seconds of ``problem.loss_grad`` at a random minibatch of ``batch_size`` (one thread)."""
-    gen = torch.Generator().manual_seed(seed)
-    x = problem.init_params(seed)
-    idx = torch.randint(0, problem.num_train, (batch_size,), generator=gen)
-    return _median_time(lambda: problem.loss_grad(x, idx), reps)
-
-
-def measure_update_s(rule, dim: int, reps: int = 50) -> float:
-    """Median seconds of one ``rule.step`` on a flat float32 vector of ``dim`` entries."""
-    x = torch.zeros(dim)
-    g = torch.randn(dim, generator=torch.Generator().manual_seed(0))
-    state = rule.init(x)
-    info = {"tau": 0, "worker": 0} if getattr(rule, "needs_staleness", False) else {}
-
-    def step():
-        nonlocal x, state
-        x, state = rule.step(x, g, state, **info)
-
-    return _median_time(step, reps)
-
-
-class ZeroCostProblem:
-    """A problem of dimension ``dim`` whose gradient costs nothing (a fresh zero vector): what remains of an update
-    on a real engine is the transport and the master's update. Module-level, so worker processes can unpickle it."""
-
-    def __init__(self, dim: int) -> None:
-        self.name, self.dim, self.num_train, self.device = "zero_cost", int(dim), 1_000_000, torch.device("cpu")
-
-    def init_params(self, seed: int) -> torch.Tensor:
-        return torch.zeros(self.dim)
-
-    def loss_grad(self, x, idx):
-        return 0.0, torch.zeros(self.dim)
-
-    def evaluate(self, x):
-        return {"train_loss": 0.0, "train_acc": 0.0, "test_loss": 0.0, "test_acc": 0.0}
-
-
-def measure_transport_s(rule, dim: int, updates: int = 300) -> float:
-    """Seconds of one message of ``dim`` floats on the ``shared_memory`` engine, measured on the engine itself.
-
-    With one worker and a zero-cost gradient, an update takes ``2 msg + update`` (iterate to the worker, gradient
-    back, apply), so ``msg = (seconds per update - update_s) / 2``, where ``update_s`` is measured beside it.
-    """
-    from experiments.engines import shared_memory
-    from experiments.precheck import compose_jobs
-    from experiments.recorder import Recorder
-
-    cfg = compose_jobs([["engine=shared_memory", "workers=1", f"updates={updates}", "eval_every=1000000000",
-                         "batch_size=1", "algorithm=async_sgd", "algorithm.lr=0.001",
-                         "algorithm.lr_schedule=constant"]])[0]
-    problem = ZeroCostProblem(dim)
-    recorder = Recorder(problem, {"run_id": "calibration"}, eval_every=1e9, total_epochs=None, f_star=None,
-                        clock="wall", progress=False)
-    result = shared_memory.run(problem, rule, cfg, recorder)
-    timed = result.timed_samples if result.timed_samples is not None else result.samples
-    per_update = result.time_s / max(1, timed)
-    return max(0.0, (per_update - measure_update_s(rule, dim)) / 2)
+COST_KEYS = ("grad_s", "update_s", "latency_s", "overhead_s")
+"""The keys of ``engine.costs`` (each null = calibrated) and of the ``cost_*`` summary columns."""
 
 
 @dataclass
 class CostModel:
-    """Costs of the simulated clock for one run (seconds). ``grad`` maps a minibatch size to seconds."""
+    """Costs of the simulated clock for one run (seconds).
+
+    Attributes:
+        grad: minibatch size -> seconds of one gradient (worker process, one math thread).
+        update_s: one master update.
+        latency_s: in-flight time of one message (delays the worker).
+        overhead_s: master busy time per gradient besides the update (receive, reply, bookkeeping).
+        transport: which real engine the message terms were measured on (``shared_memory`` or ``distributed``),
+            or ``config`` when fixed by the config.
+        spread: relative spread (max - min) / median of each calibrated term's repeats (empty for fixed terms).
+    """
 
     grad: dict
     update_s: float
-    msg_s: float
+    latency_s: float
+    overhead_s: float
+    transport: str = "shared_memory"
+    spread: dict = field(default_factory=dict)
+
+    @property
+    def master_s(self) -> float:
+        """The master's busy seconds per gradient: ``update_s + overhead_s``."""
+        return self.update_s + self.overhead_s
 
     def grad_s(self, batch_size: int) -> float:
-        """Seconds of one gradient at minibatch size ``batch_size``."""
+        """Seconds of one gradient at minibatch size ``batch_size`` (KeyError if the run did not price it)."""
         return self.grad[int(batch_size)]
 
-    def as_dict(self) -> dict:
-        return {"grad_s": {str(k): v for k, v in self.grad.items()}, "update_s": self.update_s, "msg_s": self.msg_s}
+    def cycle_s(self, batch_size: int) -> float:
+        """One async worker's cycle with a constant compute time: ``grad + 2 latency + master_s`` (seconds)."""
+        return self.grad_s(batch_size) + 2 * self.latency_s + self.master_s
+
+    def as_dict(self, batch_size: int) -> dict:
+        """The run's costs as flat numbers (seconds) for summary columns and provenance: ``grad_s`` at
+        ``batch_size``, ``update_s``, ``latency_s``, ``overhead_s``, ``master_s``."""
+        return {"grad_s": self.grad_s(batch_size), "update_s": self.update_s, "latency_s": self.latency_s,
+                "overhead_s": self.overhead_s, "master_s": self.master_s}
 
 
-class Calibration:
-    """The calibration file ``<results_dir>/calibration.json``: measured costs keyed by problem, batch and rule.
-
-    Args:
-        path: the JSON file (created on first write).
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self._lock = FileLock(str(self.path) + ".lock")
-
-    def _read(self) -> dict:
-        if self.path.exists():
-            return json.loads(self.path.read_text())
-        return {"host": platform.node(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
-                "torch": torch.__version__, "threads": torch.get_num_threads(), "entries": {}}
-
-    def get_or_measure(self, key: str, measure) -> float:
-        """The cost under ``key``; measured with ``measure()`` (and saved) when missing."""
-        data = self._read()
-        if key in data["entries"]:
-            return float(data["entries"][key])
-        value = measure()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._lock:
-            data = self._read()
-            data["entries"].setdefault(key, value)
-            tmp = self.path.with_suffix(".json.tmp")
-            tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-            os.replace(tmp, self.path)
-            return float(data["entries"][key])
-
-
-def rule_calibration_key(algorithm_cfg, rule, dim: int) -> str:
-    """The name of an algorithm's update rule in calibration keys: rule, variant and the implementation that steps
-    a float32 CPU vector of ``dim`` entries, as :func:`measure_update_s` does (``rule.impl_for`` where the rule has
-    several; e.g. ``amsgrad-torch-fused``, ``sgd``): another implementation costs another time, and ``impl=auto``
-    shares the entry of the implementation it picks."""
-    impl = rule.impl_for(torch.empty(dim)) if hasattr(rule, "impl_for") else None
-    parts = (algorithm_cfg.rule, algorithm_cfg.get("variant"), impl)
-    return "-".join(str(p) for p in parts if p)
-
-
-def build_cost_model(problem, rule, batch_sizes, costs_cfg, calibration: Calibration, algorithm_cfg,
-                     ref_batch: int) -> CostModel:
-    """Costs of a run: fixed values from ``costs_cfg`` (``grad_s``, ``update_s``, ``msg_s``; None = calibrated).
+def predicted_time_per_epoch(costs: CostModel, workers: int, batch_size: int, num_train: int,
+                             protocol: str) -> float:
+    """Seconds per epoch for P equal constant-time workers, in steady state (the closed form of the model above).
 
     Args:
-        problem: the run's problem (for measuring gradients).
-        rule: the run's update rule (for measuring master updates).
-        batch_sizes: every minibatch size the run uses (a sync split uses B/P).
-        costs_cfg: mapping with optional fixed costs in seconds.
-        calibration: where measured costs are cached.
-        algorithm_cfg: the run's ``cfg.algorithm`` (names the rule in calibration keys: :func:`rule_calibration_key`).
-        ref_batch: the batch size a fixed ``grad_s`` refers to; other sizes scale linearly from it.
+        costs: the run's :class:`CostModel` (for sync it must price ``ceil(batch_size / workers)``).
+        workers: P >= 1.
+        batch_size: B, samples per gradient (async) or per round (sync, split across the workers).
+        num_train: N, samples per epoch.
+        protocol: ``async`` or ``sync``.
+
+    Returns:
+        ``N / B`` updates times ``max(cycle / P, master_s)`` (async) or times the round cost (sync).
     """
-    fixed = dict(costs_cfg or {})
-    threads = torch.get_num_threads()
-    rule_key = rule_calibration_key(algorithm_cfg, rule, problem.dim)
-    grad = {}
-    for b in sorted(set(int(b) for b in batch_sizes)):
-        if fixed.get("grad_s") is not None:
-            grad[b] = float(fixed["grad_s"]) * b / ref_batch
-        else:
-            grad[b] = calibration.get_or_measure(f"grad|{problem.name}|B={b}|threads={threads}",
-                                                 lambda b=b: measure_grad_s(problem, b))
-    if fixed.get("update_s") is not None:
-        update_s = float(fixed["update_s"])
-    else:
-        update_s = calibration.get_or_measure(f"update|{rule_key}|d={problem.dim}|threads={threads}",
-                                              lambda: measure_update_s(rule, problem.dim))
-    if fixed.get("msg_s") is not None:
-        msg_s = float(fixed["msg_s"])
-    else:
-        msg_s = calibration.get_or_measure(f"message|shared_memory|{rule_key}|d={problem.dim}",
-                                           lambda: measure_transport_s(rule, problem.dim))
-    return CostModel(grad=grad, update_s=update_s, msg_s=msg_s)
+    steps = num_train / batch_size
+    P = int(workers)
+    if protocol == "sync":
+        slowest = costs.grad_s(math.ceil(batch_size / P))
+        return steps * (2 * costs.latency_s + slowest + P * costs.overhead_s + costs.update_s)
+    return steps * max(costs.cycle_s(batch_size) / P, costs.master_s)
+
+
+def saturation_workers(costs: CostModel, batch_size: int) -> float:
+    """P* = cycle / master_s: the worker count past which the async master is the bottleneck (an update can not
+    take less than ``master_s``). Infinite when the master costs nothing."""
+    return costs.cycle_s(batch_size) / costs.master_s if costs.master_s > 0 else math.inf

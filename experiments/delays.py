@@ -235,3 +235,13 @@ def load_compute_times(path, workers: int) -> list[list[float]]:
                              f"(the run has {workers} workers; the file has {sorted(df['worker'].unique().tolist())})")
         out.append([float(v) for v in rows["compute_s"]])
     return out
+
+
+def compute_times(cfg, seed: int) -> ComputeTimes:
+    """The run's compute-time law: :meth:`ComputeTimes.from_config` for ``cfg.workers`` workers and ``cfg.delay``
+    when ``delay.model`` is ``timing``, else constant equal workers. One builder for the simulated engine and the
+    emulated compute of the real engines (:mod:`experiments.engines.emulation`), so both draw from the same law."""
+    d = cfg.delay
+    if d.model == "timing":
+        return ComputeTimes.from_config(int(cfg.workers), d, seed=int(seed))
+    return ComputeTimes(int(cfg.workers), seed=int(seed))

@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--force", action="store_true",
                     help="rerun runs whose results exist (and measure the simulated clock's costs anew)")
     ap.add_argument("--keep-calibration", action="store_true",
-                    help="with --force: keep <results_dir>/calibration.json (e.g. made by make calibrate just before)")
+                    help="with --force: keep the machine's calibration (e.g. made by make calibrate just before)")
     ap.add_argument("--only", nargs="*", default=None, metavar="ID", help="a subset of experiment ids")
     args = ap.parse_args(argv)
     results_dir = args.results_dir or Path("results" if args.profile == "quick" else f"results-{args.profile}")
@@ -69,10 +69,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --only {unknown[0]}: unknown experiment (known: {', '.join(EXPERIMENTS)})", file=sys.stderr)
         return 2
     results_dir.mkdir(parents=True, exist_ok=True)
-    calibration = results_dir / "calibration.json"
-    if args.force and calibration.exists() and not args.keep_calibration:
-        calibration.unlink()  # a forced rerun measures this machine's costs anew (runs measure on first use)
-        print(f"removed {calibration}: the simulated clock is calibrated anew on this machine", file=sys.stderr)
+    if args.force and not args.keep_calibration:
+        from experiments.calibration import Calibration
+
+        cal = Calibration()  # the machine's file, shared by every results folder
+        cal.drop()  # a forced rerun measures this machine's costs anew (runs measure on first use)
+        print(f"dropped {cal.path}: the simulated clock is calibrated anew on this machine", file=sys.stderr)
     status_path = results_dir / "reproduce_status.json"
     statuses = json.loads(status_path.read_text()) if status_path.exists() else {}
     t0 = time.perf_counter()

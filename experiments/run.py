@@ -74,6 +74,7 @@ def _summary_row(cfg, run_id: str, rows: list[dict], result, status: str, messag
         "status": status, "message": message,
         **{f"cost_{k}": v for k, v in (result.costs if result is not None else {}).items()},
         **({"handoff": result.handoff} if result is not None and result.handoff else {}),
+        "overruns": result.overruns if result is not None and result.overruns is not None else float("nan"),
     }
 
 
@@ -100,7 +101,24 @@ def _constant_columns(cfg, run_id: str) -> dict:
         "lr_factor": cfg.algorithm.get("lr_factor", 1.0),
         "compute_spread": d.get("spread", "equal") if d.model == "timing" else "equal",
         "compute_law": d.get("law", "constant") if d.model == "timing" else "constant",
+        **_compute_columns(cfg),
     }
+
+
+def _compute_columns(cfg) -> dict:
+    """``compute``: how a gradient's time is made -- ``real`` (computed, as long as it takes), ``emulated`` (a real
+    engine waiting for targets, or a simulated clock whose gradient time is given: ``engine.costs.grad_s``);
+    ``compute_base_s``: the given base seconds (NaN when calibrated or real); ``transport``: the real engine whose
+    costs the row measured or (simulated) modelled. Together they pair measured and simulated rows."""
+    e = cfg.engine
+    if e.name == "simulated" and e.get("compute") != "emulated":
+        base = (e.get("costs") or {}).get("grad_s")
+        mode = "real" if base is None else "emulated"
+    else:
+        mode = e.get("compute") or "real"
+        base = e.get("compute_base_s") if mode == "emulated" else None
+    transport = (e.get("transport") or "shared_memory") if e.name == "simulated" else e.name
+    return {"compute": mode, "compute_base_s": float("nan") if base is None else float(base), "transport": transport}
 
 
 def execute(cfg: DictConfig, overrides: list[str]) -> str:
@@ -174,6 +192,12 @@ def execute(cfg: DictConfig, overrides: list[str]) -> str:
                               samples=int(round(last.get("epoch", 0.0) * problem.num_train)),
                               time_s=last.get("time_s", math.nan), histogram=recorder.histogram_at_last_row())
     sink.write_trace(recorder.rows, result.histogram if result is not None else {})
+    if result is not None and (result.costs or result.provenance):
+        sink.add_provenance({"costs": result.costs, **result.provenance})
+    if result is not None and result.compute_times:
+        from experiments.engines.emulation import COMPUTE_TIMES_COLUMNS, compute_times_rows
+
+        sink.write_compute_times(compute_times_rows(result.compute_times), COMPUTE_TIMES_COLUMNS)
     row = _summary_row(cfg, run_id, recorder.rows, result, status, message, problem.num_train)
     sink.append_summary(row)
     def num(v, fmt):
@@ -181,7 +205,9 @@ def execute(cfg: DictConfig, overrides: list[str]) -> str:
 
     print(f"[{status}] {cfg.experiment_id}/{run_id}: {row['updates']} updates, {num(row['epochs'], '.3g')} epochs, "
           f"{num(row['time_s'], '.4g')} s ({cfg.engine.clock}), train loss {num(row['final_train_loss'], '.4g')}, "
-          f"test acc {num(row['final_test_acc'], '.4f')}" + (f" -- {message}" if message else ""), file=sys.stderr)
+          f"test acc {num(row['final_test_acc'], '.4f')}, delay={row['delay_model']} mean staleness "
+          f"{num(row['staleness_mean'], '.3g')}" + (f", {row['overruns']} overruns" if row['overruns'] == row['overruns']
+                                                    else "") + (f" -- {message}" if message else ""), file=sys.stderr)
     if signum is not None:
         raise Interrupted(signum)
     return status

@@ -45,3 +45,10 @@ class BatchStream:
                 self._pos = 0
         self.samples += b
         return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
+def split_batch(batch_size: int, workers: int) -> list[int]:
+    """Per-worker minibatch sizes of a global batch split across ``workers`` (sizes differ by at most one; the
+    first ``batch_size mod workers`` workers take one more), e.g. ``split_batch(10, 4) == [3, 3, 2, 2]``."""
+    base, extra = divmod(int(batch_size), int(workers))
+    return [base + (1 if w < extra else 0) for w in range(workers)]

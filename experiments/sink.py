@@ -29,7 +29,8 @@ SUMMARY_COLUMNS = ["experiment", "run_id", "problem", "algorithm", "engine", "cl
                    "updates", "gradients", "time_s", "time_per_epoch_s", "target_loss", "time_to_target_s",
                    "updates_to_target", "final_train_loss", "final_train_acc", "final_test_loss", "final_test_acc",
                    "final_opt_gap", "staleness_mean", "staleness_max", "status", "message", "cost_grad_s",
-                   "cost_update_s", "cost_msg_s"]
+                   "cost_update_s", "cost_latency_s", "cost_overhead_s", "cost_master_s",
+                   "overruns"]
 IGNORED_IN_RUN_ID = {"results_dir", "force", "progress", "experiment", "profile", "experiment_id", "device", "threads"}
 
 
@@ -111,6 +112,18 @@ class RunSink:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         _atomic_write(self.run_dir / "config.yaml", config_yaml)
         _atomic_write(self.run_dir / "provenance.json", json.dumps(provenance, indent=1, default=str))
+
+    def add_provenance(self, extra: dict) -> None:
+        """Merge ``extra`` (e.g. the costs the run's clock used) into the run's ``provenance.json``."""
+        path = self.run_dir / "provenance.json"
+        data = json.loads(path.read_text()) if path.exists() else {}
+        data.update(extra)
+        _atomic_write(path, json.dumps(data, indent=1, default=str))
+
+    def write_compute_times(self, rows: list[dict], columns: list[str]) -> None:
+        """``compute_times.csv``: one row per gradient of a real engine (experiments/engines/emulation.py)."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        _atomic_write(self.run_dir / "compute_times.csv", _csv_text(rows, columns))
 
     def write_trace(self, rows: list[dict], histogram: Counter) -> None:
         """``trace.csv`` (contract columns first) and ``staleness.csv`` (``staleness, count``)."""

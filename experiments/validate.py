@@ -212,7 +212,21 @@ def validate(cfg) -> None:
         port = e.get("master_port")
         _require(isinstance(port, int) and not isinstance(port, bool) and 1 <= port <= 65535, "engine.master_port",
                  port, "must be a TCP port in 1..65535")
-    for k in ("grad_s", "update_s", "msg_s"):
+    if e.name == "simulated" and alg.protocol == "async" and d.model == "none" and cfg.workers > 1:
+        raise ConfigError(f"delay=none with workers={cfg.workers}: every gradient at the newest iterate is a free "
+                          "lunch no real system has; use delay=timing (the default: staleness from the timing model)")
+    _require(e.get("transport", "shared_memory") in ("shared_memory", "distributed"), "engine.transport",
+             e.get("transport"), "must be shared_memory or distributed")
+    _require(e.get("compute", "real") in ("real", "emulated"), "engine.compute", e.get("compute"),
+             "must be real or emulated")
+    if e.get("compute_base_s") is not None:
+        _positive(cfg, "engine.compute_base_s")
+    if e.name == "simulated" and e.get("compute") == "emulated":
+        _require(e.get("compute_base_s") is not None, "engine.compute_base_s", None,
+                 "engine=simulated with engine.compute=emulated needs the base seconds of a gradient")
+        _require((e.get("costs") or {}).get("grad_s") is None, "engine.costs.grad_s", e.costs.get("grad_s"),
+                 "set either engine.costs.grad_s or engine.compute_base_s, not both")
+    for k in ("grad_s", "update_s", "latency_s", "overhead_s"):
         if e.get("costs") is not None:
             v = e.costs.get(k)
             _require(v is None or (isinstance(v, (int, float)) and v >= 0), f"engine.costs.{k}", v, "must be >= 0")

@@ -23,7 +23,7 @@ from .errors import MissingColumnError, PlotError
 
 TEXT_COLUMNS = frozenset(
     {"experiment", "run_id", "problem", "algorithm", "engine", "clock", "delay_model", "basis", "status",
-     "message", "metric", "unit", "source", "policy", "compute_spread", "compute_law"}
+     "message", "metric", "unit", "source", "policy", "compute_spread", "compute_law", "compute", "transport"}
 )
 # Sweep parameters a run may vary besides workers (docs/INTERFACES.md, summary.csv).
 SWEEP_COLUMNS = ("max_delay", "tau", "straggler_sigma", "straggler_slowdown")

@@ -1,4 +1,4 @@
-"""model_validation (our experiment, APAM.md Sec. 3): simulated against measured time per epoch."""
+"""model_validation (our experiment, APAM.md Sec. 3; issue 12 item 4): measured points over the simulated curve."""
 
 import numpy as np
 import pandas as pd
@@ -8,40 +8,74 @@ from .aggregate import seed_stats
 from .data import as_experiment
 
 KEYS = ["problem", "algorithm", "workers"]
+SETTING = ["compute", "compute_base_s", "transport"]
+"""How a gradient's time was made and which real engine's costs: a measured row pairs with the simulated row of the
+same setting (older summaries without these columns: real compute, shared_memory costs)."""
+
+
+def _with_setting(summary):
+    """A copy of ``summary`` with the SETTING columns filled: ``compute`` real, ``compute_base_s`` 0 for none,
+    ``transport`` the engine itself (wall rows) or shared_memory (simulated rows)."""
+    s = summary.copy()
+    if "compute" not in s:
+        s["compute"] = "real"
+    s["compute"] = s["compute"].fillna("real").astype(str)
+    if "compute_base_s" not in s:
+        s["compute_base_s"] = 0.0
+    s["compute_base_s"] = pd.to_numeric(s["compute_base_s"], errors="coerce").fillna(0.0)
+    wall = s["clock"] == "wall"
+    if "transport" not in s:
+        s["transport"] = np.where(wall, s["engine"], "shared_memory")
+    s["transport"] = s["transport"].fillna("shared_memory").astype(str)
+    s.loc[wall, "transport"] = s.loc[wall, "engine"]
+    return s
+
+
+def setting_label(compute, base_s):
+    """``real compute`` or ``emulated 2 ms`` (base seconds shown in ms)."""
+    return "real compute" if compute != "emulated" else f"emulated {style.fmt_num(1e3 * float(base_s))} ms"
 
 
 def pair_clocks(summary, column="time_per_epoch_s"):
-    """Pair measured (clock=wall) and simulated (clock=simulated) values with the same problem, algorithm, workers.
+    """Pair measured (clock=wall) and simulated (clock=simulated) values of the same problem, algorithm, workers and
+    setting (compute mode, emulated base seconds, the transport the simulated clock modelled = the measured engine).
 
     Args:
-        summary: summary.csv frame (columns problem, algorithm, engine, clock, workers, ``column``).
-        column: the compared quantity, seconds.
+        summary: summary.csv frame (columns problem, algorithm, engine, clock, workers, ``column``; optional
+            compute, compute_base_s, transport).
+        column: the compared quantity (seconds, or updates for ``staleness_mean``).
     Returns:
-        DataFrame, one row per (problem, algorithm, workers, measured engine): ``measured_s, measured_min,
+        DataFrame, one row per (problem, algorithm, workers, setting, measured engine): ``measured_s, measured_min,
         measured_max, simulated_s, simulated_min, simulated_max`` (means and min-max over seeds), ``n`` (largest
         seed count of the two sides) and ``percent_error = 100 * (simulated_s - measured_s) / measured_s``.
         Empty when no pair exists.
     """
-    rows = summary[np.isfinite(summary[column]) & (summary[column] > 0)]
-    wall = seed_stats(rows[rows["clock"] == "wall"], KEYS + ["engine"], column)
-    sim = seed_stats(rows[rows["clock"] == "simulated"], KEYS, column)
+    s = _with_setting(summary)
+    rows = s[np.isfinite(pd.to_numeric(s[column], errors="coerce"))]
+    if column != "staleness_mean":
+        rows = rows[rows[column] > 0]
+    keys = KEYS + SETTING
+    wall = seed_stats(rows[rows["clock"] == "wall"], keys + ["engine"], column)
+    sim = seed_stats(rows[rows["clock"] == "simulated"], keys, column)
     if wall.empty or sim.empty:
-        return pd.DataFrame(columns=KEYS + ["engine", "measured_s", "measured_min", "measured_max", "simulated_s",
+        return pd.DataFrame(columns=keys + ["engine", "measured_s", "measured_min", "measured_max", "simulated_s",
                                             "simulated_min", "simulated_max", "n", "percent_error"])
     wall = wall.rename(columns={"mean": "measured_s", "min": "measured_min", "max": "measured_max", "n": "n_w"})
     sim = sim.rename(columns={"mean": "simulated_s", "min": "simulated_min", "max": "simulated_max", "n": "n_s"})
-    out = wall.merge(sim, on=KEYS, how="inner")
+    out = wall.merge(sim, on=keys, how="inner")
     out["n"] = np.maximum(out.pop("n_w"), out.pop("n_s"))
-    out["percent_error"] = 100.0 * (out["simulated_s"] - out["measured_s"]) / out["measured_s"]
-    return out.sort_values(KEYS + ["engine"]).reset_index(drop=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["percent_error"] = 100.0 * (out["simulated_s"] - out["measured_s"]) / out["measured_s"]
+    return out.sort_values(keys + ["engine"]).reset_index(drop=True)
 
 
 def draw_model_validation(exp, fmt="png"):
-    """Simulated against measured time per epoch with the y = x line, each point annotated with its percent error;
-    beside it the percent error against workers.
+    """Per problem: time per epoch against workers, the simulated clock as lines and the measured runs as points over
+    them (one panel per measured engine; colour = algorithm, line style = setting), and beside them the percent
+    error of every pair against workers.
 
-    Applies to each problem of summary.csv with at least one (algorithm, workers) run on both clocks (wall and
-    simulated). Several seeds: the mean, with min-max whiskers on both axes.
+    Applies to each problem of summary.csv with at least one pair of measured and simulated runs of the same
+    setting (:func:`pair_clocks`). Several seeds: the mean, with min-max whiskers.
 
     Raises:
         MissingColumnError: summary.csv lacks ``time_per_epoch_s`` while both clocks are present.
@@ -55,48 +89,45 @@ def draw_model_validation(exp, fmt="png"):
     exp.require("summary", "time_per_epoch_s")
     pairs = pair_clocks(summary)
     written = []
+    dashes = ["-", "--", ":", "-."]
     for problem, pp in pairs.groupby("problem", sort=True):
-        fig, axes = style.new_figure(1, 2, panel_size=(4.8, 4.0))
-        ax, ax_err = axes[0]
-        for (algorithm, engine), line in pp.groupby(["algorithm", "engine"], sort=True):
-            color = style.color_for(algorithm)
-            label = f"{algorithm} · measured on {engine}"
-            xerr = style.whiskers(line["measured_s"], line["measured_min"], line["measured_max"])
-            yerr = style.whiskers(line["simulated_s"], line["simulated_min"], line["simulated_max"])
-            ax.errorbar(line["measured_s"], line["simulated_s"], xerr=xerr, yerr=yerr, fmt=style.marker_for(engine),
-                        color=color, ecolor=color, elinewidth=0.8, capsize=2, label=label, markersize=6)
-            for _, r in line.iterrows():
-                ax.annotate(f"{style.fmt_num(r['workers'])}w: {r['percent_error']:+.1f}%",
-                            (r["measured_s"], r["simulated_s"]), textcoords="offset points", xytext=(5, -11),
-                            fontsize="x-small", color=color)
-            ax_err.plot(line["workers"], line["percent_error"], color=color, marker=style.marker_for(engine),
-                        label=label)
-        both = np.concatenate([pp["measured_min"], pp["measured_max"], pp["simulated_min"], pp["simulated_max"]])
-        lo, hi = float(both.min()), float(both.max())
-        if hi / lo > 10:
-            ax.set_xscale("log")
+        engines = sorted(pp["engine"].unique())
+        fig, axes = style.new_figure(1, len(engines) + 1, panel_size=(4.4, 3.8))
+        settings = sorted({(c, b) for c, b in zip(pp["compute"], pp["compute_base_s"])})
+        for ax, engine in zip(axes[0], engines):
+            for (algorithm, compute, base), line in pp[pp["engine"] == engine].groupby(
+                    ["algorithm", "compute", "compute_base_s"], sort=True):
+                color = style.color_for(algorithm)
+                ls = dashes[settings.index((compute, base)) % len(dashes)]
+                label = f"{algorithm} · {setting_label(compute, base)}"
+                ax.plot(line["workers"], line["simulated_s"], color=color, linestyle=ls,
+                        label=f"{label} · simulated")
+                yerr = np.vstack([line["measured_s"] - line["measured_min"], line["measured_max"] - line["measured_s"]])
+                ax.errorbar(line["workers"], line["measured_s"], yerr=np.clip(yerr, 0, None),
+                            fmt=style.marker_for(engine), color=color, capsize=2, linestyle="none",
+                            label=f"{label} · measured")
             ax.set_yscale("log")
-            lim = (lo / 1.5, hi * 1.5)
-        else:
-            pad = 0.12 * (hi - lo) if hi > lo else 0.2 * hi
-            lim = (max(0.0, lo - pad), hi + pad)
-        ax.plot(lim, lim, label="y = x (perfect model)", **style.IDEAL_STYLE)
-        ax.set_xlim(lim)
-        ax.set_ylim(lim)
-        ax.set_aspect("equal", adjustable="box")
-        ax.set_xlabel("measured time per epoch (seconds, wall clock)")
-        ax.set_ylabel("simulated time per epoch (seconds, simulated clock)")
-        ax.set_title("simulated against measured")
-        ax.grid(True, alpha=0.3)
+            style.log2_workers_axis(ax, pp["workers"])
+            ax.set_ylabel("time per epoch (seconds)")
+            ax.set_title(f"measured on {engine} (points) over the simulated clock (lines)", fontsize="small")
+            ax.grid(True, alpha=0.3)
+        ax_err = axes[0][len(engines)]
+        for (algorithm, engine, compute, base), line in pp.groupby(["algorithm", "engine", "compute",
+                                                                    "compute_base_s"], sort=True):
+            ax_err.plot(line["workers"], line["percent_error"], color=style.color_for(algorithm),
+                        marker=style.marker_for(engine),
+                        linestyle=dashes[settings.index((compute, base)) % len(dashes)])
         ax_err.axhline(0.0, **style.IDEAL_STYLE)
+        for lim in (-10, 10):
+            ax_err.axhline(lim, color="grey", linewidth=0.6, linestyle=":")
         style.log2_workers_axis(ax_err, pp["workers"])
         ax_err.set_ylabel("model error (percent)")
-        ax_err.set_title("100 (simulated - measured) / measured", fontsize="medium")
+        ax_err.set_title("100 (simulated - measured) / measured; goal +-10%", fontsize="small")
         ax_err.grid(True, alpha=0.3)
         style.legend_outside(fig, axes)
-        med = float(np.median(np.abs(pp["percent_error"])))
+        err = np.abs(pp["percent_error"].to_numpy(dtype=float))
         seeds = style.seeds_note(pp["n"].max()).replace("band", "whiskers")
-        note = f"median |error| {med:.1f}% over {len(pp)} pairs{seeds}"
-        style.title(fig, exp.name, problem, "performance model against measurement", note)
+        note = f"mean |error| {np.nanmean(err):.1f}%, max {np.nanmax(err):.1f}% over {len(pp)} pairs{seeds}"
+        style.title(fig, exp.name, problem, "simulated clock against measurement", note)
         written.append(style.save(fig, exp.figures_dir, style.slug("model_validation", problem), fmt))
     return written

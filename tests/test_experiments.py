@@ -76,7 +76,8 @@ def test_smoke_sweep_runs_and_resume_skips_finished_runs(tmp_path):
 def test_a_multirun_over_workers_writes_speedup_csv(tmp_path):
     cmd = [sys.executable, "-m", "experiments.run", "-m", "problem=logreg_fmnist", "algorithm=apam",
            "engine=simulated", "delay=timing", "workers=1,2", "epochs=0.5", f"results_dir={tmp_path}",
-           "engine.costs.grad_s=0.001", "engine.costs.update_s=0.00001", "engine.costs.msg_s=0.00001"]
+           "engine.costs.grad_s=0.001", "engine.costs.update_s=0.00001", "engine.costs.latency_s=0.00001",
+           "engine.costs.overhead_s=0.00001"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     path = tmp_path / "adhoc" / "speedup.csv"

@@ -9,7 +9,9 @@ from experiments.engines import simulated
 from experiments.master import Master
 from experiments.recorder import Recorder
 
-COSTS = ["engine.costs.grad_s=0.01", "engine.costs.update_s=0.0001", "engine.costs.msg_s=0.0002"]
+GRAD, UPD, LAT, OVER = 0.01, 0.0001, 0.0002, 0.00015
+COSTS = [f"engine.costs.grad_s={GRAD}", f"engine.costs.update_s={UPD}", f"engine.costs.latency_s={LAT}",
+         f"engine.costs.overhead_s={OVER}"]
 
 
 def run_sim(tmp_path, overrides, problem=None):
@@ -89,15 +91,23 @@ def test_a_slow_worker_sends_staler_gradients(tmp_path):
 
 @pytest.mark.parametrize("P", [1, 2, 4, 16, 64])
 def test_time_per_update_matches_the_cost_model(tmp_path, P):
-    K = 1000
+    """The simulated engine against the closed form (costmodel.predicted_time_per_epoch) for fixed costs."""
+    from experiments.costmodel import CostModel, predicted_time_per_epoch, saturation_workers
+
+    K, B, N = 1000, 8, 256
     result, _, _ = run_sim(tmp_path, ["delay=timing", f"workers={P}", f"updates={K}", "algorithm.lr=0.001"])
-    grad, upd, msg = 0.01, 0.0001, 0.0002
-    cycle = grad + 2 * msg + upd
-    predicted = K * max(cycle / P, upd + msg)  # simulated.predicted_time_per_epoch, per update
+    costs = CostModel(grad={B: GRAD}, update_s=UPD, latency_s=LAT, overhead_s=OVER)
+    cycle = GRAD + 2 * LAT + UPD + OVER
+    assert costs.cycle_s(B) == pytest.approx(cycle)
+    predicted = predicted_time_per_epoch(costs, P, B, N, "async") * K * B / N
+    assert predicted == pytest.approx(K * max(cycle / P, UPD + OVER))
     # the first P gradients start together, so the run may differ from steady state by one worker cycle
     assert result.time_s == pytest.approx(predicted, abs=cycle)
-    if cycle / P > upd + msg:  # before the master saturates: near-linear speed-up
+    assert saturation_workers(costs, B) == pytest.approx(cycle / (UPD + OVER))
+    if P < saturation_workers(costs, B):  # before the master saturates: near-linear speed-up
         assert (K * cycle) / result.time_s == pytest.approx(P, rel=0.05)
+    else:  # past P*: one update per master_s, up to the first cycle
+        assert result.time_s == pytest.approx(K * (UPD + OVER), abs=cycle)
 
 
 def test_artificial_delay_ring_is_bounded(tmp_path):
@@ -107,20 +117,21 @@ def test_artificial_delay_ring_is_bounded(tmp_path):
 
 
 def test_split_batch_sizes():
-    assert simulated.split_batch(10, 4) == [3, 3, 2, 2]
-    assert sum(simulated.split_batch(64, 32)) == 64
+    from experiments.sampling import split_batch
+
+    assert split_batch(10, 4) == [3, 3, 2, 2]
+    assert sum(split_batch(64, 32)) == 64
 
 
 @pytest.mark.parametrize("P", [1, 4])
 def test_sync_round_cost_and_p1_equals_async(tmp_path, P):
-    grad, upd, msg = 0.01, 0.0001, 0.0002
     sync, _, _ = run_sim(tmp_path, ["algorithm=sync_amsgrad", "algorithm.lr=0.01", "algorithm.sync_batch=full",
                                     "delay=timing", f"workers={P}", "updates=50"])
-    assert sync.time_s == pytest.approx(50 * (P * msg + grad + msg + upd))
+    assert sync.time_s == pytest.approx(50 * (2 * LAT + GRAD + P * OVER + UPD))
     if P == 1:
         asyn, _, _ = run_sim(tmp_path, ["delay=timing", "workers=1", "updates=50"])
-        # the same per-update cost; async also counts sending its very last iterate back (one message)
-        assert asyn.time_s == pytest.approx(sync.time_s + msg)
+        # the same per-update cost: grad + 2 latency + update + overhead
+        assert asyn.time_s == pytest.approx(sync.time_s)
 
 
 class _IterateAsGradient(QuadraticProblem):
@@ -194,7 +205,7 @@ def test_uniform_choice_respects_the_warm_up_window_and_is_flat():
 def test_calibration_keys_name_the_implementation_that_runs():
     from omegaconf import OmegaConf
 
-    from experiments.costmodel import rule_calibration_key
+    from experiments.calibration import rule_calibration_key
 
     def key(variant, impl, dim):
         alg = OmegaConf.create({"rule": "amsgrad", "variant": variant, "impl": impl})
@@ -227,3 +238,20 @@ def test_a_non_finite_loss_stops_the_run_naming_the_epoch_of_the_gradient_applie
     # N = 256, batch 8: the 10th gradient applied ends at sample 80, epoch 0.3125
     with pytest.raises(Diverged, match=r"minibatch loss nan at epoch 0\.312"):
         run_sim(tmp_path, [f"delay={delay}", "workers=1", "updates=50"], _NaNAfter(bad=10))
+
+
+def test_the_free_lunch_is_refused_in_one_line(tmp_path):
+    """Async P > 1 with every gradient at the newest iterate (delay=none) is refused (exit 2, one line); the default
+    delay is the timing model."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    assert compose_cfg([]).delay.model == "timing"
+    proc = subprocess.run([sys.executable, "-m", "experiments.run", "workers=4", "delay=none",
+                           f"results_dir={tmp_path}/r"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "delay=none with workers=4" in lines[0] and "delay=timing" in lines[0]
+    assert not (tmp_path / "r").exists()

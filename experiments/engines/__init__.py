@@ -29,10 +29,14 @@ class EngineResult:
         message: what happened, when something did (a lost worker, a fault).
         timed_samples: samples consumed while the clock ran (None: all of them); a wall clock starts after a few
             warm-up updates, so time per epoch is ``time_s / (timed_samples / num_train)``.
-        costs: the simulated clock's cost model of the run (``grad_s``, ``update_s``, ``msg_s``; seconds), empty on
+        costs: the simulated clock's cost model of the run (``grad_s``, ``update_s``, ``latency_s``, ``overhead_s``,
+            ``master_s``; seconds, :mod:`experiments.costmodel`), empty on
             wall-clock engines.
         handoff: how the shared_memory engine handed work to its workers in this run (``spin`` or ``block``,
             :func:`experiments.engines.shared_memory.choose_handoff`); empty for the other engines.
+        overruns: emulated compute only: gradients that ended > 10% after their target (emulation.py).
+        compute_times: real engines: ``(worker, index, compute_s, target_s)`` per gradient (``compute_times.csv``).
+        provenance: what the run's provenance.json should add (the simulated clock: calibration file and spreads).
     """
 
     updates: int
@@ -45,6 +49,9 @@ class EngineResult:
     costs: dict = field(default_factory=dict)
     timed_samples: int | None = None
     handoff: str = ""
+    overruns: int | None = None
+    compute_times: list | None = None
+    provenance: dict = field(default_factory=dict)
 
 
 def get_engine(name: str):

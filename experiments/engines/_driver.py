@@ -30,6 +30,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from experiments.engines import EngineResult
+from experiments.engines.emulation import log_arrival
 from experiments.errors import WorkerLost
 from experiments.master import Master
 
@@ -42,6 +43,9 @@ class Arrival:
     worker: int
     version: int
     loss: float
+    compute_s: float = math.nan  # seconds the gradient took in the worker, emulated wait included
+    target_s: float = math.nan   # its emulated target (NaN: real compute)
+    overran: bool = False        # it ended > 10% after its target (emulation.OVERRUN_TOL)
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,9 @@ class MasterLoop:
         self.warmup = min(int(cfg.engine.get("warmup_updates") or 0), planned // 2)  # at most half a short run
         self.live = set(range(self.P))
         self.notes: list[str] = []
+        self.emulated = (cfg.engine.get("compute") or "real") == "emulated"
+        self.compute_log: list = []  # (worker, index, compute_s, target_s) per gradient (emulation.py)
+        self._counts, self.overruns = [0] * self.P, 0
 
     # ------------------------------------------------------------------ pieces
     def evaluate(self) -> None:
@@ -120,6 +127,8 @@ class MasterLoop:
         self.clock.pause()
         with self.transport.hold():
             self.recorder.record(m.x, self.samples, m.version, m.gradients, self.clock.elapsed(), m.take_staleness())
+            if self.emulated:
+                self.recorder.rows[-1]["overruns"] = self.overruns
         self.clock.resume()
 
     def _applied(self, samples: int) -> None:
@@ -129,6 +138,7 @@ class MasterLoop:
             self.samples_at_start = self.samples
 
     def _check_loss(self, ev: Arrival) -> None:
+        self.overruns += log_arrival(self.compute_log, self._counts, ev)
         self.recorder.check_loss(ev.loss, self.samples)
 
     def _events(self, deadlines: dict[int, float]) -> list:
@@ -279,4 +289,5 @@ def drive(problem, rule, cfg, recorder, transport, batches: list[int]) -> Engine
     m = loop.master
     return EngineResult(updates=m.version, gradients=m.gradients, samples=loop.samples, time_s=loop.clock.elapsed(),
                         histogram=m.histogram, status=status, message=message,
-                        timed_samples=loop.samples - loop.samples_at_start if loop.clock.started else 0)
+                        timed_samples=loop.samples - loop.samples_at_start if loop.clock.started else 0,
+                        overruns=loop.overruns if loop.emulated else None, compute_times=loop.compute_log)

@@ -17,8 +17,8 @@ from multiprocessing.connection import wait as mp_wait
 
 import torch
 
-from experiments.engines.simulated import split_batch
 from experiments.errors import WorkerLost
+from experiments.sampling import split_batch
 
 STREAM_SEED_STRIDE = 1_000_003
 """Worker w draws its minibatches from ``BatchStream(N, b_w, seed + STREAM_SEED_STRIDE * w)``: worker 0 uses the
@@ -98,6 +98,7 @@ class WorkerSpec:
     threads: int
     fault: FaultPlan
     cpus: tuple[int, ...] | None = None
+    emulation: object = None  # experiments.engines.emulation.EmulationSpec (None: real compute, only timed)
 
     @classmethod
     def from_cfg(cls, cfg, worker: int, pin: bool = False) -> WorkerSpec:

@@ -22,7 +22,7 @@ receive-from-any-source does not notice a dead peer until the timeout, while a r
 once (a broken connection), and the others carry on.
 
 Messages: one flat tensor of ``HEADER + d`` entries in the problem's dtype, both ways: header (command, version,
-loss, length) then x or g. Master -> worker: ``compute`` (x at a version), ``hold`` (the master is busy
+loss, length, and for a gradient its compute seconds, target seconds and overrun flag: emulation.py) then x or g. Master -> worker: ``compute`` (x at a version), ``hold`` (the master is busy
 evaluating; sent every ``timeout_s / 4`` s so that a waiting worker's receive does not time out), ``stop``.
 Worker -> master: ``gradient`` (version, loss, g), ``bye`` (answer to stop: all ranks leave together), ``error``
 (its message as bytes). Every send is waited on before its buffer is reused and before the end. Each side posts
@@ -57,13 +57,14 @@ import torch
 import torch.distributed as dist
 
 from experiments.engines._driver import Arrival, Lost, drive
+from experiments.engines.emulation import with_emulation, worker_emulator
 from experiments.engines._proc import (WorkerSpec, _Fd, await_ready, deliver, describe_exit, load_problem,
                                        process_context, reap, receive, sigterm_as_interrupt, split_problem,
                                        worker_batches, worker_process_setup)
 from experiments.errors import ConfigError, WorkerLost
 from experiments.sampling import BatchStream
 
-HEADER = 4
+HEADER = 7
 COMPUTE, HOLD, STOP, GRADIENT, BYE, ERROR = 1, 2, 3, 4, 5, 6
 _INT_OF = {torch.float32: torch.int32, torch.float64: torch.int64, torch.float16: torch.int16,
            torch.bfloat16: torch.int16}
@@ -186,6 +187,7 @@ def _serve_loop(problem, spec: WorkerSpec, buf_device: torch.device, stream) -> 
     buffers): gloo delivers a message whose receive is already posted about ten times faster (0.4 ms instead of
     3.4 ms for a round trip on our 2-core machine)."""
     x0 = problem.init_params(0)
+    emu = worker_emulator(spec)
     rbufs = [torch.zeros(HEADER + x0.numel(), dtype=x0.dtype, device=buf_device) for _ in range(2)]
     sbuf = torch.zeros_like(rbufs[0])
     i = 0
@@ -206,9 +208,11 @@ def _serve_loop(problem, spec: WorkerSpec, buf_device: torch.device, stream) -> 
             x = cur[HEADER:]
             if x.device != problem.device:
                 x = x.to(problem.device)
+            t0 = time.perf_counter()
             loss, g = problem.loss_grad(x, stream.next())
             sbuf[HEADER:].copy_(g)
             _put(sbuf, GRADIENT, version, float(loss))
+            sbuf[4], sbuf[5], sbuf[:HEADER].view(_INT_OF[sbuf.dtype])[6] = emu.finish(t0)
             dist.send(sbuf, dst=0)
     except Exception as exc:
         if "Connection" in str(exc) or "closed" in str(exc):
@@ -267,7 +271,7 @@ def serve(problem, cfg) -> None:
     """
     _check_world(cfg)
     rank = int(os.environ["RANK"])
-    spec = WorkerSpec.from_cfg(cfg, rank - 1)
+    spec = with_emulation([WorkerSpec.from_cfg(cfg, rank - 1)], cfg, problem)[0]
     worker_process_setup(spec)
     stream = BatchStream(problem.num_train, spec.batch, spec.seed)
     backend = choose_backend(cfg, problem.device)
@@ -389,7 +393,9 @@ class DistTransport:
         w = item[1]
         cmd, version, loss, length = _get(self.rbuf[w])
         if cmd == GRADIENT:
-            return Arrival(w, version, loss)
+            buf = self.rbuf[w]
+            overran = bool(buf[:HEADER].view(_INT_OF[buf.dtype])[6])
+            return Arrival(w, version, loss, float(buf[4]), float(buf[5]), overran)
         if cmd == ERROR:
             raise RuntimeError(f"worker {w} failed: {_get_text(self.rbuf[w], length)}")
         return None  # a bye
@@ -540,11 +546,12 @@ def run(problem, rule, cfg, recorder):
                 ctx = process_context(method, problem)
                 store, spec, cleanup = _store_for_local(cfg, world)
                 tensors, payload = split_problem(problem)  # the Process arguments stay small: see _proc (start-up)
+                specs = with_emulation([WorkerSpec.from_cfg(cfg, w, pin=True) for w in range(P)], cfg, problem)
                 for w in range(P):
                     parent, child = ctx.Pipe(duplex=True)
                     p = ctx.Process(target=_spawned_worker, name=f"apam-rank-{w + 1}", daemon=True,
                                     args=(w + 1, world, spec, backend, float(cfg.engine.timeout_s), tensors,
-                                          WorkerSpec.from_cfg(cfg, w, pin=True), child))
+                                          specs[w], child))
                     p.start()
                     child.close()  # the master keeps no copy of the child's end: its death breaks the pipe
                     procs.append(p)

@@ -66,13 +66,14 @@ from contextlib import nullcontext
 import torch
 
 from experiments.engines._driver import Arrival, Lost, drive
+from experiments.engines.emulation import with_emulation, worker_emulator
 from experiments.engines._proc import (WorkerSpec, _Fd, await_ready, deliver, describe_exit, load_problem,
                                        process_context, reap, receive, sigterm_as_interrupt, split_problem,
                                        worker_batches, worker_process_setup)
 from experiments.errors import ConfigError
 from experiments.sampling import BatchStream
 
-_GRAD = struct.Struct("<cqd")   # b"G", version, minibatch loss
+_GRAD = struct.Struct("<cqdddb")  # b"G", version, minibatch loss, compute_s, target_s, overran (emulation.py)
 VERSION, SEQ = 0, 1             # columns of the shared control block ctrl (P, 2) int64
 SPIN_S = 200e-6                 # how long a spinning side polls before it blocks (covers one master update)
 STARTUP_TIMEOUT_S = 300.0       # a worker process must be up (imports, problem received) within this
@@ -105,6 +106,7 @@ def _worker_main(spec: WorkerSpec, tensors: list, xs: torch.Tensor, grads: torch
         problem = load_problem(tensors, receive(conn.fileno()))
         stream = BatchStream(problem.num_train, spec.batch, spec.seed)
         x, g_slot, ctl = xs[w], grads[w], ctrl.numpy()[w]
+        emu = worker_emulator(spec)
         poller = select.poll()
         poller.register(wake.fd, select.POLLIN)
         poller.register(conn.fileno(), select.POLLIN)
@@ -127,9 +129,11 @@ def _worker_main(spec: WorkerSpec, tensors: list, xs: torch.Tensor, grads: torch
             served = int(ctl[SEQ])
             version = int(ctl[VERSION])
             spec.fault.maybe_fail(w, version)
+            t0 = time.perf_counter()
             loss, g = problem.loss_grad(x, stream.next())
             g_slot.copy_(g)
-            conn.send_bytes(_GRAD.pack(b"G", version, float(loss)))
+            compute_s, target_s, overran = emu.finish(t0)
+            conn.send_bytes(_GRAD.pack(b"G", version, float(loss), compute_s, target_s, overran))
     except (EOFError, BrokenPipeError, ConnectionResetError):
         return  # the master is gone
     except BaseException as exc:  # noqa: BLE001 - reported to the master, then the process exits
@@ -294,8 +298,8 @@ class SharedMemoryTransport:
             if msg is None:
                 events.append(Lost(w, describe_exit(self.procs[w])))
             elif msg:
-                _, version, loss = _GRAD.unpack(msg)
-                events.append(Arrival(w, version, loss))
+                _, version, loss, compute_s, target_s, overran = _GRAD.unpack(msg)
+                events.append(Arrival(w, version, loss, compute_s, target_s, bool(overran)))
                 if fd == self.procs[w].sentinel:  # it sent its last gradient, then died
                     events.append(Lost(w, describe_exit(self.procs[w])))
         return events
@@ -366,7 +370,7 @@ def run(problem, rule, cfg, recorder):
     if method not in ("spawn", "forkserver"):
         raise ConfigError(f"engine.start_method={method}: must be spawn or forkserver")
     P = int(cfg.workers)
-    specs = [WorkerSpec.from_cfg(cfg, w, pin=True) for w in range(P)]
+    specs = with_emulation([WorkerSpec.from_cfg(cfg, w, pin=True) for w in range(P)], cfg, problem)
     handoff = choose_handoff(str(cfg.engine.get("handoff") or "auto"), specs)
     x0 = problem.init_params(cfg.seed)
     with sigterm_as_interrupt():

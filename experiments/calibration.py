@@ -1,0 +1,319 @@
+"""Measuring the cost model's terms on this machine, once per machine (issue 12 item 2, issue 15 item 5).
+
+Layers: this module measures (it runs the real engines and a worker process) and stores; :mod:`experiments.costmodel`
+is the model in closed form; the simulated engine uses both. The real engines import neither.
+
+What is measured, each term apart and where it occurs (repeated ``REPEATS`` times; the median is used and the
+relative spread (max - min) / median is stored beside it):
+- ``grad|<problem>|B=<b>|threads=1``: one gradient in a worker process (spawned, set up exactly like an engine's
+  worker: one math thread, pinned, glibc keeps freed memory), median of repeated calls after warm-up;
+- ``update|<rule key>|d=<d>|threads=1``: one master update, in this process (:func:`rule_calibration_key`);
+- ``overhead|<engine>|d=<d>``: the master's busy time per gradient besides the update, on the engine itself: with
+  zero-cost gradients and ``SATURATE_P`` workers the master never waits, so seconds per update = update + overhead
+  (async SGD, whose update is measured beside it and subtracted);
+- ``latency|<engine>|d=<d>``: in-flight time of one message, on the engine itself: one zero-cost worker waits for
+  its iterate and its gradient in turn, so seconds per update = 2 latency + update + overhead.
+Message terms are keyed by engine and dimension only: every update rule is timed with the same clock.
+
+Where: one JSON file per machine, ``~/.cache/apam-harness/calibration-<host hash>.json`` (:func:`machine_path`;
+``$APAM_CALIBRATION`` or ``engine.calibration`` name another file), written under a file lock so parallel sweeps
+share it. Every results folder reuses it; ``make calibrate FORCE=1`` (``python -m experiments.calibrate --force``)
+measures again. Each run copies the costs it used into its ``provenance.json`` and summary row (``cost_*``), so a
+committed result stays reproducible with ``engine.costs.*`` on another machine.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+from filelock import FileLock
+
+from experiments.costmodel import CostModel
+
+REPEATS = 5          # repeats of every measurement (the median is used; the spread is reported)
+SATURATE_P = 4       # workers that keep a zero-cost master busy (P* of a zero-cost gradient is about 2-3)
+ENGINE_UPDATES = 600  # updates per engine measurement
+TRANSPORTS = ("shared_memory", "distributed")
+
+
+# ---------------------------------------------------------------------- where
+def machine_id() -> dict:
+    """What identifies this machine's costs: host name, architecture, CPU model and count, torch version."""
+    cpu = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"host": platform.node(), "machine": platform.machine(), "cpu": cpu, "cpu_count": os.cpu_count(),
+            "torch": torch.__version__}
+
+
+def machine_path() -> Path:
+    """The machine's calibration file: ``$APAM_CALIBRATION`` if set, else
+    ``$XDG_CACHE_HOME/apam-harness/calibration-<12 hex of sha1(machine_id)>.json`` (``~/.cache`` by default)."""
+    env = os.environ.get("APAM_CALIBRATION")
+    if env:
+        return Path(env)
+    digest = hashlib.sha1(json.dumps(machine_id(), sort_keys=True).encode()).hexdigest()[:12]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "apam-harness" / f"calibration-{digest}.json"
+
+
+class Calibration:
+    """A calibration file: measured costs by key, each ``{"value": median s, "samples": [...], "spread": rel}``.
+
+    Args:
+        path: the JSON file (created on first write; None = :func:`machine_path`).
+    """
+
+    def __init__(self, path: Path | str | None = None) -> None:
+        self.path = Path(path) if path else machine_path()
+        self._lock = FileLock(str(self.path) + ".lock", timeout=600)
+
+    def read(self) -> dict:
+        """The file's content (an empty calibration of this machine when the file does not exist)."""
+        if self.path.exists():
+            return json.loads(self.path.read_text())
+        return {"machine": machine_id(), "entries": {}}
+
+    def entry(self, key: str, measure) -> dict:
+        """The entry under ``key``; ``measure()`` (returning a list of repeated samples, seconds) is called, under
+        the file lock so that parallel jobs measure it once, when it is missing."""
+        data = self.read()
+        if key in data["entries"]:
+            return data["entries"][key]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            data = self.read()
+            if key not in data["entries"]:
+                samples = [float(s) for s in measure()]
+                med = statistics.median(samples)
+                data["entries"][key] = {"value": med, "samples": samples,
+                                        "spread": (max(samples) - min(samples)) / med if med > 0 else 0.0,
+                                        "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                tmp = self.path.with_suffix(".json.tmp")
+                tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+                os.replace(tmp, self.path)
+            return data["entries"][key]
+
+    def drop(self, keys=None) -> None:
+        """Forget ``keys`` (all entries when None): they are measured again on next use."""
+        if not self.path.exists():
+            return
+        with self._lock:
+            data = self.read()
+            data["entries"] = {} if keys is None else {k: v for k, v in data["entries"].items() if k not in keys}
+            tmp = self.path.with_suffix(".json.tmp")
+            tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+            os.replace(tmp, self.path)
+
+
+# ---------------------------------------------------------------------- keys
+def rule_calibration_key(algorithm_cfg, rule, dim: int) -> str:
+    """The name of an algorithm's update rule in calibration keys: rule, variant and the implementation that steps
+    a float32 CPU vector of ``dim`` entries (``rule.impl_for`` where the rule has several; e.g.
+    ``amsgrad-torch-fused``, ``sgd``): another implementation costs another time, and ``impl=auto`` shares the
+    entry of the implementation it picks."""
+    impl = rule.impl_for(torch.empty(dim)) if hasattr(rule, "impl_for") else None
+    parts = (algorithm_cfg.rule, algorithm_cfg.get("variant"), impl)
+    return "-".join(str(p) for p in parts if p)
+
+
+def grad_key(problem, batch_size: int) -> str:
+    return f"grad|{problem.name}|n={problem.num_train}|d={problem.dim}|B={int(batch_size)}|threads=1"
+
+
+def update_key(rule_key: str, dim: int) -> str:
+    return f"update|{rule_key}|d={int(dim)}|threads=1"
+
+
+def message_keys(transport: str, dim: int) -> tuple[str, str]:
+    """(latency key, overhead key) of engine ``transport`` at dimension ``dim``: no rule in them."""
+    return f"latency|{transport}|d={int(dim)}", f"overhead|{transport}|d={int(dim)}"
+
+
+# ---------------------------------------------------------------------- measuring
+def _median_time(fn, reps: int, warmup: int = 3) -> float:
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def measure_update_s(rule, dim: int, reps: int = 50) -> float:
+    """Median seconds of one ``rule.step`` on a flat float32 vector of ``dim`` entries (this process)."""
+    x = torch.zeros(dim)
+    g = torch.randn(dim, generator=torch.Generator().manual_seed(0))
+    state = rule.init(x)
+    info = {"tau": 0, "worker": 0} if getattr(rule, "needs_staleness", False) else {}
+
+    def step():
+        nonlocal x, state
+        x, state = rule.step(x, g, state, **info)
+
+    return _median_time(step, reps)
+
+
+def _grad_probe(problem, batch_size: int, reps: int, repeats: int, queue) -> None:
+    """Body of the probe process: set up like an engine worker, time ``repeats`` medians of ``reps`` gradients."""
+    from experiments.engines._proc import FaultPlan, WorkerSpec, worker_process_setup
+
+    cpus = (min(os.sched_getaffinity(0)),) if hasattr(os, "sched_getaffinity") else None
+    worker_process_setup(WorkerSpec(0, int(batch_size), 0, 1, FaultPlan(), cpus))
+    gen = torch.Generator().manual_seed(0)
+    x = problem.init_params(0)
+    out = []
+    for _ in range(repeats):
+        idx = torch.randint(0, problem.num_train, (int(batch_size),), generator=gen)
+        out.append(_median_time(lambda: problem.loss_grad(x, idx), reps))
+    queue.put(out)
+
+
+def measure_grad_samples(problem, batch_size: int, reps: int = 15, repeats: int = REPEATS) -> list[float]:
+    """``repeats`` medians of ``reps`` gradients at minibatch ``batch_size``, timed in a spawned worker-like process
+    (the cost a worker process sees). Raises RuntimeError if the probe process fails."""
+    import torch.multiprocessing as tmp
+
+    ctx = tmp.get_context("spawn")
+    queue = ctx.Queue()
+    p = ctx.Process(target=_grad_probe, args=(problem, batch_size, reps, repeats, queue), daemon=True)
+    p.start()
+    try:
+        return queue.get(timeout=600)
+    except Exception as exc:  # noqa: BLE001 - re-raised with the reason
+        raise RuntimeError(f"gradient probe process failed ({type(exc).__name__}; exit code {p.exitcode})") from None
+    finally:
+        p.join(10)
+        if p.is_alive():
+            p.kill()
+            p.join()
+
+
+class ZeroCostProblem:
+    """A problem of dimension ``dim`` whose gradient costs nothing (a fresh zero vector): what remains of an update
+    on a real engine is the transport and the master. Module-level, so worker processes can unpickle it."""
+
+    def __init__(self, dim: int) -> None:
+        self.name, self.dim, self.num_train, self.device = "zero_cost", int(dim), 1_000_000, torch.device("cpu")
+
+    def init_params(self, seed: int) -> torch.Tensor:
+        return torch.zeros(self.dim)
+
+    def loss_grad(self, x, idx):
+        return 0.0, torch.zeros(self.dim)
+
+    def evaluate(self, x):
+        return {"train_loss": 0.0, "train_acc": 0.0, "test_loss": 0.0, "test_acc": 0.0}
+
+
+def seconds_per_update(transport: str, dim: int, workers: int, updates: int = ENGINE_UPDATES) -> float:
+    """Wall seconds per update of async SGD on engine ``transport`` with ``workers`` zero-cost workers (real
+    compute, no emulation), over the updates the engine's clock timed."""
+    from experiments.engines import get_engine
+    from experiments.precheck import compose_jobs
+    from experiments.recorder import Recorder
+
+    cfg = compose_jobs([[f"engine={transport}", f"workers={workers}", f"updates={updates}", "eval_every=1000000000",
+                         "batch_size=1", "algorithm=async_sgd", "algorithm.lr=0.001", "delay=timing",
+                         "algorithm.lr_schedule=constant", "device=cpu",
+                         "engine.start_method=forkserver"]])[0]
+    problem = ZeroCostProblem(dim)
+    recorder = Recorder(problem, {"run_id": "calibration"}, eval_every=1e9, total_epochs=None, f_star=None,
+                        clock="wall", progress=False)
+    result = get_engine(transport).run(problem, _sgd(), cfg, recorder)
+    if result.status != "ok":
+        raise RuntimeError(f"calibration run on engine={transport} failed: {result.message}")
+    timed = result.timed_samples if result.timed_samples is not None else result.samples
+    return result.time_s / max(1, timed)
+
+
+def _sgd():
+    from algorithms import build_rule
+
+    return build_rule("sgd", lr=0.001)
+
+
+def measure_message_terms(transport: str, dim: int, repeats: int = REPEATS) -> tuple[list[float], list[float]]:
+    """(latency samples, overhead samples), seconds, each ``repeats`` long, on engine ``transport`` at ``dim``:
+    ``overhead = T(SATURATE_P) - update_sgd`` and ``latency = (T(1) - T(SATURATE_P)) / 2`` (clipped at 0),
+    ``T(P)`` the seconds per update with P zero-cost workers (see the module docstring)."""
+    upd = measure_update_s(_sgd(), dim)
+    lat, over = [], []
+    for _ in range(repeats):
+        t1 = seconds_per_update(transport, dim, 1)
+        tsat = seconds_per_update(transport, dim, SATURATE_P)
+        over.append(max(0.0, tsat - upd))
+        lat.append(max(0.0, (t1 - tsat) / 2))
+    return lat, over
+
+
+# ---------------------------------------------------------------------- the run's costs
+def cost_model(problem, rule, batch_sizes, costs_cfg, calibration: Calibration, algorithm_cfg,
+               ref_batch: int, transport: str = "shared_memory") -> CostModel:
+    """The costs of a run: fixed values from ``costs_cfg`` (``grad_s``, ``update_s``, ``latency_s``,
+    ``overhead_s``; None = calibrated, measured on first use and then reused from ``calibration``).
+
+    Args:
+        problem: the run's problem (for measuring gradients).
+        rule: the run's update rule (for measuring master updates).
+        batch_sizes: every minibatch size the run uses (a sync split uses B/P).
+        costs_cfg: mapping with optional fixed costs in seconds.
+        calibration: the machine's :class:`Calibration`.
+        algorithm_cfg: the run's ``cfg.algorithm`` (names the rule in the update key).
+        ref_batch: the batch size a fixed ``grad_s`` refers to; other sizes scale linearly from it.
+        transport: the real engine whose message terms the clock models (``shared_memory`` or ``distributed``).
+
+    Raises:
+        ValueError: an unknown ``transport``.
+    """
+    if transport not in TRANSPORTS:
+        raise ValueError(f"engine.transport={transport!r}: must be one of {', '.join(TRANSPORTS)}")
+    fixed = dict(costs_cfg or {})
+    spread = {}
+    grad = {}
+    for b in sorted(set(int(b) for b in batch_sizes)):
+        if fixed.get("grad_s") is not None:
+            grad[b] = float(fixed["grad_s"]) * b / ref_batch
+        else:
+            e = calibration.entry(grad_key(problem, b), lambda b=b: measure_grad_samples(problem, b))
+            grad[b], spread[f"grad_s|B={b}"] = e["value"], e["spread"]
+    if fixed.get("update_s") is not None:
+        update_s = float(fixed["update_s"])
+    else:
+        key = update_key(rule_calibration_key(algorithm_cfg, rule, problem.dim), problem.dim)
+        e = calibration.entry(key, lambda: [measure_update_s(rule, problem.dim) for _ in range(REPEATS)])
+        update_s, spread["update_s"] = e["value"], e["spread"]
+    lat_key, over_key = message_keys(transport, problem.dim)
+    terms = {}
+    for name, key in (("latency_s", lat_key), ("overhead_s", over_key)):
+        if fixed.get(name) is not None:
+            terms[name] = float(fixed[name])
+            continue
+        if key not in calibration.read()["entries"]:
+            lat, over = [], []
+
+            def both():
+                if not lat:
+                    lat[:], over[:] = measure_message_terms(transport, problem.dim)
+                return lat, over
+
+            calibration.entry(lat_key, lambda: both()[0])
+            calibration.entry(over_key, lambda: both()[1])
+        e = calibration.entry(key, lambda: [])
+        terms[name], spread[name] = e["value"], e["spread"]
+    source = "config" if all(fixed.get(k) is not None for k in ("latency_s", "overhead_s")) else transport
+    return CostModel(grad=grad, update_s=update_s, latency_s=terms["latency_s"], overhead_s=terms["overhead_s"],
+                     transport=source, spread=spread)

@@ -1,0 +1,130 @@
+"""The cost model's layers: the machine's calibration file (reuse, keys, spread) and the closed form."""
+import json
+import math
+
+import pytest
+from omegaconf import OmegaConf
+
+from algorithms import build_rule
+from conftest import QuadraticProblem
+from experiments import calibration as cal_mod
+from experiments.calibration import Calibration, cost_model, grad_key, message_keys, update_key
+from experiments.costmodel import CostModel, predicted_time_per_epoch, saturation_workers
+
+
+def test_an_entry_is_measured_once_then_reused_with_its_spread(tmp_path):
+    cal = Calibration(tmp_path / "cal.json")
+    calls = []
+
+    def measure():
+        calls.append(1)
+        return [3.0, 1.0, 2.0]
+
+    e = cal.entry("k", measure)
+    assert (e["value"], e["samples"], e["spread"]) == (2.0, [3.0, 1.0, 2.0], 1.0)
+    assert Calibration(tmp_path / "cal.json").entry("k", measure)["value"] == 2.0  # another reader: no new measure
+    assert len(calls) == 1
+    cal.drop()
+    cal.entry("k", measure)
+    assert len(calls) == 2
+
+
+def test_the_machine_file_does_not_depend_on_the_results_folder(tmp_path, monkeypatch):
+    monkeypatch.delenv("APAM_CALIBRATION", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    p = cal_mod.machine_path()
+    assert p.parent == tmp_path / "apam-harness" and p.name.startswith("calibration-")
+    assert Calibration().path == p
+    monkeypatch.setenv("APAM_CALIBRATION", str(tmp_path / "x.json"))
+    assert Calibration().path == tmp_path / "x.json"
+
+
+def _alg(name):
+    return OmegaConf.create({"rule": "sgd"} if name == "sgd" else {"rule": "amsgrad", "variant": "torch",
+                                                                     "impl": "eager"})
+
+
+def test_message_terms_are_keyed_by_engine_and_dimension_not_by_rule(tmp_path, monkeypatch):
+    problem = QuadraticProblem()
+    path = tmp_path / "cal.json"
+    entries = {}
+    for t in ("shared_memory", "distributed"):
+        lat, over = message_keys(t, problem.dim)
+        entries[lat] = {"value": 1e-5 if t == "shared_memory" else 4e-5, "samples": [1], "spread": 0.1}
+        entries[over] = {"value": 2e-5 if t == "shared_memory" else 8e-5, "samples": [1], "spread": 0.2}
+    path.write_text(json.dumps({"machine": {}, "entries": entries}))
+    monkeypatch.setattr(cal_mod, "measure_message_terms", lambda *a, **k: pytest.fail("must reuse the file"))
+    fixed = {"grad_s": 1e-3, "update_s": 1e-6}
+    costs = {}
+    for rule_name in ("sgd", "amsgrad"):
+        rule = build_rule("sgd", lr=0.1) if rule_name == "sgd" else build_rule("amsgrad", variant="torch", impl="eager")
+        for t in ("shared_memory", "distributed"):
+            costs[rule_name, t] = cost_model(problem, rule, [8], fixed, Calibration(path), _alg(rule_name), 8, t)
+    for t, (lat, over) in {"shared_memory": (1e-5, 2e-5), "distributed": (4e-5, 8e-5)}.items():
+        for r in ("sgd", "amsgrad"):
+            assert (costs[r, t].latency_s, costs[r, t].overhead_s) == (lat, over)
+            assert costs[r, t].spread == {"latency_s": 0.1, "overhead_s": 0.2}
+    assert "sgd" not in message_keys("shared_memory", 8)[0] and "d=8" in message_keys("shared_memory", 8)[0]
+    assert update_key("amsgrad-torch-eager", 8) != update_key("sgd", 8)
+    assert "B=8" in grad_key(problem, 8) and "d=8" in grad_key(problem, 8)
+    with pytest.raises(ValueError, match="engine.transport='tcp'"):
+        cost_model(problem, build_rule("sgd", lr=0.1), [8], fixed, Calibration(path), _alg("sgd"), 8, "tcp")
+
+
+def test_fixed_costs_never_touch_the_calibration_file(tmp_path):
+    path = tmp_path / "none.json"
+    fixed = {"grad_s": 2e-3, "update_s": 1e-6, "latency_s": 3e-6, "overhead_s": 4e-6}
+    c = cost_model(QuadraticProblem(), build_rule("sgd", lr=0.1), [8, 4], fixed, Calibration(path), _alg("sgd"), 8)
+    assert not path.exists()
+    assert c.grad == {4: 1e-3, 8: 2e-3} and c.transport == "config"
+    assert c.as_dict(8) == {"grad_s": 2e-3, "update_s": 1e-6, "latency_s": 3e-6, "overhead_s": 4e-6,
+                            "master_s": pytest.approx(5e-6)}
+
+
+def test_closed_form_sync_and_saturation():
+    c = CostModel(grad={10: 1e-3, 3: 3e-4}, update_s=1e-5, latency_s=2e-5, overhead_s=3e-5)
+    # sync, B = 10 split over P = 4: the slowest worker has ceil(10/4) = 3 samples
+    assert predicted_time_per_epoch(c, 4, 10, 100, "sync") == pytest.approx(10 * (2 * 2e-5 + 3e-4 + 4 * 3e-5 + 1e-5))
+    cycle = 1e-3 + 2 * 2e-5 + 4e-5
+    assert saturation_workers(c, 10) == pytest.approx(cycle / 4e-5)
+    assert predicted_time_per_epoch(c, 1, 10, 100, "async") == pytest.approx(10 * cycle)
+    assert predicted_time_per_epoch(c, 1000, 10, 100, "async") == pytest.approx(10 * 4e-5)
+    free = CostModel(grad={10: 1e-3}, update_s=0.0, latency_s=0.0, overhead_s=0.0)
+    assert math.isinf(saturation_workers(free, 10))
+
+
+def test_a_run_copies_its_costs_into_provenance(tmp_path):
+    from experiments.sink import RunSink
+
+    sink = RunSink(tmp_path, "e", "r")
+    sink.write_config("a: 1\n", {"host": "h"})
+    sink.add_provenance({"costs": {"latency_s": 1e-5}, "calibration": "/x.json"})
+    data = json.loads((sink.run_dir / "provenance.json").read_text())
+    assert data == {"host": "h", "costs": {"latency_s": 1e-5}, "calibration": "/x.json"}
+
+
+def test_the_simulated_partner_of_an_emulated_run_costs_its_base(tmp_path):
+    from conftest import compose_cfg
+    from experiments.engines import simulated
+    from experiments.errors import ConfigError
+    from experiments.recorder import Recorder
+    from experiments.run import _compute_columns
+    from experiments.validate import validate
+
+    over = [f"results_dir={tmp_path}", "batch_size=8", "algorithm=async_sgd", "algorithm.lr=0.01",
+            "algorithm.lr_schedule=constant", "workers=4", "updates=100", "engine.compute=emulated",
+            "engine.compute_base_s=0.02", "engine.costs.update_s=1e-5", "engine.costs.latency_s=1e-5",
+            "engine.costs.overhead_s=2e-5"]
+    cfg = compose_cfg(over)
+    validate(cfg)
+    assert _compute_columns(cfg) == {"compute": "emulated", "compute_base_s": 0.02, "transport": "shared_memory"}
+    problem = QuadraticProblem()
+    rec = Recorder(problem, {"run_id": "t"}, eval_every=1, total_epochs=None, f_star=None, clock="simulated",
+                   progress=False)
+    result = simulated.run(problem, build_rule("sgd", lr=0.01), cfg, rec)
+    assert result.costs["grad_s"] == 0.02 and result.costs["master_s"] == pytest.approx(3e-5)
+    assert result.provenance["cost_source"] == "config"
+    with pytest.raises(ConfigError, match="engine.costs.grad_s"):
+        validate(compose_cfg(over + ["engine.costs.grad_s=0.01"]))
+    with pytest.raises(ConfigError, match="engine.compute_base_s"):
+        validate(compose_cfg(over[:-4] + ["engine.compute_base_s=null"]))

@@ -1,0 +1,82 @@
+"""Emulated compute on the real engines (engine.compute=emulated): targets met, learning unchanged, overruns
+counted, compute times reported per gradient (experiments/engines/emulation.py)."""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from conftest import QuadraticProblem
+from experiments.engines.emulation import Emulator, compute_times_rows
+from test_real_engines import run_engine
+
+
+class SlowGradQuadratic(QuadraticProblem):
+    """QuadraticProblem whose gradient really takes ``grad_s`` seconds (a sleep)."""
+
+    def __init__(self, grad_s: float) -> None:
+        super().__init__()
+        self.grad_s = grad_s
+
+    def loss_grad(self, x, idx):
+        time.sleep(self.grad_s)
+        return super().loss_grad(x, idx)
+
+
+@pytest.mark.parametrize("engine", ["shared_memory", "distributed"])
+def test_emulated_compute_meets_its_targets_at_p4(tmp_path, engine):
+    base = 0.04  # well above a quadratic gradient (microseconds) and the master's work per gradient
+    result, rec, _ = run_engine(tmp_path, engine, ["workers=4", "updates=80", "engine.compute=emulated",
+                                                   f"engine.compute_base_s={base}", "delay.law=exponential"])
+    log = result.compute_times
+    ratios = [c / t for _, _, c, t in log]
+    assert len(log) == 80 and result.overruns == sum(r > 1.1 for r in ratios) == rec.rows[-1]["overruns"]
+    assert 1.0 <= statistics.median(ratios) <= 1.1
+    assert min(ratios) >= 1.0  # a gradient never ends before its target
+    targets = [t for *_, t in log]
+    assert len(set(targets)) == 80 and 0.5 * base < statistics.mean(targets) < 1.5 * base  # exponential law, mean base
+    assert sorted({w for w, *_ in log}) == [0, 1, 2, 3]
+    for w in range(4):  # per-worker indices count 0, 1, 2, ...
+        idx = [i for ww, i, _, _ in log if ww == w]
+        assert idx == list(range(len(idx)))
+
+
+@pytest.mark.parametrize("engine", ["shared_memory", "distributed"])
+def test_learning_is_unchanged_by_emulation_at_p1(tmp_path, engine):
+    real, rreal, _ = run_engine(tmp_path / "a", engine, ["workers=1", "updates=40", "eval_every=0.25"])
+    emu, remu, _ = run_engine(tmp_path / "b", engine, ["workers=1", "updates=40", "eval_every=0.25",
+                                                       "engine.compute=emulated", "engine.compute_base_s=0.003"])
+    assert [r["train_loss"] for r in rreal.rows] == [r["train_loss"] for r in remu.rows]
+    assert real.overruns is None and emu.overruns == sum(c > 1.1 * t for *_, c, t in emu.compute_times)
+    assert all(math.isnan(t) for *_, t in real.compute_times)  # real compute: timed, no target
+    assert all(c >= t for *_, c, t in emu.compute_times)
+    # P = 1: the 35 gradients after the 5 warm-up updates follow one another, each at least its 3 ms target
+    assert emu.time_s >= 35 * 0.003
+
+
+def test_overruns_are_counted(tmp_path):
+    # gradients that really take 10 ms against targets of 1 ms: every one overruns (ends > 10% late)
+    result, rec, _ = run_engine(tmp_path, "shared_memory", ["workers=2", "updates=20", "engine.compute=emulated",
+                                                            "engine.compute_base_s=0.001"], SlowGradQuadratic(0.01))
+    assert result.overruns == 20 == rec.rows[-1]["overruns"]
+    assert all(c >= 0.01 and t == pytest.approx(0.001) for *_, c, t in result.compute_times)
+
+
+def test_emulator_draws_the_law_of_the_simulated_engine():
+    cfg = OmegaConf.create({"workers": 3, "seed": 0, "delay": {"model": "timing", "law": "constant", "sigma": 0.0,
+                                                                "slow_workers": 1, "slowdown": 4.0}})
+    slow, fast = Emulator(cfg, 0, 0.002), Emulator(cfg, 1, 0.002)
+    t0 = time.perf_counter()
+    c, t, over = slow.finish(t0)
+    assert t == pytest.approx(0.008) and c >= 0.008 and over == (c > 1.1 * t)
+    assert fast.finish(time.perf_counter())[1] == pytest.approx(0.002)
+    assert Emulator(cfg, 1, 0.002).finish(time.perf_counter() - 0.01)[2]  # began 10 ms ago: late, an overrun
+    c, t, over = Emulator(None, 0, None).finish(time.perf_counter())
+    assert math.isnan(t) and not over and c >= 0
+    rows = compute_times_rows([(0, 0, 0.5, float("nan")), (1, 0, 0.2, 0.1)])
+    assert rows == [{"worker": 0, "index": 0, "compute_s": 0.5, "target_s": ""},
+                    {"worker": 1, "index": 0, "compute_s": 0.2, "target_s": 0.1}]
