@@ -181,7 +181,8 @@ def test_the_simulated_engine_hands_the_rule_the_fixed_delay(tmp_path, monkeypat
     from conftest import compose_cfg
 
     cfg = compose_cfg([f"results_dir={tmp_path}", "batch_size=8", "algorithm=async_sgd", "eval_every=1",
-                       "engine.costs.grad_s=0.01", "engine.costs.update_s=0.0001", "engine.costs.msg_s=0.0002",
+                       "engine.costs.grad_s=0.01", "engine.costs.update_s=0.0001", "engine.costs.latency_s=0.0002",
+                       "engine.costs.overhead_s=0.0001",
                        "delay=fixed", "delay.tau=3", "updates=10", "workers=2"])
     problem = QuadraticProblem()
     rec = Recorder(problem, {"run_id": "t"}, eval_every=1, total_epochs=None, f_star=None, clock="simulated",
@@ -289,10 +290,12 @@ def test_discarding_policies_refuse_a_length_in_updates(tmp_path):
 
 
 def test_a_discarded_gradient_costs_the_master_no_update_time(tmp_path):
-    # fixed delay 3, R = 2, P = 1: one worker, grad 0.01 s, msg 0.0002 s, update 0.0001 s (run_sim's costs)
+    # fixed delay 3, R = 2, P = 1: one worker; run_sim's costs: grad 0.01 s, latency 0.0002 s, overhead 0.00015 s,
+    # update 0.0001 s
     result, _, _ = run_sim(tmp_path, ["delay=fixed", "delay.tau=3", "epochs=1", "workers=1",
                                       "algorithm.policy.name=ringmaster", "algorithm.policy.R=2"])
     n = result.gradients  # 32 gradients, one after another; 3 updates
-    # the initial iterate's message, then per gradient: compute, message back, (update if applied), reply
-    expected = 0.0002 + n * (0.01 + 2 * 0.0002) + 3 * 0.0001
+    # the initial iterate's latency, then per gradient: compute, latency back, the master's overhead (and the update
+    # only if applied), and the new iterate's latency to the worker (none after the last gradient)
+    expected = 0.0002 + n * (0.01 + 0.0002 + 0.00015) + (n - 1) * 0.0002 + 3 * 0.0001
     assert math.isclose(result.time_s, expected, rel_tol=1e-12)
