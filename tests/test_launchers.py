@@ -121,13 +121,15 @@ def test_plan_splits_a_mixed_experiment_by_clock_and_keeps_the_others_whole(tmp_
 @needs_data
 @pytest.mark.slow
 def test_reproduce_jobs_runs_simulated_jobs_side_by_side_and_wall_clock_jobs_alone(tmp_path):
-    """model_validation (smoke) with JOBS=2: its simulated jobs overlap, its shared_memory jobs overlap nothing;
-    the run ids are those of a serial sweep."""
-    events = tmp_path / "events.jsonl"
+    """model_validation (smoke, two seeds) with JOBS=2: its simulated jobs overlap, its shared_memory jobs overlap
+    nothing; a serial sweep of the whole experiment afterwards finds every run finished (same run ids)."""
+    from experiments import calibrate
+
+    out, events = tmp_path / "res", tmp_path / "events.jsonl"
+    assert calibrate.main(["--profile", "smoke", "--results-dir", str(out), "--only", "model_validation"]) == 0
     os.environ["APAM_JOB_EVENTS"] = str(events)
     try:
-        extra = ["seed=0,1", *COSTS]
-        st = reproduce.run_experiment("model_validation", "smoke", tmp_path / "par", False, jobs=2, extra=extra)
+        st = reproduce.run_experiment("model_validation", "smoke", out, False, jobs=2, extra=["seed=0,1"])
     finally:
         del os.environ["APAM_JOB_EVENTS"]
     assert st["status"] == "ran", st
@@ -135,11 +137,13 @@ def test_reproduce_jobs_runs_simulated_jobs_side_by_side_and_wall_clock_jobs_alo
     sim = [s for s in spans.values() if s[2] == "simulated"]
     wall = [s for s in spans.values() if s[2] == "wall"]
     assert len(sim) == 4 and len(wall) == 4
-    assert any(_overlap(a, b) for i, a in enumerate(sim) for b in sim[i + 1:])
+    assert any(_overlap(a, b) for i, a in enumerate(sim) for b in sim[i + 1:]), spans
+    assert len({s[3] for s in sim}) == 2, spans  # two joblib worker processes
     for w in wall:
         assert not any(_overlap(w, o) for o in spans.values() if o is not w)
-    serial = reproduce.run_experiment("model_validation", "smoke", tmp_path / "ser", False, jobs=1, extra=extra)
-    assert serial["status"] == "ran"
-    ids = [r["run_id"] for r in _table(tmp_path / "par" / "model_validation" / "summary.csv")]
-    assert ids == [r["run_id"] for r in _table(tmp_path / "ser" / "model_validation" / "summary.csv")]
-    assert len(ids) == 8
+    traces = {p: p.stat().st_mtime_ns for p in (out / "model_validation" / "runs").glob("*/trace.csv")}
+    assert len(traces) == 8
+    whole = ["experiment=model_validation", "profile=smoke", f"results_dir={out}", "seed=0,1"]
+    assert reproduce.run_sweep("model_validation", "smoke", out, False, overrides=whole)["status"] == "ran"
+    assert {p: p.stat().st_mtime_ns for p in traces} == traces  # every run skipped: finished under the same id
+    assert len(_table(out / "model_validation" / "summary.csv")) == 8
