@@ -8,6 +8,7 @@ import platform
 import re
 import subprocess
 import sys
+import sysconfig
 from importlib import metadata
 from pathlib import Path
 
@@ -66,8 +67,12 @@ def read_lock(path: Path = LOCK_FILE) -> dict[str, str]:
 
 
 def installed() -> dict[str, str]:
-    """Distributions installed in the running interpreter's environment: normalized name -> version."""
-    return {_canonical(d.metadata["Name"]): d.version for d in metadata.distributions() if d.metadata["Name"]}
+    """Distributions installed in the running interpreter's environment (its site-packages folders, not the whole
+    ``sys.path``: setuptools puts its vendored copies of packaging, wheel etc. there once imported, e.g. by
+    ``torch.compile``): normalized name -> version."""
+    paths = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+    return {_canonical(d.metadata["Name"]): d.version for d in metadata.distributions(path=paths)
+            if d.metadata["Name"]}
 
 
 def lock_mismatches(path: Path = LOCK_FILE, env: dict[str, str] | None = None) -> list[str]:

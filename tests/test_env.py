@@ -32,7 +32,10 @@ def _lock_blocks() -> dict[str, list[str]]:
 
 def test_the_venv_holds_exactly_the_locked_versions():
     """What `make` installed (a fresh clone included) is the lock: same names, same versions, nothing else."""
+    import setuptools  # noqa: F401  (puts its vendored packages on sys.path: they are not the environment's)
+
     assert provenance.lock_mismatches() == [], "rebuild the venv from the lock: rm -rf .venv && make venv"
+    assert len(provenance.installed()) == len(provenance.read_lock(LOCK)) + 1  # and the harness itself
 
 
 def test_the_lock_satisfies_every_requirement_of_pyproject():
