@@ -121,7 +121,7 @@ def test_plan_splits_a_mixed_experiment_by_clock_and_keeps_the_others_whole(tmp_
 @needs_data
 @pytest.mark.slow
 def test_reproduce_jobs_runs_simulated_jobs_side_by_side_and_wall_clock_jobs_alone(tmp_path):
-    """model_validation (smoke, two seeds) with JOBS=2: its simulated jobs overlap, its shared_memory jobs overlap
+    """model_validation (smoke, three seeds) with JOBS=2: its simulated jobs overlap, its shared_memory jobs overlap
     nothing; a serial sweep of the whole experiment afterwards finds every run finished (same run ids)."""
     from experiments import calibrate
 
@@ -129,21 +129,22 @@ def test_reproduce_jobs_runs_simulated_jobs_side_by_side_and_wall_clock_jobs_alo
     assert calibrate.main(["--profile", "smoke", "--results-dir", str(out), "--only", "model_validation"]) == 0
     os.environ["APAM_JOB_EVENTS"] = str(events)
     try:
-        st = reproduce.run_experiment("model_validation", "smoke", out, False, jobs=2, extra=["seed=0,1"])
+        # six simulated jobs of 3 epochs (about a second each): more work than the stagger of the workers' start
+        st = reproduce.run_experiment("model_validation", "smoke", out, False, jobs=2, extra=["seed=0,1,2", "epochs=3"])
     finally:
         del os.environ["APAM_JOB_EVENTS"]
     assert st["status"] == "ran", st
     spans = _intervals(_events(events))
     sim = [s for s in spans.values() if s[2] == "simulated"]
     wall = [s for s in spans.values() if s[2] == "wall"]
-    assert len(sim) == 4 and len(wall) == 4
+    assert len(sim) == 6 and len(wall) == 6
     assert any(_overlap(a, b) for i, a in enumerate(sim) for b in sim[i + 1:]), spans
     assert len({s[3] for s in sim}) == 2, spans  # two joblib worker processes
     for w in wall:
         assert not any(_overlap(w, o) for o in spans.values() if o is not w)
     traces = {p: p.stat().st_mtime_ns for p in (out / "model_validation" / "runs").glob("*/trace.csv")}
-    assert len(traces) == 8
-    whole = ["experiment=model_validation", "profile=smoke", f"results_dir={out}", "seed=0,1"]
+    assert len(traces) == 12
+    whole = ["experiment=model_validation", "profile=smoke", f"results_dir={out}", "seed=0,1,2", "epochs=3"]
     assert reproduce.run_sweep("model_validation", "smoke", out, False, overrides=whole)["status"] == "ran"
     assert {p: p.stat().st_mtime_ns for p in traces} == traces  # every run skipped: finished under the same id
-    assert len(_table(out / "model_validation" / "summary.csv")) == 8
+    assert len(_table(out / "model_validation" / "summary.csv")) == 12
