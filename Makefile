@@ -4,28 +4,44 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# exact versions and hashes of every package (dev and launcher extras included); `make lock` regenerates it
+LOCK := requirements-lock.txt
 PROFILE ?= quick
+# simulated-clock jobs run side by side up to JOBS at a time (wall-clock jobs always alone); default: the cores
+JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 # quick writes the committed reference results under results/; other profiles write beside it
 RESULTS ?= $(if $(filter quick,$(PROFILE)),results,results-$(PROFILE))
 FORCE ?= 0
 PYTEST_ARGS ?=
 
-.PHONY: help venv data test test-all reproduce plots calibrate bench clean
+.PHONY: help venv lock data test test-all reproduce plots calibrate bench clean
 
 help:
-	@echo "make reproduce [PROFILE=smoke|quick|long|paper] [FORCE=1]   every experiment, figures, $(RESULTS)/REPORT.md"
+	@echo "make reproduce [PROFILE=smoke|quick|long|paper] [FORCE=1] [JOBS=N]   every experiment, figures, $(RESULTS)/REPORT.md"
 	@echo "make test                                              install what is missing, run the test suite"
 	@echo "make test-all                                          also the slow tests"
+	@echo "make lock [UPGRADE=1]                                  regenerate $(LOCK) from pyproject.toml (pip-compile)"
 	@echo "make data | calibrate | plots | bench | clean"
 
-# The venv is built once and rebuilt when pyproject.toml changes.
-$(STAMP): pyproject.toml
+# The venv holds exactly the lock: its packages at their versions and hashes (pip refuses any other file), nothing
+# else (pip-sync removes the rest), then the project itself without dependencies. Rebuilt when the lock or
+# pyproject.toml changes. The lock is made for CPython 3.11 on Linux x86_64 (this machine's kind).
+$(STAMP): $(LOCK) pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --require-hashes -r $(LOCK)
+	$(VENV)/bin/pip-sync --quiet $(LOCK)
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
 venv: $(STAMP)
+
+# pyproject.toml is the loose spec; the lock pins what it resolves to (pip-compile of pip-tools, locked itself in the
+# dev extra). Existing pins are kept where they still fit; UPGRADE=1 takes the newest versions. Takes minutes.
+lock: $(STAMP)
+	CUSTOM_COMPILE_COMMAND="make lock" $(VENV)/bin/pip-compile --quiet --generate-hashes --allow-unsafe \
+	    --strip-extras --no-emit-index-url --no-emit-find-links --extra dev --extra launchers \
+	    --build-deps-for wheel --build-deps-for editable $(if $(filter 1,$(UPGRADE)),--upgrade,) \
+	    --output-file $(LOCK) pyproject.toml
 
 data: $(STAMP)
 	$(PY) -m problems.data fashion_mnist
@@ -43,7 +59,7 @@ calibrate: $(STAMP) data
 	$(PY) -m experiments.calibrate --profile $(PROFILE) --results-dir $(RESULTS) $(if $(filter 1,$(FORCE)),--force,)
 
 reproduce: $(STAMP) data
-	$(PY) -m experiments.reproduce --profile $(PROFILE) --results-dir $(RESULTS) $(if $(filter 1,$(FORCE)),--force,)
+	$(PY) -m experiments.reproduce --profile $(PROFILE) --results-dir $(RESULTS) --jobs $(JOBS) $(if $(filter 1,$(FORCE)),--force,)
 
 plots: $(STAMP)
 	$(PY) -m plots $(RESULTS) --paper-dir results/paper

@@ -1,14 +1,21 @@
-"""Provenance of a run: code version, package versions, machine, threads (written beside every result)."""
+"""Provenance of a run: code version, package versions, the lock file's hash and whether the environment matches
+it, machine, threads (written beside every result)."""
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
+import re
 import subprocess
 import sys
+import sysconfig
 from importlib import metadata
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+LOCK_FILE = REPO / "requirements-lock.txt"  # made by `make lock` (pip-compile), installed by `make`
+PROJECT = "apam-harness"  # the harness itself: installed from the working tree, not from the lock
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")
 PACKAGES = ("torch", "torchvision", "numpy", "scipy", "pandas", "matplotlib", "hydra-core", "omegaconf",
             "scikit-learn", "tqdm")
 
@@ -40,6 +47,59 @@ def versions() -> dict:
     return out
 
 
+def _canonical(name: str) -> str:
+    """PEP 503 normalized project name (``Jinja2`` -> ``jinja2``, ``typing_extensions`` -> ``typing-extensions``)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def read_lock(path: Path = LOCK_FILE) -> dict[str, str]:
+    """The pins of a pip-compile lock file: normalized name -> version (``name==version`` lines; hashes ignored).
+
+    Raises:
+        FileNotFoundError: no lock file at ``path``.
+    """
+    pins = {}
+    for line in Path(path).read_text().splitlines():
+        m = _PIN.match(line.strip())
+        if m:
+            pins[_canonical(m.group(1))] = m.group(2)
+    return pins
+
+
+def installed() -> dict[str, str]:
+    """Distributions installed in the running interpreter's environment (its site-packages folders, not the whole
+    ``sys.path``: setuptools puts its vendored copies of packaging, wheel etc. there once imported, e.g. by
+    ``torch.compile``): normalized name -> version."""
+    paths = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+    return {_canonical(d.metadata["Name"]): d.version for d in metadata.distributions(path=paths)
+            if d.metadata["Name"]}
+
+
+def lock_mismatches(path: Path = LOCK_FILE, env: dict[str, str] | None = None) -> list[str]:
+    """How the environment differs from the lock, one line per package (empty: exactly the locked versions).
+
+    Args:
+        path: the lock file.
+        env: name -> version of the environment (default: :func:`installed`); the project itself is not compared.
+    """
+    pins, env = read_lock(path), dict(installed() if env is None else env)
+    env.pop(PROJECT, None)
+    out = [f"{n}: locked {v}, " + (f"installed {env[n]}" if n in env else "not installed")
+           for n, v in sorted(pins.items()) if env.get(n) != v]
+    out += [f"{n}: installed {env[n]}, not in the lock" for n in sorted(set(env) - set(pins))]
+    return out
+
+
+def lock_info(path: Path = LOCK_FILE) -> dict:
+    """The lock behind a run: file name, its sha256, and whether the environment holds exactly its versions
+    (``mismatches``: the first 20 differences). ``sha256`` is None when there is no lock file."""
+    if not Path(path).exists():
+        return {"file": Path(path).name, "sha256": None, "matches_env": False, "mismatches": ["no lock file"]}
+    diff = lock_mismatches(path)
+    return {"file": Path(path).name, "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest(),
+            "matches_env": not diff, "mismatches": diff[:20]}
+
+
 def collect(threads: int, device: str) -> dict:
     """Everything a reviewer needs to know where a number came from."""
     import torch
@@ -47,6 +107,7 @@ def collect(threads: int, device: str) -> dict:
     return {
         "git_commit": git_commit(),
         "versions": versions(),
+        "lock": lock_info(),
         "host": platform.node(),
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),

@@ -3,7 +3,11 @@
     python -m experiments.reproduce --profile quick --results-dir results [--force] [--only ID ...]
 
 Resumable: each sweep skips runs whose results exist (``force=true`` reruns them), so an interrupted call
-continues where it stopped. An experiment whose data is missing (or whose settings cannot run here) is skipped with
+continues where it stopped. ``--jobs N`` (``make reproduce JOBS=N``, default: the cores) runs up to N jobs whose
+clock is simulated side by side (Hydra's joblib launcher, ``conf/hydra/launcher/parallel.yaml``), after measuring
+the simulated clock's costs alone (``experiments.calibrate``); jobs that measure wall time (engines
+``shared_memory``, ``distributed``) run one at a time with nothing beside them. Experiments run one after another.
+An experiment whose data is missing (or whose settings cannot run here) is skipped with
 the reason, and the report says so. A figure that cannot be drawn is named with its reason in
 ``reproduce_status.json`` (``figures_missing``), in the report and on stderr; every other figure and the report are
 still written. Exit code 0 when every experiment ran or was skipped for a stated reason and every figure was drawn;
@@ -26,9 +30,50 @@ EXPERIMENTS = ["lr_speedup", "lenet5_speedup", "allcnn_sync_vs_async", "artifici
                "async_methods"]
 
 
-def run_sweep(experiment: str, profile: str, results_dir: Path, force: bool) -> dict:
+def plan_sweeps(experiment: str, profile: str, results_dir: Path, extra: list[str] = ()) -> list[tuple[list[str], bool]]:
+    """An experiment's sweep split by clock: ``[(overrides, simulated), ...]``.
+
+    One sweep when every job has the same clock; otherwise one per clock, each naming its engines
+    (``engine=simulated`` and ``engine=shared_memory,distributed``): the job overrides, hence the run ids, are those
+    of the whole sweep. A sweep that does not compose stays whole (the child reports the error).
+    """
+    from experiments.errors import ConfigError
+    from experiments.precheck import compose_jobs, job_overrides, profile_sweep
+
+    base = [f"experiment={experiment}", f"profile={profile}", f"results_dir={results_dir}", *extra]
+    try:
+        combos, _ = job_overrides(base + profile_sweep(base), multirun=True)  # every value of every key appears
+        clock_of = {cfg.engine.name: cfg.engine.clock for cfg in compose_jobs(combos)}
+    except ConfigError:
+        return [(base, False)]
+    clocks = sorted(set(clock_of.values()), key=lambda c: c != "simulated")
+    if len(clocks) == 1:
+        return [(base, clocks[0] == "simulated")]
+    return [(base + ["engine=" + ",".join(e for e in clock_of if clock_of[e] == c)], c == "simulated")
+            for c in clocks]
+
+
+def run_experiment(experiment: str, profile: str, results_dir: Path, force: bool, jobs: int = 1,
+                   extra: list[str] = ()) -> dict:
+    """Run one experiment's sweeps (:func:`plan_sweeps`): simulated-clock jobs up to ``jobs`` at a time, wall-clock
+    jobs one at a time; return ``{status, message, wall_s}`` as :func:`run_sweep`, over all of them (the first
+    sweep that did not run decides the status)."""
+    out = {"status": "ran", "message": "", "wall_s": 0.0}
+    for overrides, simulated in plan_sweeps(experiment, profile, results_dir, list(extra)):
+        st = run_sweep(experiment, profile, results_dir, force, overrides=overrides,
+                       jobs=jobs if simulated else 1)
+        out["wall_s"] += st["wall_s"]
+        if st["status"] != "ran" and out["status"] == "ran":
+            out.update(status=st["status"], message=st["message"])
+    return out
+
+
+def run_sweep(experiment: str, profile: str, results_dir: Path, force: bool, overrides: list[str] | None = None,
+              jobs: int = 1) -> dict:
     """Run one experiment's sweep in a child process; return ``{status, message, wall_s}``.
 
+    ``overrides``: the sweep's command line (default: ``experiment=<id> profile=<p> results_dir=<dir>``);
+    ``jobs`` > 1 runs its jobs that many at a time with Hydra's joblib launcher (simulated-clock jobs only).
     ``status`` is ``ran``, ``skipped`` (bad input for this machine, e.g. missing data: the child's one-line error is
     the message) or ``crashed``.
     """
@@ -36,8 +81,9 @@ def run_sweep(experiment: str, profile: str, results_dir: Path, force: bool) -> 
     exp_dir.mkdir(parents=True, exist_ok=True)
     err_file = exp_dir / ".sweep_error"
     err_file.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "experiments.run", "-m", f"experiment={experiment}", f"profile={profile}",
-           f"results_dir={results_dir}"] + (["force=true"] if force else [])
+    overrides = overrides or [f"experiment={experiment}", f"profile={profile}", f"results_dir={results_dir}"]
+    launcher = ["hydra/launcher=parallel", f"hydra.launcher.n_jobs={jobs}"] if jobs > 1 else []
+    cmd = [sys.executable, "-m", "experiments.run", "-m", *overrides, *launcher] + (["force=true"] if force else [])
     env = dict(os.environ, APAM_ERROR_FILE=str(err_file), PYTHONUNBUFFERED="1")
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=REPO, env=env)
@@ -61,7 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep-calibration", action="store_true",
                     help="with --force: keep the machine's calibration (e.g. made by make calibrate just before)")
     ap.add_argument("--only", nargs="*", default=None, metavar="ID", help="a subset of experiment ids")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
+                    help="simulated-clock jobs at a time (default: the cores); wall-clock jobs always run alone")
     args = ap.parse_args(argv)
+    if args.jobs < 1:
+        print(f"error: --jobs {args.jobs}: must be an integer >= 1", file=sys.stderr)
+        return 2
     results_dir = args.results_dir or Path("results" if args.profile == "quick" else f"results-{args.profile}")
     experiments = args.only or EXPERIMENTS
     unknown = [e for e in experiments if e not in EXPERIMENTS]
@@ -75,13 +126,18 @@ def main(argv: list[str] | None = None) -> int:
         cal = Calibration()  # the machine's file, shared by every results folder
         cal.drop()  # a forced rerun measures this machine's costs anew (runs measure on first use)
         print(f"dropped {cal.path}: the simulated clock is calibrated anew on this machine", file=sys.stderr)
+    if args.jobs > 1:  # costs measured alone first: jobs side by side would measure each other's load
+        calibrate = [sys.executable, "-m", "experiments.calibrate", "--profile", args.profile, "--only", *experiments]
+        if subprocess.run(calibrate, cwd=REPO, stdout=subprocess.DEVNULL).returncode != 0:
+            print(f"error: calibration failed: {' '.join(calibrate)}", file=sys.stderr)
+            return 1
     status_path = results_dir / "reproduce_status.json"
     statuses = json.loads(status_path.read_text()) if status_path.exists() else {}
     t0 = time.perf_counter()
     for i, exp in enumerate(experiments, 1):
         print(f"== [{i}/{len(experiments)}] {exp} (profile {args.profile})", file=sys.stderr, flush=True)
         summary_before = _summary_bytes(results_dir / exp)
-        st = run_sweep(exp, args.profile, results_dir, args.force)
+        st = run_experiment(exp, args.profile, results_dir, args.force, args.jobs)
         st["profile"] = args.profile
         exp_dir = results_dir / exp
         if (exp_dir / "summary.csv").exists():

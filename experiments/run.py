@@ -121,6 +121,23 @@ def _compute_columns(cfg) -> dict:
     return {"compute": mode, "compute_base_s": float("nan") if base is None else float(base), "transport": transport}
 
 
+def job_event(event: str, run_id: str, cfg) -> None:
+    """Append one JSON line to the file ``$APAM_JOB_EVENTS`` names, when set: a job's ``start`` (after its problem is
+    built, before its config is written) or ``end`` (after its summary row), with its run id, engine, clock, process
+    id and ``time.time()`` in seconds. How a scheduler's behaviour is checked (wall-clock jobs never overlap
+    anything); one short line per ``write`` in append mode, so jobs in several processes share the file."""
+    path = os.environ.get("APAM_JOB_EVENTS")
+    if path:
+        import json
+        import time
+
+        line = json.dumps({"event": event, "run_id": run_id, "experiment": cfg.experiment_id,
+                           "engine": cfg.engine.name, "clock": cfg.engine.clock, "pid": os.getpid(),
+                           "t": time.time()})
+        with open(path, "a") as f:
+            f.write(line + "\n")
+
+
 def execute(cfg: DictConfig, overrides: list[str]) -> str:
     """Run one job of a composed config; return its status (``ok``, ``diverged``, ``failed`` or ``skipped``; ``worker``
     on a torchrun worker rank of engine=distributed, which writes nothing).
@@ -162,6 +179,7 @@ def execute(cfg: DictConfig, overrides: list[str]) -> str:
     rule = build_rule_from_config(cfg.algorithm)
     # f* only where it is unique and cheap to certify (l2 > 0: strongly convex); else traces leave opt_gap empty
     opt = problem.optimum() if cfg.problem.kind in ("logreg", "logreg_libsvm", "logreg_rcv1like") and cfg.problem.l2 > 0 else None
+    job_event("start", run_id, cfg)
     sink.write_config(OmegaConf.to_yaml(cfg), provenance.collect(int(cfg.threads), str(device)))
 
     engine = get_engine(cfg.engine.name)
@@ -200,6 +218,8 @@ def execute(cfg: DictConfig, overrides: list[str]) -> str:
         sink.write_compute_times(compute_times_rows(result.compute_times), COMPUTE_TIMES_COLUMNS)
     row = _summary_row(cfg, run_id, recorder.rows, result, status, message, problem.num_train)
     sink.append_summary(row)
+    job_event("end", run_id, cfg)
+
     def num(v, fmt):
         return "--" if v is None or v != v else format(v, fmt)
 
@@ -214,17 +234,19 @@ def execute(cfg: DictConfig, overrides: list[str]) -> str:
 
 
 _SWEEP_BAR = None
-_SWEEP_DIRS: set[Path] = set()  # experiment folders a multirun wrote to: speedup.csv is refreshed when it ends
+_SWEEP_DIRS: set[Path] = set()  # experiment folders of a multirun's jobs: speedup.csv is refreshed when it ends
 
 
-def _sweep_bar(experiment: str):
-    """One tqdm bar over the jobs of a multirun (the total comes from the precheck); quiet off a terminal."""
+def _sweep_bar(experiment: str, in_process: bool):
+    """One tqdm bar over the jobs of a multirun (the total comes from the precheck); quiet off a terminal, and
+    off when a launcher runs the jobs in other processes (joblib, submitit), where no process sees them all."""
     global _SWEEP_BAR
     if _SWEEP_BAR is None:
         from tqdm.auto import tqdm
 
         total = int(os.environ.get("APAM_SWEEP_JOBS", "0")) or None
-        _SWEEP_BAR = tqdm(total=total, unit="run", desc=f"sweep {experiment}", disable=not sys.stderr.isatty())
+        _SWEEP_BAR = tqdm(total=total, unit="run", desc=f"sweep {experiment}",
+                          disable=not (in_process and sys.stderr.isatty()))
     return _SWEEP_BAR
 
 
@@ -242,18 +264,37 @@ def _hydra_main(cfg: DictConfig) -> None:
         _remove_empty_dirs(Path(cfg.results_dir), recursive=False)
         sys.exit(2)
     if multirun:
-        _sweep_bar(cfg.experiment_id).update(1)
-        _SWEEP_DIRS.add(Path(cfg.results_dir) / cfg.experiment_id)
+        in_process = str(hc.launcher.get("_target_", "")).endswith("BasicLauncher")
+        _sweep_bar(cfg.experiment_id, in_process).update(1)
     if status == "failed" and not multirun:
         sys.exit(1)
 
 
+def sweep_folders(overrides: list[str]) -> set[Path]:
+    """The experiment folders (``<results_dir>/<experiment_id>``) the jobs of a multirun write to, from its
+    overrides alone: known in this process whichever launcher runs the jobs (in this process, in joblib's worker
+    processes, or on SLURM nodes). Composes one config per combination of the keys that place results.
+
+    Raises:
+        ConfigError: the overrides do not compose (the precheck names them first).
+    """
+    import itertools
+
+    from experiments.precheck import _expand, compose_jobs
+
+    expanded = _expand(overrides)
+    placing = {"results_dir", "experiment", "experiment_id"}
+    lists = [vals if k.lstrip("+~") in placing else vals[:1] for k, vals in expanded.items()]
+    combos = [list(c) for c in itertools.product(*lists)] if lists else [[]]
+    return {Path(cfg.results_dir) / cfg.experiment_id for cfg in compose_jobs(combos)}
+
+
 def _write_speedups() -> None:
-    """After a multirun: ``speedup.csv`` (speed-up and efficiency against P = 1) in each experiment folder it
-    wrote to, from that folder's whole ``summary.csv`` (experiments.aggregate)."""
+    """After a multirun: ``speedup.csv`` (speed-up and efficiency against P = 1) in each experiment folder its
+    jobs wrote to, from that folder's whole ``summary.csv`` (experiments.aggregate)."""
     from experiments.aggregate import write_speedup
 
-    for exp_dir in sorted(_SWEEP_DIRS):
+    for exp_dir in sorted(d for d in _SWEEP_DIRS if (d / "summary.csv").exists()):
         path = write_speedup(exp_dir)
         if path is not None:
             print(f"wrote {path}", file=sys.stderr)
@@ -312,6 +353,8 @@ def main() -> None:
                 sys.argv += extra
                 overrides += extra
             os.environ["APAM_SWEEP_JOBS"] = str(precheck(overrides, multirun))
+            if multirun:
+                _SWEEP_DIRS.update(sweep_folders(overrides))
         except ConfigError as exc:
             _report_error(exc)
             sys.exit(2)

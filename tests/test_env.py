@@ -1,0 +1,105 @@
+"""The environment is the lock: the venv holds exactly the locked versions, the lock satisfies pyproject.toml's
+loose spec and pins every package with hashes, and every run's provenance names the lock's hash."""
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+
+import pytest
+from packaging.requirements import Requirement
+
+from conftest import REPO
+from experiments import provenance
+
+LOCK = REPO / "requirements-lock.txt"
+
+
+def _lock_blocks() -> dict[str, list[str]]:
+    """name -> the lines of its entry (pin line and its ``--hash`` lines)."""
+    blocks, name = {}, None
+    for line in LOCK.read_text().splitlines():
+        m = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==", line)
+        if m:
+            name = provenance._canonical(m.group(1))
+            blocks[name] = [line]
+        elif name and line.startswith("    --hash="):
+            blocks[name].append(line)
+        elif not line.startswith(" "):
+            name = None
+    return blocks
+
+
+def test_the_venv_holds_exactly_the_locked_versions():
+    """What `make` installed (a fresh clone included) is the lock: same names, same versions, nothing else."""
+    import setuptools  # noqa: F401  (puts its vendored packages on sys.path: they are not the environment's)
+
+    assert provenance.lock_mismatches() == [], "rebuild the venv from the lock: rm -rf .venv && make venv"
+    assert len(provenance.installed()) == len(provenance.read_lock(LOCK)) + 1  # and the harness itself
+
+
+def test_the_lock_satisfies_every_requirement_of_pyproject():
+    """A stale lock (pyproject.toml changed, `make lock` not rerun) fails here, naming the requirement."""
+    meta = tomllib.loads((REPO / "pyproject.toml").read_text())
+    reqs = list(meta["project"]["dependencies"]) + list(meta["build-system"]["requires"])
+    for extra in meta["project"]["optional-dependencies"].values():
+        reqs += extra
+    assert {"dev", "launchers"} <= set(meta["project"]["optional-dependencies"])
+    pins = provenance.read_lock(LOCK)
+    for text in reqs:
+        req = Requirement(text)
+        if req.marker is not None and not req.marker.evaluate():
+            continue
+        name = provenance._canonical(req.name)
+        assert name in pins, f"{text}: not in the lock (make lock)"
+        assert req.specifier.contains(pins[name], prereleases=True), f"{text}: lock pins {pins[name]} (make lock)"
+
+
+def test_every_locked_package_is_pinned_with_sha256_hashes():
+    blocks = _lock_blocks()
+    assert len(blocks) == len(provenance.read_lock(LOCK)) >= 60
+    for name, lines in blocks.items():
+        hashes = [ln for ln in lines if ln.startswith("    --hash=sha256:")]
+        assert hashes, f"{name}: no hash"
+        assert all(re.fullmatch(r"    --hash=sha256:[0-9a-f]{64}( \\)?", h) for h in hashes), name
+    # the torch wheel on this machine's disk is among torch's hashes (what pip installs here)
+    assert {"torch", "torchvision", "hydra-joblib-launcher", "hydra-submitit-launcher", "pip-tools", "pytest",
+            "setuptools", "pip"} <= set(blocks)
+
+
+def test_lock_mismatches_names_every_difference(tmp_path):
+    lock = tmp_path / "lock.txt"
+    lock.write_text("# comment\nfoo==1.0 \\\n    --hash=sha256:" + "0" * 64 + "\nBar_Baz==2.0\nqux==3\n")
+    assert provenance.read_lock(lock) == {"foo": "1.0", "bar-baz": "2.0", "qux": "3"}
+    env = {"foo": "1.0", "bar-baz": "2.1", "extra": "0.1", "apam-harness": "0.1.0"}
+    assert provenance.lock_mismatches(lock, env) == [
+        "bar-baz: locked 2.0, installed 2.1", "qux: locked 3, not installed", "extra: installed 0.1, not in the lock"]
+    assert provenance.lock_mismatches(lock, {"foo": "1.0", "bar-baz": "2.0", "qux": "3"}) == []
+
+
+def test_provenance_names_the_lock_hash():
+    info = provenance.collect(1, "cpu")["lock"]
+    assert info == {"file": "requirements-lock.txt", "sha256": hashlib.sha256(LOCK.read_bytes()).hexdigest(),
+                    "matches_env": True, "mismatches": []}
+
+
+def test_provenance_without_a_lock_says_so(tmp_path):
+    assert provenance.lock_info(tmp_path / "missing.txt") == {
+        "file": "missing.txt", "sha256": None, "matches_env": False, "mismatches": ["no lock file"]}
+
+
+@pytest.mark.parametrize("target", ["venv", "lock"])
+def test_the_makefile_installs_from_and_regenerates_the_lock(target):
+    """`make -n` shows the commands: install with hashes from the lock, then the project without dependencies;
+    `make lock` is pip-compile with hashes of both extras."""
+    import subprocess
+
+    proc = subprocess.run(["make", "-n", "-B", "-f", "Makefile", target, "VENV=/nonexistent-venv"], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    if target == "venv":
+        assert "pip install --quiet --require-hashes -r requirements-lock.txt" in proc.stdout
+        assert "pip install --quiet --no-deps --no-build-isolation -e ." in proc.stdout
+    else:
+        assert "pip-compile" in proc.stdout and "--generate-hashes" in proc.stdout
+        assert "--extra dev --extra launchers" in proc.stdout and "--output-file requirements-lock.txt" in proc.stdout

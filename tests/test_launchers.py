@@ -1,0 +1,150 @@
+"""Sweeps through Hydra's launchers land exactly as serial ones, and `make reproduce JOBS=N` runs simulated-clock
+jobs side by side while wall-clock jobs run alone (observed through the start/end events the jobs write)."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from experiments import reproduce
+from problems.data import data_root
+
+needs_data = pytest.mark.skipif(not (data_root() / "FashionMNIST" / "raw").exists() and
+                                not (REPO / "data" / "FashionMNIST" / "raw").exists(),
+                                reason="Fashion-MNIST not staged (make data)")
+# fixed costs: a simulated clock independent of the machine and of what runs beside it
+COSTS = ["engine.costs.grad_s=0.001", "engine.costs.update_s=0.00001", "engine.costs.msg_s=0.00001"]
+SWEEP = ["problem=logreg_fmnist", "algorithm=apam,async_sgd", "engine=simulated", "delay=timing", "workers=1,4",
+         "epochs=0.25", "eval_every=0.125", *COSTS]
+
+
+def _sweep(results_dir: Path, *extra: str, events: Path | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, **({"APAM_JOB_EVENTS": str(events)} if events else {}))
+    cmd = [sys.executable, "-m", "experiments.run", "-m", *SWEEP, f"results_dir={results_dir}", *extra]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+
+
+def _table(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return sorted(csv.DictReader(f), key=lambda r: [r.get("run_id", "")] + list(r.values()))
+
+
+def _events(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _intervals(events: list[dict]) -> dict[str, tuple]:
+    """run_id -> (start, end, clock, pid)."""
+    start = {e["run_id"]: e for e in events if e["event"] == "start"}
+    end = {e["run_id"]: e for e in events if e["event"] == "end"}
+    assert set(start) == set(end)
+    return {r: (start[r]["t"], end[r]["t"], start[r]["clock"], start[r]["pid"]) for r in start}
+
+
+def _overlap(a: tuple, b: tuple) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def _assert_same_results(serial: Path, other: Path) -> None:
+    """Every file a serial sweep wrote, equal in the other sweep (summary rows in any order; provenance aside)."""
+    assert _table(other / "adhoc" / "summary.csv") == _table(serial / "adhoc" / "summary.csv")
+    assert _table(other / "adhoc" / "speedup.csv") == _table(serial / "adhoc" / "speedup.csv")
+    runs = sorted(p.relative_to(serial) for p in (serial / "adhoc" / "runs").glob("*/*") if p.name != "provenance.json")
+    assert len(runs) == 4 * 3  # config.yaml, trace.csv, staleness.csv of each run
+    for rel in runs:
+        text = (serial / rel).read_text()
+        assert (other / rel).read_text() == text.replace(str(serial), str(other)), rel
+
+
+@pytest.fixture(scope="module")
+def serial_sweep(tmp_path_factory) -> Path:
+    """The results folder of the sweep run serially (Hydra's basic launcher), shared by the launcher tests."""
+    out = tmp_path_factory.mktemp("serial")
+    proc = _sweep(out)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out
+
+
+@needs_data
+def test_a_joblib_sweep_lands_exactly_as_a_serial_one_and_runs_side_by_side(tmp_path, serial_sweep):
+    events = tmp_path / "events.jsonl"
+    par = _sweep(tmp_path / "parallel", "hydra/launcher=parallel", "hydra.launcher.n_jobs=2", events=events)
+    assert par.returncode == 0, par.stderr[-2000:]
+    _assert_same_results(serial_sweep, tmp_path / "parallel")
+    rows = _table(tmp_path / "parallel" / "adhoc" / "summary.csv")
+    assert len(rows) == 4 and all(r["status"] == "ok" and r["clock"] == "simulated" for r in rows)
+    spans = _intervals(_events(events))
+    assert len(spans) == 4 and len({s[3] for s in spans.values()}) == 2  # two worker processes
+    assert f"wrote {tmp_path / 'parallel' / 'adhoc' / 'speedup.csv'}" in par.stderr  # written by the parent
+    prov = json.loads(next((tmp_path / "parallel" / "adhoc" / "runs").glob("*/provenance.json")).read_text())
+    assert prov["lock"]["file"] == "requirements-lock.txt" and len(prov["lock"]["sha256"]) == 64
+
+
+@needs_data
+@pytest.mark.slow
+def test_a_submitit_local_sweep_lands_exactly_as_a_serial_one(tmp_path, serial_sweep):
+    """Hydra's submitit launcher with its local executor (what `hydra/launcher=slurm` runs on a cluster)."""
+    sub = _sweep(tmp_path / "submitit", "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10")
+    assert sub.returncode == 0, sub.stderr[-2000:]
+    _assert_same_results(serial_sweep, tmp_path / "submitit")
+    assert list((tmp_path / "submitit" / ".hydra" / "sweep" / ".submitit").glob("*/*_log.out"))
+
+
+def test_the_slurm_and_parallel_launcher_configs_compose():
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        slurm = compose("config", overrides=["hydra/launcher=slurm", "hydra.launcher.partition=p"],
+                        return_hydra_config=True).hydra.launcher
+        par = compose("config", overrides=["hydra/launcher=parallel"], return_hydra_config=True).hydra.launcher
+    assert slurm._target_ == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
+    assert (slurm.partition, slurm.cpus_per_task, slurm.nodes, slurm.tasks_per_node) == ("p", 1, 1, 1)
+    assert par._target_ == "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
+    assert par.n_jobs == 2
+
+
+def test_plan_splits_a_mixed_experiment_by_clock_and_keeps_the_others_whole(tmp_path):
+    plan = reproduce.plan_sweeps("model_validation", "quick", tmp_path)
+    base = ["experiment=model_validation", "profile=quick", f"results_dir={tmp_path}"]
+    assert plan == [(base + ["engine=simulated"], True), (base + ["engine=shared_memory,distributed"], False)]
+    assert reproduce.plan_sweeps("lr_speedup", "quick", tmp_path) == [
+        (["experiment=lr_speedup", "profile=quick", f"results_dir={tmp_path}"], True)]
+    assert reproduce.plan_sweeps("lr_speedup", "quick", tmp_path, ["engine=shared_memory"])[0][1] is False
+
+
+@needs_data
+@pytest.mark.slow
+def test_reproduce_jobs_runs_simulated_jobs_side_by_side_and_wall_clock_jobs_alone(tmp_path):
+    """model_validation (smoke, three seeds) with JOBS=2: its simulated jobs overlap, its shared_memory jobs overlap
+    nothing; a serial sweep of the whole experiment afterwards finds every run finished (same run ids)."""
+    from experiments import calibrate
+
+    out, events = tmp_path / "res", tmp_path / "events.jsonl"
+    assert calibrate.main(["--profile", "smoke", "--results-dir", str(out), "--only", "model_validation"]) == 0
+    os.environ["APAM_JOB_EVENTS"] = str(events)
+    try:
+        # six simulated jobs of 3 epochs (about a second each): more work than the stagger of the workers' start
+        st = reproduce.run_experiment("model_validation", "smoke", out, False, jobs=2, extra=["seed=0,1,2", "epochs=3"])
+    finally:
+        del os.environ["APAM_JOB_EVENTS"]
+    assert st["status"] == "ran", st
+    spans = _intervals(_events(events))
+    sim = [s for s in spans.values() if s[2] == "simulated"]
+    wall = [s for s in spans.values() if s[2] == "wall"]
+    assert len(sim) == 6 and len(wall) == 6
+    assert any(_overlap(a, b) for i, a in enumerate(sim) for b in sim[i + 1:]), spans
+    assert len({s[3] for s in sim}) == 2, spans  # two joblib worker processes
+    for w in wall:
+        assert not any(_overlap(w, o) for o in spans.values() if o is not w)
+    traces = {p: p.stat().st_mtime_ns for p in (out / "model_validation" / "runs").glob("*/trace.csv")}
+    assert len(traces) == 12
+    whole = ["experiment=model_validation", "profile=smoke", f"results_dir={out}", "seed=0,1,2", "epochs=3"]
+    assert reproduce.run_sweep("model_validation", "smoke", out, False, overrides=whole)["status"] == "ran"
+    assert {p: p.stat().st_mtime_ns for p in traces} == traces  # every run skipped: finished under the same id
+    assert len(_table(out / "model_validation" / "summary.csv")) == 12
