@@ -43,7 +43,10 @@ def plan_sweeps(experiment: str, profile: str, results_dir: Path, extra: list[st
     base = [f"experiment={experiment}", f"profile={profile}", f"results_dir={results_dir}", *extra]
     try:
         combos, _ = job_overrides(base + profile_sweep(base), multirun=True)  # every value of every key appears
-        clock_of = {cfg.engine.name: cfg.engine.clock for cfg in compose_jobs(combos)}
+        clock_of = {}  # engine option (as named in the sweep, e.g. simulated_distributed) -> its clock
+        for combo, cfg in zip(combos, compose_jobs(combos)):
+            option = next((o.split("=", 1)[1] for o in combo if o.startswith("engine=")), cfg.engine.name)
+            clock_of[option] = cfg.engine.clock
     except ConfigError:
         return [(base, False)]
     clocks = sorted(set(clock_of.values()), key=lambda c: c != "simulated")
