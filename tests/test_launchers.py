@@ -19,7 +19,8 @@ needs_data = pytest.mark.skipif(not (data_root() / "FashionMNIST" / "raw").exist
                                 not (REPO / "data" / "FashionMNIST" / "raw").exists(),
                                 reason="Fashion-MNIST not staged (make data)")
 # fixed costs: a simulated clock independent of the machine and of what runs beside it
-COSTS = ["engine.costs.grad_s=0.001", "engine.costs.update_s=0.00001", "engine.costs.msg_s=0.00001"]
+COSTS = ["engine.costs.grad_s=0.001", "engine.costs.update_s=0.00001", "engine.costs.latency_s=0.00001",
+         "engine.costs.overhead_s=0.00001"]
 SWEEP = ["problem=logreg_fmnist", "algorithm=apam,async_sgd", "engine=simulated", "delay=timing", "workers=1,4",
          "epochs=0.25", "eval_every=0.125", *COSTS]
 
@@ -112,7 +113,8 @@ def test_the_slurm_and_parallel_launcher_configs_compose():
 def test_plan_splits_a_mixed_experiment_by_clock_and_keeps_the_others_whole(tmp_path):
     plan = reproduce.plan_sweeps("model_validation", "quick", tmp_path)
     base = ["experiment=model_validation", "profile=quick", f"results_dir={tmp_path}"]
-    assert plan == [(base + ["engine=simulated"], True), (base + ["engine=shared_memory,distributed"], False)]
+    assert plan == [(base + ["engine=simulated,simulated_distributed"], True),
+                    (base + ["engine=shared_memory,distributed"], False)]
     assert reproduce.plan_sweeps("lr_speedup", "quick", tmp_path) == [
         (["experiment=lr_speedup", "profile=quick", f"results_dir={tmp_path}"], True)]
     assert reproduce.plan_sweeps("lr_speedup", "quick", tmp_path, ["engine=shared_memory"])[0][1] is False
