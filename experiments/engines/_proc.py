@@ -9,7 +9,9 @@ import pickle
 import select
 import signal
 import struct
+import sys
 import time
+import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing import reduction
@@ -335,6 +337,17 @@ def await_ready(conns, procs, deadline: float) -> None:
             if msg != b"R":
                 raise RuntimeError(f"worker {w} sent {msg[:40]!r} instead of ready")
             waiting.discard(w)
+
+
+def report_worker_error(conn, exc: BaseException) -> None:
+    """In a worker process: print ``exc``'s traceback on stderr, send its first line to the master on ``conn`` as an
+    error message (``b"E"`` + text, at most 2,000 bytes; the master raises it), and exit the process with status 1."""
+    traceback.print_exc(file=sys.stderr)
+    try:
+        conn.send_bytes(b"E" + f"{type(exc).__name__}: {exc}".splitlines()[0].encode()[:2000])
+    except OSError:
+        pass
+    sys.exit(1)
 
 
 def describe_exit(proc) -> str:

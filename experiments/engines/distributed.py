@@ -59,7 +59,8 @@ import torch.distributed as dist
 from experiments.engines._driver import Arrival, Lost, drive
 from experiments.engines.emulation import with_emulation, worker_emulator
 from experiments.engines._proc import (WorkerSpec, _Fd, await_ready, deliver, describe_exit, load_problem,
-                                       process_context, reap, receive, sigterm_as_interrupt, split_problem,
+                                       process_context, reap, receive, report_worker_error,
+                                       sigterm_as_interrupt, split_problem,
                                        worker_batches, worker_process_setup)
 from experiments.errors import ConfigError, WorkerLost
 from experiments.sampling import BatchStream
@@ -238,12 +239,7 @@ def _spawned_worker(rank: int, world: int, store_spec: tuple, backend: str, time
     except (EOFError, BrokenPipeError, ConnectionResetError):
         return  # the master is gone (or gave up on the start-up)
     except BaseException as exc:  # noqa: BLE001 - reported to the master, then the process exits
-        traceback.print_exc(file=sys.stderr)
-        try:
-            conn.send_bytes(b"E" + f"{type(exc).__name__}: {exc}".splitlines()[0].encode()[:2000])
-        except OSError:
-            pass
-        sys.exit(1)
+        report_worker_error(conn, exc)
     finally:
         conn.close()
     kind, where, port = store_spec

@@ -60,7 +60,6 @@ import select
 import struct
 import sys
 import time
-import traceback
 from contextlib import nullcontext
 
 import torch
@@ -68,7 +67,8 @@ import torch
 from experiments.engines._driver import Arrival, Lost, drive
 from experiments.engines.emulation import with_emulation, worker_emulator
 from experiments.engines._proc import (WorkerSpec, _Fd, await_ready, deliver, describe_exit, load_problem,
-                                       process_context, reap, receive, sigterm_as_interrupt, split_problem,
+                                       process_context, reap, receive, report_worker_error,
+                                       sigterm_as_interrupt, split_problem,
                                        worker_batches, worker_process_setup)
 from experiments.errors import ConfigError
 from experiments.sampling import BatchStream
@@ -137,12 +137,7 @@ def _worker_main(spec: WorkerSpec, tensors: list, xs: torch.Tensor, grads: torch
     except (EOFError, BrokenPipeError, ConnectionResetError):
         return  # the master is gone
     except BaseException as exc:  # noqa: BLE001 - reported to the master, then the process exits
-        traceback.print_exc(file=sys.stderr)
-        try:
-            conn.send_bytes(b"E" + f"{type(exc).__name__}: {exc}".splitlines()[0].encode()[:2000])
-        except OSError:
-            pass
-        sys.exit(1)
+        report_worker_error(conn, exc)
     finally:
         conn.close()
         os.close(wake.fd)
