@@ -92,7 +92,9 @@ def run_sweep(experiment: str, profile: str, results_dir: Path, force: bool, ove
     proc = subprocess.run(cmd, cwd=REPO, env=env)
     wall = time.perf_counter() - t0
     if proc.returncode == 2 and err_file.exists():
-        msg = err_file.read_text().strip()
+        # paths inside the checkout are written relative to it, so the committed status and report do not depend
+        # on where the repository was cloned
+        msg = err_file.read_text().strip().replace(f"{REPO}{os.sep}", "")
         err_file.unlink()
         return {"status": "skipped", "message": msg, "wall_s": wall}
     if proc.returncode != 0:
