@@ -73,3 +73,16 @@ def compose_cfg(overrides: list[str]):
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3", job_name="test"):
         cfg = compose(config_name="config", overrides=overrides)
     return OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+
+
+def child_pids(parent: int) -> set[int]:
+    """Process ids of every child of ``parent`` (zombies included, until reaped), from /proc's per-thread
+    ``children`` lists; empty when ``parent`` is gone."""
+    kids = set()
+    try:
+        for tid in os.listdir(f"/proc/{parent}/task"):
+            with open(f"/proc/{parent}/task/{tid}/children") as f:
+                kids |= {int(c) for c in f.read().split()}
+    except OSError:
+        pass
+    return kids

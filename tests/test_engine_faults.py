@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 
 from algorithms import build_rule
-from conftest import REPO, QuadraticProblem, compose_cfg
+from conftest import REPO, QuadraticProblem, child_pids, compose_cfg
 from experiments.engines import distributed, shared_memory
 from experiments.engines._proc import load_problem, split_problem
 from experiments.errors import WorkerLost
@@ -72,15 +72,8 @@ def _proc_stat(pid: int) -> tuple[int, str, str] | None:
 
 def _children(parent: int) -> dict[int, tuple[str, str]]:
     """Every child of ``parent`` (zombies included, until reaped): pid -> (state letter, command line)."""
-    kids = set()
-    try:
-        for tid in os.listdir(f"/proc/{parent}/task"):
-            with open(f"/proc/{parent}/task/{tid}/children") as f:
-                kids |= {int(c) for c in f.read().split()}
-    except OSError:
-        pass
     out = {}
-    for pid in kids:
+    for pid in child_pids(parent):
         st = _proc_stat(pid)
         if st is not None and st[0] == parent:
             out[pid] = st[1:]

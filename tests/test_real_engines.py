@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from algorithms import build_rule
-from conftest import REPO, QuadraticProblem, compose_cfg, serial_amsgrad
+from conftest import REPO, QuadraticProblem, child_pids, compose_cfg, serial_amsgrad
 from experiments.engines import distributed, shared_memory
 from experiments.engines._driver import WallClock
 from experiments.engines._proc import FaultPlan, WorkerSpec, worker_batches, worker_cpus, worker_seed
@@ -332,17 +332,6 @@ def test_bad_start_method_is_a_config_error(tmp_path):
 
 
 # ---------------------------------------------------------------------- command line
-def _children(pid: int) -> set[int]:
-    kids = set()
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                kids |= {int(c) for c in f.read().split()}
-    except OSError:
-        pass
-    return kids
-
-
 @pytest.mark.timeout(180)
 @pytest.mark.skipif(not HAS_FMNIST, reason="Fashion-MNIST not staged (make data)")
 @pytest.mark.parametrize("sig", [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)])
@@ -357,13 +346,13 @@ def test_interrupting_the_runner_keeps_the_partial_trace_and_ends_every_worker(t
         workers: set[int] = set()
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
-            workers |= _children(proc.pid)
+            workers |= child_pids(proc.pid)
             done = [float(e) for e in re.findall(r"([0-9.]+)/200 epochs", err.read_text())]
             if done and max(done) >= 0.1:  # trained past the first evaluation points (the progress bar says)
                 break
             time.sleep(0.2)
         assert proc.poll() is None, err.read_text()[-2000:]
-        workers |= _children(proc.pid)
+        workers |= child_pids(proc.pid)
         proc.send_signal(sig)
         proc.wait(60)
     finally:
