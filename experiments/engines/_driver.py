@@ -8,8 +8,9 @@ Work is handed out one gradient at a time: the master copies its current x (vers
 one gradient; w computes it at that copy and reports k back, so the staleness of the update that uses it is
 exactly ``version at apply - k`` (APAM.md §1: "x_hat_k is exactly the iterate the master last sent to that
 worker"). The master hands out exactly the gradients the run asks for (``updates`` K, or ``epochs``), so every
-gradient computed is applied -- none is lost or thrown away, and ``gradients`` equals ``updates`` (async) or
-P x ``updates`` (sync).
+gradient computed reaches the master -- none is lost or thrown away, and without a staleness policy
+``gradients`` equals ``updates`` (async) or P x ``updates`` (sync); a policy (experiments/policies.py) may discard
+gradients it receives, which the ``discarded`` column counts.
 
 Clock (``clock=wall``): ``time.perf_counter`` seconds, started after ``engine.warmup_updates`` updates (at most half
 the run's updates; process start-up and warm-up excluded) and paused around every evaluation. Before an evaluation
@@ -137,7 +138,8 @@ class MasterLoop:
             self.clock.start()
             self.samples_at_start = self.samples
 
-    def _check_loss(self, ev: Arrival) -> None:
+    def _arrived(self, ev: Arrival) -> None:
+        """Bookkeeping of one gradient's arrival: its compute time (and overrun) in the log, then the loss check."""
         self.overruns += log_arrival(self.compute_log, self._counts, ev)
         self.recorder.check_loss(ev.loss, self.samples)
 
@@ -215,7 +217,7 @@ class MasterLoop:
                 if w not in deadlines or w not in self.live:
                     continue
                 del deadlines[w]
-                self._check_loss(ev)
+                self._arrived(ev)
                 m.receive(self.transport.gradient(w), ev.version, worker=w)
                 self._applied(self.batches[w])
                 idle.append(w)
@@ -250,7 +252,7 @@ class MasterLoop:
                         self._lose(ev)  # raises
                     elif ev.worker in deadlines:
                         del deadlines[ev.worker]
-                        self._check_loss(ev)
+                        self._arrived(ev)
             for w in range(self.P):  # in worker order: the round's mean does not depend on arrival order
                 m.receive(self.transport.gradient(w), version, worker=w)
             self._applied(sum(self.batches))
