@@ -56,7 +56,7 @@ test-all: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 calibrate: $(STAMP) data
-	$(PY) -m experiments.calibrate --profile $(PROFILE) --results-dir $(RESULTS) $(if $(filter 1,$(FORCE)),--force,)
+	$(PY) -m experiments.calibrate --profile $(PROFILE) $(if $(filter 1,$(FORCE)),--force,)
 
 reproduce: $(STAMP) data
 	$(PY) -m experiments.reproduce --profile $(PROFILE) --results-dir $(RESULTS) --jobs $(JOBS) $(if $(filter 1,$(FORCE)),--force,)
