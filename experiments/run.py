@@ -99,6 +99,8 @@ def _constant_columns(cfg, run_id: str) -> dict:
         "batch_size": cfg.batch_size, "seed": cfg.seed,
         "policy": (cfg.algorithm.get("policy") or {}).get("name") or "none",  # issue 14
         "lr_factor": cfg.algorithm.get("lr_factor", 1.0),
+        "compute_spread": d.get("spread", "equal") if d.model == "timing" else "equal",
+        "compute_law": d.get("law", "constant") if d.model == "timing" else "constant",
         **_compute_columns(cfg),
     }
 
@@ -107,11 +109,8 @@ def _compute_columns(cfg) -> dict:
     """``compute``: how a gradient's time is made -- ``real`` (computed, as long as it takes), ``emulated`` (a real
     engine waiting for targets, or a simulated clock whose gradient time is given: ``engine.costs.grad_s``);
     ``compute_base_s``: the given base seconds (NaN when calibrated or real); ``transport``: the real engine whose
-    costs the row measured or (simulated) modelled. Together they pair measured and simulated rows.
-    ``compute_spread`` and ``compute_law``: the compute-time model's per-worker spread and law (issue 14; ``equal``
-    and ``constant`` unless ``delay=timing``)."""
-    e, d = cfg.engine, cfg.delay
-    timing = d.model == "timing"
+    costs the row measured or (simulated) modelled. Together they pair measured and simulated rows."""
+    e = cfg.engine
     if e.name == "simulated" and e.get("compute") != "emulated":
         base = (e.get("costs") or {}).get("grad_s")
         mode = "real" if base is None else "emulated"
@@ -119,9 +118,7 @@ def _compute_columns(cfg) -> dict:
         mode = e.get("compute") or "real"
         base = e.get("compute_base_s") if mode == "emulated" else None
     transport = (e.get("transport") or "shared_memory") if e.name == "simulated" else e.name
-    return {"compute_spread": d.get("spread", "equal") if timing else "equal",
-            "compute_law": d.get("law", "constant") if timing else "constant",
-            "compute": mode, "compute_base_s": float("nan") if base is None else float(base), "transport": transport}
+    return {"compute": mode, "compute_base_s": float("nan") if base is None else float(base), "transport": transport}
 
 
 def job_event(event: str, run_id: str, cfg) -> None:
