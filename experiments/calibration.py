@@ -13,7 +13,12 @@ relative spread (max - min) / median is stored beside it):
   (async SGD, whose update is measured beside it and subtracted);
 - ``latency|<engine>|d=<d>``: in-flight time of one message, on the engine itself: one zero-cost worker waits for
   its iterate and its gradient in turn, so seconds per update = 2 latency + update + overhead.
-Message terms are keyed by engine and dimension only: every update rule is timed with the same clock.
+Message terms are keyed by engine and dimension only: every update rule is timed with the same clock. On
+``shared_memory`` both runs force the ``block`` hand-off (key ``shared_memory-block``): with ``auto`` the P = 1 run
+spins on a quiet machine while the saturated one blocks, and their difference is then no latency at all (it gave
+0-2 us, spread 190%, at d = 47,236). ``block`` is what the real engine does on this machine whenever workers and
+master outnumber the cores (P >= 2 on 2 cores), so the simulated clock charges a blocking hand-off: conservative for
+a machine where every worker has a core of its own and could spin.
 
 Where: one JSON file per machine, ``~/.cache/apam-harness/calibration-<host hash>.json`` (:func:`machine_path`;
 ``$APAM_CALIBRATION`` or ``engine.calibration`` name another file), written under a file lock so parallel sweeps
@@ -40,6 +45,7 @@ REPEATS = 5          # repeats of every measurement (the median is used; the spr
 SATURATE_P = 4       # workers that keep a zero-cost master busy (P* of a zero-cost gradient is about 2-3)
 ENGINE_UPDATES = 600  # updates per engine measurement
 TRANSPORTS = ("shared_memory", "distributed")
+HANDOFF = {"shared_memory": "block"}  # the hand-off message terms are measured with (see the module docstring)
 
 
 # ---------------------------------------------------------------------- where
@@ -137,8 +143,10 @@ def update_key(rule_key: str, dim: int) -> str:
 
 
 def message_keys(transport: str, dim: int) -> tuple[str, str]:
-    """(latency key, overhead key) of engine ``transport`` at dimension ``dim``: no rule in them."""
-    return f"latency|{transport}|d={int(dim)}", f"overhead|{transport}|d={int(dim)}"
+    """(latency key, overhead key) of engine ``transport`` at dimension ``dim``: no rule in them; on
+    ``shared_memory`` the hand-off they were measured with (:data:`HANDOFF`)."""
+    name = f"{transport}-{HANDOFF[transport]}" if transport in HANDOFF else transport
+    return f"latency|{name}|d={int(dim)}", f"overhead|{name}|d={int(dim)}"
 
 
 # ---------------------------------------------------------------------- measuring
@@ -229,7 +237,8 @@ def seconds_per_update(transport: str, dim: int, workers: int, updates: int = EN
     cfg = compose_jobs([[f"engine={transport}", f"workers={workers}", f"updates={updates}", "eval_every=1000000000",
                          "batch_size=1", "algorithm=async_sgd", "algorithm.lr=0.001", "delay=timing",
                          "algorithm.lr_schedule=constant", "device=cpu",
-                         "engine.start_method=forkserver"]])[0]
+                         "engine.start_method=forkserver"]
+                        + ([f"engine.handoff={HANDOFF[transport]}"] if transport in HANDOFF else [])])[0]
     problem = ZeroCostProblem(dim)
     recorder = Recorder(problem, {"run_id": "calibration"}, eval_every=1e9, total_epochs=None, f_star=None,
                         clock="wall", progress=False)

@@ -128,3 +128,23 @@ def test_the_simulated_partner_of_an_emulated_run_costs_its_base(tmp_path):
         validate(compose_cfg(over + ["engine.costs.grad_s=0.01"]))
     with pytest.raises(ConfigError, match="engine.compute_base_s"):
         validate(compose_cfg(over[:-4] + ["engine.compute_base_s=null"]))
+
+
+def test_shared_memory_message_terms_are_measured_with_the_blocking_handoff(monkeypatch):
+    """Both runs of the difference (P = 1 and saturated) use the same hand-off, the one named in the key: with
+    ``auto`` a quiet machine spins at P = 1 and blocks when saturated, and the difference is no latency."""
+    import experiments.engines as engines
+
+    seen = {}
+
+    class FakeEngine:
+        def run(self, problem, rule, cfg, recorder):
+            seen.setdefault(cfg.engine.name, []).append(cfg.engine.get("handoff"))
+            return type("R", (), {"status": "ok", "time_s": 1.0, "timed_samples": 10, "samples": 10})()
+
+    monkeypatch.setattr(engines, "get_engine", lambda name: FakeEngine())
+    for t in ("shared_memory", "distributed"):
+        assert cal_mod.seconds_per_update(t, 8, 1, updates=10) == pytest.approx(0.1)
+    assert seen["shared_memory"] == ["block"]
+    assert message_keys("shared_memory", 8) == ("latency|shared_memory-block|d=8", "overhead|shared_memory-block|d=8")
+    assert message_keys("distributed", 8) == ("latency|distributed|d=8", "overhead|distributed|d=8")
