@@ -11,7 +11,9 @@ s_k * alpha_k; for AMSGrad the moments m, v, vhat still take the gradient whatev
 - ``mishchenko2022``: Mishchenko, Bach, Even, Woodworth, "Asynchronous SGD beats minibatch SGD under arbitrary
   delays", NeurIPS 2022, delay-adaptive stepsize gamma_k = min(gamma, 1 / (4 L tau_k)) with gamma = 1 / (4 L n)
   (n workers), i.e. ``s_k = min(1, tau_c / tau_k)``: the full step while tau_k <= tau_c (default tau_c = n = P),
-  then shrinking like 1 / tau_k. Every gradient is applied.
+  then shrinking like 1 / tau_k. Every gradient is applied. Checked against the authors' public code
+  (github.com/konstmish/asynchronous_sgd, code.ipynb, ``lr * num_workers / max(num_workers, delay)`` with delay =
+  updates since the worker took its iterate): the same factor with tau_c = n.
 - ``wu2022``: Wu, Magnusson, Feyzmahdavian, Johansson, "Delay-adaptive step-sizes for asynchronous learning",
   ICML 2022: their step-size principle gamma_k <= max(0, gamma' - sum_{t = k - tau_k}^{k-1} gamma_t) taken with
   equality, gamma' = alpha_k: ``s_k = max(0, 1 - sum_{t = k - tau_k}^{k-1} s_t)`` -- the steps taken while the
@@ -30,8 +32,10 @@ s_k * alpha_k; for AMSGrad the moments m, v, vhat still take the gradient whatev
 Discarded gradients are counted in :attr:`Master.discarded` (trace and summary column ``discarded``); the staleness
 columns and the histogram describe the applied updates only.
 
-The formulas of mishchenko2022 and wu2022 are our reading of the papers' stepsize rules, written in terms of the
-harness's own alpha_k (the papers' constants L and gamma' are unknown in practice; the base step is tuned instead).
+The formulas of mishchenko2022 and wu2022 are written in terms of the harness's own alpha_k (the papers' constants L
+and gamma' are unknown in practice; the base step is tuned instead). mishchenko2022 agrees with the authors' code;
+wu2022 is the paper's step-size principle taken with equality (its "Adaptive 1"-type policy) as we read the paper
+(arXiv 2202.08550, Sec. 3): no code of the authors' was found to check it against.
 """
 from __future__ import annotations
 
