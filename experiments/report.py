@@ -584,7 +584,9 @@ SECTIONS = {"lr_speedup": section_lr_speedup, "lenet5_speedup": section_lenet5_s
             "large_accuracy": section_large, "tau_threshold": section_tau, "tau_threshold_lenet5": section_tau,
             "stragglers": section_stragglers, "model_validation": section_model_validation}
 from experiments.report_async import TITLE as _ASYNC_TITLE, section_async_methods  # noqa: E402  (issue 14)
+from experiments.report_async import TITLE_REAL as _REAL_TITLE, section_async_methods_real  # noqa: E402
 TITLES["async_methods"], SECTIONS["async_methods"] = _ASYNC_TITLE, section_async_methods
+TITLES["async_methods_real"], SECTIONS["async_methods_real"] = _REAL_TITLE, section_async_methods_real
 
 
 def _traces(exp_dir: Path) -> pd.DataFrame:

@@ -96,6 +96,116 @@ def _colors(methods):
     return out
 
 
+def _clock_side(summary: pd.DataFrame) -> pd.Series:
+    """Per row: the real engine a row measured (``clock=wall``: its engine) or modelled (simulated: its
+    ``transport``, shared_memory when absent)."""
+    transport = summary["transport"] if "transport" in summary else pd.Series("shared_memory", index=summary.index)
+    return summary["engine"].where(summary["clock"] == "wall", transport.fillna("shared_memory")).astype(str)
+
+
+def engine_pairs(summary: pd.DataFrame) -> pd.DataFrame:
+    """The real-engine check of the async_methods ranking (async_methods_real): each method's time to target
+    measured on a real engine beside its simulated twin (the simulated runs whose clock modelled that engine).
+
+    Args:
+        summary: summary.csv of a sweep over ``engine`` with both clocks (columns as :func:`best_times`, plus
+            ``clock``, ``engine``, optional ``transport`` and ``overruns``).
+    Returns:
+        DataFrame, one row per (problem, workers, compute_model, engine, algorithm) with a measured and a simulated
+        side: ``measured_s`` / ``simulated_s`` (mean time to target over seeds, seconds, inf when a seed never
+        reached it), ``rank_measured`` / ``rank_simulated`` (1 = fastest within problem, workers, compute model and
+        engine; ties share the lower rank), ``overrun_frac`` (emulated gradients that overran their target time,
+        over all gradients of the measured runs). Empty when no measured run has a simulated twin.
+    """
+    if summary is None or summary.empty or "clock" not in summary:
+        return pd.DataFrame()
+    s = summary.copy()
+    s["side"] = _clock_side(s)
+    sides = []
+    for clock, name in (("wall", "measured"), ("simulated", "simulated")):
+        part = s[s["clock"] == clock]
+        per = [best_times(rows).assign(engine=eng) for eng, rows in part.groupby("side", sort=True)]
+        per = [b for b in per if not b.empty]
+        if not per:
+            return pd.DataFrame()
+        b = pd.concat(per, ignore_index=True).rename(columns={"time_mean": f"{name}_s"})
+        sides.append(b[["problem", "workers", "compute_model", "engine", "algorithm", f"{name}_s"]])
+    keys = ["problem", "workers", "compute_model", "engine", "algorithm"]
+    out = sides[0].merge(sides[1], on=keys, how="inner")
+    for name in ("measured", "simulated"):
+        out[f"rank_{name}"] = out.groupby(keys[:-1])[f"{name}_s"].rank(method="min")
+    wall = s[s["clock"] == "wall"].copy()
+    wall["compute_model"] = [compute_model(r) for r in wall.to_dict("records")]
+    over = pd.to_numeric(wall.get("overruns", pd.Series(0, index=wall.index)), errors="coerce").fillna(0)
+    wall["_over"], wall["engine"] = over, wall["side"]
+    frac = wall.groupby(keys)[["_over", "gradients"]].sum()
+    frac = (frac["_over"] / frac["gradients"].where(frac["gradients"] > 0)).rename("overrun_frac").reset_index()
+    out = out.merge(frac, on=keys, how="left")
+    order = {m: i for i, m in enumerate(METHODS)}
+    return out.sort_values(keys[:-1] + ["algorithm"], key=lambda c: c.map(order) if c.name == "algorithm" else c
+                           ).reset_index(drop=True)
+
+
+def draw_engine_check(exp, fmt="png"):
+    """The real-engine check of async_methods: per problem, one panel per worker count and compute-time model; per
+    method, one bar per real engine (measured, solid) beside its simulated twin (hatched); x: never reached the
+    target. Applies to an async_methods-style sweep (summary.csv has a ``policy`` column) that pairs measured and
+    simulated runs of several methods (:func:`engine_pairs`).
+
+    Returns:
+        list of written paths (``figures/engine_check-<problem>.<fmt>``).
+    """
+    exp = as_experiment(exp)
+    if exp.summary is None or "policy" not in exp.summary:
+        return []
+    pairs = engine_pairs(exp.summary)
+    if pairs.empty or pairs["algorithm"].nunique() < 2 or not np.isfinite(pairs["measured_s"]).any():
+        return []  # nothing reached a target (e.g. model_validation, which has none)
+    written = []
+    for problem, rows in pairs.groupby("problem", sort=True):
+        models = _order(set(rows["compute_model"]), MODELS)
+        panels = [(p, m) for p in sorted(rows["workers"].unique()) for m in models
+                  if not rows[(rows["workers"] == p) & (rows["compute_model"] == m)].empty]
+        engines = sorted(rows["engine"].unique())
+        methods = _order(set(rows["algorithm"]), METHODS)
+        finite = np.concatenate([rows[c].to_numpy(dtype=float) for c in ("measured_s", "simulated_s")])
+        finite = finite[np.isfinite(finite)]
+        top = float(finite.max()) * 1.15 if len(finite) else 1.0
+        fig, axes = style.new_figure(1, len(panels), panel_size=(1.2 + 0.9 * len(methods), 3.6), sharey=True)
+        bars = [(e, side) for e in engines for side in ("measured", "simulated")]
+        width = 0.8 / len(bars)
+        shades = dict(zip(engines, ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728")))
+        for j, (p, model) in enumerate(panels):
+            ax = axes[0][j]
+            panel = rows[(rows["workers"] == p) & (rows["compute_model"] == model)]
+            for k, (eng, side) in enumerate(bars):
+                r = panel[panel["engine"] == eng].set_index("algorithm").reindex(methods)
+                xs = np.arange(len(methods)) + (k - (len(bars) - 1) / 2) * width
+                t = r[f"{side}_s"].to_numpy(dtype=float)
+                ok = np.isfinite(t)
+                ax.bar(xs[ok], t[ok], width, color=shades[eng] if side == "measured" else "white",
+                       edgecolor=shades[eng], hatch=None if side == "measured" else "///", linewidth=0.8)
+                miss = ~ok & r[f"{side}_s"].notna().to_numpy()
+                if miss.any():
+                    ax.plot(xs[miss], [top * 0.97] * int(miss.sum()), "x", color=shades[eng], markersize=5)
+            ax.set_xticks(range(len(methods)))
+            ax.set_xticklabels(methods, rotation=30, ha="right", fontsize=8)
+            ax.set_title(f"P = {int(p)}, {MODEL_LABELS.get(model, model)}")
+            ax.set_ylim(0, top)
+            if j == 0:
+                ax.set_ylabel("time to target (s)")
+        handles = [Patch(facecolor=shades[e] if side == "measured" else "white", edgecolor=shades[e],
+                         hatch=None if side == "measured" else "///") for e, side in bars]
+        labels = [f"{e} {'measured (wall)' if side == 'measured' else 'simulated twin'}" for e, side in bars]
+        fig.legend(handles, labels, loc="outside lower center", ncols=min(4, len(labels)), fontsize="small",
+                   frameon=False)
+        n = int(exp.summary["seed"].nunique()) if "seed" in exp.summary else 1
+        style.title(fig, "async_methods_real", problem, "time to target, real engines beside the simulated clock",
+                    note="emulated compute; x: never reached" + (f"; {style.seeds_note(n)}" if n > 1 else ""))
+        written.append(style.save(fig, exp.path / "figures", style.slug("engine_check", problem), fmt))
+    return written
+
+
 def draw_async_methods(exp, fmt="png"):
     """Grouped bars of time to target (best step factor; mean over seeds, min-max whiskers): one panel per worker
     count, groups = compute-time models, one bar per method; a method that never reaches the target is marked x
@@ -108,6 +218,8 @@ def draw_async_methods(exp, fmt="png"):
     summary = exp.summary
     if summary is None or "policy" not in summary or "time_to_target_s" not in summary:
         return []
+    if "clock" in summary and summary["clock"].nunique() > 1:
+        return []  # measured and simulated runs side by side: draw_engine_check draws them, never mixed here
     best = best_times(summary)
     if best.empty or best["algorithm"].nunique() < 2:
         return []

@@ -94,7 +94,9 @@ def draw_curves_by_workers(exp, fmt="png"):
                 ax = axes[row][col]
                 for w in workers:
                     runs = group[group["workers"] == w]
-                    n = _plot_mean_band(ax, runs, xcol, ycol, colors[w], style.workers_text(w))
+                    label = ", ".join(t for t in (style.workers_text(w), style.delay_text(
+                        exp.summary, problem=problem, algorithm=algorithm, engine=engine, clock=clock, workers=w)) if t)
+                    n = _plot_mean_band(ax, runs, xcol, ycol, colors[w], label)
                     n_seeds = max(n_seeds, n)
                 if ycol == "test_acc":
                     _paper_levels(ax, levels)
@@ -138,7 +140,9 @@ def draw_algorithm_comparison(exp, fmt="png"):
                     ax = axes[row][col]
                     for algorithm in algorithms:
                         runs = group[(group["workers"] == w) & (group["algorithm"] == algorithm)]
-                        n = _plot_mean_band(ax, runs, xcol, ycol, style.color_for(algorithm), algorithm)
+                        label = ", ".join(t for t in (algorithm, style.delay_text(
+                            exp.summary, problem=problem, algorithm=algorithm, engine=engine, clock=clock)) if t)
+                        n = _plot_mean_band(ax, runs, xcol, ycol, style.color_for(algorithm), label)
                         n_seeds = max(n_seeds, n)
                     if ycol == "test_acc":
                         _paper_levels(ax, levels)
@@ -183,7 +187,9 @@ def draw_delay_sweep(exp, fmt="png"):
             ax = axes[0][col]
             for d in delays:
                 runs = group[group["max_delay"] == d]
-                label = f"max delay {style.fmt_num(d)} updates"
+                label = ", ".join(t for t in (f"max delay {style.fmt_num(d)} updates", style.delay_text(
+                    exp.summary, problem=problem, algorithm=algorithm, engine=engine, clock=clock, workers=workers,
+                    max_delay=d)) if t)
                 n_seeds = max(n_seeds, _plot_mean_band(ax, runs, "epoch", ycol, colors[d], label))
             if ycol == "test_acc":
                 _paper_levels(ax, levels)

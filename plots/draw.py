@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from .async_methods import draw_async_methods
+from .async_methods import draw_async_methods, draw_engine_check
 from .curves import draw_algorithm_comparison, draw_curves_by_workers, draw_delay_sweep
 from .data import is_experiment_dir, load_experiment
 from .errors import FigureError, PlotError
@@ -25,6 +25,7 @@ FIGURES = (
     draw_stragglers,
     draw_model_validation,
     draw_async_methods,
+    draw_engine_check,
 )
 
 

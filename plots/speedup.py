@@ -98,7 +98,8 @@ def _speedup_figure(exp, problem, basis, rows, fmt):
     for (algorithm, engine, clock), line in rows.groupby(["algorithm", "engine", "clock"], sort=True):
         line = line.sort_values("workers")
         kw = dict(color=style.color_for(algorithm), linestyle=style.linestyle_for(clock),
-                  marker=style.marker_for(engine), label=style.line_label(algorithm, engine, clock))
+                  marker=style.marker_for(engine), label=style.line_label(algorithm, engine, clock, style.delay_text(
+                      exp.summary, problem=problem, algorithm=algorithm, engine=engine, clock=clock)))
         ax_s.plot(line["workers"], line["speedup"], **kw)
         eff = line["speedup"] / line["workers"]
         ax_e.plot(line["workers"], eff, **kw)
@@ -197,7 +198,8 @@ def _time_per_epoch_figure(exp, problem, rows, fmt):
     all_workers = list(distinct(stats, "workers"))
     for (algorithm, engine, clock), line in stats.groupby(["algorithm", "engine", "clock"], sort=True):
         kw = dict(color=style.color_for(algorithm), linestyle=style.linestyle_for(clock),
-                  marker=style.marker_for(engine), label=style.line_label(algorithm, engine, clock))
+                  marker=style.marker_for(engine), label=style.line_label(algorithm, engine, clock, style.delay_text(
+                      exp.summary, problem=problem, algorithm=algorithm, engine=engine, clock=clock)))
         ax_t.plot(line["workers"], line["mean"], **kw)
         if line["n"].max() > 1:
             ax_t.fill_between(line["workers"], line["min"], line["max"], color=kw["color"], alpha=style.BAND_ALPHA,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 from matplotlib import colormaps
 
 DPI = 130
@@ -205,9 +206,32 @@ def no_data_note(ax, text):
     ax.tick_params(axis="y", which="both", labelleft=False, left=False)
 
 
-def line_label(algorithm, engine, clock):
-    """Legend text of one algorithm x engine x clock line."""
-    return f"{algorithm} · {engine} · {clock} clock"
+def line_label(algorithm, engine, clock, delay=""):
+    """Legend text of one algorithm x engine x clock line, with ``delay`` (:func:`delay_text`) when given."""
+    return f"{algorithm} · {engine} · {clock} clock" + (f" · {delay}" if delay else "")
+
+
+def delay_text(summary, **match):
+    """What made the staleness of the runs of summary.csv whose columns equal ``match`` (e.g. ``problem=...,
+    algorithm=...``): ``delay=timing, mean tau 0.9-29.8`` (the delay model(s), then the range over those runs of
+    their mean staleness, in updates; one value when all agree). '' when the summary or its columns are missing or
+    nothing matches (issue 12 item 3: every legend names the delay model and the mean staleness)."""
+    if summary is None or "delay_model" not in summary or "staleness_mean" not in summary:
+        return ""
+    rows = summary
+    for col, value in match.items():
+        if col not in rows:
+            return ""
+        rows = rows[rows[col] == value]
+    if rows.empty:
+        return ""
+    models = "/".join(sorted(str(m) for m in rows["delay_model"].dropna().unique())) or "?"
+    tau = pd.to_numeric(rows["staleness_mean"], errors="coerce").dropna()
+    if tau.empty:
+        return f"delay={models}"
+    lo, hi = float(tau.min()), float(tau.max())
+    span = fmt_num(round(lo, 1)) if round(lo, 1) == round(hi, 1) else f"{fmt_num(round(lo, 1))}-{fmt_num(round(hi, 1))}"
+    return f"delay={models}, mean tau {span}"
 
 
 def time_label(clock):

@@ -98,3 +98,63 @@ def test_figure_and_report_section_from_the_summary_alone(tmp_path):
     never = _summary().assign(time_to_target_s=lambda d: d["time_to_target_s"].where(d["algorithm"] != "apam"))
     section_async_methods("async_methods", never, None, None, claims)
     assert "APAM did not reach the target" in claims[0][2] and "rennala_sgd" in claims[0][2]
+
+
+def _engine_summary(swap_on_distributed=False, overrun_apam=0):
+    """Three methods on shared_memory and gloo (clock wall) and their simulated twins (transport = the engine the
+    simulated clock modelled); times to target chosen so the simulated order is rennala < apam < sync (never)."""
+    times = {"rennala_sgd": 0.8, "apam": 1.0, "sync_amsgrad": math.nan}
+    rows = []
+    for engine, clock, transport in (("shared_memory", "wall", None), ("distributed", "wall", None),
+                                     ("simulated", "simulated", "shared_memory"),
+                                     ("simulated_distributed", "simulated", "distributed")):
+        for alg, t in times.items():
+            if swap_on_distributed and engine == "distributed" and alg in ("apam", "rennala_sgd"):
+                t = 1.8 - t  # measured order apam < rennala on gloo
+            rows.append(dict(algorithm=alg, engine=engine, clock=clock, transport=transport, time_to_target_s=t,
+                             overruns=overrun_apam if (alg == "apam" and clock == "wall") else 0))
+    base = dict(problem="logreg_fmnist", workers=8, compute_spread="equal", compute_law="constant",
+                straggler_sigma=0.0, straggler_slowdown=1.0, status="ok", gradients=100, discarded=0, policy="none",
+                target_loss=0.45, run_id="r", seed=0, lr_factor=1.0)
+    return pd.DataFrame([{**base, **r} for r in rows])
+
+
+def test_engine_pairs_put_each_measured_run_beside_the_simulated_clock_of_its_engine():
+    from plots.async_methods import engine_pairs
+
+    pairs = engine_pairs(_engine_summary(swap_on_distributed=True, overrun_apam=10)).set_index(
+        ["engine", "algorithm"])
+    assert sorted(pairs.index.get_level_values("engine").unique()) == ["distributed", "shared_memory"]
+    assert pairs.loc[("shared_memory", "apam"), ["measured_s", "simulated_s"]].tolist() == [1.0, 1.0]
+    assert pairs.loc[("distributed", "apam"), ["measured_s", "simulated_s"]].tolist() == pytest.approx([0.8, 1.0])
+    assert pairs.loc[("distributed", "apam"), ["rank_measured", "rank_simulated"]].tolist() == [1, 2]
+    assert pairs.loc[("shared_memory", "rennala_sgd"), ["rank_measured", "rank_simulated"]].tolist() == [1, 1]
+    assert math.isinf(pairs.loc[("shared_memory", "sync_amsgrad"), "measured_s"])
+    assert pairs.loc[("shared_memory", "sync_amsgrad"), "rank_measured"] == 3
+    assert pairs.loc[("shared_memory", "apam"), "overrun_frac"] == pytest.approx(0.1)
+    assert pairs.loc[("shared_memory", "rennala_sgd"), "overrun_frac"] == 0
+
+
+def test_engine_check_section_judges_rank_agreement_and_skips_overrun_columns(tmp_path):
+    from experiments.report_async import section_async_methods_real
+    from plots.async_methods import draw_engine_check
+
+    claims = []
+    text = section_async_methods_real("async_methods_real", _engine_summary(), None, None, claims)
+    assert "| apam | 1 (#2) | 1 (#2) | 1 (#2) | 1 (#2) |" in text
+    assert "distributed: Kendall tau 1.00, fastest measured rennala_sgd, simulated rennala_sgd" in text
+    goal = [c for c in claims if c[0].startswith("goal")]
+    assert len(goal) == 1 and goal[0][1] is True
+    claims = []
+    section_async_methods_real("async_methods_real", _engine_summary(swap_on_distributed=True), None, None, claims)
+    goal = [c for c in claims if c[0].startswith("goal")][0]
+    assert goal[1] is False and "distributed / equal: tau 0.33, fastest apam measured, rennala_sgd simulated" in goal[2]
+    claims = []  # 10% of apam's gradients overran on both engines: no column tests the clock
+    text = section_async_methods_real("async_methods_real", _engine_summary(overrun_apam=10), None, None, claims)
+    assert "10% overran" in text and "**Flagged:**" in text
+    assert [c for c in claims if c[0].startswith("goal")][0][1] is False
+    exp = tmp_path / "async_methods_real"
+    exp.mkdir()
+    _engine_summary().to_csv(exp / "summary.csv", index=False)
+    assert [p.name for p in draw_engine_check(exp)] == ["engine_check-logreg_fmnist.png"]
+    assert draw_async_methods(exp) == []  # never mixes measured and simulated times in one bar chart
