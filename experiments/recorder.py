@@ -41,6 +41,8 @@ class Recorder:
         self.rows: list[dict] = []
         self.master = None
         self._histogram_at_row: Counter = Counter()
+        self._pending: list = []  # (x copy, row columns, histogram) of snapshots not evaluated yet
+        self._pending_bytes = 0
         self._next = 0
         self._initial_loss: float | None = None
         disable = (not sys.stderr.isatty()) if progress is None else (not progress)
@@ -57,8 +59,9 @@ class Recorder:
         return samples >= self._next
 
     def record(self, x, samples: int, updates: int, gradients: int, time_s: float,
-               staleness: tuple[float, int]) -> dict:
-        """Evaluate ``x`` on the full train and test sets and append a trace row.
+               staleness: tuple[float, int], **extra) -> dict:
+        """Evaluate ``x`` on the full train and test sets and append a trace row (:meth:`snapshot`, then
+        :meth:`flush`).
 
         Args:
             x: the master's iterate, (d,) float32.
@@ -66,26 +69,60 @@ class Recorder:
             updates: master updates applied; gradients: gradients received.
             time_s: seconds on the engine's clock, evaluation excluded.
             staleness: (mean, max) over the updates since the previous row.
+            extra: more columns of this row (e.g. ``overruns``).
 
         Raises:
             Diverged: the loss is not finite or has grown past the divergence factor.
         """
-        metrics = self.problem.evaluate(x)
-        epoch = samples / self.problem.num_train
-        row = dict(self.columns)
-        row.update(epoch=epoch, updates=updates, gradients=gradients, clock=self.clock, time_s=time_s,
-                   train_loss=metrics["train_loss"], train_acc=metrics["train_acc"],
-                   test_loss=metrics["test_loss"], test_acc=metrics["test_acc"],
-                   staleness_mean=staleness[0], staleness_max=staleness[1],
-                   discarded=self.master.discarded if self.master is not None else 0,  # a policy's (issue 14)
-                   opt_gap=(metrics["train_loss"] - self.f_star) if self.f_star is not None else float("nan"))
-        self.rows.append(row)
-        if self.master is not None:  # O(distinct staleness values): the histogram this row's updates produced
-            self._histogram_at_row = Counter(self.master.histogram)
+        self.snapshot(x, samples, updates, gradients, time_s, staleness, **extra)
+        return self.flush()[-1]
+
+    def snapshot(self, x, samples: int, updates: int, gradients: int, time_s: float,
+                 staleness: tuple[float, int], **extra) -> int:
+        """Keep a copy of ``x`` and the row's counters for evaluation later (:meth:`flush`), so a real engine's
+        master goes on at once instead of stopping its workers for an evaluation. Arguments as :meth:`record`.
+        Returns the bytes now held by pending snapshots."""
+        columns = dict(epoch=samples / self.problem.num_train, updates=updates, gradients=gradients,
+                       clock=self.clock, time_s=time_s, staleness_mean=staleness[0], staleness_max=staleness[1],
+                       discarded=self.master.discarded if self.master is not None else 0,  # a policy's (issue 14)
+                       **extra)
+        hist = Counter(self.master.histogram) if self.master is not None else Counter()
+        self._pending.append((x.detach().clone(), columns, hist))
+        self._pending_bytes += x.numel() * x.element_size()
         while self._next <= samples:
             self._next += self.eval_every_samples
-        self._bar.update(epoch - self._bar_epochs)
-        self._bar_epochs = epoch
+        self._bar.update(columns["epoch"] - self._bar_epochs)  # progress shows now; the loss when evaluated
+        self._bar_epochs = columns["epoch"]
+        return self._pending_bytes
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes held by snapshots not evaluated yet."""
+        return self._pending_bytes
+
+    def flush(self) -> list[dict]:
+        """Evaluate every pending snapshot in order and append their rows; return the rows appended.
+
+        Raises:
+            Diverged: at the first row whose loss is not finite or has grown past the divergence factor (the rows
+            before it are kept, the later snapshots dropped).
+        """
+        out = []
+        pending, self._pending, self._pending_bytes = self._pending, [], 0
+        for x, columns, hist in pending:
+            out.append(self._row(x, columns, hist))
+        return out
+
+    def _row(self, x, columns: dict, hist: Counter) -> dict:
+        metrics = self.problem.evaluate(x)
+        epoch = columns["epoch"]
+        row = dict(self.columns)
+        row.update(columns)
+        row.update(train_loss=metrics["train_loss"], train_acc=metrics["train_acc"],
+                   test_loss=metrics["test_loss"], test_acc=metrics["test_acc"],
+                   opt_gap=(metrics["train_loss"] - self.f_star) if self.f_star is not None else float("nan"))
+        self.rows.append(row)
+        self._histogram_at_row = hist  # the histogram this row's updates produced
         self._bar.set_postfix(loss=f"{metrics['train_loss']:.4g}", acc=f"{metrics['test_acc']:.3f}", refresh=False)
         loss = metrics["train_loss"]
         if self._initial_loss is None:

@@ -198,6 +198,9 @@ def validate(cfg) -> None:
         _positive(cfg, "engine.timeout_s")
         _require(e.on_worker_loss in ("continue", "fail"), "engine.on_worker_loss", e.on_worker_loss,
                  "must be continue or fail")
+        _require(e.get("evaluation", "snapshot") in ("snapshot", "drain"), "engine.evaluation", e.get("evaluation"),
+                 "must be snapshot or drain")
+        _positive(cfg, "engine.snapshot_mb", allow_none=True)
         _require(e.fault.get("mode", "kill") in ("kill", "hang"), "engine.fault.mode", e.fault.get("mode"),
                  "must be kill or hang")
         _require(e.get("start_method", "spawn") in ("spawn", "forkserver"), "engine.start_method",

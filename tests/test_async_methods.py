@@ -158,3 +158,15 @@ def test_engine_check_section_judges_rank_agreement_and_skips_overrun_columns(tm
     _engine_summary().to_csv(exp / "summary.csv", index=False)
     assert [p.name for p in draw_engine_check(exp)] == ["engine_check-logreg_fmnist.png"]
     assert draw_async_methods(exp) == []  # never mixes measured and simulated times in one bar chart
+
+
+def test_engine_check_counts_a_tie_for_fastest_as_agreement():
+    from experiments.report_async import section_async_methods_real
+
+    s = _engine_summary()
+    sim_rennala = (s["clock"] == "simulated") & (s["algorithm"] == "rennala_sgd")
+    s.loc[sim_rennala, "time_to_target_s"] = 1.0  # simulated: rennala and apam tie; measured: rennala fastest
+    claims = []
+    text = section_async_methods_real("async_methods_real", s, None, None, claims)
+    assert "fastest measured rennala_sgd, simulated apam = rennala_sgd" in text
+    assert [c for c in claims if c[0].startswith("goal")][0][1] is True

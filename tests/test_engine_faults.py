@@ -177,13 +177,14 @@ def test_the_problem_travels_without_its_tensors():
 
 # ---------------------------------------------------------------------- item 7: leftovers
 class ZombieWatch(Recorder):
-    """A Recorder that, at every evaluation, notes this process's zombie children (the master goes on meanwhile)."""
+    """A Recorder that, at every evaluation point (a snapshot, evaluated later; ``record`` takes one too), notes this
+    process's zombie children (the master goes on meanwhile)."""
 
     zombies: list[list[int]] = []
 
-    def record(self, *args, **kwargs):
+    def snapshot(self, *args, **kwargs):
         ZombieWatch.zombies.append(sorted(p for p, (state, _) in _children(os.getpid()).items() if state == "Z"))
-        return super().record(*args, **kwargs)
+        return super().snapshot(*args, **kwargs)
 
 
 @pytest.mark.timeout(120)
@@ -202,11 +203,12 @@ def test_a_lost_worker_is_reaped_while_the_master_goes_on(tmp_path, engine):
 
 
 class Announcing(Recorder):
-    """A Recorder that prints ``evaluated`` at every evaluation (a parent process learns the run is under way)."""
+    """A Recorder that prints ``evaluated`` at every evaluation point (a snapshot; ``record`` takes one too): a
+    parent process learns the run is under way."""
 
-    def record(self, *args, **kwargs):
+    def snapshot(self, *args, **kwargs):
         print("evaluated", flush=True)
-        return super().record(*args, **kwargs)
+        return super().snapshot(*args, **kwargs)
 
 
 @pytest.mark.slow  # about 25 s on our loaded 2-core machine (a fresh interpreter, then spawn)

@@ -160,6 +160,52 @@ def test_wall_clock_excludes_evaluation(tmp_path):
     assert times == sorted(times) and times[0] == 0.0
 
 
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_snapshot_evaluation_keeps_the_steady_state_staleness_that_draining_lowers(tmp_path, engine):
+    """P = 4 equal emulated workers: in steady state every gradient has staleness P - 1 = 3. Evaluating every 8
+    updates by draining restarts the pipeline each time (staleness 0, 1, 2 after it); snapshots keep the workers
+    going, so only the start ramps up. Both evaluate at the same points (the snapshot's copy is the x of then)."""
+    common = ["workers=4", "updates=96", "engine.warmup_updates=0", "eval_every=0.25", "engine.compute=emulated",
+              "engine.compute_base_s=0.004"]
+    snap, rec_s, _ = run_engine(tmp_path / "s", engine, common + ["engine.evaluation=snapshot"])
+    drain, rec_d, _ = run_engine(tmp_path / "d", engine, common + ["engine.evaluation=drain"])
+    assert [r["updates"] for r in rec_s.rows] == [0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96]
+    assert [r["updates"] for r in rec_d.rows][1:] >= [8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96]
+    tau_s = sum(k * n for k, n in snap.histogram.items()) / snap.updates
+    tau_d = sum(k * n for k, n in drain.histogram.items()) / drain.updates
+    assert tau_s > 2.8 and tau_d < 2.5, (tau_s, tau_d)  # snapshot: (0+1+2+3*93)/96 = 2.94; drain: (0+1+2+3*5)/8 = 2.25
+    assert [r["time_s"] for r in rec_s.rows] == sorted(r["time_s"] for r in rec_s.rows)
+    for rows in (rec_s.rows, rec_d.rows):  # every row evaluates the x of its own update count
+        losses = [r["train_loss"] for r in rows]
+        assert losses[0] > losses[-1] and len(set(losses)) == len(losses)
+
+
+def test_recorder_snapshots_copy_x_and_flush_in_order_keeping_rows_before_a_divergence():
+    import math as _m
+
+    from experiments.recorder import Diverged
+
+    problem = QuadraticProblem()
+    rec = Recorder(problem, {"run_id": "t"}, eval_every=0.5, total_epochs=None, f_star=None, clock="wall",
+                   progress=False)
+    x = problem.init_params(0)
+    direct = problem.evaluate(x)["train_loss"]
+    rec.snapshot(x, 0, 0, 0, 0.0, (0.0, 0))
+    x += 1.0  # the master updates x in place: the snapshot must not see it
+    rec.snapshot(x, 128, 16, 16, 0.1, (1.0, 1), overruns=2)
+    assert rec.rows == [] and rec.pending_bytes == 2 * x.numel() * 4 and not rec.due(64)
+    rows = rec.flush()
+    assert [r["updates"] for r in rows] == [0, 16] and rows[0]["train_loss"] == direct
+    assert rows[1]["overruns"] == 2 and rows[1]["train_loss"] == problem.evaluate(x)["train_loss"]
+    assert rec.pending_bytes == 0 and rec.flush() == []
+    rec.snapshot(x * _m.inf, 256, 32, 32, 0.2, (1.0, 1))
+    rec.snapshot(x, 384, 48, 48, 0.3, (1.0, 1))
+    with pytest.raises(Diverged):
+        rec.flush()
+    assert [r["updates"] for r in rec.rows] == [0, 16, 32] and rec.pending_bytes == 0
+
+
 # ---------------------------------------------------------------------- faults
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("engine", ENGINES)
