@@ -136,22 +136,29 @@ def compare_to_paper(ours: pd.Series, paper: pd.Series, band: float = PAPER_BAND
 def clock_backing(results_dir: str | Path) -> tuple[bool, float | None]:
     """Does model_validation back the simulated clock? (backed, mean |relative error| or None).
 
-    Hook for the model_validation experiment (helper clock): reads ``<results_dir>/model_validation/summary.csv``
-    and compares the simulated time per epoch with the measured one (clock ``wall``) of the same (problem,
-    algorithm, workers). Backed when the mean |error| <= CLOCK_TOLERANCE. (False, None) without those runs.
+    Reads ``<results_dir>/model_validation/summary.csv`` and pairs each measured time per epoch (clock ``wall``)
+    with the simulated one of the same problem, algorithm, workers and setting -- compute mode, emulated base
+    seconds, the engine the clock modelled (:func:`plots.validation.pair_clocks`) -- leaving out measured runs whose
+    emulated gradients overran their targets on more than ``OVERRUN_FLAG`` of them (the machine did not run what
+    was asked, so they do not test the clock). Backed when the mean |error| <= CLOCK_TOLERANCE. (False, None)
+    without such pairs.
     """
+    from experiments.engines.emulation import OVERRUN_FLAG
+    from plots.validation import pair_clocks
+
     path = Path(results_dir) / "model_validation" / "summary.csv"
     if not path.exists():
         return False, None
     s = pd.read_csv(path)
     s = s[s["status"] == "ok"]
-    keys = ["problem", "algorithm", "workers"]
-    sim = s[s["clock"] == "simulated"].groupby(keys)["time_per_epoch_s"].mean()
-    wall = s[s["clock"] == "wall"].groupby(keys + ["engine"])["time_per_epoch_s"].mean()
-    errs = [abs(sim[k[:3]] - v) / v for k, v in wall.items() if k[:3] in sim.index and v > 0]
-    if not errs:
+    if "overruns" in s:
+        frac = pd.to_numeric(s["overruns"], errors="coerce").fillna(0) / s["gradients"].where(s["gradients"] > 0)
+        s = s[~((s["clock"] == "wall") & (frac > OVERRUN_FLAG))]
+    pairs = pair_clocks(s)
+    errs = pairs["percent_error"].abs().dropna() / 100.0
+    if errs.empty:
         return False, None
-    err = sum(errs) / len(errs)
+    err = float(errs.mean())
     return err <= CLOCK_TOLERANCE, err
 
 
