@@ -231,3 +231,17 @@ def test_artificial_delay_on_the_papers_problem_names_the_papers_accuracy():
     R.section_artificial_delay("artificial_delay", ok.assign(final_test_acc=0.80), pd.DataFrame(), paper, out,
                                _trace(ok.run_id, FLAT))
     assert out[0][1] is False                                   # all equal, but 0.08 below the paper's 0.88
+
+
+def test_staleness_tv_compares_each_measured_histogram_with_its_simulated_twin():
+    base = {"problem": "q", "algorithm": "apam", "workers": 4, "compute": "emulated", "compute_base_s": 0.05,
+            "status": "ok", "seed": 0}
+    ok = pd.DataFrame([{**base, "run_id": "sim", "clock": "simulated", "engine": "simulated",
+                        "transport": "shared_memory"},
+                       {**base, "run_id": "shm", "clock": "wall", "engine": "shared_memory", "transport": None},
+                       {**base, "run_id": "gloo", "clock": "wall", "engine": "distributed", "transport": None}])
+    hists = pd.DataFrame([("sim", 3, 100), ("shm", 2, 20), ("shm", 3, 60), ("shm", 4, 20), ("gloo", 3, 10)],
+                         columns=["run_id", "staleness", "count"])
+    tv = R.staleness_tv(ok, hists).set_index("engine")["tau hist TV"]
+    assert tv["shared_memory"] == pytest.approx(0.4)  # 0.5 * (0.2 + 0.4 + 0.2)
+    assert "distributed" not in tv  # its twin would be a simulated_distributed run, which is absent
