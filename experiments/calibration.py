@@ -44,6 +44,7 @@ from experiments.costmodel import CostModel
 REPEATS = 5          # repeats of every measurement (the median is used; the spread is reported)
 SATURATE_P = 4       # workers that keep a zero-cost master busy (P* of a zero-cost gradient is about 2-3)
 ENGINE_UPDATES = 600  # updates per engine measurement
+GRAD_BUDGET_S = 3.0   # seconds a gradient repeat may take: slower gradients are timed fewer times per repeat
 TRANSPORTS = ("shared_memory", "distributed")
 HANDOFF = {"shared_memory": "block"}  # the hand-off message terms are measured with (see the module docstring)
 
@@ -183,10 +184,17 @@ def _grad_probe(problem, batch_size: int, reps: int, repeats: int, queue) -> Non
     worker_process_setup(WorkerSpec(0, int(batch_size), 0, 1, FaultPlan(), cpus))
     gen = torch.Generator().manual_seed(0)
     x = problem.init_params(0)
+    grad = getattr(problem, "timed_loss_grad", problem.loss_grad)  # a timing-only problem's real cost
+    idx = torch.randint(0, problem.num_train, (int(batch_size),), generator=gen)
+    t0 = time.perf_counter()
+    grad(x, idx)  # first call: builds the worker's buffers; sizes the repeats
+    first = time.perf_counter() - t0
+    if first * reps > GRAD_BUDGET_S:  # a slow gradient (a large net): fewer calls, the same number of repeats
+        reps = max(1, int(GRAD_BUDGET_S / first))
     out = []
     for _ in range(repeats):
         idx = torch.randint(0, problem.num_train, (int(batch_size),), generator=gen)
-        out.append(_median_time(lambda: problem.loss_grad(x, idx), reps))
+        out.append(_median_time(lambda: grad(x, idx), reps, warmup=0 if reps < 3 else 3))  # slow: warm already
     queue.put(out)
 
 
@@ -227,9 +235,17 @@ class ZeroCostProblem:
         return {"train_loss": 0.0, "train_acc": 0.0, "test_loss": 0.0, "test_acc": 0.0}
 
 
-def seconds_per_update(transport: str, dim: int, workers: int, updates: int = ENGINE_UPDATES) -> float:
+def engine_updates(dim: int) -> int:
+    """Updates per engine measurement at dimension ``dim``: ENGINE_UPDATES, fewer for large d (each message copies
+    4 d bytes: at d = 11 M, 45 MB) so that one measurement stays near a second; at least 50."""
+    return int(max(50, min(ENGINE_UPDATES, 2e8 // (4 * int(dim)))))
+
+
+def seconds_per_update(transport: str, dim: int, workers: int, updates: int | None = None) -> float:
     """Wall seconds per update of async SGD on engine ``transport`` with ``workers`` zero-cost workers (real
-    compute, no emulation), over the updates the engine's clock timed."""
+    compute, no emulation), over the updates the engine's clock timed (``updates``: default
+    :func:`engine_updates`)."""
+    updates = engine_updates(dim) if updates is None else updates
     from experiments.engines import get_engine
     from experiments.precheck import compose_jobs
     from experiments.recorder import Recorder

@@ -22,7 +22,7 @@ from problems.logreg import LogisticRegression
 __all__ = ["AllCNN", "CNNProblem", "KINDS", "LeNet5", "LogisticRegression", "MODELS", "Problem", "build_problem",
            "optimum_cache_dir", "resnet18_cifar"]
 
-KINDS = ("logreg", "logreg_libsvm", "logreg_rcv1like", "cnn")
+KINDS = ("logreg", "logreg_libsvm", "logreg_rcv1like", "cnn", "cnn_timing")
 CACHE_SUBDIR = "cache"
 
 
@@ -146,6 +146,26 @@ def _cnn(cfg, root: Path, device: torch.device) -> CNNProblem:
                       eval_batch_size=_opt_int(cfg, "eval_batch_size") or 1000)
 
 
+def _cnn_timing(cfg, device: torch.device):
+    from problems.timing import TimingOnlyCNN, fake_images
+
+    model = str(_req(cfg, "model", "cnn_timing"))
+    if model not in MODELS:
+        raise ValueError(f"unknown problem.model {model!r}; expected one of {', '.join(MODELS)}")
+    shape = tuple(int(v) for v in _req(cfg, "image_shape", "cnn_timing"))
+    if len(shape) != 3 or min(shape) < 1:
+        raise ValueError(f"problem.image_shape={list(shape)}: must be [channels, height, width], each >= 1")
+    classes = int(_req(cfg, "classes", "cnn_timing"))
+    pool = _opt_int(cfg, "pool") or 256
+    x, y = fake_images(pool, shape, classes, seed=_opt_int(cfg, "seed", minimum=0) or 0)
+    if model == "lenet5":
+        factory = functools.partial(LeNet5, in_channels=shape[0], num_classes=classes, image_size=shape[1])
+    else:
+        factory = functools.partial(MODELS[model], in_channels=shape[0], num_classes=classes)
+    return TimingOnlyCNN(factory, x, y, int(_req(cfg, "num_train", "cnn_timing")), device=device,
+                         name=str(_get(cfg, "name") or f"{model}_timing"))
+
+
 def build_problem(cfg, data_root: str | Path, device: torch.device | str = "cpu") -> Problem:
     """Build the Problem that a `problem` config describes.
 
@@ -162,6 +182,9 @@ def build_problem(cfg, data_root: str | Path, device: torch.device | str = "cpu"
       - `cnn`: model (lenet5 | allcnn | resnet18), dataset, max_train, optional max_test (first N test images),
         eval_batch_size (default 1000), name, standardize (default false: pixels in [0, 1]; true: each channel
         minus the training set's mean, over its std, the same constants applied to the test set).
+      - `cnn_timing`: a net at its true size and gradient cost without its data (problems.timing; time per epoch
+        only, engine=simulated): model, image_shape [C, H, W], classes, num_train (the epoch length to declare),
+        optional pool (FakeData images actually held, default 256), seed, name.
     data_root: the data folder (problems.data.data_root()); optima are cached in `<data_root>/cache`.
     device: where data, parameters and gradients live.
     Raises ValueError for an unknown kind or model, or missing/bad keys; problems.data.DataError (a ValueError)
@@ -177,4 +200,6 @@ def build_problem(cfg, data_root: str | Path, device: torch.device | str = "cpu"
         return _rcv1like_logreg(cfg, root, device)
     if kind == "cnn":
         return _cnn(cfg, root, device)
+    if kind == "cnn_timing":
+        return _cnn_timing(cfg, device)
     raise ValueError(f"unknown problem kind {kind!r}; expected one of {', '.join(KINDS)}")

@@ -58,6 +58,9 @@ CASES = [
     (["results_dir="], "results_dir="),
     (["problem=lenet5_fmnist", "algorithm.eps=0"], "algorithm.eps=0"),  # torch variant: 0/0 on the first step
     (["algorithm.lr_schedule=constant", "algorithm.lr=0.1"], "algorithm.alpha_max=0.01"),  # no silent cap
+    (["problem=resnet18_cinic10_timing", "engine=shared_memory"], "engine=shared_memory"),  # free gradients
+    (["problem=resnet18_cinic10_timing", "problem.target_loss=0.5"], "problem.target_loss=0.5"),
+    (["engine=shared_memory", "engine.evaluation=sometimes"], "engine.evaluation=sometimes"),
 ]
 
 

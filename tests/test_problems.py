@@ -492,3 +492,49 @@ def test_build_problem_logreg_unit_rows(monkeypatch, tmp_path):
     assert p.loss_grad(x, [0])[0] != pytest.approx(raw.loss_grad(x, [0])[0], rel=1e-3)
     with pytest.raises(ValueError, match="row_norm"):
         build_problem({**cfg, "row_norm": "l1"}, data_root=tmp_path, device="cpu")
+
+
+def test_timing_only_cnn_times_the_real_gradient_and_hands_engines_a_free_one():
+    """problems/timing.py: timed_loss_grad is the net's true minibatch gradient (checked against the same net as a
+    CNNProblem on the same pool images); loss_grad is a zero vector and NaN; the epoch has the declared length."""
+    import functools
+    import math
+
+    from omegaconf import OmegaConf
+
+    from problems import build_problem
+    from problems.cnn import CNNProblem, LeNet5
+    from problems.timing import TimingOnlyCNN, fake_images
+
+    cfg = OmegaConf.create({"kind": "cnn_timing", "model": "lenet5", "image_shape": [1, 28, 28], "classes": 10,
+                            "num_train": 60000, "pool": 32, "seed": 3, "name": "lenet5_timing"})
+    p = build_problem(cfg, data_root="unused")
+    assert isinstance(p, TimingOnlyCNN) and p.timing_only and p.num_train == 60000 and p.dim == 61706
+    x = p.init_params(0)
+    loss, g = p.loss_grad(x, [0, 59999])
+    assert math.isnan(loss) and g.shape == (61706,) and g.dtype == torch.float32 and not g.any()
+    assert all(math.isnan(v) for v in p.evaluate(x).values())
+    px, py = fake_images(32, (1, 28, 28), 10, seed=3)
+    assert px.shape == (32, 1, 28, 28) and 0 <= float(px.min()) and float(px.max()) <= 1 and int(py.max()) < 10
+    ref = CNNProblem(functools.partial(LeNet5, in_channels=1, num_classes=10, image_size=28), px, py, px, py)
+    idx = torch.tensor([1, 33, 64 + 5])  # taken modulo the pool of 32: images 1, 1, 5
+    l_t, g_t = p.timed_loss_grad(x, idx)
+    l_r, g_r = ref.loss_grad(x, torch.tensor([1, 1, 5]))
+    assert l_t == pytest.approx(l_r, rel=1e-6) and torch.allclose(g_t, g_r, atol=1e-6)
+    assert p.num_train == 60000  # the declared epoch is back after the timed call
+
+
+def test_a_timing_only_problem_never_diverges_on_its_nan_losses():
+    from experiments.recorder import Recorder
+    from problems.timing import TimingOnlyCNN, fake_images
+    from problems.cnn import LeNet5
+
+    px, py = fake_images(4, (1, 28, 28), 10, seed=0)
+    p = TimingOnlyCNN(LeNet5, px, py, num_train=100)
+    rec = Recorder(p, {"run_id": "t"}, eval_every=0.5, total_epochs=None, f_star=None, clock="simulated",
+                   progress=False)
+    x = p.init_params(0)
+    for k in range(3):
+        rec.record(x, 50 * k, k, k, 0.1 * k, (0.0, 0))
+        rec.check_loss(float("nan"), 50 * k)
+    assert len(rec.rows) == 3
