@@ -221,8 +221,8 @@ def draw_async_methods(exp, fmt="png"):
     if "clock" in summary and summary["clock"].nunique() > 1:
         return []  # measured and simulated runs side by side: draw_engine_check draws them, never mixed here
     best = best_times(summary)
-    if best.empty or best["algorithm"].nunique() < 2:
-        return []
+    if best.empty or best["algorithm"].nunique() < 2 or not np.isfinite(best["time_mean"]).any():
+        return []  # no method reached a target (e.g. a timing-only problem, which has none)
     written = []
     for problem, rows in best.groupby("problem", sort=True):
         workers = sorted(rows["workers"].unique())

@@ -60,6 +60,8 @@ def _simple_groups(traces, keys):
     """Groups of ``keys`` in which nothing but workers/algorithm/seed varies (no sweep column varies within the
     (problem, algorithm, engine, clock) sub-groups)."""
     for key, group in traces.groupby(list(keys), sort=True):
+        if all(group[c].isna().all() for c in ("train_loss", "test_acc") if c in group):
+            continue  # nothing to draw (a timing-only problem's metrics are NaN by design)
         subs = group.groupby(["problem", "algorithm", "engine", "clock"], sort=True)
         if all(_sweeps_constant(sub) for _, sub in subs):
             yield key, group
