@@ -5,8 +5,12 @@ is the model in closed form; the simulated engine uses both. The real engines im
 
 What is measured, each term apart and where it occurs (repeated ``REPEATS`` times; the median is used and the
 relative spread (max - min) / median is stored beside it):
-- ``grad|<problem>|B=<b>|threads=1``: one gradient in a worker process (spawned, set up exactly like an engine's
-  worker: one math thread, pinned, glibc keeps freed memory), median of repeated calls after warm-up;
+- ``grad|<problem>|B=<b>|threads=1|in=shared_memory-block``: one gradient as a worker of a real run computes it: a
+  short P = 1 run on shared_memory with the blocking hand-off (real compute), the medians of its workers'
+  ``compute_s`` (:func:`engine_grad_samples`). A gradient timed in a hot loop is much cheaper than in a run, where
+  the worker waits for its iterate in between and its caches and core go cold (logistic regression B = 64: 45 us hot,
+  135 us in a run; LeNet5 B = 40: 3.9 ms hot, 5.6 ms in a run). A timing-only problem (problems/timing.py), whose
+  engine gradients are free, is timed in a worker-like probe process instead (key ``in=probe``);
 - ``update|<rule key>|d=<d>|threads=1``: one master update, in this process (:func:`rule_calibration_key`);
 - ``overhead|<engine>|d=<d>``: the master's busy time per gradient besides the update, on the engine itself: with
   zero-cost gradients and ``SATURATE_P`` workers the master never waits, so seconds per update = update + overhead
@@ -45,6 +49,9 @@ REPEATS = 5          # repeats of every measurement (the median is used; the spr
 SATURATE_P = 4       # workers that keep a zero-cost master busy (P* of a zero-cost gradient is about 2-3)
 ENGINE_UPDATES = 600  # updates per engine measurement
 GRAD_BUDGET_S = 3.0   # seconds a gradient repeat may take: slower gradients are timed fewer times per repeat
+GRAD_IN = "shared_memory-block"  # where gradients are timed: a P = 1 run of this engine with this hand-off
+GRAD_WARMUP = 5       # gradients of that run left out before the repeats
+GRAD_PER_REPEAT = 20  # gradients per repeat (each repeat's median is one sample)
 TRANSPORTS = ("shared_memory", "distributed")
 HANDOFF = {"shared_memory": "block"}  # the hand-off message terms are measured with (see the module docstring)
 
@@ -136,7 +143,9 @@ def rule_calibration_key(algorithm_cfg, rule, dim: int) -> str:
 
 
 def grad_key(problem, batch_size: int) -> str:
-    return f"grad|{problem.name}|n={problem.num_train}|d={problem.dim}|B={int(batch_size)}|threads=1"
+    """The calibration key of one gradient of ``problem`` at ``batch_size``, naming where it is timed."""
+    where = "probe" if getattr(problem, "timing_only", False) else GRAD_IN
+    return f"grad|{problem.name}|n={problem.num_train}|d={problem.dim}|B={int(batch_size)}|threads=1|in={where}"
 
 
 def update_key(rule_key: str, dim: int) -> str:
@@ -198,9 +207,48 @@ def _grad_probe(problem, batch_size: int, reps: int, repeats: int, queue) -> Non
     queue.put(out)
 
 
+class _NoEval:
+    """What a Recorder needs of a problem when nothing is to be evaluated (a timing run)."""
+
+    def __init__(self, problem) -> None:
+        self.num_train = problem.num_train
+
+    def evaluate(self, x):
+        return {"train_loss": 0.0, "train_acc": 0.0, "test_loss": 0.0, "test_acc": 0.0}
+
+
+def engine_grad_samples(problem, batch_size: int, repeats: int = REPEATS) -> list[float]:
+    """``repeats`` medians, seconds, of ``GRAD_PER_REPEAT`` gradients each, as the worker of one real run computed
+    them: a P = 1 run on shared_memory with the blocking hand-off, real compute, async SGD with a vanishing step (the
+    iterate stays at its start), the first ``GRAD_WARMUP`` gradients left out; the worker's ``compute_s`` per
+    gradient (experiments/engines/emulation.py). Raises RuntimeError when the run fails."""
+    from experiments.engines import get_engine
+    from experiments.precheck import compose_jobs
+    from experiments.recorder import Recorder
+
+    n = GRAD_WARMUP + repeats * GRAD_PER_REPEAT
+    cfg = compose_jobs([[f"engine={GRAD_IN.split('-')[0]}", "workers=1", f"updates={n}", "eval_every=1000000000",
+                         f"batch_size={int(batch_size)}", "algorithm=async_sgd", "algorithm.lr=1e-12",
+                         "algorithm.lr_schedule=constant", "delay=timing", "device=cpu",
+                         "engine.start_method=forkserver", f"engine.handoff={GRAD_IN.split('-')[1]}",
+                         "engine.warmup_updates=0"]])[0]
+    recorder = Recorder(_NoEval(problem), {"run_id": "calibration"}, eval_every=1e9, total_epochs=None,
+                        f_star=None, clock="wall", progress=False)
+    result = get_engine(cfg.engine.name).run(problem, _sgd(lr=1e-12), cfg, recorder)
+    times = [c[2] for c in sorted(result.compute_times or [], key=lambda c: c[1])]
+    if result.status != "ok" or len(times) < n:
+        raise RuntimeError(f"gradient timing run failed ({result.status}: {result.message}; "
+                           f"{len(times)} of {n} gradients)")
+    times = times[GRAD_WARMUP:]
+    return [statistics.median(times[i * GRAD_PER_REPEAT:(i + 1) * GRAD_PER_REPEAT]) for i in range(repeats)]
+
+
 def measure_grad_samples(problem, batch_size: int, reps: int = 15, repeats: int = REPEATS) -> list[float]:
-    """``repeats`` medians of ``reps`` gradients at minibatch ``batch_size``, timed in a spawned worker-like process
-    (the cost a worker process sees). Raises RuntimeError if the probe process fails."""
+    """``repeats`` samples, seconds, of one gradient at minibatch ``batch_size`` as a worker computes it
+    (:func:`grad_key`): :func:`engine_grad_samples`; for a timing-only problem, medians of ``reps`` calls of its
+    ``timed_loss_grad`` in a spawned worker-like process. Raises RuntimeError when the run or probe fails."""
+    if not getattr(problem, "timing_only", False):
+        return engine_grad_samples(problem, batch_size, repeats)
     import torch.multiprocessing as tmp
 
     ctx = tmp.get_context("spawn")
@@ -265,10 +313,10 @@ def seconds_per_update(transport: str, dim: int, workers: int, updates: int | No
     return result.time_s / max(1, timed)
 
 
-def _sgd():
+def _sgd(lr: float = 0.001):
     from algorithms import build_rule
 
-    return build_rule("sgd", lr=0.001)
+    return build_rule("sgd", lr=lr)
 
 
 def measure_message_terms(transport: str, dim: int, repeats: int = REPEATS) -> tuple[list[float], list[float]]:

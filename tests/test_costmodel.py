@@ -148,3 +148,22 @@ def test_shared_memory_message_terms_are_measured_with_the_blocking_handoff(monk
     assert seen["shared_memory"] == ["block"]
     assert message_keys("shared_memory", 8) == ("latency|shared_memory-block|d=8", "overhead|shared_memory-block|d=8")
     assert message_keys("distributed", 8) == ("latency|distributed|d=8", "overhead|distributed|d=8")
+
+
+def test_gradients_are_timed_inside_a_real_run_and_timing_only_ones_in_the_probe(monkeypatch):
+    """A gradient's cost is what the worker of a P = 1 shared_memory run (blocking hand-off) measured, one median per
+    repeat (a hot loop underestimates it: the worker's caches go cold while it waits); a timing-only problem, whose
+    engine gradients are free, is timed with its real ``timed_loss_grad`` in the probe."""
+    from problems.cnn import LeNet5
+    from problems.timing import TimingOnlyCNN, fake_images
+
+    problem = QuadraticProblem()
+    samples = cal_mod.engine_grad_samples(problem, 8, repeats=3)
+    assert len(samples) == 3 and all(0 < s < 0.05 for s in samples)
+    assert grad_key(problem, 8).endswith("|in=shared_memory-block")
+    px, py = fake_images(4, (1, 28, 28), 10, seed=0)
+    timing = TimingOnlyCNN(LeNet5, px, py, num_train=100)
+    assert grad_key(timing, 2).endswith("|in=probe")
+    monkeypatch.setattr(cal_mod, "engine_grad_samples", lambda *a, **k: pytest.fail("a timing-only problem"))
+    probe = cal_mod.measure_grad_samples(timing, 2, reps=2, repeats=2)
+    assert len(probe) == 2 and all(s > 1e-5 for s in probe)  # a real LeNet5 gradient, not the free one
