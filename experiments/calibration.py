@@ -49,11 +49,16 @@ REPEATS = 5          # repeats of every measurement (the median is used; the spr
 SATURATE_P = 4       # workers that keep a zero-cost master busy (P* of a zero-cost gradient is about 2-3)
 ENGINE_UPDATES = 600  # updates per engine measurement
 GRAD_BUDGET_S = 3.0   # seconds a gradient repeat may take: slower gradients are timed fewer times per repeat
-GRAD_IN = "shared_memory-block"  # where gradients are timed: a P = 1 run of this engine with this hand-off
+GRAD_ENGINE = "shared_memory"  # where gradients are timed: a P = 1 run of this engine (hand-off: HANDOFF's)
 GRAD_WARMUP = 5       # gradients of that run left out before the repeats
 GRAD_PER_REPEAT = 20  # gradients per repeat (each repeat's median is one sample)
 TRANSPORTS = ("shared_memory", "distributed")
-HANDOFF = {"shared_memory": "block"}  # the hand-off message terms are measured with (see the module docstring)
+HANDOFF = {"shared_memory": "block"}  # the hand-off message terms and gradients are measured with (module docstring)
+
+
+def _engine_label(transport: str) -> str:
+    """``transport`` as calibration keys name it: with the hand-off it is measured with, where it has one."""
+    return f"{transport}-{HANDOFF[transport]}" if transport in HANDOFF else transport
 
 
 # ---------------------------------------------------------------------- where
@@ -144,7 +149,7 @@ def rule_calibration_key(algorithm_cfg, rule, dim: int) -> str:
 
 def grad_key(problem, batch_size: int) -> str:
     """The calibration key of one gradient of ``problem`` at ``batch_size``, naming where it is timed."""
-    where = "probe" if getattr(problem, "timing_only", False) else GRAD_IN
+    where = "probe" if getattr(problem, "timing_only", False) else _engine_label(GRAD_ENGINE)
     return f"grad|{problem.name}|n={problem.num_train}|d={problem.dim}|B={int(batch_size)}|threads=1|in={where}"
 
 
@@ -155,7 +160,7 @@ def update_key(rule_key: str, dim: int) -> str:
 def message_keys(transport: str, dim: int) -> tuple[str, str]:
     """(latency key, overhead key) of engine ``transport`` at dimension ``dim``: no rule in them; on
     ``shared_memory`` the hand-off they were measured with (:data:`HANDOFF`)."""
-    name = f"{transport}-{HANDOFF[transport]}" if transport in HANDOFF else transport
+    name = _engine_label(transport)
     return f"latency|{name}|d={int(dim)}", f"overhead|{name}|d={int(dim)}"
 
 
@@ -207,38 +212,16 @@ def _grad_probe(problem, batch_size: int, reps: int, repeats: int, queue) -> Non
     queue.put(out)
 
 
-class _NoEval:
-    """What a Recorder needs of a problem when nothing is to be evaluated (a timing run)."""
-
-    def __init__(self, problem) -> None:
-        self.num_train = problem.num_train
-
-    def evaluate(self, x):
-        return {"train_loss": 0.0, "train_acc": 0.0, "test_loss": 0.0, "test_acc": 0.0}
-
-
 def engine_grad_samples(problem, batch_size: int, repeats: int = REPEATS) -> list[float]:
     """``repeats`` medians, seconds, of ``GRAD_PER_REPEAT`` gradients each, as the worker of one real run computed
-    them: a P = 1 run on shared_memory with the blocking hand-off, real compute, async SGD with a vanishing step (the
-    iterate stays at its start), the first ``GRAD_WARMUP`` gradients left out; the worker's ``compute_s`` per
-    gradient (experiments/engines/emulation.py). Raises RuntimeError when the run fails."""
-    from experiments.engines import get_engine
-    from experiments.precheck import compose_jobs
-    from experiments.recorder import Recorder
-
+    them: a P = 1 run on GRAD_ENGINE (with its HANDOFF), real compute, async SGD with a vanishing step (the iterate
+    stays at its start), the first ``GRAD_WARMUP`` gradients left out; the worker's ``compute_s`` per gradient
+    (experiments/engines/emulation.py). Raises RuntimeError when the run fails."""
     n = GRAD_WARMUP + repeats * GRAD_PER_REPEAT
-    cfg = compose_jobs([[f"engine={GRAD_IN.split('-')[0]}", "workers=1", f"updates={n}", "eval_every=1000000000",
-                         f"batch_size={int(batch_size)}", "algorithm=async_sgd", "algorithm.lr=1e-12",
-                         "algorithm.lr_schedule=constant", "delay=timing", "device=cpu",
-                         "engine.start_method=forkserver", f"engine.handoff={GRAD_IN.split('-')[1]}",
-                         "engine.warmup_updates=0"]])[0]
-    recorder = Recorder(_NoEval(problem), {"run_id": "calibration"}, eval_every=1e9, total_epochs=None,
-                        f_star=None, clock="wall", progress=False)
-    result = get_engine(cfg.engine.name).run(problem, _sgd(lr=1e-12), cfg, recorder)
+    result = _calibration_run(GRAD_ENGINE, problem, 1, n, batch_size, lr=1e-12, extra=["engine.warmup_updates=0"])
     times = [c[2] for c in sorted(result.compute_times or [], key=lambda c: c[1])]
-    if result.status != "ok" or len(times) < n:
-        raise RuntimeError(f"gradient timing run failed ({result.status}: {result.message}; "
-                           f"{len(times)} of {n} gradients)")
+    if len(times) < n:
+        raise RuntimeError(f"gradient timing run on engine={GRAD_ENGINE} logged {len(times)} of {n} gradients")
     times = times[GRAD_WARMUP:]
     return [statistics.median(times[i * GRAD_PER_REPEAT:(i + 1) * GRAD_PER_REPEAT]) for i in range(repeats)]
 
@@ -294,23 +277,31 @@ def seconds_per_update(transport: str, dim: int, workers: int, updates: int | No
     compute, no emulation), over the updates the engine's clock timed (``updates``: default
     :func:`engine_updates`)."""
     updates = engine_updates(dim) if updates is None else updates
+    result = _calibration_run(transport, ZeroCostProblem(dim), workers, updates, batch_size=1, lr=0.001)
+    timed = result.timed_samples if result.timed_samples is not None else result.samples
+    return result.time_s / max(1, timed)
+
+
+def _calibration_run(transport: str, problem, workers: int, updates: int, batch_size: int, lr: float,
+                     extra: tuple = ()):
+    """One run of async SGD (constant step ``lr``) on real engine ``transport`` (with its HANDOFF), real compute,
+    evaluated only at its start and end on nothing (a ZeroCostProblem's free metrics); returns its EngineResult.
+    Raises RuntimeError when the run does not end ok."""
     from experiments.engines import get_engine
     from experiments.precheck import compose_jobs
     from experiments.recorder import Recorder
 
     cfg = compose_jobs([[f"engine={transport}", f"workers={workers}", f"updates={updates}", "eval_every=1000000000",
-                         "batch_size=1", "algorithm=async_sgd", "algorithm.lr=0.001", "delay=timing",
-                         "algorithm.lr_schedule=constant", "device=cpu",
-                         "engine.start_method=forkserver"]
+                         f"batch_size={int(batch_size)}", "algorithm=async_sgd", f"algorithm.lr={lr}",
+                         "delay=timing", "algorithm.lr_schedule=constant", "device=cpu",
+                         "engine.start_method=forkserver", *extra]
                         + ([f"engine.handoff={HANDOFF[transport]}"] if transport in HANDOFF else [])])[0]
-    problem = ZeroCostProblem(dim)
-    recorder = Recorder(problem, {"run_id": "calibration"}, eval_every=1e9, total_epochs=None, f_star=None,
-                        clock="wall", progress=False)
-    result = get_engine(transport).run(problem, _sgd(), cfg, recorder)
+    recorder = Recorder(ZeroCostProblem(problem.dim), {"run_id": "calibration"}, eval_every=1e9, total_epochs=None,
+                        f_star=None, clock="wall", progress=False)
+    result = get_engine(transport).run(problem, _sgd(lr), cfg, recorder)
     if result.status != "ok":
         raise RuntimeError(f"calibration run on engine={transport} failed: {result.message}")
-    timed = result.timed_samples if result.timed_samples is not None else result.samples
-    return result.time_s / max(1, timed)
+    return result
 
 
 def _sgd(lr: float = 0.001):

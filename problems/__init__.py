@@ -115,12 +115,24 @@ def _rcv1like_logreg(cfg, root: Path, device: torch.device) -> LogisticRegressio
                            "zero_based": False}, root, device)
 
 
+def _model_name(cfg, kind: str) -> str:
+    model = str(_req(cfg, "model", kind))
+    if model not in MODELS:
+        raise ValueError(f"unknown problem.model {model!r}; expected one of {', '.join(MODELS)}")
+    return model
+
+
+def _model_factory(model: str, channels: int, side: int, classes: int):
+    """A zero-argument factory of net ``model`` for (channels, side, side) images and ``classes`` classes."""
+    if model == "lenet5":
+        return functools.partial(LeNet5, in_channels=channels, num_classes=classes, image_size=side)
+    return functools.partial(MODELS[model], in_channels=channels, num_classes=classes)
+
+
 def _cnn(cfg, root: Path, device: torch.device) -> CNNProblem:
     from problems.data import load_vision
 
-    model = str(_req(cfg, "model", "cnn"))
-    if model not in MODELS:
-        raise ValueError(f"unknown problem.model {model!r}; expected one of {', '.join(MODELS)}")
+    model = _model_name(cfg, "cnn")
     dataset = str(_req(cfg, "dataset", "cnn"))
     data = load_vision(dataset, root)
     xtr, ytr, xte, yte = data.train_x, data.train_y, data.test_x, data.test_y
@@ -138,10 +150,7 @@ def _cnn(cfg, root: Path, device: torch.device) -> CNNProblem:
         xtr, xte = (xtr - mean) / std, (xte - mean) / std
     channels, side = int(xtr.shape[1]), int(xtr.shape[2])
     classes = len(getattr(data, "classes", None) or []) or int(max(ytr.max(), yte.max())) + 1
-    if model == "lenet5":
-        factory = functools.partial(LeNet5, in_channels=channels, num_classes=classes, image_size=side)
-    else:
-        factory = functools.partial(MODELS[model], in_channels=channels, num_classes=classes)
+    factory = _model_factory(model, channels, side, classes)
     return CNNProblem(factory, xtr, ytr, xte, yte, device=device, name=str(_get(cfg, "name") or f"{model}_{dataset}"),
                       eval_batch_size=_opt_int(cfg, "eval_batch_size") or 1000)
 
@@ -149,20 +158,15 @@ def _cnn(cfg, root: Path, device: torch.device) -> CNNProblem:
 def _cnn_timing(cfg, device: torch.device):
     from problems.timing import TimingOnlyCNN, fake_images
 
-    model = str(_req(cfg, "model", "cnn_timing"))
-    if model not in MODELS:
-        raise ValueError(f"unknown problem.model {model!r}; expected one of {', '.join(MODELS)}")
+    model = _model_name(cfg, "cnn_timing")
     shape = tuple(int(v) for v in _req(cfg, "image_shape", "cnn_timing"))
     if len(shape) != 3 or min(shape) < 1:
         raise ValueError(f"problem.image_shape={list(shape)}: must be [channels, height, width], each >= 1")
     classes = int(_req(cfg, "classes", "cnn_timing"))
     pool = _opt_int(cfg, "pool") or 256
     x, y = fake_images(pool, shape, classes, seed=_opt_int(cfg, "seed", minimum=0) or 0)
-    if model == "lenet5":
-        factory = functools.partial(LeNet5, in_channels=shape[0], num_classes=classes, image_size=shape[1])
-    else:
-        factory = functools.partial(MODELS[model], in_channels=shape[0], num_classes=classes)
-    return TimingOnlyCNN(factory, x, y, int(_req(cfg, "num_train", "cnn_timing")), device=device,
+    return TimingOnlyCNN(_model_factory(model, shape[0], shape[1], classes), x, y,
+                         int(_req(cfg, "num_train", "cnn_timing")), device=device,
                          name=str(_get(cfg, "name") or f"{model}_timing"))
 
 

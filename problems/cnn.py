@@ -282,7 +282,7 @@ class CNNProblem(Problem):
         agree to float32 rounding (the convolution kernels sum in another order), not bit for bit.
         """
         self._check_x(x)
-        i = as_index_tensor(idx, self.num_train, self.device)
+        i = as_index_tensor(idx, self._train_x.shape[0], self.device)  # the images held (see problems/timing.py)
         images, labels = self._train_x.index_select(0, i), self._train_y.index_select(0, i)
         if self.grad_path == "functional":
             with torch.enable_grad():
