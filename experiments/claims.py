@@ -144,16 +144,14 @@ def clock_backing(results_dir: str | Path) -> tuple[bool, float | None]:
     without such pairs.
     """
     from experiments.engines.emulation import OVERRUN_FLAG
-    from plots.validation import pair_clocks
+    from plots.validation import overrun_fraction, pair_clocks
 
     path = Path(results_dir) / "model_validation" / "summary.csv"
     if not path.exists():
         return False, None
     s = pd.read_csv(path)
     s = s[s["status"] == "ok"]
-    if "overruns" in s:
-        frac = pd.to_numeric(s["overruns"], errors="coerce").fillna(0) / s["gradients"].where(s["gradients"] > 0)
-        s = s[~((s["clock"] == "wall") & (frac > OVERRUN_FLAG))]
+    s = s[~((s["clock"] == "wall") & (overrun_fraction(s) > OVERRUN_FLAG))]
     pairs = pair_clocks(s)
     errs = pairs["percent_error"].abs().dropna() / 100.0
     if errs.empty:

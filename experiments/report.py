@@ -396,9 +396,10 @@ def section_large(exp, summary, sp, paper, claims):
     timing_only = ok["final_test_acc"].isna().all() if len(ok) else False
     rows = []
     base = {a: sel.loc[sel["workers"] == 1, "time_per_epoch_s"].mean() for a, sel in ok.groupby("algorithm")}
+    resnet = paper[paper["problem"] == "resnet18_cinic10"]
     for (a, p), sel in ok.groupby(["algorithm", "workers"]):
-        pp = paper[(paper["algorithm"] == a) & (paper["workers"] == p) & (paper["problem"] == "resnet18_cinic10")]
-        p1 = paper[(paper["algorithm"] == a) & (paper["workers"] == 1) & (paper["problem"] == "resnet18_cinic10")]
+        pp = resnet[(resnet["algorithm"] == a) & (resnet["workers"] == p)]
+        p1 = resnet[(resnet["algorithm"] == a) & (resnet["workers"] == 1)]
         t = sel["time_per_epoch_s"].mean()
         row = {"algorithm": a, "workers": int(p), "ours time/epoch (h)": t / 3600.0,
                "ours T(1)/T(P)": base.get(a, float("nan")) / t if t else float("nan")}
@@ -486,7 +487,7 @@ def section_model_validation(exp, summary, sp, paper, claims, hists=None):
     within 10% or 0.5 update. Emulated runs with overruns above 5% of their gradients are flagged: they did not run
     the compute they were asked to, so their rows do not test the model."""
     from experiments.engines.emulation import OVERRUN_FLAG
-    from plots.validation import KEYS, SETTING, _with_setting, pair_clocks, setting_label
+    from plots.validation import KEYS, SETTING, _with_setting, overrun_fraction, pair_clocks, setting_label
 
     ok = _ok(summary)
     if ok.empty:
@@ -501,7 +502,7 @@ def section_model_validation(exp, summary, sp, paper, claims, hists=None):
     wall = _with_setting(ok[ok["clock"] == "wall"])
     flagged = pd.DataFrame()
     if "overruns" in wall:
-        wall["overrun %"] = 100 * pd.to_numeric(wall["overruns"], errors="coerce") / wall["gradients"]
+        wall["overrun %"] = 100 * overrun_fraction(wall)
         flagged = wall[wall["overrun %"] > 100 * OVERRUN_FLAG]
         on = KEYS + SETTING + ["engine"]
         df = df.join(wall.groupby(on, dropna=False)["overrun %"].max(), on=on)

@@ -148,10 +148,9 @@ def section_async_methods_real(exp, summary: pd.DataFrame, sp, paper, claims: li
         out.append("\n".join(lines))
         out.append("\nRank agreement: " + "; ".join(agree) + ".\n")
         if "apam" in methods:
-            ranks_txt = ", ".join(
-                f"{e} #{int(rows[(rows['engine'] == e) & (rows['algorithm'] == 'apam')]['rank_measured'].iloc[0])} "
-                f"measured / #{int(rows[(rows['engine'] == e) & (rows['algorithm'] == 'apam')]['rank_simulated'].iloc[0])} simulated"
-                for e in engines if not rows[(rows["engine"] == e) & (rows["algorithm"] == "apam")].empty)
+            apam = rows[rows["algorithm"] == "apam"]
+            ranks_txt = ", ".join(f"{r.engine} #{int(r.rank_measured)} measured / #{int(r.rank_simulated)} simulated"
+                                  for r in apam.itertuples())
             claims.append((f"finding ({problem}, P={p}, {MODEL_LABELS.get(model, model)}): APAM's rank on real "
                            "engines and on the simulated clock", True, ranks_txt))
     tested = [v for v in verdicts if not v[1]]

@@ -15,6 +15,7 @@ from matplotlib.patches import Patch
 
 from . import style
 from .data import as_experiment
+from .validation import _with_setting
 
 MODELS = ("equal", "sqrt", "linear", "straggler8", "lognormal1")
 MODEL_LABELS = {"equal": "equal", "sqrt": "sqrt(i) x base", "linear": "i x base", "straggler8": "one 8x straggler",
@@ -96,13 +97,6 @@ def _colors(methods):
     return out
 
 
-def _clock_side(summary: pd.DataFrame) -> pd.Series:
-    """Per row: the real engine a row measured (``clock=wall``: its engine) or modelled (simulated: its
-    ``transport``, shared_memory when absent)."""
-    transport = summary["transport"] if "transport" in summary else pd.Series("shared_memory", index=summary.index)
-    return summary["engine"].where(summary["clock"] == "wall", transport.fillna("shared_memory")).astype(str)
-
-
 def engine_pairs(summary: pd.DataFrame) -> pd.DataFrame:
     """The real-engine check of the async_methods ranking (async_methods_real): each method's time to target
     measured on a real engine beside its simulated twin (the simulated runs whose clock modelled that engine).
@@ -119,8 +113,8 @@ def engine_pairs(summary: pd.DataFrame) -> pd.DataFrame:
     """
     if summary is None or summary.empty or "clock" not in summary:
         return pd.DataFrame()
-    s = summary.copy()
-    s["side"] = _clock_side(s)
+    s = _with_setting(summary)  # its transport: the real engine a row measured or modelled
+    s["side"] = s["transport"]
     sides = []
     for clock, name in (("wall", "measured"), ("simulated", "simulated")):
         part = s[s["clock"] == clock]

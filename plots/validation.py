@@ -31,6 +31,14 @@ def _with_setting(summary):
     return s
 
 
+def overrun_fraction(rows):
+    """Per row of a summary: the fraction of its gradients that overran their emulated target time (``overruns`` /
+    ``gradients``; NaN without an overrun count or gradients, e.g. simulated or real-compute rows)."""
+    if "overruns" not in rows:
+        return pd.Series(np.nan, index=rows.index)
+    return pd.to_numeric(rows["overruns"], errors="coerce") / rows["gradients"].where(rows["gradients"] > 0)
+
+
 def setting_label(compute, base_s):
     """``real compute`` or ``emulated 2 ms`` (base seconds shown in ms)."""
     return "real compute" if compute != "emulated" else f"emulated {style.fmt_num(1e3 * float(base_s))} ms"
