@@ -78,10 +78,10 @@ class Recorder:
         return self.flush()[-1]
 
     def snapshot(self, x, samples: int, updates: int, gradients: int, time_s: float,
-                 staleness: tuple[float, int], **extra) -> int:
+                 staleness: tuple[float, int], **extra) -> None:
         """Keep a copy of ``x`` and the row's counters for evaluation later (:meth:`flush`), so a real engine's
-        master goes on at once instead of stopping its workers for an evaluation. Arguments as :meth:`record`.
-        Returns the bytes now held by pending snapshots."""
+        master goes on at once instead of stopping its workers for an evaluation. Arguments as :meth:`record`;
+        :attr:`pending_bytes` says what the copies hold."""
         columns = dict(epoch=samples / self.problem.num_train, updates=updates, gradients=gradients,
                        clock=self.clock, time_s=time_s, staleness_mean=staleness[0], staleness_max=staleness[1],
                        discarded=self.master.discarded if self.master is not None else 0,  # a policy's (issue 14)
@@ -93,7 +93,6 @@ class Recorder:
             self._next += self.eval_every_samples
         self._bar.update(columns["epoch"] - self._bar_epochs)  # progress shows now; the loss when evaluated
         self._bar_epochs = columns["epoch"]
-        return self._pending_bytes
 
     @property
     def pending_bytes(self) -> int:
