@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 EXPERIMENTS = ["lr_speedup", "lenet5_speedup", "allcnn_sync_vs_async", "artificial_delay", "large_time_per_epoch",
                "large_accuracy", "tau_threshold", "tau_threshold_lenet5", "stragglers", "model_validation",
-               "async_methods", "async_methods_real"]
+               "paper_timing", "async_methods", "async_methods_real"]
 
 
 def plan_sweeps(experiment: str, profile: str, results_dir: Path, extra: list[str] = ()) -> list[tuple[list[str], bool]]:
