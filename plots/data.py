@@ -157,11 +157,11 @@ def load_experiment(path, paper_dir=None):
     exp = ExperimentData(path=path, name=path.resolve().name)
     summary_path = path / "summary.csv"
     if summary_path.is_file():
-        exp.summary = _nonempty(read_csv(summary_path, REQUIRED["summary.csv"]))
+        exp.summary = engine_names(_nonempty(read_csv(summary_path, REQUIRED["summary.csv"])))
         exp.files["summary"] = summary_path
     speedup_path = path / "speedup.csv"
     if speedup_path.is_file():
-        exp.speedup = _nonempty(read_csv(speedup_path, REQUIRED["speedup.csv"]))
+        exp.speedup = engine_names(_nonempty(read_csv(speedup_path, REQUIRED["speedup.csv"])))
         exp.files["speedup"] = speedup_path
     runs = sorted(p for p in (path / "runs").glob("*") if p.is_dir()) if (path / "runs").is_dir() else []
     traces, hists = [], []
@@ -180,6 +180,9 @@ def load_experiment(path, paper_dir=None):
                 hists.append(df)
     if traces:
         exp.traces = _with_sweeps(pd.concat(traces, ignore_index=True), exp.summary)
+        if exp.summary is not None:  # the engine a simulated run modelled, as in its summary row
+            engines = exp.summary.drop_duplicates("run_id").set_index("run_id")["engine"]
+            exp.traces["engine"] = exp.traces["run_id"].map(engines).fillna(exp.traces["engine"])
     if hists and exp.summary is not None:
         exp.staleness = _join_summary(pd.concat(hists, ignore_index=True), exp.summary)
     paper_dir = Path(paper_dir) if paper_dir is not None else path.parent / "paper"
@@ -188,6 +191,21 @@ def load_experiment(path, paper_dir=None):
         exp.paper = _nonempty(read_csv(paper_path, REQUIRED["paper"]))
         exp.files["paper"] = paper_path
     return exp
+
+
+def engine_names(df):
+    """``df`` with each simulated row's ``engine`` named after the transport whose costs its clock used, as the
+    engine config the run chose: ``simulated`` (shared_memory costs) or ``simulated_distributed`` (gloo costs), so
+    figures draw them as two lines (one sweep may hold both; a line per engine would average them as seeds).
+    Frames without a ``transport`` column are returned as they are."""
+    if df is None or "transport" not in df.columns or "clock" not in df.columns:
+        return df
+    t = df["transport"].astype(str)
+    other = (df["clock"] == "simulated") & (df["engine"] == "simulated") & ~t.isin(["", "nan", "shared_memory"])
+    if other.any():
+        df = df.copy()
+        df.loc[other, "engine"] = "simulated_" + t[other]
+    return df
 
 
 def _with_sweeps(traces, summary):

@@ -5,6 +5,7 @@ import numpy as np
 from . import style
 from .aggregate import seed_stats
 from .data import as_experiment, distinct, varying_sweeps
+from .validation import overrun_workers
 
 BASIS_COLUMN = {"time_per_epoch": "time_per_epoch_s", "time_to_target": "time_to_target_s"}
 PAPER_MARKERS = ("*", "P", "X", "h", "p")
@@ -103,6 +104,9 @@ def _speedup_figure(exp, problem, basis, rows, fmt):
         ax_s.plot(line["workers"], line["speedup"], **kw)
         eff = line["speedup"] / line["workers"]
         ax_e.plot(line["workers"], eff, **kw)
+        bad = line["workers"].isin(overrun_workers(exp.summary, problem=problem, algorithm=algorithm, engine=engine))
+        style.mark_overrun(ax_s, line.loc[bad, "workers"], line.loc[bad, "speedup"])
+        style.mark_overrun(ax_e, line.loc[bad, "workers"], eff[bad])
         unreached = _unreached_workers(exp.summary, problem, basis, line)
         for ax in (ax_s, ax_e):
             style.mark_missing(ax, unreached, kw["color"], label="target not reached (x at top edge, line's colour)")

@@ -121,6 +121,16 @@ def legend_outside(fig, axes, title=None, ncols=None):
                    fontsize="small", title_fontsize="small", frameon=False)
 
 
+OVERRUN_LABEL = "overran its emulated compute (> 5% of gradients late): not a valid measurement"
+
+
+def mark_overrun(ax, xs, ys):
+    """Ring the measured points at ``xs, ys`` whose runs overran their emulated compute (see
+    :func:`plots.validation.overrun_workers`), so a reader does not take them for measurements of the model."""
+    if len(xs):
+        ax.scatter(xs, ys, s=170, facecolors="none", edgecolors="red", linewidths=1.3, zorder=6, label=OVERRUN_LABEL)
+
+
 def seeds_note(n_seeds):
     """Caption fragment saying how several seeds are shown ('' for a single seed)."""
     n = int(n_seeds) if n_seeds else 1

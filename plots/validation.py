@@ -39,6 +39,22 @@ def overrun_fraction(rows):
     return pd.to_numeric(rows["overruns"], errors="coerce") / rows["gradients"].where(rows["gradients"] > 0)
 
 
+def overrun_workers(summary, **match):
+    """Worker counts of the measured (``clock=wall``) rows of ``summary`` whose columns equal ``match`` and whose
+    emulated gradients overran their targets on more than ``OVERRUN_FLAG`` of them
+    (:mod:`experiments.engines.emulation`): the machine did not run the requested compute there. [] without an
+    ``overruns`` column or a matching row."""
+    from experiments.engines.emulation import OVERRUN_FLAG
+
+    if summary is None or "overruns" not in summary:
+        return []
+    rows = _with_setting(summary)
+    rows = rows[rows["clock"] == "wall"]
+    for col, value in match.items():
+        rows = rows[rows[col] == value]
+    return sorted({int(w) for w in rows.loc[overrun_fraction(rows) > OVERRUN_FLAG, "workers"]})
+
+
 def setting_label(compute, base_s):
     """``real compute`` or ``emulated 2 ms`` (base seconds shown in ms)."""
     return "real compute" if compute != "emulated" else f"emulated {style.fmt_num(1e3 * float(base_s))} ms"
@@ -114,6 +130,10 @@ def draw_model_validation(exp, fmt="png"):
                 ax.errorbar(line["workers"], line["measured_s"], yerr=np.clip(yerr, 0, None),
                             fmt=style.marker_for(engine), color=color, capsize=2, linestyle="none",
                             label=f"{label} · measured")
+                bad = line[line["workers"].isin(overrun_workers(summary, problem=problem, algorithm=algorithm,
+                                                                engine=engine, compute=compute,
+                                                                compute_base_s=base))]
+                style.mark_overrun(ax, bad["workers"], bad["measured_s"])
             ax.set_yscale("log")
             style.log2_workers_axis(ax, pp["workers"])
             ax.set_ylabel("time per epoch (seconds)")

@@ -520,3 +520,40 @@ def test_cli_bad_input_in_one_figure_exits_2(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(plots.draw, "FIGURES", plots.FIGURES + (needs_column,))
     assert main([str(root / "tau_threshold")]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def _timing_summary():
+    """A paper_timing-like summary: simulated twins of both transports, two measured engines, one flagged run."""
+    import pandas as pd
+
+    rows = []
+    for p in (1, 2, 4):
+        for engine, clock, transport, overruns in (("simulated", "simulated", "shared_memory", np.nan),
+                                                   ("simulated", "simulated", "distributed", np.nan),
+                                                   ("shared_memory", "wall", "shared_memory", 30 if p == 4 else 0),
+                                                   ("distributed", "wall", "distributed", 20)):
+            rows.append({"run_id": f"{engine}-{transport}-{p}", "problem": "q", "algorithm": "apam", "engine": engine,
+                         "clock": clock, "workers": p, "seed": 0, "transport": transport, "overruns": overruns,
+                         "gradients": 400, "compute": "emulated", "compute_base_s": 0.01})
+    return pd.DataFrame(rows)
+
+
+def test_simulated_rows_are_named_after_the_transport_they_modelled():
+    from plots.data import engine_names
+
+    named = engine_names(_timing_summary())
+    sim = named[named["clock"] == "simulated"]
+    assert sorted(sim["engine"].unique()) == ["simulated", "simulated_distributed"]
+    assert (named.loc[named["clock"] == "wall", "engine"] == named.loc[named["clock"] == "wall", "transport"]).all()
+    legacy = _timing_summary().drop(columns="transport")
+    assert engine_names(legacy).equals(legacy)  # older summaries: unchanged
+
+
+def test_overrun_workers_are_the_measured_runs_past_the_flag():
+    from plots.validation import overrun_workers
+
+    s = _timing_summary()
+    assert overrun_workers(s, engine="shared_memory") == [4]            # 30 of 400 = 7.5% > 5%
+    assert overrun_workers(s, engine="distributed") == []               # 20 of 400 = 5%: not above the flag
+    assert overrun_workers(s, engine="simulated") == []                 # simulated runs never overrun
+    assert overrun_workers(s.drop(columns="overruns"), engine="shared_memory") == []

@@ -45,9 +45,10 @@ def test_report_is_the_same_bytes_when_redrawn(tmp_path):
 
 
 @pytest.mark.parametrize("before,after,keeps", [(b"a", b"a", True), (b"a", b"b", False), (None, b"a", False)])
-def test_timing_kept_only_when_nothing_changed(before, after, keeps):
+def test_timing_kept_only_when_no_run_changed(before, after, keeps):
     old = {"status": "ran", "message": "", "wall_s": 30.0, "figures": ["x.png"]}
     new = dict(old, wall_s=2.0)
     assert reproduce._keep_timing_if_unchanged(old, new, before, after)["wall_s"] == (30.0 if keeps else 2.0)
-    assert reproduce._keep_timing_if_unchanged(old, dict(new, figures=[]), b"a", b"a")["wall_s"] == 2.0
+    assert reproduce._keep_timing_if_unchanged(old, dict(new, figures=[]), b"a", b"a")["wall_s"] == 30.0  # redrawn only
+    assert reproduce._keep_timing_if_unchanged(old, dict(new, status="crashed"), b"a", b"a")["wall_s"] == 2.0
     assert reproduce._keep_timing_if_unchanged(None, new, b"a", b"a")["wall_s"] == 2.0
