@@ -481,7 +481,7 @@ def section_stragglers(exp, summary, sp, paper, claims):
     return md_table(piv)
 
 
-def section_model_validation(exp, summary, sp, paper, claims, hists=None):
+def section_model_validation(exp, summary, sp, paper, claims, hists=None, late=None):
     """Simulated against measured time per epoch and mean staleness, one row per (problem, algorithm, setting,
     measured engine, workers), with each row's error and the mean and max |error| (issue 12 item 4; pairing:
     plots.validation.pair_clocks). Goals: |error| <= 10% on every row and mean <= 5% (time per epoch); mean staleness
@@ -510,10 +510,14 @@ def section_model_validation(exp, summary, sp, paper, claims, hists=None):
     tv = staleness_tv(ok, hists if hists is not None else pd.DataFrame())
     if not tv.empty:
         df = df.merge(tv, on=KEYS + SETTING + ["engine"], how="left")
+    if late is not None and not late.empty:
+        lw = wall.merge(late, on="run_id")
+        df = df.join(lw.groupby(KEYS + SETTING + ["engine"], dropna=False)["late us"].mean(),
+                     on=KEYS + SETTING + ["engine"])
     df["setting"] = [setting_label(c, b) for c, b in zip(df["compute"], df["compute_base_s"])]
     cols = ["problem", "algorithm", "setting", "engine", "workers", "measured_s", "simulated_s", "percent_error",
             "tau measured", "tau simulated", "tau error"] + (["tau hist TV"] if "tau hist TV" in df else []) + (
-            ["overrun %"] if "overrun %" in df else [])
+            ["overrun %"] if "overrun %" in df else []) + (["late us"] if "late us" in df else [])
     table = df[cols].rename(columns={"measured_s": "measured s/epoch", "simulated_s": "simulated s/epoch",
                                      "percent_error": "error %"})
     err = df["percent_error"].abs()
@@ -551,6 +555,7 @@ def section_model_validation(exp, summary, sp, paper, claims, hists=None):
         out += ("\nWhere the clock is validated -- |error| by setting, protocol and engine over the rows without an "
                 "overrun flag (a simulated curve is backed where its setting's rows are within 10%):\n\n"
                 + md_table(g.rename(columns={"mean_abs_error": "mean |error| %", "max_abs_error": "max |error| %"})))
+    out += _why_misses(clean)
     if not flagged.empty:
         out += (f"\n**Flagged:** {len(flagged)} emulated run(s) with overruns above {100 * OVERRUN_FLAG:.0f}% of "
                 "their gradients (the machine could not run the requested compute; their rows do not test the "
@@ -561,6 +566,59 @@ def section_model_validation(exp, summary, sp, paper, claims, hists=None):
 
 HIST_TV = 0.1
 """Largest total variation distance between measured and simulated staleness histograms that counts as one shape."""
+
+
+def _why_misses(clean: pd.DataFrame) -> str:
+    """Why the rows outside the goal (|error| > 10%, no overrun flag) miss, in the measured terms the model leaves out
+    (issue 12: "the report says which rows miss, by how much, and why"); '' when none misses."""
+    miss = clean[clean["percent_error"].abs() > 10]
+    if miss.empty:
+        return ""
+    sync = miss["algorithm"].astype(str).str.startswith("sync") & (miss["workers"] > 1)
+    real = miss["compute"] == "real"
+    slower = " (in each the simulated clock is faster than measured)" if (miss["percent_error"] < 0).all() else ""
+
+    def span(r, col="percent_error"):
+        v = r[col].abs()
+        return f"{v.min():.0f}-{v.max():.0f}"
+
+    parts = [f"\n**Why {len(miss)} row(s) miss the 10% goal**{slower}:"]
+    if real.any():
+        r = miss[real]
+        parts.append(f"- real compute at P = {int(r['workers'].min())}-{int(r['workers'].max())} ({len(r)} rows, "
+                     f"{span(r)}%): every hand-off wakes a process that has just gone to sleep, and from P = 2 on the "
+                     "P + 1 processes outnumber this machine's 2 cores; the calibrated message terms come from "
+                     "zero-cost gradients, where the peer never sleeps long, so they undercharge this (the model has "
+                     "no term for the cores a run shares).")
+    if sync.any():
+        r = miss[sync]
+        parts.append(f"- sync AMSGrad with emulated compute at P = {int(r['workers'].min())}-{int(r['workers'].max())} "
+                     f"({len(r)} rows, {span(r)}%): a round's P workers get the same target and wake at the same "
+                     "moment, so P wake-ups and replies queue on 2 cores before the master's update, and each round "
+                     "waits for the latest of P late wake-ups; the model charges every worker as if it had a core of "
+                     "its own.")
+    rest = miss[~real & ~sync]
+    if len(rest):
+        late = (rest["late us"] / (1e6 * rest["compute_base_s"])) if "late us" in rest else pd.Series(dtype=float)
+        share = (f": {span(rest, 'late us')} us, {100 * late.min():.0f}-{100 * late.max():.0f}% of the base"
+                 if late.notna().any() else "")
+        parts.append(f"- emulated compute, one worker or async ({len(rest)} rows, {span(rest)}%): each emulated wait "
+                     f"ends late (`late us`, the sleep's wake-up{share}), which the simulated twin does not charge, "
+                     "and each reply wakes a master that slept through the whole gradient.")
+    return "\n".join(parts) + "\n"
+
+
+def lateness(exp_dir: Path) -> pd.DataFrame:
+    """Per emulated run of ``exp_dir``: ``late us``, the median of ``compute_s - target_s`` over its gradients
+    (microseconds its emulated waits ended after their targets; ``<run>/compute_times.csv``,
+    experiments/engines/emulation.py). Empty when no run has emulated compute times."""
+    rows = []
+    for f in sorted((exp_dir / "runs").glob("*/compute_times.csv")):
+        c = pd.read_csv(f)
+        c = c[pd.to_numeric(c["target_s"], errors="coerce").notna()]
+        if len(c):
+            rows.append({"run_id": f.parent.name, "late us": 1e6 * float((c["compute_s"] - c["target_s"]).median())})
+    return pd.DataFrame(rows, columns=["run_id", "late us"])
 
 
 def _scale(summary: pd.DataFrame) -> str:
@@ -731,7 +789,7 @@ def write_report(results_dir: Path, profile: str, statuses: dict) -> Path:
         elif exp == "lenet5_speedup":
             table = section_lenet5_speedup(exp, summary, sp, paper, claims, _traces(exp_dir))
         elif exp == "model_validation":
-            table = section_model_validation(exp, summary, sp, paper, claims, _histograms(exp_dir))
+            table = section_model_validation(exp, summary, sp, paper, claims, _histograms(exp_dir), lateness(exp_dir))
         else:
             table = fn(exp, summary, sp, paper, claims) if fn else ""
         body.append(table)

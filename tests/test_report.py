@@ -245,3 +245,33 @@ def test_staleness_tv_compares_each_measured_histogram_with_its_simulated_twin()
     tv = R.staleness_tv(ok, hists).set_index("engine")["tau hist TV"]
     assert tv["shared_memory"] == pytest.approx(0.4)  # 0.5 * (0.2 + 0.4 + 0.2)
     assert "distributed" not in tv  # its twin would be a simulated_distributed run, which is absent
+
+
+def test_lateness_is_the_median_overshoot_of_emulated_waits(tmp_path):
+    run = tmp_path / "runs" / "r1"
+    run.mkdir(parents=True)
+    (run / "compute_times.csv").write_text("worker,index,compute_s,target_s\n0,0,0.0021,0.002\n0,1,0.0023,0.002\n"
+                                           "0,2,0.0022,0.002\n")
+    real = tmp_path / "runs" / "r2"
+    real.mkdir()
+    (real / "compute_times.csv").write_text("worker,index,compute_s,target_s\n0,0,0.0001,\n")
+    late = R.lateness(tmp_path)
+    assert list(late["run_id"]) == ["r1"] and late["late us"].iloc[0] == pytest.approx(200.0)
+
+
+def test_why_misses_names_each_group_with_its_numbers():
+    df = pd.DataFrame([
+        {"algorithm": "apam", "compute": "real", "workers": 2, "percent_error": -33.0, "compute_base_s": 0.0,
+         "late us": float("nan")},
+        {"algorithm": "sync_amsgrad", "compute": "emulated", "workers": 16, "percent_error": -24.5,
+         "compute_base_s": 0.05, "late us": 85.0},
+        {"algorithm": "apam", "compute": "emulated", "workers": 1, "percent_error": -14.5, "compute_base_s": 0.002,
+         "late us": 100.0},
+        {"algorithm": "apam", "compute": "emulated", "workers": 8, "percent_error": -2.0, "compute_base_s": 0.05,
+         "late us": 150.0}])
+    text = R._why_misses(df)
+    assert "**Why 3 row(s) miss the 10% goal** (in each the simulated clock is faster than measured)" in text
+    assert "real compute at P = 2-2 (1 rows, 33-33%)" in text
+    assert "sync AMSGrad with emulated compute at P = 16-16 (1 rows, 24-24%)" in text
+    assert "one worker or async (1 rows, 14-14%)" in text and "100-100 us, 5-5% of the base" in text
+    assert R._why_misses(df[df["percent_error"].abs() <= 10]) == ""
