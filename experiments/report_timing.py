@@ -78,7 +78,8 @@ def section_paper_timing(exp, summary: pd.DataFrame, sp: pd.DataFrame, paper: pd
              for e, _ in ENGINES}
     sm = clean["shared_memory"]
     text = ("apam at the paper's cost per iteration: measured speed-up (shared_memory, runs without an overrun flag) "
-            f"against the paper's; rule: within {C.PAPER_BAND:.0%} at every common worker count (more above: a finding)")
+            f"against the paper's; rule: within {C.PAPER_BAND:.0%} at every common worker count (more above: a "
+            "finding)")
     if sm.empty or paper_sp.empty:
         claims.append((text, None, "no measured run without an overrun flag", {"key": "apam: measured speed-up at "
                                                                                         "the paper's cost"}))

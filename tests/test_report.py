@@ -1,4 +1,6 @@
 """Verdict rules that know the claim's regime (issue 13, items 1 and 5), on synthetic summaries and traces."""
+import math
+
 import pandas as pd
 import pytest
 
@@ -247,7 +249,7 @@ def test_staleness_tv_compares_each_measured_histogram_with_its_simulated_twin()
     assert "distributed" not in tv  # its twin would be a simulated_distributed run, which is absent
 
 
-def test_lateness_is_the_median_overshoot_of_emulated_waits(tmp_path):
+def test_lateness_is_the_median_overshoot_of_emulated_waits_and_grad_the_real_compute_time(tmp_path):
     run = tmp_path / "runs" / "r1"
     run.mkdir(parents=True)
     (run / "compute_times.csv").write_text("worker,index,compute_s,target_s\n0,0,0.0021,0.002\n0,1,0.0023,0.002\n"
@@ -255,8 +257,9 @@ def test_lateness_is_the_median_overshoot_of_emulated_waits(tmp_path):
     real = tmp_path / "runs" / "r2"
     real.mkdir()
     (real / "compute_times.csv").write_text("worker,index,compute_s,target_s\n0,0,0.0001,\n")
-    late = R.lateness(tmp_path)
-    assert list(late["run_id"]) == ["r1"] and late["late us"].iloc[0] == pytest.approx(200.0)
+    late = R.lateness(tmp_path).set_index("run_id")
+    assert late.loc["r1", "late us"] == pytest.approx(200.0) and math.isnan(late.loc["r1", "grad us"])
+    assert late.loc["r2", "grad us"] == pytest.approx(100.0) and math.isnan(late.loc["r2", "late us"])
 
 
 def test_why_misses_names_each_group_with_its_numbers():
@@ -275,3 +278,7 @@ def test_why_misses_names_each_group_with_its_numbers():
     assert "sync AMSGrad with emulated compute at P = 16-16 (1 rows, 24-24%)" in text
     assert "one worker or async (1 rows, 14-14%)" in text and "100-100 us, 5-5% of the base" in text
     assert R._why_misses(df[df["percent_error"].abs() <= 10]) == ""
+    one = pd.DataFrame([{"algorithm": "apam", "compute": "real", "workers": 1, "percent_error": -21.0,
+                         "compute_base_s": 0.0, "late us": float("nan"), "grad us": g, "grad us calibrated": 145.0}
+                        for g in (149.0, 205.0)])
+    assert "took 149-205 us (median per run) against the calibrated 145 us" in R._why_misses(one)
