@@ -18,8 +18,9 @@ A claim is tested only inside the condition under which the paper makes it:
 Outside the regime the verdict is ``outside the claim's regime (K = ..., tau = ...)``, never ``not reproduced``.
 Inside it, claims with the paper's numbers are judged two-sided (``compare_to_paper``): within ``PAPER_BAND`` of the
 paper is ``reproduced``, below is ``not reproduced``, above is ``above the paper`` (a finding, not a silent pass).
-Times on the simulated clock are labelled ``under the cost model`` unless model_validation backs the clock
-(``clock_backing``: the mean |error| of simulated against measured time per epoch <= ``CLOCK_TOLERANCE``).
+Times on the simulated clock are labelled ``under the cost model`` unless model_validation backs the clock for those
+runs (``clock_backing``: over the validation pairs of the runs' own compute mode, the mean |error| of simulated
+against measured time per epoch <= ``CLOCK_TOLERANCE``, and the pairs reach the runs' largest worker count).
 """
 from __future__ import annotations
 
@@ -133,42 +134,68 @@ def compare_to_paper(ours: pd.Series, paper: pd.Series, band: float = PAPER_BAND
     return True, ev
 
 
-def clock_backing(results_dir: str | Path) -> tuple[bool, float | None]:
-    """Does model_validation back the simulated clock? (backed, mean |relative error| or None).
-
-    Reads ``<results_dir>/model_validation/summary.csv`` and pairs each measured time per epoch (clock ``wall``)
-    with the simulated one of the same problem, algorithm, workers and setting -- compute mode, emulated base
-    seconds, the engine the clock modelled (:func:`plots.validation.pair_clocks`) -- leaving out measured runs whose
-    emulated gradients overran their targets on more than ``OVERRUN_FLAG`` of them (the machine did not run what
-    was asked, so they do not test the clock). Backed when the mean |error| <= CLOCK_TOLERANCE. (False, None)
-    without such pairs.
-    """
+def _validation_pairs(results_dir: str | Path) -> pd.DataFrame:
+    """model_validation's measured/simulated pairs (:func:`plots.validation.pair_clocks`) without the measured runs
+    whose emulated gradients overran on more than ``OVERRUN_FLAG`` of them (they do not test the clock); empty
+    without the experiment."""
     from experiments.engines.emulation import OVERRUN_FLAG
     from plots.validation import overrun_fraction, pair_clocks
 
     path = Path(results_dir) / "model_validation" / "summary.csv"
     if not path.exists():
-        return False, None
+        return pd.DataFrame(columns=["compute", "workers", "percent_error"])
     s = pd.read_csv(path)
     s = s[s["status"] == "ok"]
     s = s[~((s["clock"] == "wall") & (overrun_fraction(s) > OVERRUN_FLAG))]
-    pairs = pair_clocks(s)
+    return pair_clocks(s)
+
+
+def clock_backing(results_dir: str | Path, compute: str | None = None,
+                  max_workers: int | None = None) -> tuple[bool, float | None]:
+    """Does model_validation back the simulated clock? (backed, mean |relative error| or None).
+
+    Pairs each measured time per epoch of ``<results_dir>/model_validation`` (clock ``wall``) with the simulated one
+    of the same problem, algorithm, workers and setting -- compute mode, emulated base seconds, the engine the clock
+    modelled -- leaving out overrun-flagged runs (:func:`_validation_pairs`); with ``compute`` (``real`` or
+    ``emulated``) only the pairs of that compute mode count. Backed when the mean |error| <= CLOCK_TOLERANCE and, with
+    ``max_workers``, the pairs reach that many workers (a curve to P = 64 is not backed by P <= 2). (False, None)
+    without such pairs.
+    """
+    pairs = _validation_pairs(results_dir)
+    if compute is not None and len(pairs):
+        pairs = pairs[pairs["compute"] == compute]
     errs = pairs["percent_error"].abs().dropna() / 100.0
     if errs.empty:
         return False, None
     err = float(errs.mean())
-    return err <= CLOCK_TOLERANCE, err
+    reach = max_workers is None or int(pairs["workers"].max()) >= int(max_workers)
+    return err <= CLOCK_TOLERANCE and reach, err
 
 
 def clock_label(summary: pd.DataFrame, results_dir: str | Path | None) -> str:
-    """'' for measured times; ``under the cost model`` (with model_validation's error when it has one) for times on
-    the simulated clock, unless model_validation backs the clock."""
+    """'' for measured times; for times on the simulated clock, what validates them: ``simulated clock backed by
+    model_validation (...)`` when model_validation's pairs of the runs' own compute mode (``real`` unless the runs
+    emulate it) are within CLOCK_TOLERANCE on average and reach the runs' largest worker count, else ``under the cost
+    model`` with model_validation's error and worker range for that compute mode, where it has any."""
     if summary.empty or "simulated" not in set(summary.get("clock", pd.Series(dtype=str)).astype(str)):
         return ""
-    backed, err = clock_backing(results_dir) if results_dir is not None else (False, None)
+    sim = summary[summary["clock"].astype(str) == "simulated"]
+    modes = (sim["compute"].fillna("real").astype(str) if "compute" in sim else pd.Series("real", index=sim.index))
+    mode = "emulated" if (modes == "emulated").all() else "real"
+    top = int(pd.to_numeric(sim["workers"], errors="coerce").max())
+    if results_dir is None:
+        return UNDER_COST_MODEL
+    backed, err = clock_backing(results_dir, compute=mode, max_workers=top)
+    pairs = _validation_pairs(results_dir)
+    if pairs.empty:
+        return UNDER_COST_MODEL
+    pairs = pairs[pairs["compute"] == mode]
+    where = (f"{mode} compute at P <= {int(pairs['workers'].max())}: mean abs. error {100 * err:.1f}%"
+             if err is not None else "")
     if backed:
-        return f"simulated clock backed by model_validation (mean abs. error {100 * err:.1f}%)"
-    return UNDER_COST_MODEL + (f"; model_validation mean abs. error {100 * err:.1f}%" if err is not None else "")
+        return f"simulated clock backed by model_validation ({where})"
+    return UNDER_COST_MODEL + (f"; model_validation, {where}" if where else
+                               f"; model_validation has no {mode}-compute row")
 
 
 def degenerate_delays(ok: pd.DataFrame) -> list:

@@ -151,7 +151,17 @@ def test_speedup_claim_is_labelled_under_the_cost_model(tmp_path):
                    "gradients": 100} for c, e, t, comp, b, v, o in rows]).to_csv(mv / "summary.csv")
     backed, err = C.clock_backing(tmp_path)
     assert backed and err == pytest.approx((0.05 + 0.1) / 2)
-    assert C.clock_label(summary, tmp_path).startswith("simulated clock backed by model_validation")
+    assert C.clock_backing(tmp_path, compute="real", max_workers=2)[0]
+    assert C.clock_backing(tmp_path, compute="emulated") == (False, None)       # its one pair overran
+    summary = summary.assign(workers=2)
+    assert C.clock_label(summary, tmp_path) == ("simulated clock backed by model_validation (real compute at P <= 2: "
+                                                "mean abs. error 7.5%)")
+    # a curve to P = 20 is not backed by pairs at P <= 2: it stays under the cost model, saying what was validated
+    wide = pd.concat([summary, summary.assign(workers=20)])
+    assert C.clock_label(wide, tmp_path) == ("under the cost model; model_validation, real compute at P <= 2: "
+                                             "mean abs. error 7.5%")
+    emulated = summary.assign(compute="emulated")
+    assert C.clock_label(emulated, tmp_path) == "under the cost model; model_validation has no emulated-compute row"
     assert C.clock_label(summary.assign(clock="wall"), tmp_path) == ""
 
 
