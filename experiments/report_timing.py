@@ -16,7 +16,7 @@ TITLE = ("Sec. 5.1 table as a timing check -- the paper's cost per iteration on 
          "APAM on `logreg_rcv1like` (rcv1's dimension, 47,236: the paper's update and message sizes); every "
          "gradient takes the paper's serial seconds per iteration, 320.99 s / (100 x 20,242 / 64) = 10.15 ms, "
          "emulated on both real engines (computed for real, then the worker waits for its target) and the same base "
-         "on the simulated clock; 400 updates a run, time per epoch only (the loss is not the point). LeNet5 has no "
+         "on the simulated clock; 416 updates a run, time per epoch only (the loss is not the point). LeNet5 has no "
          "such check: the paper gives no serial time for it")
 ENGINES = (("shared_memory", "shared_memory"), ("distributed", "gloo"))
 """(measured engine, label); its simulated twin is engine=simulated with ``transport`` = the measured engine."""

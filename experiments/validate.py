@@ -235,9 +235,11 @@ def validate(cfg) -> None:
             _require(v is None or (isinstance(v, (int, float)) and v >= 0), f"engine.costs.{k}", v, "must be >= 0")
 
     p = cfg.problem
-    if p.kind == "cnn_timing":  # problems/timing.py: its engine-facing gradients are free; only a modelled clock
-        _require(e.name == "simulated", "engine", e.name, f"problem={p.name} is timing-only (zero-cost gradients "
-                 "of a net without its data): it runs on engine=simulated only")
+    if p.kind == "cnn_timing":  # problems/timing.py: its engine-facing gradients are free; the clock must model them
+        _require(e.name == "simulated" or e.get("compute") == "emulated", "engine", e.name,
+                 f"problem={p.name} is timing-only (zero-cost gradients of a net without its data): it runs on "
+                 "engine=simulated, or on a real engine with engine.compute=emulated (each gradient then waits for "
+                 "its emulated target)")
         _int(cfg, "problem.num_train", 1)
         _require(p.get("target_loss") is None, "problem.target_loss", p.get("target_loss"),
                  "a timing-only problem has no loss to reach (null)")

@@ -15,7 +15,9 @@ as its ``num_train``:
 - :meth:`TimingOnlyCNN.evaluate` returns NaN metrics: nothing is learned, and the recorder does not treat NaN as
   divergence on a timing-only problem (``timing_only = True``).
 
-Only the simulated engine may run one (experiments/validate.py): a real engine would time the free zero gradients.
+The simulated engine runs one at the calibrated cost of its real gradient; a real engine only with
+``engine.compute=emulated`` (experiments/validate.py), where each free gradient waits for its emulated target (the
+paper's Fig. 10: the paper's serial cost); with real compute it would time the free zero gradients.
 """
 from __future__ import annotations
 

@@ -110,6 +110,31 @@ def test_time_per_update_matches_the_cost_model(tmp_path, P):
         assert result.time_s == pytest.approx(K * (UPD + OVER), abs=cycle)
 
 
+@pytest.mark.parametrize("protocol", ["async_sgd", "sync_amsgrad"])
+def test_the_clock_starts_after_the_warm_up_updates_as_on_the_real_engines(tmp_path, protocol):
+    """engine.warmup_updates = W: time_s and the timed samples cover the updates after the warm-up, as the real
+    engines' wall clock (engines/_driver.py); async warms up for at least one round of P updates (P = 8 > W = 5),
+    so the time per update is the closed form's steady state, cycle / P, exactly."""
+    K, W, P, B = 400, 5, 8, 8
+    cycle = GRAD + 2 * LAT + UPD + OVER
+    base = [f"algorithm={protocol}", "delay=timing", f"workers={P}", f"updates={K}", "eval_every=1000"]
+    full, rec0, _ = run_sim(tmp_path, base)
+    warm, rec, _ = run_sim(tmp_path, base + [f"engine.warmup_updates={W}"])
+    assert full.timed_samples is None and warm.updates == full.updates == K
+    if protocol == "async_sgd":  # equal workers deliver in rounds of P, one cycle apart
+        assert warm.timed_samples == (K - P) * B
+        queue = P * (UPD + OVER)  # a round's arrivals wait for the master in turn
+        assert full.time_s == pytest.approx(K / P * cycle, abs=queue)
+        assert warm.time_s == pytest.approx((K / P - 1) * cycle, abs=queue)
+        assert warm.time_s / (K - P) == pytest.approx(cycle / P, rel=0.005)
+    else:  # a sync round of P split gradients: latency x 2 + slowest + P overheads + update, every round the same
+        round_s = 2 * LAT + GRAD * (B // P) / B + P * OVER + UPD
+        assert warm.timed_samples == (K - W) * B
+        assert warm.time_s == pytest.approx((K - W) * round_s) and full.time_s == pytest.approx(K * round_s)
+    assert rec.rows[0]["time_s"] == 0.0 and rec.rows[-1]["time_s"] == pytest.approx(warm.time_s)
+    assert rec0.rows[-1]["time_s"] == pytest.approx(full.time_s)
+
+
 def test_artificial_delay_ring_is_bounded(tmp_path):
     result, rec, _ = run_sim(tmp_path, ["delay=uniform", "delay.max_delay=3", "updates=50"])
     assert max(rec.master.histogram) <= 3

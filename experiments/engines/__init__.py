@@ -59,3 +59,18 @@ def get_engine(name: str):
     if name not in ENGINES:
         raise ValueError(f"engine={name!r}: must be one of {', '.join(ENGINES)}")
     return importlib.import_module(f"experiments.engines.{name}")
+
+
+def warmup_updates(cfg, workers: int, planned: int) -> int:
+    """Updates applied before a run's clock starts: ``engine.warmup_updates`` (0: none), for the async protocol at
+    least ``workers`` (one whole round), at most half the ``planned`` updates.
+
+    Why a whole round: P workers handed their first iterates together deliver their first gradients in one burst
+    about one gradient later. A clock started inside that burst (after 5 of 32 arrivals) and stopped at the last
+    arrival times K - 5 updates over (K / P - 1) gradient cycles: 7% optimistic at P = 32, K = 400. Started at the
+    burst's end it times K - P updates over K / P - 1 cycles: the steady state. The real engines (engines/_driver.py)
+    and the simulated one use this rule, so a simulated twin times the same updates as its measured run."""
+    warm = int(cfg.engine.get("warmup_updates") or 0)
+    if warm > 0 and cfg.algorithm.protocol == "async":
+        warm = max(warm, int(workers))
+    return min(warm, int(planned) // 2)

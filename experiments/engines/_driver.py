@@ -12,8 +12,9 @@ gradient computed reaches the master -- none is lost or thrown away, and without
 ``gradients`` equals ``updates`` (async) or P x ``updates`` (sync); a policy (experiments/policies.py) may discard
 gradients it receives, which the ``discarded`` column counts.
 
-Clock (``clock=wall``): ``time.perf_counter`` seconds, started after ``engine.warmup_updates`` updates (at most half
-the run's updates; process start-up and warm-up excluded) and paused around every evaluation. Async evaluation
+Clock (``clock=wall``): ``time.perf_counter`` seconds, started after the warm-up updates (:func:`experiments.engines.warmup_updates`:
+``engine.warmup_updates``, for async at least P of them, at most half the run's; process start-up and warm-up
+excluded) and paused around every evaluation. Async evaluation
 points (``engine.evaluation``): ``snapshot`` (default) copies the master's x, with the clock paused for the copy
 only, and evaluates the copies after the run, so the workers never stop and the staleness is that of the running
 system; ``drain`` (and ``snapshot`` once the pending copies would pass ``engine.snapshot_mb``) stops handing out
@@ -35,7 +36,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from experiments.engines import EngineResult
+from experiments.engines import EngineResult, warmup_updates
 from experiments.engines.emulation import log_arrival
 from experiments.errors import WorkerLost
 from experiments.master import Master
@@ -121,7 +122,7 @@ class MasterLoop:
         self.max_samples = None if self.max_updates else float(cfg.epochs) * problem.num_train
         per_update = sum(self.batches) if self.protocol == "sync" else self.batches[0]
         planned = self.max_updates or math.ceil(self.max_samples / per_update)
-        self.warmup = min(int(cfg.engine.get("warmup_updates") or 0), planned // 2)  # at most half a short run
+        self.warmup = warmup_updates(cfg, self.P, planned)
         self.live = set(range(self.P))
         self.notes: list[str] = []
         self.emulated = (cfg.engine.get("compute") or "real") == "emulated"

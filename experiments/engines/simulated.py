@@ -25,6 +25,11 @@ Sync protocol (sync AMSGrad). Each round all P workers compute at the same itera
 them, or a full batch each: ``algorithm.sync_batch``); a round costs ``latency + slowest + latency + P overhead +
 update`` -- with P = 1 exactly one async update, as on the real engines.
 
+Clock start (``engine.warmup_updates``, default 0): the clock starts once the warm-up updates are applied, by the
+real engines' rule (:func:`experiments.engines.warmup_updates`: for async at least P, one whole round; at
+most half the run), so a simulated twin of a measured run (model_validation, paper_timing: 5 on both sides) times
+the same updates as the measured one. Trace times are 0 before the start.
+
 Memory: one gradient per in-flight worker (timing), or a ring of max_delay + 1 iterates (artificial delays).
 """
 from __future__ import annotations
@@ -34,7 +39,7 @@ import math
 
 from experiments.calibration import Calibration, cost_model
 from experiments.delays import ArtificialDelay, IterateRing, compute_times
-from experiments.engines import EngineResult
+from experiments.engines import EngineResult, warmup_updates
 from experiments.master import Master
 from experiments.sampling import BatchStream, split_batch
 
@@ -47,6 +52,29 @@ def _limits(cfg, num_train: int) -> tuple[float, float]:
     if cfg.get("updates"):
         return int(cfg.updates), math.inf
     return math.inf, float(cfg.epochs) * num_train
+
+
+class WarmupClock:
+    """When the simulated clock starts: once ``warmup`` updates are applied (0: at t = 0). ``time(t)`` is the clock
+    at simulated time ``t`` (0 before the start); ``samples0`` the samples applied before it."""
+
+    def __init__(self, warmup: int) -> None:
+        self.warmup, self.t0, self.samples0 = int(warmup), (0.0 if int(warmup) <= 0 else None), 0
+
+    def updated(self, version: int, t: float, samples: int) -> None:
+        """After an update: start the clock at ``t`` if this was the ``warmup``-th."""
+        if self.t0 is None and version >= self.warmup:
+            self.t0, self.samples0 = t, samples
+
+    def time(self, t: float) -> float:
+        return 0.0 if self.t0 is None else t - self.t0
+
+
+def _warmup(cfg, num_train: int, per_update: int) -> int:
+    """The warm-up updates of the real engines' rule (:func:`experiments.engines.warmup_updates`)."""
+    max_updates, max_samples = _limits(cfg, num_train)
+    planned = max_updates if math.isfinite(max_updates) else math.ceil(max_samples / per_update)
+    return warmup_updates(cfg, int(cfg.workers), int(planned))
 
 
 def run(problem, rule, cfg, recorder) -> EngineResult:
@@ -73,9 +101,11 @@ def run(problem, rule, cfg, recorder) -> EngineResult:
     stream = BatchStream(N, B, cfg.seed)
     master = Master(rule, problem.init_params(cfg.seed), protocol, P, policy=cfg.algorithm.get("policy"))
     recorder.attach(master)
+    warm = WarmupClock(_warmup(cfg, N, sum(batches) if protocol == "sync" else B))
 
     def evaluate(clock: float, samples: int) -> None:
-        recorder.record(master.x, samples, master.version, master.gradients, clock, master.take_staleness())
+        recorder.record(master.x, samples, master.version, master.gradients, warm.time(clock),
+                        master.take_staleness())
 
     evaluate(0.0, 0)
     if protocol == "sync":
@@ -84,10 +114,11 @@ def run(problem, rule, cfg, recorder) -> EngineResult:
         loop = _run_artificial
     else:
         loop = _run_timing
-    clock, samples = loop(problem, cfg, master, stream, batches, costs, times, recorder, evaluate)
+    clock, samples = loop(problem, cfg, master, stream, batches, costs, times, recorder, evaluate, warm)
     if recorder.rows[-1]["gradients"] != master.gradients:
         evaluate(clock, samples)
-    return EngineResult(updates=master.version, gradients=master.gradients, samples=samples, time_s=clock,
+    return EngineResult(updates=master.version, gradients=master.gradients, samples=samples, time_s=warm.time(clock),
+                        timed_samples=samples - warm.samples0 if warm.warmup > 0 else None,
                         histogram=master.histogram,
                         costs=costs.as_dict(batches[0]),
                         provenance={"cost_source": costs.transport, "cost_spread": costs.spread,
@@ -107,7 +138,7 @@ def run_costs(problem, rule, cfg, batches: list[int]):
                       ref_batch=int(cfg.batch_size), transport=cfg.engine.get("transport") or "shared_memory")
 
 
-def _run_sync(problem, cfg, master, stream, batches, costs, times, recorder, evaluate) -> tuple[float, int]:
+def _run_sync(problem, cfg, master, stream, batches, costs, times, recorder, evaluate, warm) -> tuple[float, int]:
     """Sync rounds (see the module docstring). Returns (clock in seconds, samples applied)."""
     clock = 0.0
     P = len(batches)
@@ -120,12 +151,13 @@ def _run_sync(problem, cfg, master, stream, batches, costs, times, recorder, eva
             recorder.check_loss(loss, stream.samples)
             master.receive(g, version, worker=w)
         clock += 2 * costs.latency_s + slowest + P * costs.overhead_s + costs.update_s
+        warm.updated(master.version, clock, stream.samples)
         if recorder.due(stream.samples):
             evaluate(clock, stream.samples)
     return clock, stream.samples
 
 
-def _run_timing(problem, cfg, master, stream, batches, costs, times, recorder, evaluate) -> tuple[float, int]:
+def _run_timing(problem, cfg, master, stream, batches, costs, times, recorder, evaluate, warm) -> tuple[float, int]:
     """Async with ``delay=timing``: staleness from the event order. Returns (clock in seconds, samples applied)."""
     P, N, B = int(cfg.workers), problem.num_train, int(cfg.batch_size)
     # plain numbers and bound methods in the hot loop: the bookkeeping per gradient is a few microseconds
@@ -134,6 +166,7 @@ def _run_timing(problem, cfg, master, stream, batches, costs, times, recorder, e
     max_updates, max_samples = _limits(cfg, N)
     loss_grad, next_batch, draw, receive, due = problem.loss_grad, stream.next, times.draw, master.receive, recorder.due
     check_loss, heappop, heappush = recorder.check_loss, heapq.heappop, heapq.heappush
+    warming = warm.t0 is None  # until the clock starts, each update checks whether it is the warm-up's last
     queue = []  # in-flight work: (arrival time at the master, worker, version it was computed at, loss, gradient)
     issued = 0
 
@@ -156,13 +189,17 @@ def _run_timing(problem, cfg, master, stream, batches, costs, times, recorder, e
         # (no update when a staleness policy discards or holds the gradient)
         busy = master_s if receive(g, version, w) else overhead_s
         master_free = max(arrival, master_free) + busy
+        if warming:
+            warm.updated(master.version, master_free, samples)
+            warming = warm.t0 is None
         hand_out(w, master_free + latency_s)  # the new iterate reaches w one latency later
         if due(samples):
             evaluate(master_free, samples)
     return master_free, samples
 
 
-def _run_artificial(problem, cfg, master, stream, batches, costs, times, recorder, evaluate) -> tuple[float, int]:
+def _run_artificial(problem, cfg, master, stream, batches, costs, times, recorder, evaluate,
+                    warm) -> tuple[float, int]:
     """Async with an artificial delay: the iterate of each gradient is chosen by the delay model from a ring of the
     newest iterates when the gradient is applied. Returns (clock in seconds, samples applied)."""
     P, N = int(cfg.workers), problem.num_train
@@ -188,6 +225,7 @@ def _run_artificial(problem, cfg, master, stream, batches, costs, times, recorde
         master_free = max(finish + latency_s, master_free) + (master_s if applied else overhead_s)
         if applied:
             ring.push(master.version, master.x)
+        warm.updated(master.version, master_free, stream.samples)
         heappush(queue, (master_free + latency_s + draw(w, grad_s), w))
         if due(stream.samples):
             evaluate(master_free, stream.samples)
