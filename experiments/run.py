@@ -159,8 +159,12 @@ def execute(cfg: DictConfig, overrides: list[str]) -> str:
     run_id = make_run_id(overrides, cfg.seed)
     sink = RunSink(cfg.results_dir, cfg.experiment_id, run_id)
     if sink.finished() and not cfg.force:
-        print(f"[skip] {cfg.experiment_id}/{run_id}: finished earlier (force=true reruns)", file=sys.stderr)
-        return "skipped"
+        changes = sink.config_changes(OmegaConf.to_container(cfg))
+        if not changes:
+            print(f"[skip] {cfg.experiment_id}/{run_id}: finished earlier (force=true reruns)", file=sys.stderr)
+            return "skipped"
+        print(f"[rerun] {cfg.experiment_id}/{run_id}: finished with another config ({'; '.join(changes[:3])}"
+              f"{'; ...' if len(changes) > 3 else ''})", file=sys.stderr)
     torch.set_num_threads(int(cfg.threads))
     device = resolve_device(cfg.device)
     from problems import build_problem

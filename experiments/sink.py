@@ -32,6 +32,9 @@ SUMMARY_COLUMNS = ["experiment", "run_id", "problem", "algorithm", "engine", "cl
                    "cost_update_s", "cost_latency_s", "cost_overhead_s", "cost_master_s",
                    "overruns"]
 IGNORED_IN_RUN_ID = {"results_dir", "force", "progress", "experiment", "profile", "experiment_id", "device", "threads"}
+LOOKUP_TABLES = {"profiles", "points", "compute_models", "by_kind"}
+"""Top-level tables that experiment configs index into (conf/experiment/*.yaml): what a run takes from them shows in
+the keys it sets (workers, engine.compute_base_s, delay.*, epochs), so an edit elsewhere in a table is no change."""
 
 
 def make_run_id(overrides: list[str], seed: int) -> str:
@@ -78,6 +81,18 @@ def _fmt(v):
     return v
 
 
+def _flat(d, prefix: str = "") -> dict:
+    """A nested mapping as ``{"a.b.c": leaf}`` (lists are leaves)."""
+    out = {}
+    for k, v in (d or {}).items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flat(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
 class RunSink:
     """Writes one run's files and its summary row.
 
@@ -97,6 +112,21 @@ class RunSink:
         """True when the summary already holds a finished (``ok`` or ``diverged``) row for this run."""
         row = self.summary_row()
         return row is not None and row.get("status") in ("ok", "diverged") and (self.run_dir / "trace.csv").exists()
+
+    def config_changes(self, cfg: dict, ignore=IGNORED_IN_RUN_ID | LOOKUP_TABLES) -> list[str]:
+        """How the resolved config ``cfg`` (a plain dict) differs from the one this run finished with
+        (``config.yaml``): ``"key: old -> new"`` for every dotted key present in both whose value differs (top-level
+        keys in ``ignore`` -- where results go, how they are shown -- left out). Keys added or removed since are not
+        changes: a new key's default keeps the old behaviour. [] when there is no config.yaml."""
+        path = self.run_dir / "config.yaml"
+        if not path.exists():
+            return []
+        import yaml
+
+        old = yaml.safe_load(path.read_text()) or {}
+        a, b = _flat(old), _flat(cfg)
+        return [f"{k}: {a[k]!r} -> {b[k]!r}" for k in sorted(a.keys() & b.keys())
+                if k.split(".")[0] not in ignore and a[k] != b[k]]
 
     def summary_row(self) -> dict | None:
         if not self.summary_path.exists():

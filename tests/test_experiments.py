@@ -67,6 +67,15 @@ def test_smoke_sweep_runs_and_resume_skips_finished_runs(tmp_path):
     assert second.stderr.count("[skip]") == 3
     assert {p: p.stat().st_mtime for p in mtimes} == mtimes
     assert len(_rows(tmp_path)) == 3
+    # a finished run whose stored config differs from today's (an experiment yaml edited since) runs again
+    run = next(iter(mtimes)).parent
+    cfg_path = run / "config.yaml"
+    cfg_path.write_text(cfg_path.read_text().replace("updates: 150", "updates: 149").replace(
+        "profile: smoke", "profile: smoke\nprofiles_note: a key added later is no change"))
+    again = _sweep(tmp_path)
+    assert again.returncode == 0 and again.stderr.count("[skip]") == 2
+    assert f"[rerun] tau_threshold/{run.name}: finished with another config (updates: 149 -> 150)" in again.stderr
+    assert "updates: 150" in cfg_path.read_text()
     forced = _sweep(tmp_path, "force=true", "delay.tau=4")
     assert forced.returncode == 0 and "[skip]" not in forced.stderr
     assert len(_rows(tmp_path)) == 3  # the rerun replaced its row

@@ -86,3 +86,20 @@ def test_git_commit_is_dirty_for_code_changes_but_not_for_rewritten_results(tmp_
     (tmp_path / "code.py").write_text("x = 2\n")
     assert git_commit(tmp_path) == sha + "-dirty"
     assert git_commit(tmp_path / "results" / "nonexistent") == "unknown"
+
+
+def test_config_changes_name_changed_values_and_ignore_tables_and_new_keys(tmp_path):
+    import yaml
+
+    from experiments.sink import RunSink
+
+    sink = RunSink(tmp_path, "e", "r")
+    assert sink.config_changes({"updates": 1}) == []  # no config.yaml: nothing to compare
+    sink.run_dir.mkdir(parents=True)
+    old = {"updates": 400, "engine": {"compute_base_s": 0.05, "handoff": "block"}, "results_dir": "a",
+           "profiles": {"quick": {"seed": 0}}, "points": {"p1": {"workers": 1}}}
+    (sink.run_dir / "config.yaml").write_text(yaml.safe_dump(old))
+    new = {"updates": 416, "engine": {"compute_base_s": 0.05, "handoff": "block", "warmup_updates": 5},
+           "results_dir": "b", "profiles": {"quick": {"seed": "0,1,2"}}, "points": {"p1": {"workers": 2}}}
+    assert sink.config_changes(new) == ["updates: 400 -> 416"]
+    assert sink.config_changes(dict(new, updates=400)) == []
