@@ -150,20 +150,23 @@ def _validation_pairs(results_dir: str | Path) -> pd.DataFrame:
     return pair_clocks(s)
 
 
-def clock_backing(results_dir: str | Path, compute: str | None = None,
-                  max_workers: int | None = None) -> tuple[bool, float | None]:
+def clock_backing(results_dir: str | Path, compute: str | None = None, max_workers: int | None = None,
+                  problems: list[str] | None = None) -> tuple[bool, float | None]:
     """Does model_validation back the simulated clock? (backed, mean |relative error| or None).
 
     Pairs each measured time per epoch of ``<results_dir>/model_validation`` (clock ``wall``) with the simulated one
     of the same problem, algorithm, workers and setting -- compute mode, emulated base seconds, the engine the clock
     modelled -- leaving out overrun-flagged runs (:func:`_validation_pairs`); with ``compute`` (``real`` or
     ``emulated``) only the pairs of that compute mode count. Backed when the mean |error| <= CLOCK_TOLERANCE and, with
-    ``max_workers``, the pairs reach that many workers (a curve to P = 64 is not backed by P <= 2). (False, None)
-    without such pairs.
+    ``max_workers``, the pairs reach that many workers (a curve to P = 64 is not backed by P <= 2); with ``problems``,
+    only pairs of those problems count (LeNet5 curves are not backed by logistic regression). (False, None) without
+    such pairs.
     """
     pairs = _validation_pairs(results_dir)
     if compute is not None and len(pairs):
         pairs = pairs[pairs["compute"] == compute]
+    if problems and len(pairs):
+        pairs = pairs[pairs["problem"].astype(str).isin(problems)]
     errs = pairs["percent_error"].abs().dropna() / 100.0
     if errs.empty:
         return False, None
@@ -185,17 +188,18 @@ def clock_label(summary: pd.DataFrame, results_dir: str | Path | None) -> str:
     top = int(pd.to_numeric(sim["workers"], errors="coerce").max())
     if results_dir is None:
         return UNDER_COST_MODEL
-    backed, err = clock_backing(results_dir, compute=mode, max_workers=top)
+    problems = sorted(set(sim["problem"].astype(str))) if "problem" in sim else []
+    backed, err = clock_backing(results_dir, compute=mode, max_workers=top, problems=problems)
     pairs = _validation_pairs(results_dir)
     if pairs.empty:
         return UNDER_COST_MODEL
-    pairs = pairs[pairs["compute"] == mode]
+    pairs = pairs[(pairs["compute"] == mode) & pairs["problem"].astype(str).isin(problems or pairs["problem"])]
     where = (f"{mode} compute at P <= {int(pairs['workers'].max())}: mean abs. error {100 * err:.1f}%"
              if err is not None else "")
     if backed:
         return f"simulated clock backed by model_validation ({where})"
     return UNDER_COST_MODEL + (f"; model_validation, {where}" if where else
-                               f"; model_validation has no {mode}-compute row")
+                               f"; model_validation has no {mode}-compute row for {', '.join(problems)}")
 
 
 def degenerate_delays(ok: pd.DataFrame) -> list:

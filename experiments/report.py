@@ -426,10 +426,23 @@ def section_large(exp, summary, sp, paper, claims):
                  for e in engines}
         pairs = {e: v for e, v in pairs.items() if v[0] == v[0] and v[1] == v[1]}
         if pairs:
-            claims.append((f"APAM's time per epoch falls with workers while sync's does not; rule: at P={p} APAM's "
-                           "speed-up > sync's on every engine", all(a > b for a, b in pairs.values()),
-                           "; ".join(f"{e}: APAM {a:.2f}x, sync {b:.2f}x" for e, (a, b) in pairs.items()),
-                           {"clock": True}))
+            ev = "; ".join(f"{e}: APAM {a:.2f}x, sync {b:.2f}x" for e, (a, b) in pairs.items())
+            claims.append((f"APAM scales better than sync AMSGrad; rule: at P={p} APAM's speed-up > sync's on every "
+                           "engine", all(a > b for a, b in pairs.values()), ev,
+                           {"clock": True, "key": "APAM's speed-up above sync's"}))
+            mid = [q for q in both if 1 < q < p]
+            if mid:
+                q = mid[0]
+                grows = {e: (ratio.get((e, "sync_amsgrad", q), math.nan), ratio.get((e, "sync_amsgrad", p), math.nan))
+                         for e in engines}
+                grows = {e: v for e, v in grows.items() if v[0] == v[0] and v[1] == v[1]}
+                if grows:
+                    claims.append((f"sync AMSGrad's time per epoch rises from P={q} to P={p} (paper: 0.68 h to "
+                                   "1.08 h); rule: its speed-up at P={p} below its speed-up at P={q} on every engine"
+                                   .replace("{p}", str(p)).replace("{q}", str(q)),
+                                   all(b < a for a, b in grows.values()),
+                                   "; ".join(f"{e}: {a:.2f}x at P={q}, {b:.2f}x at P={p}" for e, (a, b) in grows.items()),
+                                   {"clock": True, "key": "sync's time per epoch rises with workers"}))
     note = ""
     if timing_only:
         emulated = "compute" in ok and (ok["compute"].astype(str) == "emulated").all()
@@ -552,14 +565,17 @@ def section_model_validation(exp, summary, sp, paper, claims, hists=None, late=N
                    f"{len(df)} rows: mean |error| {err.mean():.1f}%, max {err.max():.1f}%; rows without overrun flag: "
                    + (f"mean {clean['percent_error'].abs().mean():.1f}%, max {clean['percent_error'].abs().max():.1f}%"
                       if len(clean) else "none")))
-    claims.append(("goal (ours): simulated mean staleness within 10% (or 0.5 update) of the measured one on every row",
+    claims.append(("goal (ours): simulated mean staleness within 10% (or 0.5 update) of the measured one on every row "
+                   "(a weak test: with every worker busy it agrees by counting; the histogram's shape below is the test)",
                    bool(tau_ok.all()), f"{int((~tau_ok).sum())} of {len(df)} rows miss; max |difference| "
                    f"{df['tau error'].abs().max():.2f} updates"))
     if "tau hist TV" in df and df["tau hist TV"].notna().any():
         flat = df if "overrun %" not in df else df[~(df["overrun %"] > 100 * OVERRUN_FLAG)]
+        flat = flat[(flat["workers"] > 1) & ~flat["algorithm"].astype(str).str.startswith("sync")]
         tvs = flat["tau hist TV"].dropna()
         claims.append((f"goal (ours): the simulated staleness histogram has the measured one's shape (total "
-                       f"variation distance <= {HIST_TV:g}) on every row without an overrun flag",
+                       f"variation distance <= {HIST_TV:g}) on every async row with P > 1 (sync and P = 1 rows have "
+                       "staleness 0 on both sides) without an overrun flag",
                        bool(len(tvs) and tvs.max() <= HIST_TV),
                        f"{len(tvs)} rows: mean TV {tvs.mean():.3f}, max {tvs.max():.3f}; "
                        f"{int((tvs > HIST_TV).sum())} above {HIST_TV:g}" if len(tvs) else "no unflagged row"))
@@ -568,7 +584,10 @@ def section_model_validation(exp, summary, sp, paper, claims, hists=None, late=N
             "mean staleness: simulated minus measured, in updates. With P workers always busy, the mean staleness is "
             "P - 1 (less the start-up ramp) whatever the order of arrivals, so it agrees by counting; the histogram's "
             "shape (`tau hist TV`: total variation distance between the measured and the simulated staleness "
-            "distributions, 0 = same shape, 1 = disjoint) is what tests the simulated order of arrivals.\n")
+            "distributions, 0 = same shape, 1 = disjoint) is what tests the simulated order of arrivals. Columns: "
+            "times and staleness are means over seeds; `overrun %` is the largest share of a measured run's emulated "
+            "gradients that ended over 10% late (above 5% the row is flagged); `late us` is the median time a "
+            "measured run's emulated waits ended after their targets (microseconds; the sleep's wake-up).\n")
     if len(clean):
         by = clean.assign(protocol=["sync" if a.startswith("sync") else "async" for a in clean["algorithm"]],
                           abs_err=clean["percent_error"].abs())
@@ -611,8 +630,8 @@ def _why_misses(clean: pd.DataFrame) -> str:
     miss = clean[clean["percent_error"].abs() > 10]
     if miss.empty:
         return ""
-    sync = miss["algorithm"].astype(str).str.startswith("sync") & (miss["workers"] > 1)
     real = miss["compute"] == "real"
+    sync = miss["algorithm"].astype(str).str.startswith("sync") & (miss["workers"] > 1) & ~real
     slower = " (in each the simulated clock is faster than measured)" if (miss["percent_error"] < 0).all() else ""
 
     def span(r, col="percent_error"):

@@ -18,7 +18,7 @@ TITLE = ("Sec. 5.1 table as a timing check -- the paper's cost per iteration on 
          "emulated on both real engines (computed for real, then the worker waits for its target) and the same base "
          "on the simulated clock; 416 updates a run, time per epoch only (the loss is not the point). LeNet5 has no "
          "such check: the paper gives no serial time for it")
-ENGINES = (("shared_memory", "shared_memory"), ("distributed", "gloo"))
+ENGINES = (("shared_memory", "shared_memory"), ("distributed", "distributed"))
 """(measured engine, label); its simulated twin is engine=simulated with ``transport`` = the measured engine."""
 
 
