@@ -314,3 +314,15 @@ def test_large_time_claims_test_what_they_say_on_every_engine():
         "reproduced", "shared_memory: APAM 20.00x, sync 5.00x; simulated: APAM 20.00x, sync 5.00x")
     verdict, ev = judged["sync's time per epoch rises with workers"]
     assert verdict == "not reproduced" and "simulated: 4.00x at P=5, 5.00x at P=20" in ev   # sync still speeds up
+
+
+def test_a_straggler_finding_with_an_unreached_target_is_inconclusive():
+    rows = [{"run_id": f"{a}-{p}-{sd}", "algorithm": a, "workers": p, "straggler_sigma": 0.0, "straggler_slowdown": sd,
+             "status": "ok", "time_to_target_s": (float("nan") if (p == 32 and sd == 8 and a == "apam") else t)}
+            for a, t in (("apam", 10.0), ("sync_amsgrad", 20.0)) for p in (8, 32) for sd in (1, 8)]
+    claims = []
+    R.section_stragglers("stragglers", pd.DataFrame(rows), None, None, claims)
+    judged = {k: (v, e) for k, _, v, e in R._judged(claims, "")}
+    p8 = "finding (P=8): factor by which one worker 8x slower (sigma 0) multiplies the time-to-target"
+    assert judged[p8] == ("finding", "APAM x1.00, sync AMSGrad x1.00")
+    assert judged[p8.replace("P=8", "P=32")][0] == "inconclusive"
