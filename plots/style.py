@@ -104,6 +104,10 @@ def new_figure(nrows=1, ncols=1, panel_size=PANEL_SIZE, **kwargs):
     return fig, axes
 
 
+LEGEND_MAX_ROWS = 8     # rows a figure legend may take before the figure widens to give it more columns
+LEGEND_ROW_IN = 0.2     # inches of figure height per legend row (small font)
+
+
 def legend_outside(fig, axes, title=None, ncols=None):
     """One legend for the whole figure, below the panels (never over data), duplicates removed."""
     seen = {}
@@ -112,11 +116,18 @@ def legend_outside(fig, axes, title=None, ncols=None):
             if label and not label.startswith("_") and label not in seen:
                 seen[label] = handle
     if seen:
-        if ncols is None:  # as many columns as fit the figure's width (small font: ~4.7 pt per character)
-            width_pt = fig.get_figwidth() * 72.0
-            column_pt = 4.7 * max(len(label) for label in seen) + 45.0
-            ncols = int(min(4, max(1, width_pt * 0.95 // column_pt)))
+        column_pt = 4.7 * max(len(label) for label in seen) + 45.0  # small font: ~4.7 pt per character
+        if ncols is None:  # as many columns as fit the figure's width
+            ncols = int(min(4, max(1, fig.get_figwidth() * 72.0 * 0.95 // column_pt)))
+            need = min(4, -(-len(seen) // LEGEND_MAX_ROWS))
+            if need > ncols:  # a long legend: widen the figure so that it keeps to LEGEND_MAX_ROWS rows
+                fig.set_figwidth(max(fig.get_figwidth(), need * column_pt / 72.0 / 0.95))
+                ncols = need
         ncols = min(len(seen), ncols)
+        rows = -(-len(seen) // ncols)
+        # room below the panels for the legend's rows (constrained layout otherwise squeezes the axes to nothing
+        # and draws the legend over them)
+        fig.set_figheight(fig.get_figheight() + LEGEND_ROW_IN * rows + (0.3 if title else 0.1))
         fig.legend(list(seen.values()), list(seen.keys()), loc="outside lower center", ncols=ncols, title=title,
                    fontsize="small", title_fontsize="small", frameon=False)
 
