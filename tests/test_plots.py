@@ -557,3 +557,20 @@ def test_overrun_workers_are_the_measured_runs_past_the_flag():
     assert overrun_workers(s, engine="distributed") == []               # 20 of 400 = 5%: not above the flag
     assert overrun_workers(s, engine="simulated") == []                 # simulated runs never overrun
     assert overrun_workers(s.drop(columns="overruns"), engine="shared_memory") == []
+
+
+def test_a_long_legend_gets_room_instead_of_covering_the_panel(tmp_path):
+    """21 legend lines under one panel: the figure widens to keep the legend to LEGEND_MAX_ROWS rows and grows by its
+    rows, so constrained layout never collapses the axes (it warns when it does)."""
+    fig, axes = style.new_figure(1, 1)
+    for k in range(21):
+        axes[0][0].plot([0, 1], [k, k + 1], label=f"algorithm_{k:02d} · simulated_distributed · simulated clock")
+    w0, h0 = fig.get_figwidth(), fig.get_figheight()
+    style.legend_outside(fig, axes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig.savefig(tmp_path / "f.png")
+    rows = -(-21 // fig.legends[0]._ncols)
+    assert fig.get_figwidth() > w0 and rows <= style.LEGEND_MAX_ROWS
+    assert fig.get_figheight() == pytest.approx(h0 + style.LEGEND_ROW_IN * rows + 0.1)
+    plt.close(fig)
