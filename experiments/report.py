@@ -867,7 +867,10 @@ def write_report(results_dir: Path, profile: str, statuses: dict) -> Path:
         if claims:
             label = C.clock_label(summary, results_dir)
             body.append("\n| claim | verdict | evidence |\n|---|---|---|")
+            seeds = int(summary["seed"].nunique()) if "seed" in summary else 0
             for key, text, verdict, evidence in _judged(claims, label):
+                if 0 < seeds < C.MIN_SEEDS and "seed" not in f"{verdict} {evidence}":
+                    evidence = f"{evidence} ({seeds} seed{'s' if seeds > 1 else ''} in all: fewer than {C.MIN_SEEDS})"
                 cells = [str(c).replace("|", "\\|") for c in (text, verdict, evidence)]
                 body.append(f"| {cells[0]} | **{cells[1]}** | {cells[2]} |")
                 verdict_rows.append({"experiment": exp, "claim": key, "verdict": verdict})
