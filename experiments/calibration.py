@@ -16,7 +16,9 @@ relative spread (max - min) / median is stored beside it):
   zero-cost gradients and ``SATURATE_P`` workers the master never waits, so seconds per update = update + overhead
   (async SGD, whose update is measured beside it and subtracted);
 - ``latency|<engine>|d=<d>``: in-flight time of one message, on the engine itself: one zero-cost worker waits for
-  its iterate and its gradient in turn, so seconds per update = 2 latency + update + overhead.
+  its iterate and its gradient in turn, so seconds per update = 2 latency + update + overhead;
+- ``late|sleep|s=<base>``: how late an emulated wait of ``base`` seconds ends (``time.sleep``'s wake-up; every
+  sample kept): what the simulated twin of an emulated run adds to each gradient (engines/simulated.py).
 Message terms are keyed by engine and dimension only: every update rule is timed with the same clock. On
 ``shared_memory`` both runs force the ``block`` hand-off (key ``shared_memory-block``): with ``auto`` the P = 1 run
 spins on a quiet machine while the saturated one blocks, and their difference is then no latency at all (it gave
@@ -174,6 +176,24 @@ def _median_time(fn, reps: int, warmup: int = 3) -> float:
         fn()
         samples.append(time.perf_counter() - t0)
     return statistics.median(samples)
+
+
+def lateness_key(base_s: float) -> str:
+    """Calibration key of the wake-up lateness of an emulated wait of about ``base_s`` seconds."""
+    return f"late|sleep|s={float(base_s):.6g}"
+
+
+def measure_lateness_samples(base_s: float, budget_s: float = 2.0) -> list[float]:
+    """Seconds by which ``time.sleep`` of ``base_s`` seconds ends after its target, as an emulated worker's wait does
+    (experiments/engines/emulation.py): ``budget_s / base_s`` waits (5 to 400), in this process with one thread.
+    Every sample is kept (sorted): the simulated twin of an emulated run draws from them."""
+    n = int(min(400, max(5, budget_s / max(float(base_s), 1e-6))))
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        time.sleep(base_s)
+        out.append(max(0.0, time.perf_counter() - t0 - base_s))
+    return sorted(out)
 
 
 def measure_update_s(rule, dim: int, reps: int = 50) -> float:

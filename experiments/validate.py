@@ -229,7 +229,7 @@ def validate(cfg) -> None:
                  "engine=simulated with engine.compute=emulated needs the base seconds of a gradient")
         _require((e.get("costs") or {}).get("grad_s") is None, "engine.costs.grad_s", e.costs.get("grad_s"),
                  "set either engine.costs.grad_s or engine.compute_base_s, not both")
-    for k in ("grad_s", "update_s", "latency_s", "overhead_s"):
+    for k in ("grad_s", "update_s", "latency_s", "overhead_s", "late_s"):
         if e.get("costs") is not None:
             v = e.costs.get(k)
             _require(v is None or (isinstance(v, (int, float)) and v >= 0), f"engine.costs.{k}", v, "must be >= 0")

@@ -114,7 +114,7 @@ def test_the_simulated_partner_of_an_emulated_run_costs_its_base(tmp_path):
     over = [f"results_dir={tmp_path}", "batch_size=8", "algorithm=async_sgd", "algorithm.lr=0.01",
             "algorithm.lr_schedule=constant", "workers=4", "updates=100", "engine.compute=emulated",
             "engine.compute_base_s=0.02", "engine.costs.update_s=1e-5", "engine.costs.latency_s=1e-5",
-            "engine.costs.overhead_s=2e-5"]
+            "engine.costs.overhead_s=2e-5", "engine.costs.late_s=1e-4"]
     cfg = compose_cfg(over)
     validate(cfg)
     assert _compute_columns(cfg) == {"compute": "emulated", "compute_base_s": 0.02, "transport": "shared_memory"}
@@ -123,6 +123,9 @@ def test_the_simulated_partner_of_an_emulated_run_costs_its_base(tmp_path):
                    progress=False)
     result = simulated.run(problem, build_rule("sgd", lr=0.01), cfg, rec)
     assert result.costs["grad_s"] == 0.02 and result.costs["master_s"] == pytest.approx(3e-5)
+    # every emulated wait ends late_s late (a twin of a worker that sleeps, then wakes late): 4 workers in rounds
+    cycle = 0.02 + 1e-4 + 2 * 1e-5 + 3e-5
+    assert result.time_s == pytest.approx(100 / 4 * cycle, abs=4 * 3e-5)
     assert result.provenance["cost_source"] == "config"
     with pytest.raises(ConfigError, match="engine.costs.grad_s"):
         validate(compose_cfg(over + ["engine.costs.grad_s=0.01"]))

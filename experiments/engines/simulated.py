@@ -25,6 +25,10 @@ Sync protocol (sync AMSGrad). Each round all P workers compute at the same itera
 them, or a full batch each: ``algorithm.sync_batch``); a round costs ``latency + slowest + latency + P overhead +
 update`` -- with P = 1 exactly one async update, as on the real engines.
 
+Emulated compute (``engine.compute=emulated``: the twin of a run on a real engine whose workers wait for targets):
+each gradient's time is the law's draw for ``engine.compute_base_s`` plus a draw of the wait's wake-up lateness,
+calibrated on this machine (:class:`Lateness`; 0.1-0.2 ms for a 2-50 ms wait here), as the emulated worker wakes late.
+
 Clock start (``engine.warmup_updates``, default 0): the clock starts once the warm-up updates are applied, by the
 real engines' rule (:func:`experiments.engines.warmup_updates`: for async at least P, one whole round; at
 most half the run), so a simulated twin of a measured run (model_validation, paper_timing: 5 on both sides) times
@@ -52,6 +56,17 @@ def _limits(cfg, num_train: int) -> tuple[float, float]:
     if cfg.get("updates"):
         return int(cfg.updates), math.inf
     return math.inf, float(cfg.epochs) * num_train
+
+
+class _Late:
+    """A compute-time model whose draws get the emulated wait's lateness added (identity with real compute)."""
+
+    def __init__(self, times, late) -> None:
+        self.times, self.late = times, late
+        self.draw = times.draw if late.samples is None else self._draw
+
+    def _draw(self, worker: int, base_s: float) -> float:
+        return self.times.draw(worker, base_s) + self.late()
 
 
 class WarmupClock:
@@ -97,7 +112,7 @@ def run(problem, rule, cfg, recorder) -> EngineResult:
     sync_split = protocol == "sync" and cfg.algorithm.get("sync_batch", "split") == "split"
     batches = split_batch(B, P) if sync_split else [B] * P
     costs = run_costs(problem, rule, cfg, batches)
-    times = compute_times(cfg, seed=cfg.seed + 1)
+    times = _Late(compute_times(cfg, seed=cfg.seed + 1), Lateness(cfg))
     stream = BatchStream(N, B, cfg.seed)
     master = Master(rule, problem.init_params(cfg.seed), protocol, P, policy=cfg.algorithm.get("policy"))
     recorder.attach(master)
@@ -122,7 +137,39 @@ def run(problem, rule, cfg, recorder) -> EngineResult:
                         histogram=master.histogram,
                         costs=costs.as_dict(batches[0]),
                         provenance={"cost_source": costs.transport, "cost_spread": costs.spread,
-                                    "calibration": str(Calibration(cfg.engine.get("calibration") or None).path)})
+                                    "calibration": str(Calibration(cfg.engine.get("calibration") or None).path),
+                                    **({"emulated_late_s_median": times.late.median_s}
+                                       if times.late.samples is not None else {})})
+
+
+class Lateness:
+    """The wake-up lateness of an emulated wait, for the simulated twin of an emulated run: each gradient's compute
+    time gets one draw (seconds) from the samples calibrated for the base time (``late|sleep|s=<base>``,
+    :func:`experiments.calibration.measure_lateness_samples`), from its own seeded generator, or the fixed
+    ``engine.costs.late_s``; zero with real compute. A real engine's emulated worker computes, then sleeps until its target and wakes this late
+    (experiments/engines/emulation.py)."""
+
+    def __init__(self, cfg) -> None:
+        import numpy as np
+
+        self.samples = None
+        fixed = (cfg.engine.get("costs") or {}).get("late_s")
+        if cfg.engine.get("compute") == "emulated" and fixed is not None:  # engine.costs.late_s: one fixed value
+            self.samples, self.median_s = np.asarray([float(fixed)]), float(fixed)
+        elif cfg.engine.get("compute") == "emulated" and cfg.engine.get("compute_base_s") is not None:
+            from experiments.calibration import lateness_key, measure_lateness_samples
+
+            base = float(cfg.engine.compute_base_s)
+            cal = Calibration(cfg.engine.get("calibration") or None)
+            e = cal.entry(lateness_key(base), lambda: measure_lateness_samples(base))
+            self.samples = np.asarray(e["samples"], dtype=float)
+            self.median_s = float(e["value"])
+        self._rng = np.random.default_rng(int(cfg.seed) + 3)
+
+    def __call__(self) -> float:
+        if self.samples is None:
+            return 0.0
+        return float(self.samples[self._rng.integers(len(self.samples))])
 
 
 def run_costs(problem, rule, cfg, batches: list[int]):
