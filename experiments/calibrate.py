@@ -1,6 +1,7 @@
 """``make calibrate``: measure the cost model's terms on this machine up front, for every simulated job of a profile
-(gradients in a worker process per problem and batch size, master updates per rule, and each transport's message
-latency and master overhead per dimension, measured on that engine; see :mod:`experiments.calibration`).
+(gradients in a worker process per problem and batch size, master updates per rule, each transport's message
+latency and master overhead per dimension, measured on that engine, and the wake-up lateness of each emulated base
+time; see :mod:`experiments.calibration`).
 
     python -m experiments.calibrate [--profile quick] [--only ID ...] [--force] [--file PATH]
 
@@ -14,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments.calibration import Calibration, cost_model
+from experiments.calibration import Calibration, cost_model, lateness_key, measure_lateness_samples
 from experiments.errors import ConfigError
 from experiments.precheck import compose_jobs, job_overrides, profile_sweep
 from experiments.reproduce import EXPERIMENTS
@@ -58,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
                 cost_model(problems[key], rule, split_batch(B, P) if split else [B], cfg.engine.get("costs"), cal,
                            algorithm_cfg=cfg.algorithm, ref_batch=B,
                            transport=cfg.engine.get("transport") or "shared_memory")
+                base = cfg.engine.get("compute_base_s")
+                if cfg.engine.get("compute") == "emulated" and base is not None and \
+                        (cfg.engine.get("costs") or {}).get("late_s") is None:  # the twin's wake-up lateness
+                    cal.entry(lateness_key(base), lambda b=float(base): measure_lateness_samples(b))
         except (ConfigError, DataError) as exc:
             print(f"skip {exp}: {str(exc).splitlines()[0]}", file=sys.stderr)
             continue
