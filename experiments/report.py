@@ -148,8 +148,9 @@ def _linear_claim(sp, algorithm, max_workers, paper, claims, problem=None):
     key = f"{algorithm}: speed-up against the paper's{on}"
     paper_sp = paper[(paper["metric"] == "speedup") & (paper["algorithm"] == algorithm)].set_index("workers")["value"] \
         if not paper.empty else pd.Series(dtype=float)
-    text = (f"{algorithm}: nearly linear speed-up up to {max_workers} workers{on}; rule: speed-up within "
-            f"{C.PAPER_BAND:.0%} of the paper's at every common worker count (more than that above: a finding)")
+    text = (f"{algorithm}: nearly linear speed-up up to {max_workers} workers{on}, at this machine's gradient cost "
+            f"(not the paper's: see paper_timing); rule: speed-up within {C.PAPER_BAND:.0%} of the paper's at every "
+            "common worker count (more than that above: a finding)")
     if s.empty:
         _claim(claims, key, text, None, "no runs", clock=True)
         return
