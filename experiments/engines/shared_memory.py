@@ -21,13 +21,21 @@ a sleeping process on the critical path, a few microseconds per hand-off (benchm
 both sides block at once. ``auto`` spins only when every worker is pinned to its own CPUs, one is left for the
 master, and the machine's load average says nobody else needs it; when processes (ours or others') outnumber
 cores, a spinning process would hold the very core its peer needs.
-Memory ordering: replies (worker -> master) and blocking wake-ups go through system calls (pipe write/read,
-eventfd write/read, poll), which order every memory access before them, as before. The one hand-off without a
-system call is a spinning worker's: it sees ``ctrl[w, SEQ]`` change, then reads ``ctrl[w, VERSION]`` and
-``xs[w]``. The master's stores are issued in program order (x copy, version, sequence number: three separate,
-opaque calls the compiler cannot reorder), and on x86-64 (total store order) stores become visible in program
-order and a load is not reordered with later loads; so a worker that sees the new sequence number also sees the
-x and the version written before it. CPUs with weaker ordering (ARM, POWER) would need fences Python cannot
+Replies: blocking, a worker reports ``(version, loss, compute_s, target_s, overran)`` on its pipe. Spinning, it
+writes them into its row of the shared ``replies`` block, then increments the row's done count, then writes the
+master's one wake-up eventfd; the master reads the done counts without a system call while it spins (a reply costs
+no pipe read, no unpickling, no poll), and blocks on the eventfd (with the pipes and process sentinels) after
+SPIN_S; a wake-up whose replies it already took while spinning only makes it look again (``wait`` returns [] only
+when its time is up). Every ``wait`` reads the done counts before it blocks, so a reply is never left behind a
+reset wake-up.
+Memory ordering: blocking replies and wake-ups go through system calls (pipe write/read, eventfd write/read, poll),
+which order every memory access before them. The hand-offs without a system call are the spinning ones: a worker
+sees ``ctrl[w, SEQ]`` change, then reads ``ctrl[w, VERSION]`` and ``xs[w]``; the master sees a done count change,
+then reads the reply's fields and ``grads[w]``. The master's stores are issued in program order (x copy, version,
+sequence number: three separate, opaque calls the compiler cannot reorder), and on x86-64 (total store order)
+stores become visible in program order and a load is not reordered with later loads; so a worker that sees the new sequence number also sees the
+x and the version written before it; a master that sees a worker's new done count likewise sees the gradient and
+the fields the worker wrote before it. CPUs with weaker ordering (ARM, POWER) would need fences Python cannot
 issue, so there ``auto`` blocks and ``spin`` is a config error (:func:`spin_allowed`). A stale wake-up (the fd
 written after a spinning worker already took the request) only makes the worker re-check the sequence number
 once; a request is served once, because the worker compares with the last sequence number it served
@@ -75,6 +83,7 @@ from experiments.sampling import BatchStream
 
 _GRAD = struct.Struct("<cqdddb")  # b"G", version, minibatch loss, compute_s, target_s, overran (emulation.py)
 VERSION, SEQ = 0, 1             # columns of the shared control block ctrl (P, 2) int64
+REPLY_DONE = 5                  # spin: column of replies (P, 6) float64 counting the gradients a worker has put there
 SPIN_S = 200e-6                 # how long a spinning side polls before it blocks (covers one master update)
 STARTUP_TIMEOUT_S = 300.0       # a worker process must be up (imports, problem received) within this
 LAST_WORKER_PIDS: list[int] = []  # process ids of the latest run's workers (tests check that none is left)
@@ -93,19 +102,22 @@ def _wake_channel() -> tuple[int, int]:
 
 
 def _worker_main(spec: WorkerSpec, tensors: list, xs: torch.Tensor, grads: torch.Tensor, ctrl: torch.Tensor,
-                 wake: _Fd, conn, spin_s: float = 0.0) -> None:
+                 wake: _Fd, conn, spin_s: float = 0.0, replies: torch.Tensor | None = None,
+                 master_wake: _Fd | None = None) -> None:
     """Body of worker process ``spec.worker``: receive the rest of the problem on the pipe (its ``tensors`` came
     with the process; _proc.split_problem), say ready; then wait until ``ctrl[w, SEQ]`` moves past the last request
     served (spin on it for ``spin_s`` seconds, then block on its wake-up fd and pipe), read the version from
     ``ctrl[w, VERSION]``,
     compute one gradient at ``xs[w]`` on the next minibatch of its own stream, write it to ``grads[w]``, report
-    (version, loss) on the pipe; until the pipe says stop or closes (the master is gone)."""
+    (version, loss) on the pipe -- or, spinning, in its row of ``replies`` followed by its ``done`` count and one
+    write to the master's wake-up fd; until the pipe says stop or closes (the master is gone)."""
     worker_process_setup(spec)
     w = spec.worker
     try:
         problem = load_problem(tensors, receive(conn.fileno()))
         stream = BatchStream(problem.num_train, spec.batch, spec.seed)
         x, g_slot, ctl = xs[w], grads[w], ctrl.numpy()[w]
+        reply = replies.numpy()[w] if replies is not None else None  # spin: (version, loss, compute, target, overran)
         emu = worker_emulator(spec)
         poller = select.poll()
         poller.register(wake.fd, select.POLLIN)
@@ -133,7 +145,12 @@ def _worker_main(spec: WorkerSpec, tensors: list, xs: torch.Tensor, grads: torch
             loss, g = problem.loss_grad(x, stream.next())
             g_slot.copy_(g)
             compute_s, target_s, overran = emu.finish(t0)
-            conn.send_bytes(_GRAD.pack(b"G", version, float(loss), compute_s, target_s, overran))
+            if reply is None:
+                conn.send_bytes(_GRAD.pack(b"G", version, float(loss), compute_s, target_s, overran))
+            else:  # the fields, then the count the master spins on (program order; see the module docstring)
+                reply[:REPLY_DONE] = (version, float(loss), compute_s, target_s, overran)
+                reply[REPLY_DONE] += 1
+                os.write(master_wake.fd, _ONE)  # wakes the master if it has stopped spinning and blocked
     except (EOFError, BrokenPipeError, ConnectionResetError):
         return  # the master is gone
     except BaseException as exc:  # noqa: BLE001 - reported to the master, then the process exits
@@ -141,6 +158,8 @@ def _worker_main(spec: WorkerSpec, tensors: list, xs: torch.Tensor, grads: torch
     finally:
         conn.close()
         os.close(wake.fd)
+        if master_wake is not None:
+            os.close(master_wake.fd)
 
 
 def spin_allowed() -> bool:
@@ -210,6 +229,12 @@ class SharedMemoryTransport:
         self.ctrl = torch.zeros(P, 2, dtype=torch.int64).share_memory_()  # per worker: version, request seq
         self._ctl = self.ctrl.numpy()
         self.wakes = [_wake_channel() for _ in range(P)]
+        # spin: replies through shared memory (row w: version, loss, compute_s, target_s, overran, done count) and
+        # one wake-up channel for the master, written after every reply
+        self.replies = torch.zeros(P, REPLY_DONE + 1, dtype=torch.float64).share_memory_() if self._spin_s else None
+        self._rep = self.replies.numpy() if self.replies is not None else None
+        self._seen = [0] * P
+        self._mwake = _wake_channel() if self._spin_s else None
         ctx = process_context(start_method, problem)
         self.procs, self.conns = [], []
         self._poller = select.poll()  # pipe ends and process sentinels (registered once: cheaper than mp_wait)
@@ -222,7 +247,8 @@ class SharedMemoryTransport:
                 parent, child = ctx.Pipe(duplex=True)
                 wake = _Fd(self.wakes[spec.worker][0])
                 p = ctx.Process(target=_worker_main, args=(spec, tensors, self.xs, self.grads, self.ctrl, wake, child,
-                                                           self._spin_s),
+                                                           self._spin_s, self.replies,
+                                                           _Fd(self._mwake[1]) if self._mwake else None),
                                 name=f"apam-worker-{spec.worker}", daemon=True)
                 p.start()
                 child.close()  # the master keeps no copy of the child's end: its death breaks the pipe
@@ -231,6 +257,8 @@ class SharedMemoryTransport:
                 for fd in (parent.fileno(), p.sentinel):
                     self._poller.register(fd, select.POLLIN)
                     self._fd_owner[fd] = spec.worker
+            if self._mwake:
+                self._poller.register(self._mwake[0], select.POLLIN)
             deadline = time.monotonic() + STARTUP_TIMEOUT_S
             deliver(payload, [c.fileno() for c in self.conns], self.procs, deadline)
             await_ready(self.conns, self.procs, deadline)
@@ -274,17 +302,46 @@ class SharedMemoryTransport:
         else:
             os.write(self.wakes[w][1], _ONE)
 
+    def _replies_in(self) -> list:
+        """Spin: the gradients whose done count moved since last seen (read after the count: module docstring)."""
+        rep, out = self._rep, []
+        for w in range(len(self._seen)):
+            done = int(rep[w, REPLY_DONE])
+            if done != self._seen[w]:
+                self._seen[w] = done
+                if w in self._fd_owner.values():  # not dropped
+                    version, loss, compute_s, target_s, overran = rep[w, :REPLY_DONE].tolist()
+                    out.append(Arrival(w, int(version), loss, compute_s, target_s, bool(overran)))
+        return out
+
     def wait(self, timeout: float | None) -> list:
-        """Block until a gradient arrives or a worker dies (or ``timeout`` s pass); return the events."""
+        """Block until a gradient arrives or a worker dies (or ``timeout`` s pass); return the events ([] only when
+        the time is up: a wake-up with nothing new -- the master's wake-up fd still counting replies it took while
+        spinning -- waits on)."""
+        end = None if timeout is None else time.perf_counter() + timeout
+        while True:
+            events = self._wait_once(None if end is None else max(0.0, end - time.perf_counter()))
+            if events or (end is not None and time.perf_counter() >= end):
+                return events
+
+    def _wait_once(self, timeout: float | None) -> list:
         ms = None if timeout is None else max(0, math.ceil(timeout * 1000))
-        ready = []
-        if self._spin_s:  # poll without sleeping for a while: the reply arrives without a cross-core wake-up
-            deadline = time.perf_counter() + min(self._spin_s, timeout if timeout is not None else self._spin_s)
-            poll = self._poller.poll
-            while not ready and time.perf_counter() < deadline:
-                ready = poll(0)
         events, seen = [], set()
-        for fd, _ in ready or self._poller.poll(ms):
+        if self._spin_s:  # read the shared done counts without sleeping for a while: no system call, no wake-up
+            deadline = time.perf_counter() + min(self._spin_s, timeout if timeout is not None else self._spin_s)
+            while True:
+                events = self._replies_in()
+                if events or time.perf_counter() >= deadline:
+                    break
+            if events:
+                return events
+        ready = self._poller.poll(ms)
+        if self._spin_s:  # replies written before a wake-up or a worker's death are in shared memory now
+            events = self._replies_in()
+        for fd, _ in ready:
+            if self._mwake and fd == self._mwake[0]:
+                os.read(fd, 8)  # reset; a reply after this read is seen by the next spin
+                continue
             w = self._fd_owner.get(fd)
             if w is None or w in seen:
                 continue
@@ -337,7 +394,7 @@ class SharedMemoryTransport:
             reap(self.procs, grace_s=5.0 if self._started else 0.0)
             for conn in self.conns:
                 conn.close()
-            for fd in {fd for pair in self.wakes for fd in pair}:
+            for fd in {fd for pair in self.wakes + ([self._mwake] if self._mwake else []) for fd in pair}:
                 os.close(fd)
 
     @property
