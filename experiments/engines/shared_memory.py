@@ -34,8 +34,8 @@ sees ``ctrl[w, SEQ]`` change, then reads ``ctrl[w, VERSION]`` and ``xs[w]``; the
 then reads the reply's fields and ``grads[w]``. The master's stores are issued in program order (x copy, version,
 sequence number: three separate, opaque calls the compiler cannot reorder), and on x86-64 (total store order)
 stores become visible in program order and a load is not reordered with later loads; so a worker that sees the
-new sequence number also sees the x and the version written before it; a master that sees a worker's new done count likewise sees the gradient and
-the fields the worker wrote before it. CPUs with weaker ordering (ARM, POWER) would need fences Python cannot
+new sequence number also sees the x and the version written before it; a master that sees a worker's new done
+count likewise sees the gradient and the fields the worker wrote before it. CPUs with weaker ordering (ARM, POWER) would need fences Python cannot
 issue, so there ``auto`` blocks and ``spin`` is a config error (:func:`spin_allowed`). A stale wake-up (the fd
 written after a spinning worker already took the request) only makes the worker re-check the sequence number
 once; a request is served once, because the worker compares with the last sequence number it served
