@@ -32,15 +32,15 @@ Memory ordering: blocking replies and wake-ups go through system calls (pipe wri
 which order every memory access before them. The hand-offs without a system call are the spinning ones: a worker
 sees ``ctrl[w, SEQ]`` change, then reads ``ctrl[w, VERSION]`` and ``xs[w]``; the master sees a done count change,
 then reads the reply's fields and ``grads[w]``. The master's stores are issued in program order (x copy, version,
-sequence number: three separate, opaque calls the compiler cannot reorder), and on x86-64 (total store order)
-stores become visible in program order and a load is not reordered with later loads; so a worker that sees the
-new sequence number also sees the x and the version written before it; a master that sees a worker's new done
-count likewise sees the gradient and the fields the worker wrote before it. CPUs with weaker ordering (ARM, POWER) would need fences Python cannot
-issue, so there ``auto`` blocks and ``spin`` is a config error (:func:`spin_allowed`). A stale wake-up (the fd
-written after a spinning worker already took the request) only makes the worker re-check the sequence number
+sequence number: three separate, opaque calls the compiler cannot reorder), and on x86-64 (total store order) stores
+become visible in program order and a load is not reordered with later loads; so a worker that sees the new sequence
+number also sees the x and the version written before it; a master that sees a worker's new done count likewise sees
+the gradient and the fields the worker wrote before it. CPUs with weaker ordering (ARM, POWER) would need fences
+Python cannot issue, so there ``auto`` blocks and ``spin`` is a config error (:func:`spin_allowed`). A stale wake-up
+(the fd written after a spinning worker already took the request) only makes the worker re-check the sequence number
 once; a request is served once, because the worker compares with the last sequence number it served
-(tests/test_handoff.py: every gradient exactly once, in order, with its version, spinning and blocking, with
-more and fewer processes than cores). Each field has one writer (the master for ``ctrl``, aligned 8-byte stores).
+(tests/test_handoff.py: every gradient exactly once, in order, with its version, spinning and blocking, with more
+and fewer processes than cores). Each field has one writer (the master for ``ctrl``, aligned 8-byte stores).
 
 Only small messages go through the per-worker pipes: worker -> master ``(gradient, version, loss)``, ``ready``, or
 an error line; master -> worker ``stop``. The master wakes a blocked worker through
