@@ -40,10 +40,11 @@ Python cannot issue, so there ``auto`` blocks and ``spin`` is a config error (:f
 (the fd written after a spinning worker already took the request) only makes the worker re-check the sequence number
 once; a request is served once, because the worker compares with the last sequence number it served
 (tests/test_handoff.py: every gradient exactly once, in order, with its version, spinning and blocking, with more
-and fewer processes than cores). Each field has one writer (the master for ``ctrl``, aligned 8-byte stores).
+and fewer processes than cores). Each field has one writer (the master for ``ctrl``, worker w for its ``replies``
+row; aligned 8-byte stores).
 
-Only small messages go through the per-worker pipes: worker -> master ``(gradient, version, loss)``, ``ready``, or
-an error line; master -> worker ``stop``. The master wakes a blocked worker through
+Only small messages go through the per-worker pipes: worker -> master ``(gradient, version, loss)`` (blocking only),
+``ready``, or an error line; master -> worker ``stop``. The master wakes a blocked worker through
 an eventfd (a pipe of its own where eventfd is missing), not the message pipe: a pipe write asks the kernel to
 run the woken worker on the writer's core (a "synchronous" wake-up), where it then shares one core with the
 master while the other core idles; with P = 2 and trivially cheap gradients that capped the master at about
