@@ -10,6 +10,7 @@ for the update logic, so the engines differ only in transport and clock:
 from __future__ import annotations
 
 import importlib
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -61,9 +62,10 @@ def get_engine(name: str):
     return importlib.import_module(f"experiments.engines.{name}")
 
 
-def warmup_updates(cfg, workers: int, planned: int) -> int:
+def warmup_updates(cfg, workers: int, num_train: int, per_update: int) -> int:
     """Updates applied before a run's clock starts: ``engine.warmup_updates`` (0: none), for the async protocol at
-    least ``workers`` (one whole round), at most half the ``planned`` updates.
+    least ``workers`` (one whole round), at most half the run's planned updates (``updates``, or ``epochs`` x
+    ``num_train`` samples at ``per_update`` samples an update).
 
     Why a whole round: P workers handed their first iterates together deliver their first gradients in one burst
     about one gradient later. A clock started inside that burst (after 5 of 32 arrivals) and stopped at the last
@@ -73,4 +75,5 @@ def warmup_updates(cfg, workers: int, planned: int) -> int:
     warm = int(cfg.engine.get("warmup_updates") or 0)
     if warm > 0 and cfg.algorithm.protocol == "async":
         warm = max(warm, int(workers))
-    return min(warm, int(planned) // 2)
+    planned = int(cfg.updates) if cfg.get("updates") else math.ceil(float(cfg.epochs) * num_train / per_update)
+    return min(warm, planned // 2)

@@ -12,17 +12,16 @@ gradient computed reaches the master -- none is lost or thrown away, and without
 ``gradients`` equals ``updates`` (async) or P x ``updates`` (sync); a policy (experiments/policies.py) may discard
 gradients it receives, which the ``discarded`` column counts.
 
-Clock (``clock=wall``): ``time.perf_counter`` seconds, started after the warm-up updates (:func:`experiments.engines.warmup_updates`:
-``engine.warmup_updates``, for async at least P of them, at most half the run's; process start-up and warm-up
-excluded) and paused around every evaluation. Async evaluation
-points (``engine.evaluation``): ``snapshot`` (default) copies the master's x, with the clock paused for the copy
-only, and evaluates the copies after the run, so the workers never stop and the staleness is that of the running
-system; ``drain`` (and ``snapshot`` once the pending copies would pass ``engine.snapshot_mb``) stops handing out
-work, applies the gradients still being computed and evaluates with every worker waiting, so no gradient is computed
-while the clock is paused -- but each drain restarts the pipeline, and after it P - 1 updates are fresher than in
-steady state (with evaluations every 47 updates at P = 8, mean staleness 6.4 instead of 6.95). A sync round always
-ends before an evaluation. The warm-up
-updates count in ``updates`` and ``epoch`` but not in ``time_s``.
+Clock (``clock=wall``): ``time.perf_counter`` seconds, started after the warm-up updates
+(:func:`experiments.engines.warmup_updates`: ``engine.warmup_updates``, for async at least P of them, at most half
+the run's; process start-up and warm-up excluded) and paused around every evaluation. Async evaluation points
+(``engine.evaluation``): ``snapshot`` (default) copies the master's x, with the clock paused for the copy only, and
+evaluates the copies after the run, so the workers never stop and the staleness is that of the running system;
+``drain`` (and ``snapshot`` once the pending copies would pass ``engine.snapshot_mb``) stops handing out work,
+applies the gradients still being computed and evaluates with every worker waiting, so no gradient is computed while
+the clock is paused -- but each drain restarts the pipeline, and after it P - 1 updates are fresher than in steady
+state (with evaluations every 47 updates at P = 8, mean staleness 6.4 instead of 6.95). A sync round always ends
+before an evaluation. The warm-up updates count in ``updates`` and ``epoch`` but not in ``time_s``.
 
 Lost workers: a worker that dies (or, where the transport can cut it off, stays silent for ``engine.timeout_s``)
 is dropped. Async with ``engine.on_worker_loss=continue`` goes on with the others (its unfinished gradient is
@@ -121,8 +120,7 @@ class MasterLoop:
         self.max_updates = int(cfg.updates) if cfg.get("updates") else None
         self.max_samples = None if self.max_updates else float(cfg.epochs) * problem.num_train
         per_update = sum(self.batches) if self.protocol == "sync" else self.batches[0]
-        planned = self.max_updates or math.ceil(self.max_samples / per_update)
-        self.warmup = warmup_updates(cfg, self.P, planned)
+        self.warmup = warmup_updates(cfg, self.P, problem.num_train, per_update)
         self.live = set(range(self.P))
         self.notes: list[str] = []
         self.emulated = (cfg.engine.get("compute") or "real") == "emulated"
