@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments.calibration import Calibration, cost_model, lateness_key, measure_lateness_samples
+from experiments.calibration import Calibration, cost_model, emulated_lateness
 from experiments.errors import ConfigError
 from experiments.precheck import compose_jobs, job_overrides, profile_sweep
 from experiments.reproduce import EXPERIMENTS
@@ -59,10 +59,7 @@ def main(argv: list[str] | None = None) -> int:
                 cost_model(problems[key], rule, split_batch(B, P) if split else [B], cfg.engine.get("costs"), cal,
                            algorithm_cfg=cfg.algorithm, ref_batch=B,
                            transport=cfg.engine.get("transport") or "shared_memory")
-                base = cfg.engine.get("compute_base_s")
-                if cfg.engine.get("compute") == "emulated" and base is not None and \
-                        (cfg.engine.get("costs") or {}).get("late_s") is None:  # the twin's wake-up lateness
-                    cal.entry(lateness_key(base), lambda b=float(base): measure_lateness_samples(b))
+                emulated_lateness(cfg.engine, cal)  # an emulated run's twin: the waits' wake-up lateness
         except (ConfigError, DataError) as exc:
             print(f"skip {exp}: {str(exc).splitlines()[0]}", file=sys.stderr)
             continue

@@ -196,6 +196,22 @@ def measure_lateness_samples(base_s: float, budget_s: float = 2.0) -> list[float
     return sorted(out)
 
 
+def emulated_lateness(engine_cfg, calibration: "Calibration") -> list[float] | None:
+    """The wake-up lateness samples (seconds) that the simulated twin of an emulated run draws from
+    (engines/simulated.py): ``[engine.costs.late_s]`` when the config fixes it, else the samples calibrated for
+    ``engine.compute_base_s`` (:func:`measure_lateness_samples`, measured on first use); None with real compute or
+    without a base."""
+    if engine_cfg.get("compute") != "emulated":
+        return None
+    fixed = (engine_cfg.get("costs") or {}).get("late_s")
+    if fixed is not None:
+        return [float(fixed)]
+    base = engine_cfg.get("compute_base_s")
+    if base is None:
+        return None
+    return calibration.entry(lateness_key(base), lambda: measure_lateness_samples(float(base)))["samples"]
+
+
 def measure_update_s(rule, dim: int, reps: int = 50) -> float:
     """Median seconds of one ``rule.step`` on a flat float32 vector of ``dim`` entries (this process)."""
     x = torch.zeros(dim)

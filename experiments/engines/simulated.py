@@ -27,7 +27,8 @@ update`` -- with P = 1 exactly one async update, as on the real engines.
 
 Emulated compute (``engine.compute=emulated``: the twin of a run on a real engine whose workers wait for targets):
 each gradient's time is the law's draw for ``engine.compute_base_s`` plus a draw of the wait's wake-up lateness,
-calibrated on this machine (:class:`Lateness`; 0.1-0.2 ms for a 2-50 ms wait here), as the emulated worker wakes late.
+calibrated on this machine (:class:`EmulatedTimes`; 0.1-0.2 ms for a 2-50 ms wait here), as the emulated worker
+wakes late.
 
 Clock start (``engine.warmup_updates``, default 0): the clock starts once the warm-up updates are applied, by the
 real engines' rule (:func:`experiments.engines.warmup_updates`: for async at least P, one whole round; at
@@ -41,7 +42,7 @@ from __future__ import annotations
 import heapq
 import math
 
-from experiments.calibration import Calibration, cost_model
+from experiments.calibration import Calibration, cost_model, emulated_lateness
 from experiments.delays import ArtificialDelay, IterateRing, compute_times
 from experiments.engines import EngineResult, warmup_updates
 from experiments.master import Master
@@ -58,17 +59,6 @@ def _limits(cfg, num_train: int) -> tuple[float, float]:
     return math.inf, float(cfg.epochs) * num_train
 
 
-class _Late:
-    """A compute-time model whose draws get the emulated wait's lateness added (identity with real compute)."""
-
-    def __init__(self, times, late) -> None:
-        self.times, self.late = times, late
-        self.draw = times.draw if late.samples is None else self._draw
-
-    def _draw(self, worker: int, base_s: float) -> float:
-        return self.times.draw(worker, base_s) + self.late()
-
-
 class WarmupClock:
     """When the simulated clock starts: once ``warmup`` updates are applied (0: at t = 0). ``time(t)`` is the clock
     at simulated time ``t`` (0 before the start); ``samples0`` the samples applied before it."""
@@ -83,13 +73,6 @@ class WarmupClock:
 
     def time(self, t: float) -> float:
         return 0.0 if self.t0 is None else t - self.t0
-
-
-def _warmup(cfg, num_train: int, per_update: int) -> int:
-    """The warm-up updates of the real engines' rule (:func:`experiments.engines.warmup_updates`)."""
-    max_updates, max_samples = _limits(cfg, num_train)
-    planned = max_updates if math.isfinite(max_updates) else math.ceil(max_samples / per_update)
-    return warmup_updates(cfg, int(cfg.workers), int(planned))
 
 
 def run(problem, rule, cfg, recorder) -> EngineResult:
@@ -112,11 +95,13 @@ def run(problem, rule, cfg, recorder) -> EngineResult:
     sync_split = protocol == "sync" and cfg.algorithm.get("sync_batch", "split") == "split"
     batches = split_batch(B, P) if sync_split else [B] * P
     costs = run_costs(problem, rule, cfg, batches)
-    times = _Late(compute_times(cfg, seed=cfg.seed + 1), Lateness(cfg))
+    calibration = Calibration(cfg.engine.get("calibration") or None)
+    times = EmulatedTimes(compute_times(cfg, seed=cfg.seed + 1), emulated_lateness(cfg.engine, calibration),
+                          seed=cfg.seed + 3)
     stream = BatchStream(N, B, cfg.seed)
     master = Master(rule, problem.init_params(cfg.seed), protocol, P, policy=cfg.algorithm.get("policy"))
     recorder.attach(master)
-    warm = WarmupClock(_warmup(cfg, N, sum(batches) if protocol == "sync" else B))
+    warm = WarmupClock(warmup_updates(cfg, P, N, sum(batches) if protocol == "sync" else B))
 
     def evaluate(clock: float, samples: int) -> None:
         recorder.record(master.x, samples, master.version, master.gradients, warm.time(clock),
@@ -137,39 +122,28 @@ def run(problem, rule, cfg, recorder) -> EngineResult:
                         histogram=master.histogram,
                         costs=costs.as_dict(batches[0]),
                         provenance={"cost_source": costs.transport, "cost_spread": costs.spread,
-                                    "calibration": str(Calibration(cfg.engine.get("calibration") or None).path),
-                                    **({"emulated_late_s_median": times.late.median_s}
-                                       if times.late.samples is not None else {})})
+                                    "calibration": str(calibration.path),
+                                    **({"emulated_late_s_median": times.median_s} if times.samples is not None
+                                       else {})})
 
 
-class Lateness:
-    """The wake-up lateness of an emulated wait, for the simulated twin of an emulated run: each gradient's compute
-    time gets one draw (seconds) from the samples calibrated for the base time (``late|sleep|s=<base>``,
-    :func:`experiments.calibration.measure_lateness_samples`), from its own seeded generator, or the fixed
-    ``engine.costs.late_s``; zero with real compute. A real engine's emulated worker computes, then sleeps until its target and wakes this late
-    (experiments/engines/emulation.py)."""
+class EmulatedTimes:
+    """The compute-time model of ``times`` (:class:`experiments.delays.ComputeTimes`) for the simulated twin of an
+    emulated run: each draw gets one draw of the wait's wake-up lateness added, from ``samples`` (seconds;
+    :func:`experiments.calibration.emulated_lateness`) with its own seeded generator, as a real engine's emulated
+    worker computes, then sleeps until its target and wakes that late (experiments/engines/emulation.py). With no
+    samples (real compute) the draws are ``times``' own."""
 
-    def __init__(self, cfg) -> None:
+    def __init__(self, times, samples: list[float] | None, seed: int) -> None:
         import numpy as np
 
-        self.samples = None
-        fixed = (cfg.engine.get("costs") or {}).get("late_s")
-        if cfg.engine.get("compute") == "emulated" and fixed is not None:  # engine.costs.late_s: one fixed value
-            self.samples, self.median_s = np.asarray([float(fixed)]), float(fixed)
-        elif cfg.engine.get("compute") == "emulated" and cfg.engine.get("compute_base_s") is not None:
-            from experiments.calibration import lateness_key, measure_lateness_samples
+        self.times, self.samples = times, None if samples is None else np.asarray(samples, dtype=float)
+        self.median_s = None if samples is None else float(np.median(self.samples))
+        self._rng = np.random.default_rng(seed)
+        self.draw = times.draw if samples is None else self._draw
 
-            base = float(cfg.engine.compute_base_s)
-            cal = Calibration(cfg.engine.get("calibration") or None)
-            e = cal.entry(lateness_key(base), lambda: measure_lateness_samples(base))
-            self.samples = np.asarray(e["samples"], dtype=float)
-            self.median_s = float(e["value"])
-        self._rng = np.random.default_rng(int(cfg.seed) + 3)
-
-    def __call__(self) -> float:
-        if self.samples is None:
-            return 0.0
-        return float(self.samples[self._rng.integers(len(self.samples))])
+    def _draw(self, worker: int, base_s: float) -> float:
+        return self.times.draw(worker, base_s) + float(self.samples[self._rng.integers(len(self.samples))])
 
 
 def run_costs(problem, rule, cfg, batches: list[int]):
