@@ -162,17 +162,21 @@ def clock_backing(results_dir: str | Path, compute: str | None = None, max_worke
     only pairs of those problems count (LeNet5 curves are not backed by logistic regression). (False, None) without
     such pairs.
     """
-    pairs = _validation_pairs(results_dir)
+    return _backing(_validation_pairs(results_dir), compute, max_workers, problems)[:2]
+
+
+def _backing(pairs: pd.DataFrame, compute, max_workers, problems) -> tuple[bool, float | None, pd.DataFrame]:
+    """:func:`clock_backing` on given validation pairs; also returns the pairs that counted."""
     if compute is not None and len(pairs):
         pairs = pairs[pairs["compute"] == compute]
     if problems and len(pairs):
         pairs = pairs[pairs["problem"].astype(str).isin(problems)]
     errs = pairs["percent_error"].abs().dropna() / 100.0
     if errs.empty:
-        return False, None
+        return False, None, pairs
     err = float(errs.mean())
     reach = max_workers is None or int(pairs["workers"].max()) >= int(max_workers)
-    return err <= CLOCK_TOLERANCE and reach, err
+    return err <= CLOCK_TOLERANCE and reach, err, pairs
 
 
 def clock_label(summary: pd.DataFrame, results_dir: str | Path | None) -> str:
@@ -189,11 +193,10 @@ def clock_label(summary: pd.DataFrame, results_dir: str | Path | None) -> str:
     if results_dir is None:
         return UNDER_COST_MODEL
     problems = sorted(set(sim["problem"].astype(str))) if "problem" in sim else []
-    backed, err = clock_backing(results_dir, compute=mode, max_workers=top, problems=problems)
     pairs = _validation_pairs(results_dir)
     if pairs.empty:
         return UNDER_COST_MODEL
-    pairs = pairs[(pairs["compute"] == mode) & pairs["problem"].astype(str).isin(problems or pairs["problem"])]
+    backed, err, pairs = _backing(pairs, mode, top, problems)
     where = (f"{mode} compute at P <= {int(pairs['workers'].max())}: mean abs. error {100 * err:.1f}%"
              if err is not None else "")
     if backed:
