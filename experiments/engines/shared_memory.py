@@ -310,7 +310,7 @@ class SharedMemoryTransport:
             done = int(rep[w, REPLY_DONE])
             if done != self._seen[w]:
                 self._seen[w] = done
-                if w in self._fd_owner.values():  # not dropped
+                if self.conns[w].fileno() in self._fd_owner:  # not dropped (drop() unregisters its pipe)
                     version, loss, compute_s, target_s, overran = rep[w, :REPLY_DONE].tolist()
                     out.append(Arrival(w, int(version), loss, compute_s, target_s, bool(overran)))
         return out
