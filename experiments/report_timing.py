@@ -18,8 +18,8 @@ TITLE = ("Sec. 5.1 table as a timing check -- the paper's cost per iteration on 
          "emulated on both real engines (computed for real, then the worker waits for its target) and the same base "
          "on the simulated clock; 416 updates a run, time per epoch only (the loss is not the point). LeNet5 has no "
          "such check: the paper gives no serial time for it")
-ENGINES = (("shared_memory", "shared_memory"), ("distributed", "distributed"))
-"""(measured engine, label); its simulated twin is engine=simulated with ``transport`` = the measured engine."""
+ENGINES = ("shared_memory", "distributed")
+"""The measured engines; each one's simulated twin is engine=simulated with ``transport`` = that engine."""
 
 
 def _speedups(sp: pd.DataFrame, clock: str, engine: str) -> pd.Series:
@@ -58,16 +58,16 @@ def section_paper_timing(exp, summary: pd.DataFrame, sp: pd.DataFrame, paper: pd
         return ""
     paper_sp = (paper[(paper["metric"] == "speedup") & (paper["algorithm"] == "apam")].set_index("workers")["value"]
                 if not paper.empty else pd.Series(dtype=float))
-    measured = {e: _speedups(sp, "wall", e) for e, _ in ENGINES}
-    simulated = {e: _speedups(sp, "simulated", e) for e, _ in ENGINES}
-    overruns = {e: _overrun_pct(ok, e) for e, _ in ENGINES}
+    measured = {e: _speedups(sp, "wall", e) for e in ENGINES}
+    simulated = {e: _speedups(sp, "simulated", e) for e in ENGINES}
+    overruns = {e: _overrun_pct(ok, e) for e in ENGINES}
     rows = []
     for p in sorted(ok["workers"].unique()):
         row = {"workers": int(p), "paper speed-up": paper_sp.get(p, math.nan)}
-        for e, label in ENGINES:
-            row[f"{label} measured"] = measured[e].get(p, math.nan)
-            row[f"{label} simulated"] = simulated[e].get(p, math.nan)
-            row[f"{label} overrun %"] = overruns[e].get(p, math.nan)
+        for e in ENGINES:
+            row[f"{e} measured"] = measured[e].get(p, math.nan)
+            row[f"{e} simulated"] = simulated[e].get(p, math.nan)
+            row[f"{e} overrun %"] = overruns[e].get(p, math.nan)
         rows.append(row)
     table = pd.DataFrame(rows)
     from experiments.report import md_table  # the layer above: imported at call time (report imports this module)
@@ -75,7 +75,7 @@ def section_paper_timing(exp, summary: pd.DataFrame, sp: pd.DataFrame, paper: pd
     base = float(pd.to_numeric(ok["compute_base_s"], errors="coerce").dropna().iloc[0]) \
         if "compute_base_s" in ok and pd.to_numeric(ok["compute_base_s"], errors="coerce").notna().any() else math.nan
     clean = {e: measured[e][[p for p in measured[e].index if not overruns[e].get(p, 0.0) > 100 * OVERRUN_FLAG]]
-             for e, _ in ENGINES}
+             for e in ENGINES}
     sm = clean["shared_memory"]
     text = ("apam at the paper's cost per iteration: measured speed-up (shared_memory, runs without an overrun flag) "
             f"against the paper's; rule: within {C.PAPER_BAND:.0%} at every common worker count (more above: a "
@@ -94,7 +94,7 @@ def section_paper_timing(exp, summary: pd.DataFrame, sp: pd.DataFrame, paper: pd
         ours_m = {str(t): float(g["cost_master_s"].median()) for t, g in ours.groupby("transport")} \
             if "transport" in ours else {}
         ours_text = ", ".join(f"{t}: {1e6 * v:.0f} us" for t, v in sorted(ours_m.items()))
-        meas_top = [f"{label} {clean[e][top]:.2f}x" for e, label in ENGINES if top in clean[e].index]
+        meas_top = [f"{e} {clean[e][top]:.2f}x" for e in ENGINES if top in clean[e].index]
         ev = (f"paper {paper_sp[top]:.2f}x at {top} threads; measured here: "
               + (", ".join(meas_top) or f"no run at {top} workers without an overrun flag")
               + f"; a master-bound run flattens there if its master spends {1e3 * m_paper:.2f} ms per update "
