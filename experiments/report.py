@@ -94,7 +94,19 @@ def _verdict(ok) -> str:
     ``outside the claim's regime (K = ..., tau = ...)``, ``above the paper (...)``) is the verdict itself."""
     if isinstance(ok, str):
         return ok
-    return {True: "reproduced", False: "not reproduced", None: "not runnable here"}[ok]
+    return {True: "reproduced", False: "not reproduced", None: NOT_RUNNABLE}[ok]
+
+
+NOT_RUNNABLE = "not runnable here"
+
+
+def _absent(status: dict) -> str:
+    """What a claim without runs, or an experiment without a summary, is called, by the experiment's status in
+    reproduce_status.json: ``not runnable here`` only when its sweep ran or was skipped on this machine (missing data,
+    a problem the machine cannot run); ``crashed`` when it crashed; ``not run yet`` when no ``make reproduce`` call of
+    this profile has finished it (a long profile part-way), so an unfinished sweep never reads as a limit."""
+    return {"ran": NOT_RUNNABLE, "skipped": NOT_RUNNABLE, "crashed": "crashed"}.get(status.get("status"),
+                                                                                   "not run yet")
 
 
 CHANCE_MARGIN = 0.10  # accuracy claims need the best run this far above chance (1 / classes) to be decided
@@ -709,7 +721,7 @@ def _judged(claims, label: str):
         text, ok, evidence = c[:3]
         opts = c[3] if len(c) > 3 else {}
         verdict = "finding" if text.startswith("finding") else _verdict(ok)
-        if opts.get("clock") and label and verdict not in ("not runnable here",) \
+        if opts.get("clock") and label and verdict != NOT_RUNNABLE \
                 and not verdict.startswith(C.OUTSIDE):
             verdict = f"{verdict} ({label})"
         yield opts.get("key", text), text, verdict, evidence
@@ -838,10 +850,11 @@ def write_report(results_dir: Path, profile: str, statuses: dict) -> Path:
         claims: list = []
         body.append(f"\n## {exp}: {title}\n")
         body.append(f"*Setting here:* {subst}.\n")
+        absent = _absent(st)
         if summary.empty:
             why = st.get("message") or st.get("status")
-            body.append(f"**Not runnable here:** {why}\n")
-            overview.append({"experiment": exp, "status": st.get("status"), "runs": 0, "verdicts": "not runnable here"})
+            body.append(f"**{absent[0].upper() + absent[1:]}:** {why}\n")
+            overview.append({"experiment": exp, "status": st.get("status"), "runs": 0, "verdicts": absent})
             continue
         n_bad = int((summary["status"] != "ok").sum())
         body.append(f"{len(summary)} runs ({n_bad} diverged or failed); the last `make reproduce` call that changed "
@@ -870,6 +883,7 @@ def write_report(results_dir: Path, profile: str, statuses: dict) -> Path:
             body.append("\n| claim | verdict | evidence |\n|---|---|---|")
             seeds = int(summary["seed"].nunique()) if "seed" in summary else 0
             for key, text, verdict, evidence in _judged(claims, label):
+                verdict = absent if verdict == NOT_RUNNABLE else verdict
                 if 0 < seeds < C.MIN_SEEDS and "seed" not in f"{verdict} {evidence}":
                     evidence = f"{evidence} ({seeds} seed{'s' if seeds > 1 else ''} in all: fewer than {C.MIN_SEEDS})"
                 cells = [str(c).replace("|", "\\|") for c in (text, verdict, evidence)]
@@ -886,8 +900,9 @@ def write_report(results_dir: Path, profile: str, statuses: dict) -> Path:
         figs = sorted((exp_dir / "figures").glob("*.png"))
         for f in figs:
             body.append(f"\n![{f.stem}]({f.relative_to(results_dir).as_posix()})\n")
-        verdicts = [_short(v) for _, _, v, _ in _judged(claims, "")]
-        status = st.get("status") + (f" ({len(missing)} figure(s) not drawn)" if missing else "")
+        verdicts = [absent if v == NOT_RUNNABLE else _short(v) for _, _, v, _ in _judged(claims, "")]
+        status = st.get("status") if st.get("status") != "not run" else "part-way (its sweep has not finished)"
+        status += f" ({len(missing)} figure(s) not drawn)" if missing else ""
         overview.append({"experiment": exp, "status": status, "runs": len(summary),
                          "verdicts": ", ".join(f"{v}: {verdicts.count(v)}" for v in dict.fromkeys(verdicts))})
     out.append("\n## Overview\n\n" + md_table(pd.DataFrame(overview)))

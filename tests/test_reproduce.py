@@ -52,3 +52,21 @@ def test_timing_kept_only_when_no_run_changed(before, after, keeps):
     assert reproduce._keep_timing_if_unchanged(old, dict(new, figures=[]), b"a", b"a")["wall_s"] == 30.0  # redrawn only
     assert reproduce._keep_timing_if_unchanged(old, dict(new, status="crashed"), b"a", b"a")["wall_s"] == 2.0
     assert reproduce._keep_timing_if_unchanged(None, new, b"a", b"a")["wall_s"] == 2.0
+
+
+def test_an_unfinished_or_crashed_experiment_never_reads_as_not_runnable(tmp_path):
+    """A long profile part-way: experiments it has not reached say "not run yet", a crash says so; only a sweep that
+    was skipped (bad input for this machine) is "not runnable here"."""
+    statuses = {"tau_threshold": {"status": "crashed", "message": "exit code 1: python -m experiments.run",
+                                  "wall_s": 3.0, "profile": "long"},
+                "stragglers": {"status": "skipped", "message": "data/cifar10: not found", "wall_s": 1.0,
+                               "profile": "long"}}
+    shutil.copytree(FIXTURES / "tau_threshold", tmp_path / "tau_threshold_lenet5")  # runs, status never written
+    report = write_report(tmp_path, "long", statuses).read_text()
+    overview = report.split("## Overview")[1].split("\n## ")[0]
+    assert "| tau_threshold | crashed | 0 | crashed |" in overview
+    assert "| stragglers | skipped | 0 | not runnable here |" in overview
+    assert "| artificial_delay | not run | 0 | not run yet |" in overview
+    assert "**Crashed:** exit code 1" in report and "**Not runnable here:** data/cifar10: not found" in report
+    assert "**Not run yet:** not part of this call" in report
+    assert "| tau_threshold_lenet5 | part-way (its sweep has not finished) |" in overview
