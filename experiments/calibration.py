@@ -15,8 +15,19 @@ relative spread (max - min) / median is stored beside it):
 - ``overhead|<engine>|d=<d>``: the master's busy time per gradient besides the update, on the engine itself: with
   zero-cost gradients and ``SATURATE_P`` workers the master never waits, so seconds per update = update + overhead
   (async SGD, whose update is measured beside it and subtracted);
-- ``latency|<engine>|d=<d>``: in-flight time of one message, on the engine itself: one zero-cost worker waits for
-  its iterate and its gradient in turn, so seconds per update = 2 latency + update + overhead;
+- ``latency|<engine>|d=<d>|net``: in-flight time of one message, on the engine itself: one zero-cost worker waits
+  for its iterate and the master for its gradient in turn, so a P = 1 run's seconds per update less the worker's
+  own time per gradient (``compute_s``) and the master's busy time per update (``master_busy_s``, measured in the
+  run: engines/_driver.py) is 2 latencies. (Before this key, latency was ``(T(1) - T(saturated)) / 2``, which took
+  the saturated master's busy time for the waiting one's -- on gloo 231 us against 176 us -- and counted the
+  zero-cost worker's 25 us in the message: it undercharged gloo's hand-off by half.);
+- ``overhead_idle|<engine>|<problem>|B=<b>``: the master's busy time per gradient besides the update when it had
+  been waiting for that gradient: P = 1 runs of the problem itself on the engine (real compute, async SGD with a
+  vanishing step), ``master_busy_s`` less the SGD update. It is longer than the saturated ``overhead`` (the master
+  returns from a blocking wait, and the worker's gradient -- the problem's data -- has meanwhile filled the caches
+  with other lines: logistic regression on shared_memory 85 us against 54 us). The same runs time the gradient on
+  shared_memory (``grad|...``); not measured for timing-only problems (their engine gradients are free) or when
+  ``engine.costs.overhead_s`` fixes the overheads;
 - ``late|sleep|s=<base>``: how late an emulated wait of ``base`` seconds ends (``time.sleep``'s wake-up; every
   sample kept): what the simulated twin of an emulated run adds to each gradient (engines/simulated.py).
 Message terms are keyed by engine and dimension only: every update rule is timed with the same clock. On
@@ -53,7 +64,7 @@ ENGINE_UPDATES = 600  # updates per engine measurement
 GRAD_BUDGET_S = 3.0   # seconds a gradient repeat may take: slower gradients are timed fewer times per repeat
 GRAD_ENGINE = "shared_memory"  # where gradients are timed: a P = 1 run of this engine (hand-off: HANDOFF's)
 GRAD_WARMUP = 5       # gradients of that run left out before the repeats
-GRAD_PER_REPEAT = 20  # gradients per repeat (each repeat's median is one sample)
+GRAD_PER_REPEAT = 40  # timed gradients per P = 1 run (each run's median is one sample)
 TRANSPORTS = ("shared_memory", "distributed")
 HANDOFF = {"shared_memory": "block"}  # the hand-off message terms and gradients are measured with (module docstring)
 
@@ -163,7 +174,14 @@ def message_keys(transport: str, dim: int) -> tuple[str, str]:
     """(latency key, overhead key) of engine ``transport`` at dimension ``dim``: no rule in them; on
     ``shared_memory`` the hand-off they were measured with (:data:`HANDOFF`)."""
     name = _engine_label(transport)
-    return f"latency|{name}|d={int(dim)}", f"overhead|{name}|d={int(dim)}"
+    return f"latency|{name}|d={int(dim)}|net", f"overhead|{name}|d={int(dim)}"
+
+
+def idle_key(transport: str, problem, batch_size: int) -> str:
+    """The calibration key of the master's overhead per gradient it waited for, on engine ``transport``, with the
+    gradients of ``problem`` at ``batch_size`` (module docstring)."""
+    return (f"overhead_idle|{_engine_label(transport)}|{problem.name}|n={problem.num_train}|d={problem.dim}"
+            f"|B={int(batch_size)}")
 
 
 # ---------------------------------------------------------------------- measuring
@@ -248,18 +266,30 @@ def _grad_probe(problem, batch_size: int, reps: int, repeats: int, queue) -> Non
     queue.put(out)
 
 
+def p1_run_samples(transport: str, problem, batch_size: int, repeats: int = REPEATS) -> tuple[list, list]:
+    """(gradient samples, idle-overhead samples), seconds, ``repeats`` each, from as many P = 1 runs of ``problem``
+    on engine ``transport`` (with its HANDOFF), real compute, async SGD with a vanishing step (the iterate stays at
+    its start), ``GRAD_WARMUP`` warm-up updates and ``GRAD_PER_REPEAT`` timed ones each: per run, the median of the
+    worker's ``compute_s`` per gradient (experiments/engines/emulation.py) and the master's ``master_busy_s`` less
+    the SGD update (engines/_driver.py). Raises RuntimeError when a run fails."""
+    upd = measure_update_s(_sgd(), problem.dim)
+    grads, idle = [], []
+    n = GRAD_WARMUP + GRAD_PER_REPEAT
+    for _ in range(repeats):
+        result = _calibration_run(transport, problem, 1, n, batch_size, lr=1e-12,
+                                  extra=[f"engine.warmup_updates={GRAD_WARMUP}"])
+        times = [c[2] for c in sorted(result.compute_times or [], key=lambda c: c[1])]
+        if len(times) < n or result.master_busy_s is None:
+            raise RuntimeError(f"timing run on engine={transport} logged {len(times)} of {n} gradients")
+        grads.append(statistics.median(times[GRAD_WARMUP:]))
+        idle.append(max(0.0, result.master_busy_s - upd))
+    return grads, idle
+
+
 def engine_grad_samples(problem, batch_size: int, repeats: int = REPEATS) -> list[float]:
-    """``repeats`` medians, seconds, of ``GRAD_PER_REPEAT`` gradients each, as the worker of one real run computed
-    them: a P = 1 run on GRAD_ENGINE (with its HANDOFF), real compute, async SGD with a vanishing step (the iterate
-    stays at its start), the first ``GRAD_WARMUP`` gradients left out; the worker's ``compute_s`` per gradient
-    (experiments/engines/emulation.py). Raises RuntimeError when the run fails."""
-    n = GRAD_WARMUP + repeats * GRAD_PER_REPEAT
-    result = _calibration_run(GRAD_ENGINE, problem, 1, n, batch_size, lr=1e-12, extra=["engine.warmup_updates=0"])
-    times = [c[2] for c in sorted(result.compute_times or [], key=lambda c: c[1])]
-    if len(times) < n:
-        raise RuntimeError(f"gradient timing run on engine={GRAD_ENGINE} logged {len(times)} of {n} gradients")
-    times = times[GRAD_WARMUP:]
-    return [statistics.median(times[i * GRAD_PER_REPEAT:(i + 1) * GRAD_PER_REPEAT]) for i in range(repeats)]
+    """``repeats`` medians, seconds, of ``GRAD_PER_REPEAT`` gradients each, as the worker of a real run computed
+    them: P = 1 runs on GRAD_ENGINE (:func:`p1_run_samples`). Raises RuntimeError when a run fails."""
+    return p1_run_samples(GRAD_ENGINE, problem, batch_size, repeats)[0]
 
 
 def measure_grad_samples(problem, batch_size: int, reps: int = 15, repeats: int = REPEATS) -> list[float]:
@@ -346,17 +376,26 @@ def _sgd(lr: float = 0.001):
     return build_rule("sgd", lr=lr)
 
 
+def p1_latency_s(transport: str, dim: int, updates: int | None = None) -> float:
+    """One latency sample, seconds: a P = 1 run of zero-cost gradients on engine ``transport`` at ``dim``, its
+    seconds per timed update less the worker's median ``compute_s`` and the master's ``master_busy_s``, halved
+    (clipped at 0; see the module docstring)."""
+    updates = engine_updates(dim) if updates is None else updates
+    result = _calibration_run(transport, ZeroCostProblem(dim), 1, updates, batch_size=1, lr=0.001)
+    timed = result.timed_samples if result.timed_samples is not None else result.samples
+    compute = statistics.median(c[2] for c in result.compute_times)
+    return max(0.0, (result.time_s / max(1, timed) - compute - result.master_busy_s) / 2)
+
+
 def measure_message_terms(transport: str, dim: int, repeats: int = REPEATS) -> tuple[list[float], list[float]]:
     """(latency samples, overhead samples), seconds, each ``repeats`` long, on engine ``transport`` at ``dim``:
-    ``overhead = T(SATURATE_P) - update_sgd`` and ``latency = (T(1) - T(SATURATE_P)) / 2`` (clipped at 0),
-    ``T(P)`` the seconds per update with P zero-cost workers (see the module docstring)."""
+    ``overhead = T(SATURATE_P) - update_sgd`` (``T(P)``: the seconds per update with P zero-cost workers) and the
+    latency of :func:`p1_latency_s` (see the module docstring)."""
     upd = measure_update_s(_sgd(), dim)
     lat, over = [], []
     for _ in range(repeats):
-        t1 = seconds_per_update(transport, dim, 1)
-        tsat = seconds_per_update(transport, dim, SATURATE_P)
-        over.append(max(0.0, tsat - upd))
-        lat.append(max(0.0, (t1 - tsat) / 2))
+        lat.append(p1_latency_s(transport, dim))
+        over.append(max(0.0, seconds_per_update(transport, dim, SATURATE_P) - upd))
     return lat, over
 
 
@@ -384,12 +423,31 @@ def cost_model(problem, rule, batch_sizes, costs_cfg, calibration: Calibration, 
     fixed = dict(costs_cfg or {})
     spread = {}
     grad = {}
-    for b in sorted(set(int(b) for b in batch_sizes)):
+    sizes = sorted(set(int(b) for b in batch_sizes))
+    runs = {}  # (transport, b) -> both sample lists of one set of P = 1 runs (gradient, idle overhead)
+
+    def p1(t: str, b: int) -> tuple[list, list]:
+        if (t, b) not in runs:
+            runs[t, b] = p1_run_samples(t, problem, b)
+        return runs[t, b]
+
+    timing_only = getattr(problem, "timing_only", False)
+    for b in sizes:
         if fixed.get("grad_s") is not None:
             grad[b] = float(fixed["grad_s"]) * b / ref_batch
         else:
-            e = calibration.entry(grad_key(problem, b), lambda b=b: measure_grad_samples(problem, b))
+            measure = (lambda b=b: measure_grad_samples(problem, b)) if timing_only else \
+                (lambda b=b: p1(GRAD_ENGINE, b)[0])
+            e = calibration.entry(grad_key(problem, b), measure)
             grad[b], spread[f"grad_s|B={b}"] = e["value"], e["spread"]
+    idle_s = fixed.get("overhead_idle_s")
+    if idle_s is None and fixed.get("overhead_s") is None and not timing_only:
+        b = sizes[-1]  # the largest gradient of the run: the one that pollutes the master's caches most
+        if fixed.get("grad_s") is None and transport == GRAD_ENGINE \
+                and grad_key(problem, b) not in calibration.read()["entries"]:
+            calibration.entry(grad_key(problem, b), lambda: p1(GRAD_ENGINE, b)[0])  # the same runs time both
+        e = calibration.entry(idle_key(transport, problem, b), lambda: p1(transport, b)[1])
+        idle_s, spread["overhead_idle_s"] = e["value"], e["spread"]
     if fixed.get("update_s") is not None:
         update_s = float(fixed["update_s"])
     else:
@@ -416,4 +474,4 @@ def cost_model(problem, rule, batch_sizes, costs_cfg, calibration: Calibration, 
         terms[name], spread[name] = e["value"], e["spread"]
     source = "config" if all(fixed.get(k) is not None for k in ("latency_s", "overhead_s")) else transport
     return CostModel(grad=grad, update_s=update_s, latency_s=terms["latency_s"], overhead_s=terms["overhead_s"],
-                     transport=source, spread=spread)
+                     transport=source, spread=spread, overhead_idle_s=None if idle_s is None else float(idle_s))

@@ -6,14 +6,21 @@ Terms (seconds; each is charged where it occurs):
 - ``latency_s``: in-flight time of one message of d floats (an iterate to a worker, a gradient to the master):
   it delays the worker that waits for it, not the master;
 - ``overhead_s``: the master's busy time per gradient besides the update itself: receive it, reply with the new
-  iterate, bookkeeping (engine-dependent, rule-independent);
+  iterate, bookkeeping (engine-dependent, rule-independent), when the gradient was already waiting for it (a busy,
+  "hot" master: measured with the master saturated);
+- ``overhead_idle_s``: the same when the master had been waiting for the gradient (blocked, woken by it): its own
+  return from the wait, and caches that the worker's gradient -- the problem's data -- has since filled with other
+  lines (measured in P = 1 runs, where the master always waits: issue 12 "charged where it occurs");
 - ``update_s``: one master update (the rule's ``step`` at dimension d).
 
-The master is busy ``master_s = update_s + overhead_s`` per gradient. An async worker's cycle is
-``grad + latency + master_s + latency`` (gradient out, served, iterate back), so with P equal constant-time workers
-an update takes ``max(cycle / P, master_s)`` in steady state and the master saturates at
-``P* = cycle / master_s`` (:func:`saturation_workers`). A sync round (global batch split across the P workers)
-costs ``latency + slowest grad + latency + P overhead + update`` -- with P = 1 one async update.
+The master is busy ``update_s + overhead_idle_s`` for a gradient it waited for and ``master_s = update_s +
+overhead_s`` for one that waited for it. An async worker's cycle is ``grad + latency + update_s + overhead_idle_s +
+latency`` (gradient out, served by a waiting master, iterate back), so with P equal constant-time workers an update
+takes ``cycle / P`` while the master keeps waiting and ``master_s`` once gradients queue; the closed form takes
+``max(cycle / P, master_s)`` (exact on both sides; between ``master_s`` and ``update_s + overhead_idle_s`` the
+event simulation mixes the two) and the master saturates at ``P* = cycle / master_s`` (:func:`saturation_workers`).
+A sync round (global batch split across the P workers) costs ``latency + slowest grad + latency + overhead_idle +
+(P - 1) overhead + update`` (the master waited for the round's first gradient) -- with P = 1 one async update.
 The simulated engine (:mod:`experiments.engines.simulated`) plays exactly these charges event by event;
 :func:`predicted_time_per_epoch` is its closed form (tests check they agree for fixed costs).
 """
@@ -22,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-COST_KEYS = ("grad_s", "update_s", "latency_s", "overhead_s")
+COST_KEYS = ("grad_s", "update_s", "latency_s", "overhead_s", "overhead_idle_s")
 """The keys of ``engine.costs`` (each null = calibrated) and of the ``cost_*`` summary columns."""
 
 
@@ -34,7 +41,9 @@ class CostModel:
         grad: minibatch size -> seconds of one gradient (worker process, one math thread).
         update_s: one master update.
         latency_s: in-flight time of one message (delays the worker).
-        overhead_s: master busy time per gradient besides the update (receive, reply, bookkeeping).
+        overhead_s: master busy time per gradient besides the update (receive, reply, bookkeeping), the gradient
+            having waited for the master.
+        overhead_idle_s: the same for a gradient the master waited for (None: ``overhead_s``).
         transport: which real engine the message terms were measured on (``shared_memory`` or ``distributed``),
             or ``config`` when fixed by the config.
         spread: relative spread (max - min) / median of each calibrated term's repeats (empty for fixed terms).
@@ -46,25 +55,36 @@ class CostModel:
     overhead_s: float
     transport: str = "shared_memory"
     spread: dict = field(default_factory=dict)
+    overhead_idle_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.overhead_idle_s is None:
+            self.overhead_idle_s = self.overhead_s
 
     @property
     def master_s(self) -> float:
-        """The master's busy seconds per gradient: ``update_s + overhead_s``."""
+        """The master's busy seconds per gradient that waited for it: ``update_s + overhead_s``."""
         return self.update_s + self.overhead_s
+
+    @property
+    def master_idle_s(self) -> float:
+        """The master's busy seconds per gradient it waited for: ``update_s + overhead_idle_s``."""
+        return self.update_s + self.overhead_idle_s
 
     def grad_s(self, batch_size: int) -> float:
         """Seconds of one gradient at minibatch size ``batch_size`` (KeyError if the run did not price it)."""
         return self.grad[int(batch_size)]
 
     def cycle_s(self, batch_size: int) -> float:
-        """One async worker's cycle with a constant compute time: ``grad + 2 latency + master_s`` (seconds)."""
-        return self.grad_s(batch_size) + 2 * self.latency_s + self.master_s
+        """One async worker's cycle with a constant compute time, served by a waiting master: ``grad + 2 latency +
+        master_idle_s`` (seconds)."""
+        return self.grad_s(batch_size) + 2 * self.latency_s + self.master_idle_s
 
     def as_dict(self, batch_size: int) -> dict:
         """The run's costs as flat numbers (seconds) for summary columns and provenance: ``grad_s`` at
-        ``batch_size``, ``update_s``, ``latency_s``, ``overhead_s``, ``master_s``."""
+        ``batch_size``, ``update_s``, ``latency_s``, ``overhead_s``, ``master_s``, ``overhead_idle_s``."""
         return {"grad_s": self.grad_s(batch_size), "update_s": self.update_s, "latency_s": self.latency_s,
-                "overhead_s": self.overhead_s, "master_s": self.master_s}
+                "overhead_s": self.overhead_s, "master_s": self.master_s, "overhead_idle_s": self.overhead_idle_s}
 
 
 def predicted_time_per_epoch(costs: CostModel, workers: int, batch_size: int, num_train: int,
@@ -85,7 +105,8 @@ def predicted_time_per_epoch(costs: CostModel, workers: int, batch_size: int, nu
     P = int(workers)
     if protocol == "sync":
         slowest = costs.grad_s(math.ceil(batch_size / P))
-        return steps * (2 * costs.latency_s + slowest + P * costs.overhead_s + costs.update_s)
+        return steps * (2 * costs.latency_s + slowest + costs.overhead_idle_s + (P - 1) * costs.overhead_s
+                        + costs.update_s)
     return steps * max(costs.cycle_s(batch_size) / P, costs.master_s)
 
 

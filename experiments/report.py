@@ -218,23 +218,26 @@ def _same_loss_claim(ok, algorithm, max_workers, what, claims, col="final_train_
 
 def _saturation_claim(ok, sp, algorithm, claims):
     """Where the master saturates: predicted by the cost model, P* = cycle / master_s with cycle = grad + 2 latency
-    + master_s and master_s = update + overhead (experiments.costmodel.saturation_workers), and seen: the first P
-    whose efficiency is < 0.8."""
+    + update + idle overhead (a waiting master serves it) and master_s = update + overhead (gradients queue:
+    experiments.costmodel.saturation_workers), and seen: the first P whose efficiency is < 0.8."""
     one = ok[(ok["algorithm"] == algorithm) & (ok["workers"] == 1)]
     cols = ("cost_grad_s", "cost_update_s", "cost_latency_s", "cost_overhead_s")
     if one.empty or any(c not in one or one[c].isna().all() for c in cols):
         return
     for prob, o in one.groupby("problem"):
         g, u, lat, over = (float(o[c].mean()) for c in cols)
-        predicted = (g + 2 * lat + u + over) / (u + over)
+        idle = float(o["cost_overhead_idle_s"].mean()) if "cost_overhead_idle_s" in o \
+            and o["cost_overhead_idle_s"].notna().any() else over
+        predicted = (g + 2 * lat + u + idle) / (u + over)
         s = _speed(sp[sp["problem"] == prob] if not sp.empty else sp, algorithm)
         low = [int(p) for p, v in s.items() if p > 1 and v / p < 0.8]
         seen = (f"first P with efficiency < 0.8: {min(low)}" if low
                 else f"efficiency >= 0.8 up to P = {int(s.index.max())}" if len(s) else "no speed-up rows")
         _claim(claims, f"finding: master saturation ({prob})",
-               f"finding ({prob}): the master saturates at P* = (grad + 2 latency + master) / master = "
-               f"{predicted:.1f} workers (cost model: gradient {g * 1e6:.0f} us, latency {lat * 1e6:.0f} us, master "
-               f"{(u + over) * 1e6:.0f} us = update {u * 1e6:.0f} + overhead {over * 1e6:.0f})", True,
+               f"finding ({prob}): the master saturates at P* = (grad + 2 latency + update + idle overhead) / "
+               f"master = {predicted:.1f} workers (cost model: gradient {g * 1e6:.0f} us, latency {lat * 1e6:.0f} "
+               f"us, master {(u + over) * 1e6:.0f} us = update {u * 1e6:.0f} + overhead {over * 1e6:.0f}, "
+               f"{(u + idle) * 1e6:.0f} us when it waited for the gradient)", True,
                f"seen in the simulation: {seen}; speed-up ceiling {s.max():.2f}x" if len(s) else seen, clock=True)
 
 
@@ -565,10 +568,12 @@ def section_model_validation(exp, summary, sp, paper, claims, hists=None, late=N
         if "cost_grad_s" in sim:  # the gradient cost the simulated twin charged
             df = df.join((1e6 * sim.groupby(KEYS + SETTING, dropna=False)["cost_grad_s"].mean()).rename(
                 "grad us calibrated"), on=KEYS + SETTING)
+    df = _master_busy(df, ok)
     df["setting"] = [setting_label(c, b) for c, b in zip(df["compute"], df["compute_base_s"])]
     cols = ["problem", "algorithm", "setting", "engine", "workers", "measured_s", "simulated_s", "percent_error",
             "tau measured", "tau simulated", "tau error"] + (["tau hist TV"] if "tau hist TV" in df else []) + (
-            ["overrun %"] if "overrun %" in df else []) + (["late us"] if "late us" in df else [])
+            ["overrun %"] if "overrun %" in df else []) + (["late us"] if "late us" in df else []) + (
+            ["master us", "master us model"] if "master us" in df else [])
     table = df[cols].rename(columns={"measured_s": "measured s/epoch", "simulated_s": "simulated s/epoch",
                                      "percent_error": "error %"})
     err = df["percent_error"].abs()
@@ -603,7 +608,11 @@ def section_model_validation(exp, summary, sp, paper, claims, hists=None, late=N
             "distributions, 0 = same shape, 1 = disjoint) is what tests the simulated order of arrivals. Columns: "
             "times and staleness are means over seeds; `overrun %` is the largest share of a measured run's emulated "
             "gradients that ended over 10% late (above 5% the row is flagged); `late us` is the median time a "
-            "measured run's emulated waits ended after their targets (microseconds; the sleep's wake-up).\n")
+            "measured run's emulated waits ended after their targets (microseconds; the sleep's wake-up)"
+            + ("; `master us` is the measured master's busy time per update outside its waits for arrivals "
+               "(receive, update, hand out work, bookkeeping), `master us model` what the twin charges a master "
+               "that waited for the gradient (async: update + idle overhead; sync: that + (P - 1) overheads; a "
+               "saturated async master is charged update + overhead)" if "master us" in df else "") + ".\n")
     if len(clean):
         by = clean.assign(protocol=["sync" if a.startswith("sync") else "async" for a in clean["algorithm"]],
                           abs_err=clean["percent_error"].abs())
@@ -638,6 +647,32 @@ def _grad_drift(rows: pd.DataFrame) -> str:
     return (f" The gradient itself, timed inside the P = 1 runs (one batch size), took {g.min():.0f}-{g.max():.0f} us "
             f"(median per run) against the calibrated {cal.median():.0f} us: the same gradient differs by that much "
             "from run to run.")
+
+
+def _master_busy(df: pd.DataFrame, ok: pd.DataFrame) -> pd.DataFrame:
+    """``df`` (model_validation's pairs) with ``master us``: the measured runs' mean ``master_busy_s`` over seeds
+    (microseconds per update), and ``master us model``: what their simulated twins charge a master that waited for
+    the gradient (async: ``cost_update_s + cost_overhead_idle_s``; sync: the same plus ``(P - 1) cost_overhead_s``,
+    experiments/costmodel.py; a saturated async master is charged ``cost_master_s`` instead). Unchanged
+    when no measured run recorded it (results older than the column)."""
+    from plots.validation import KEYS, SETTING, _with_setting
+
+    if "master_busy_s" not in ok or pd.to_numeric(ok["master_busy_s"], errors="coerce").isna().all():
+        return df
+    on = KEYS + SETTING
+    wall = _with_setting(ok[ok["clock"] == "wall"])
+    busy = 1e6 * pd.to_numeric(wall["master_busy_s"], errors="coerce")
+    df = df.join(wall.assign(**{"master us": busy}).groupby(on + ["engine"], dropna=False)["master us"].mean(),
+                 on=on + ["engine"])
+    sim = _with_setting(ok[ok["clock"] == "simulated"])
+    sync = sim["algorithm"].astype(str).str.startswith("sync")
+    idle = sim["cost_overhead_idle_s"].fillna(sim["cost_overhead_s"]) if "cost_overhead_idle_s" in sim \
+        else sim["cost_overhead_s"]
+    # what the twin charges a waiting master (P = 1, a sync round); a saturated async master is charged cost_master_s
+    model = 1e6 * (sim["cost_update_s"] + idle).where(
+        ~sync, sim["cost_update_s"] + idle + (sim["workers"] - 1) * sim["cost_overhead_s"])
+    return df.join(sim.assign(**{"master us model": model}).groupby(on, dropna=False)["master us model"].mean(),
+                   on=on)
 
 
 def _why_misses(clean: pd.DataFrame) -> str:

@@ -75,6 +75,8 @@ def _summary_row(cfg, run_id: str, rows: list[dict], result, status: str, messag
         **{f"cost_{k}": v for k, v in (result.costs if result is not None else {}).items()},
         **({"handoff": result.handoff} if result is not None and result.handoff else {}),
         "overruns": result.overruns if result is not None and result.overruns is not None else float("nan"),
+        "master_busy_s": result.master_busy_s if result is not None and result.master_busy_s is not None
+        else float("nan"),
     }
 
 

@@ -222,6 +222,8 @@ def validate(cfg) -> None:
              e.get("transport"), "must be shared_memory or distributed")
     _require(e.get("compute", "real") in ("real", "emulated"), "engine.compute", e.get("compute"),
              "must be real or emulated")
+    _require(e.get("compute_wait", "sleep") in ("sleep", "spin"), "engine.compute_wait", e.get("compute_wait"),
+             "must be sleep or spin")
     if e.get("compute_base_s") is not None:
         _positive(cfg, "engine.compute_base_s")
     if e.name == "simulated" and e.get("compute") == "emulated":
@@ -229,7 +231,7 @@ def validate(cfg) -> None:
                  "engine=simulated with engine.compute=emulated needs the base seconds of a gradient")
         _require((e.get("costs") or {}).get("grad_s") is None, "engine.costs.grad_s", e.costs.get("grad_s"),
                  "set either engine.costs.grad_s or engine.compute_base_s, not both")
-    for k in ("grad_s", "update_s", "latency_s", "overhead_s", "late_s"):
+    for k in ("grad_s", "update_s", "latency_s", "overhead_s", "overhead_idle_s", "late_s"):
         if e.get("costs") is not None:
             v = e.costs.get(k)
             _require(v is None or (isinstance(v, (int, float)) and v >= 0), f"engine.costs.{k}", v, "must be >= 0")

@@ -52,18 +52,21 @@ def test_message_terms_are_keyed_by_engine_and_dimension_not_by_rule(tmp_path, m
         lat, over = message_keys(t, problem.dim)
         entries[lat] = {"value": 1e-5 if t == "shared_memory" else 4e-5, "samples": [1], "spread": 0.1}
         entries[over] = {"value": 2e-5 if t == "shared_memory" else 8e-5, "samples": [1], "spread": 0.2}
+        entries[cal_mod.idle_key(t, problem, 8)] = {"value": 3e-5 if t == "shared_memory" else 9e-5,
+                                                    "samples": [1], "spread": 0.3}
     path.write_text(json.dumps({"machine": {}, "entries": entries}))
     monkeypatch.setattr(cal_mod, "measure_message_terms", lambda *a, **k: pytest.fail("must reuse the file"))
+    monkeypatch.setattr(cal_mod, "p1_run_samples", lambda *a, **k: pytest.fail("must reuse the file"))
     fixed = {"grad_s": 1e-3, "update_s": 1e-6}
     costs = {}
     for rule_name in ("sgd", "amsgrad"):
         rule = build_rule("sgd", lr=0.1) if rule_name == "sgd" else build_rule("amsgrad", variant="torch", impl="eager")
         for t in ("shared_memory", "distributed"):
             costs[rule_name, t] = cost_model(problem, rule, [8], fixed, Calibration(path), _alg(rule_name), 8, t)
-    for t, (lat, over) in {"shared_memory": (1e-5, 2e-5), "distributed": (4e-5, 8e-5)}.items():
+    for t, (lat, over, idle) in {"shared_memory": (1e-5, 2e-5, 3e-5), "distributed": (4e-5, 8e-5, 9e-5)}.items():
         for r in ("sgd", "amsgrad"):
-            assert (costs[r, t].latency_s, costs[r, t].overhead_s) == (lat, over)
-            assert costs[r, t].spread == {"latency_s": 0.1, "overhead_s": 0.2}
+            assert (costs[r, t].latency_s, costs[r, t].overhead_s, costs[r, t].overhead_idle_s) == (lat, over, idle)
+            assert costs[r, t].spread == {"latency_s": 0.1, "overhead_s": 0.2, "overhead_idle_s": 0.3}
     assert "sgd" not in message_keys("shared_memory", 8)[0] and "d=8" in message_keys("shared_memory", 8)[0]
     assert update_key("amsgrad-torch-eager", 8) != update_key("sgd", 8)
     assert "B=8" in grad_key(problem, 8) and "d=8" in grad_key(problem, 8)
@@ -78,7 +81,7 @@ def test_fixed_costs_never_touch_the_calibration_file(tmp_path):
     assert not path.exists()
     assert c.grad == {4: 1e-3, 8: 2e-3} and c.transport == "config"
     assert c.as_dict(8) == {"grad_s": 2e-3, "update_s": 1e-6, "latency_s": 3e-6, "overhead_s": 4e-6,
-                            "master_s": pytest.approx(5e-6)}
+                            "master_s": pytest.approx(5e-6), "overhead_idle_s": 4e-6}  # fixed overhead: both
 
 
 def test_closed_form_sync_and_saturation():
@@ -87,6 +90,13 @@ def test_closed_form_sync_and_saturation():
     assert predicted_time_per_epoch(c, 4, 10, 100, "sync") == pytest.approx(10 * (2 * 2e-5 + 3e-4 + 4 * 3e-5 + 1e-5))
     cycle = 1e-3 + 2 * 2e-5 + 4e-5
     assert saturation_workers(c, 10) == pytest.approx(cycle / 4e-5)
+    idle = CostModel(grad={10: 1e-3, 3: 3e-4}, update_s=1e-5, latency_s=2e-5, overhead_s=3e-5, overhead_idle_s=7e-5)
+    # a waiting master serves the round's first gradient and an unsaturated async worker's: the idle overhead
+    assert predicted_time_per_epoch(idle, 4, 10, 100, "sync") == pytest.approx(
+        10 * (2 * 2e-5 + 3e-4 + 7e-5 + 3 * 3e-5 + 1e-5))
+    assert predicted_time_per_epoch(idle, 1, 10, 100, "async") == pytest.approx(10 * (cycle + 4e-5))
+    assert saturation_workers(idle, 10) == pytest.approx((cycle + 4e-5) / 4e-5)
+    assert predicted_time_per_epoch(idle, 1000, 10, 100, "async") == pytest.approx(10 * 4e-5)  # queued: hot
     assert predicted_time_per_epoch(c, 1, 10, 100, "async") == pytest.approx(10 * cycle)
     assert predicted_time_per_epoch(c, 1000, 10, 100, "async") == pytest.approx(10 * 4e-5)
     free = CostModel(grad={10: 1e-3}, update_s=0.0, latency_s=0.0, overhead_s=0.0)
@@ -134,8 +144,9 @@ def test_the_simulated_partner_of_an_emulated_run_costs_its_base(tmp_path):
 
 
 def test_shared_memory_message_terms_are_measured_with_the_blocking_handoff(monkeypatch):
-    """Both runs of the difference (P = 1 and saturated) use the same hand-off, the one named in the key: with
-    ``auto`` a quiet machine spins at P = 1 and blocks when saturated, and the difference is no latency."""
+    """Both runs (P = 1 and saturated) use the same hand-off, the one named in the key: with ``auto`` a quiet machine
+    spins at P = 1 and blocks when saturated. The latency is what a P = 1 run's update leaves after the worker's
+    own time per gradient and the master's busy time: (0.1 - 0.01 - 0.02) / 2."""
     import experiments.engines as engines
 
     seen = {}
@@ -143,14 +154,18 @@ def test_shared_memory_message_terms_are_measured_with_the_blocking_handoff(monk
     class FakeEngine:
         def run(self, problem, rule, cfg, recorder):
             seen.setdefault(cfg.engine.name, []).append(cfg.engine.get("handoff"))
-            return type("R", (), {"status": "ok", "time_s": 1.0, "timed_samples": 10, "samples": 10})()
+            return type("R", (), {"status": "ok", "time_s": 1.0, "timed_samples": 10, "samples": 10,
+                                  "master_busy_s": 0.02,
+                                  "compute_times": [(0, i, 0.01, float("nan")) for i in range(10)]})()
 
     monkeypatch.setattr(engines, "get_engine", lambda name: FakeEngine())
     for t in ("shared_memory", "distributed"):
         assert cal_mod.seconds_per_update(t, 8, 1, updates=10) == pytest.approx(0.1)
-    assert seen["shared_memory"] == ["block"]
-    assert message_keys("shared_memory", 8) == ("latency|shared_memory-block|d=8", "overhead|shared_memory-block|d=8")
-    assert message_keys("distributed", 8) == ("latency|distributed|d=8", "overhead|distributed|d=8")
+        assert cal_mod.p1_latency_s(t, 8, updates=10) == pytest.approx(0.035)
+    assert seen["shared_memory"] == ["block", "block"]
+    assert message_keys("shared_memory", 8) == ("latency|shared_memory-block|d=8|net",
+                                                "overhead|shared_memory-block|d=8")
+    assert message_keys("distributed", 8) == ("latency|distributed|d=8|net", "overhead|distributed|d=8")
 
 
 def test_gradients_are_timed_inside_a_real_run_and_timing_only_ones_in_the_probe(monkeypatch):

@@ -80,3 +80,27 @@ def test_emulator_draws_the_law_of_the_simulated_engine():
     rows = compute_times_rows([(0, 0, 0.5, float("nan")), (1, 0, 0.2, 0.1)])
     assert rows == [{"worker": 0, "index": 0, "compute_s": 0.5, "target_s": ""},
                     {"worker": 1, "index": 0, "compute_s": 0.2, "target_s": 0.1}]
+
+
+def test_a_spinning_wait_holds_the_core_and_ends_on_time():
+    """``wait=spin``: the worker's CPU time covers the wait (a busy loop, as a real gradient), and it ends within
+    a small fraction of a 5 ms target; ``sleep`` frees the core (little CPU time for the same wait)."""
+    cfg = OmegaConf.create({"workers": 1, "seed": 0, "delay": {"model": "timing", "law": "constant", "sigma": 0.0,
+                                                                "slow_workers": 0, "slowdown": 1.0}})
+    for wait, busy in (("spin", True), ("sleep", False)):
+        emu = Emulator(cfg, 0, 0.005, wait)
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        c, t, over = emu.finish(t0)
+        cpu = time.process_time() - cpu0
+        assert t == pytest.approx(0.005) and c >= 0.005
+        assert (cpu >= 0.004) == busy, (wait, cpu)
+
+
+def test_compute_wait_must_be_sleep_or_spin(tmp_path):
+    from conftest import compose_cfg
+    from experiments.errors import ConfigError
+    from experiments.validate import validate
+
+    cfg = compose_cfg([f"results_dir={tmp_path}", "engine=shared_memory", "engine.compute_wait=nap"])
+    with pytest.raises(ConfigError, match="engine.compute_wait"):
+        validate(cfg)

@@ -483,3 +483,31 @@ def test_cnn_module_gradient_path_matches_the_functional_reference():
     assert torch.equal(copy.loss_grad(x, idx)[1], fast.loss_grad(x, idx)[1])
     with pytest.raises(ValueError, match="grad_path"):
         CNNProblem(LeNet5, xtr, ytr, xtr, ytr, grad_path="compiled")
+
+
+class _SlowStep:
+    """An update rule whose every step also sleeps ``pause`` seconds (everything else forwarded to ``rule``)."""
+
+    def __init__(self, rule, pause: float) -> None:
+        self._rule, self._pause = rule, pause
+
+    def step(self, x, g, state):
+        time.sleep(self._pause)
+        return self._rule.step(x, g, state)
+
+    def __getattr__(self, name):
+        return getattr(self._rule, name)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_master_busy_counts_the_update_and_not_the_wait_for_gradients(tmp_path, engine, monkeypatch):
+    """P = 1 with 20 ms emulated gradients and a 4 ms update: the master is busy at least the update's 4 ms per
+    update and well under the 24+ ms an update takes (it waits for the gradient the rest of the time)."""
+    real_build = build_rule
+    monkeypatch.setattr(sys.modules[__name__], "build_rule", lambda *a, **k: _SlowStep(real_build(*a, **k), 0.004))
+    result, _, _ = run_engine(tmp_path, engine, ["workers=1", "updates=30", "engine.compute=emulated",
+                                                 "engine.compute_base_s=0.02"])
+    per_update = result.time_s / (result.timed_samples / 8)  # batch 8: the clock starts after the warm-up
+    assert per_update > 0.024
+    assert 0.004 <= result.master_busy_s < 0.5 * per_update

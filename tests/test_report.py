@@ -326,3 +326,25 @@ def test_a_straggler_finding_with_an_unreached_target_is_inconclusive():
     p8 = "finding (P=8): factor by which one worker 8x slower (sigma 0) multiplies the time-to-target"
     assert judged[p8] == ("finding", "APAM x1.00, sync AMSGrad x1.00")
     assert judged[p8.replace("P=8", "P=32")][0] == "inconclusive"
+
+
+def test_master_busy_beside_what_the_twin_charges_async_and_sync():
+    """`master us`: the measured runs' master_busy_s over seeds; `master us model`: what the twin charges a master
+    that waited for the gradient (update + idle overhead; sync: plus P - 1 overheads), in microseconds."""
+    base = {"problem": "q", "workers": 2, "compute": "real", "compute_base_s": float("nan"), "status": "ok"}
+    rows = []
+    for alg in ("apam", "sync_amsgrad"):
+        rows.append({**base, "algorithm": alg, "run_id": f"{alg}-sim", "clock": "simulated", "engine": "simulated",
+                     "transport": "shared_memory", "seed": 0, "cost_master_s": 60e-6, "cost_update_s": 10e-6,
+                     "cost_overhead_s": 50e-6, "cost_overhead_idle_s": 70e-6, "master_busy_s": float("nan")})
+        rows += [{**base, "algorithm": alg, "run_id": f"{alg}-shm-{s}", "clock": "wall", "engine": "shared_memory",
+                  "transport": None, "seed": s, "master_busy_s": b} for s, b in ((0, 80e-6), (1, 100e-6))]
+    ok = pd.DataFrame(rows)
+    df = pd.DataFrame([{"problem": "q", "algorithm": a, "workers": 2, "compute": "real",  # as pair_clocks gives
+                        "compute_base_s": 0.0, "transport": "shared_memory", "engine": "shared_memory"}
+                       for a in ("apam", "sync_amsgrad")])
+    out = R._master_busy(df, ok).set_index("algorithm")
+    assert out.loc["apam", "master us"] == pytest.approx(90.0)
+    assert out.loc["apam", "master us model"] == pytest.approx(80.0)  # update + idle overhead
+    assert out.loc["sync_amsgrad", "master us model"] == pytest.approx(130.0)  # 10 + 70 + (2 - 1) x 50
+    assert "master us" not in R._master_busy(df, ok.drop(columns="master_busy_s"))

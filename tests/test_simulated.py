@@ -280,3 +280,34 @@ def test_the_free_lunch_is_refused_in_one_line(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "delay=none with workers=4" in lines[0] and "delay=timing" in lines[0]
     assert not (tmp_path / "r").exists()
+
+
+IDLE = 0.0004  # engine.costs.overhead_idle_s: what a master that waited for the gradient spends on it besides the update
+
+
+@pytest.mark.parametrize("P", [1, 64])
+def test_a_waiting_master_is_charged_the_idle_overhead_a_busy_one_the_queued_overhead(tmp_path, P):
+    """P = 1: every gradient finds the master waiting: grad + 2 latency + update + idle overhead per update, exactly
+    (the closed form). P = 64: gradients queue at a saturated master, which spends update + overhead on each (up to
+    the first cycle, when it still waited)."""
+    from experiments.costmodel import CostModel, predicted_time_per_epoch
+
+    K, B, N = 500, 8, 256
+    result, _, _ = run_sim(tmp_path, ["delay=timing", f"workers={P}", f"updates={K}", "algorithm.lr=0.001",
+                                      f"engine.costs.overhead_idle_s={IDLE}"])
+    assert result.costs["overhead_idle_s"] == IDLE and result.costs["master_s"] == pytest.approx(UPD + OVER)
+    costs = CostModel(grad={B: GRAD}, update_s=UPD, latency_s=LAT, overhead_s=OVER, overhead_idle_s=IDLE)
+    cycle = GRAD + 2 * LAT + UPD + IDLE
+    predicted = predicted_time_per_epoch(costs, P, B, N, "async") * K * B / N
+    if P == 1:
+        assert result.time_s == pytest.approx(K * cycle) == predicted
+    else:
+        assert predicted == pytest.approx(K * (UPD + OVER))
+        assert result.time_s == pytest.approx(predicted, abs=cycle + P * (IDLE - OVER))
+
+
+def test_a_sync_round_charges_the_idle_overhead_once(tmp_path):
+    """The master waited for the round: its first gradient costs the idle overhead, the other P - 1 the queued one."""
+    sync, _, _ = run_sim(tmp_path, ["algorithm=sync_amsgrad", "algorithm.lr=0.01", "algorithm.sync_batch=full",
+                                    "delay=timing", "workers=4", "updates=50", f"engine.costs.overhead_idle_s={IDLE}"])
+    assert sync.time_s == pytest.approx(50 * (2 * LAT + GRAD + IDLE + 3 * OVER + UPD))

@@ -37,6 +37,9 @@ class EngineResult:
             :func:`experiments.engines.shared_memory.choose_handoff`); empty for the other engines.
         overruns: emulated compute only: gradients that ended > 10% after their target (emulation.py).
         compute_times: real engines: ``(worker, index, compute_s, target_s)`` per gradient (``compute_times.csv``).
+        master_busy_s: real engines: the master's mean seconds per timed update outside its waits for arrivals
+            (receive, update, hand out work, bookkeeping; the measured counterpart of the model's ``master_s``
+            for async, ``update_s + P overhead_s`` for sync); None on the simulated engine.
         provenance: what the run's provenance.json should add (the simulated clock: calibration file and spreads).
     """
 
@@ -52,6 +55,7 @@ class EngineResult:
     handoff: str = ""
     overruns: int | None = None
     compute_times: list | None = None
+    master_busy_s: float | None = None
     provenance: dict = field(default_factory=dict)
 
 

@@ -115,6 +115,8 @@ class MasterLoop:
         self.clock = WallClock()
         self.samples = 0
         self.samples_at_start = 0  # samples consumed before the clock started (warm-up)
+        self.version_at_start = 0  # updates applied before the clock started
+        self.wait_s = 0.0  # seconds the master spent waiting for arrivals while the clock ran (master_busy_s)
         self.timeout = float(cfg.engine.timeout_s)
         self.on_loss = cfg.engine.get("on_worker_loss") or "continue"
         self.max_updates = int(cfg.updates) if cfg.get("updates") else None
@@ -161,6 +163,7 @@ class MasterLoop:
         if not self.clock.started and self.master.version >= self.warmup:
             self.clock.start()
             self.samples_at_start = self.samples
+            self.version_at_start = self.master.version
 
     def _arrived(self, ev: Arrival) -> None:
         """Bookkeeping of one gradient's arrival: its compute time (and overrun) in the log, then the loss check."""
@@ -171,7 +174,10 @@ class MasterLoop:
         """The transport's next events; a worker past its deadline becomes a Lost event."""
         now = time.monotonic()
         timeout = max(0.0, min(deadlines.values()) - now) if deadlines else None
+        timed, t0 = self.clock.started, time.perf_counter()
         events = self.transport.wait(timeout)
+        if timed:
+            self.wait_s += time.perf_counter() - t0
         if events:
             return events
         now = time.monotonic()
@@ -196,6 +202,14 @@ class MasterLoop:
         if not self.live:
             raise WorkerLost(f"{note}: no worker left")
         self.notes.append(note)
+
+    def master_busy_s(self) -> float | None:
+        """The master's mean seconds per timed update outside its waits for arrivals: receiving, the update,
+        handing out work, bookkeeping (evaluation excluded, as from the clock). None before any timed update."""
+        timed = self.master.version - self.version_at_start
+        if not self.clock.started or timed <= 0:
+            return None
+        return (self.clock.elapsed() - self.wait_s) / timed
 
     def _finish(self) -> None:
         self.clock.pause()
@@ -325,4 +339,5 @@ def drive(problem, rule, cfg, recorder, transport, batches: list[int]) -> Engine
     return EngineResult(updates=m.version, gradients=m.gradients, samples=loop.samples, time_s=loop.clock.elapsed(),
                         histogram=m.histogram, status=status, message=message,
                         timed_samples=loop.samples - loop.samples_at_start if loop.clock.started else 0,
-                        overruns=loop.overruns if loop.emulated else None, compute_times=loop.compute_log)
+                        overruns=loop.overruns if loop.emulated else None, compute_times=loop.compute_log,
+                        master_busy_s=loop.master_busy_s())

@@ -15,8 +15,10 @@ it was asked to. Each gradient reports ``(compute_s, target_s, overran)`` to the
 writes ``<run_dir>/compute_times.csv`` (``worker, index, compute_s, target_s``).
 
 Worker w draws its targets from its own generator (seed ``cfg.seed + 1 + STREAM_SEED_STRIDE * w``, the law's
-draws for worker w of :class:`experiments.delays.ComputeTimes`); waiting is ``time.sleep`` (no busy loop: workers
-share the machine's cores with the master).
+draws for worker w of :class:`experiments.delays.ComputeTimes`). Waiting (``engine.compute_wait``): ``sleep``
+(default; ``time.sleep``, no busy loop: workers share the machine's cores with the master, so 32 of them fit on 2
+cores) or ``spin`` (a busy loop on ``time.perf_counter`` that holds the core as a real gradient does, for a worker
+with a core of its own: the calibration of idle-dependent costs, experiments/calibration.py).
 """
 from __future__ import annotations
 
@@ -41,12 +43,13 @@ class Emulator:
         worker: this worker's id.
         base_s: the mean target (seconds) before the law's per-worker factor and draw; None: real compute (the
             gradient is only timed).
+        wait: ``sleep`` or ``spin`` (module docstring).
     """
 
-    def __init__(self, cfg, worker: int, base_s: float | None) -> None:
+    def __init__(self, cfg, worker: int, base_s: float | None, wait: str = "sleep") -> None:
         from experiments.engines._proc import STREAM_SEED_STRIDE
 
-        self.worker, self.base_s = int(worker), base_s
+        self.worker, self.base_s, self.spin = int(worker), base_s, wait == "spin"
         self._times = compute_times(cfg, seed=int(cfg.seed) + 1 + STREAM_SEED_STRIDE * int(worker)) \
             if base_s is not None else None
 
@@ -59,7 +62,11 @@ class Emulator:
             return now - t0, math.nan, False
         target = self._times.draw(self.worker, self.base_s)
         left = t0 + target - now
-        if left > 0:
+        if left > 0 and self.spin:
+            end = t0 + target
+            while now < end:
+                now = time.perf_counter()
+        elif left > 0:
             time.sleep(left)
             now = time.perf_counter()
         return now - t0, target, now - t0 > (1 + OVERRUN_TOL) * target
@@ -74,12 +81,13 @@ class EmulationSpec:
     seed: int
     delay: dict
     base_s: float | None
+    wait: str = "sleep"
 
     def build(self, worker: int) -> Emulator:
         from omegaconf import OmegaConf
 
         cfg = OmegaConf.create({"workers": self.workers, "seed": self.seed, "delay": self.delay})
-        return Emulator(cfg, worker, self.base_s)
+        return Emulator(cfg, worker, self.base_s, self.wait)
 
 
 def base_seconds(cfg, problem, batch_size: int) -> float | None:
@@ -107,7 +115,8 @@ def with_emulation(specs: list, cfg, problem) -> list:
     delay = OmegaConf.to_container(cfg.delay, resolve=True)
 
     def spec_for(s):  # a split sync batch: each worker's base scales with its share (as the simulated engine's)
-        return EmulationSpec(int(cfg.workers), int(cfg.seed), delay, None if base is None else base * s.batch / B)
+        return EmulationSpec(int(cfg.workers), int(cfg.seed), delay, None if base is None else base * s.batch / B,
+                             cfg.engine.get("compute_wait") or "sleep")
 
     return [replace(s, emulation=spec_for(s)) for s in specs]
 

@@ -3,12 +3,14 @@
 Costs (:mod:`experiments.costmodel`, measured by :mod:`experiments.calibration` on the real engine named by
 ``engine.transport``, or fixed by ``engine.costs.*``): a gradient ``grad_s(B)`` (scaled per worker by the compute-time
 law), a message in flight ``latency_s`` (delays the worker), the master's busy time per gradient
-``master_s = update_s + overhead_s`` (receive, update, reply, bookkeeping).
+``master_s = update_s + overhead_s`` (receive, update, reply, bookkeeping) for a gradient that waited for the master,
+``master_idle_s = update_s + overhead_idle_s`` for one the master waited for (it arrived after the master was free).
 
 Async protocol (APAM, async SGD). P workers; the master hands worker w the current iterate (version v); it reaches
 w one latency later and w computes one gradient there, on its next minibatch, in a compute time drawn by
 :class:`experiments.delays.ComputeTimes`; the gradient reaches the master one latency later; the master, serving
-gradients in arrival order, is busy ``master_s`` per gradient, then the new iterate travels back to w. The update
+gradients in arrival order, is busy ``master_s`` or ``master_idle_s`` per gradient (above), then the new iterate
+travels back to w. The update
 that applies the gradient has staleness ``tau = version at apply - v`` (``delay=timing``, the default: the staleness
 comes out of this event order). Gradients are computed for real, at the iterate the worker was sent, when it is sent
 (the value is the same as computing it at a copy later, and no copy of x is needed), from one seeded minibatch
@@ -22,8 +24,8 @@ newest iterates when the gradient is applied (so it is computed then, in arrival
 follows the event queue above.
 
 Sync protocol (sync AMSGrad). Each round all P workers compute at the same iterate (global batch split across
-them, or a full batch each: ``algorithm.sync_batch``); a round costs ``latency + slowest + latency + P overhead +
-update`` -- with P = 1 exactly one async update, as on the real engines.
+them, or a full batch each: ``algorithm.sync_batch``); a round costs ``latency + slowest + latency + overhead_idle
++ (P - 1) overhead + update`` -- with P = 1 exactly one async update, as on the real engines.
 
 Emulated compute (``engine.compute=emulated``: the twin of a run on a real engine whose workers wait for targets):
 each gradient's time is the law's draw for ``engine.compute_base_s`` plus a draw of the wait's wake-up lateness,
@@ -171,7 +173,7 @@ def _run_sync(problem, cfg, master, stream, batches, costs, times, recorder, eva
             loss, g = problem.loss_grad(master.x, stream.next(batches[w]))
             recorder.check_loss(loss, stream.samples)
             master.receive(g, version, worker=w)
-        clock += 2 * costs.latency_s + slowest + P * costs.overhead_s + costs.update_s
+        clock += 2 * costs.latency_s + slowest + costs.overhead_idle_s + (P - 1) * costs.overhead_s + costs.update_s
         warm.updated(master.version, clock, stream.samples)
         if recorder.due(stream.samples):
             evaluate(clock, stream.samples)
@@ -183,7 +185,9 @@ def _run_timing(problem, cfg, master, stream, batches, costs, times, recorder, e
     P, N, B = int(cfg.workers), problem.num_train, int(cfg.batch_size)
     # plain numbers and bound methods in the hot loop: the bookkeeping per gradient is a few microseconds
     # (benchmarks/bench_simulated.py measures it against the plain serial loop)
-    grad_s, latency_s, master_s, overhead_s = costs.grad_s(B), costs.latency_s, costs.master_s, costs.overhead_s
+    grad_s, latency_s = costs.grad_s(B), costs.latency_s
+    # the master's busy time per gradient: [waited for it by the master][applied] (costmodel's two overheads)
+    busy_of = ((costs.overhead_s, costs.master_s), (costs.overhead_idle_s, costs.master_idle_s))
     max_updates, max_samples = _limits(cfg, N)
     loss_grad, next_batch, draw, receive, due = problem.loss_grad, stream.next, times.draw, master.receive, recorder.due
     check_loss, heappop, heappush = recorder.check_loss, heapq.heappop, heapq.heappush
@@ -207,8 +211,8 @@ def _run_timing(problem, cfg, master, stream, batches, costs, times, recorder, e
         samples += B
         check_loss(loss, samples)
         # the master starts on this gradient when it arrives or when it is free; busy: receive, update, reply
-        # (no update when a staleness policy discards or holds the gradient)
-        busy = master_s if receive(g, version, w) else overhead_s
+        # (no update when a staleness policy discards or holds the gradient), longer when it had been waiting
+        busy = busy_of[arrival > master_free][receive(g, version, w)]
         master_free = max(arrival, master_free) + busy
         if warming:
             warm.updated(master.version, master_free, samples)
@@ -228,8 +232,8 @@ def _run_artificial(problem, cfg, master, stream, batches, costs, times, recorde
                             seed=cfg.seed + 2)
     ring = IterateRing(delay.window)
     ring.push(0, master.x)
-    grad_s, latency_s, master_s = costs.grad_s(int(cfg.batch_size)), costs.latency_s, costs.master_s
-    overhead_s = costs.overhead_s
+    grad_s, latency_s = costs.grad_s(int(cfg.batch_size)), costs.latency_s
+    busy_of = ((costs.overhead_s, costs.master_s), (costs.overhead_idle_s, costs.master_idle_s))
     max_updates, max_samples = _limits(cfg, N)
     loss_grad, next_batch, draw, receive, due = problem.loss_grad, stream.next, times.draw, master.receive, recorder.due
     choose, check_loss, heappop, heappush = delay.choose, recorder.check_loss, heapq.heappop, heapq.heappush
@@ -243,7 +247,8 @@ def _run_artificial(problem, cfg, master, stream, batches, costs, times, recorde
         loss, g = loss_grad(ring.get(version), next_batch())
         check_loss(loss, stream.samples)
         applied = receive(g, version, w)  # False when a staleness policy drops or holds it: no update, no iterate
-        master_free = max(finish + latency_s, master_free) + (master_s if applied else overhead_s)
+        arrival = finish + latency_s
+        master_free = max(arrival, master_free) + busy_of[arrival > master_free][applied]
         if applied:
             ring.push(master.version, master.x)
         warm.updated(master.version, master_free, stream.samples)
