@@ -348,3 +348,13 @@ def test_master_busy_beside_what_the_twin_charges_async_and_sync():
     assert out.loc["apam", "master us model"] == pytest.approx(80.0)  # update + idle overhead
     assert out.loc["sync_amsgrad", "master us model"] == pytest.approx(130.0)  # 10 + 70 + (2 - 1) x 50
     assert "master us" not in R._master_busy(df, ok.drop(columns="master_busy_s"))
+
+
+def test_why_misses_names_the_master_busy_time_where_it_departs_from_the_model():
+    row = {"algorithm": "apam", "compute": "real", "workers": 2, "percent_error": -39.0, "compute_base_s": 0.0,
+           "late us": float("nan"), "engine": "distributed", "master us": 402.0, "master us model": 233.0}
+    text = R._why_misses(pd.DataFrame([row, {**row, "workers": 1, "percent_error": -12.8, "master us": 125.0,
+                                             "engine": "shared_memory", "master us model": 80.0}]))
+    assert "from P = 2 on, the P + 1 processes" in text and "distributed apam P = 2: 402 us against 233 us" in text
+    assert "a P = 1 row that misses measures this machine's run-to-run spread" in text
+    assert "shared_memory apam P = 1: 125 us against 80 us" in text
