@@ -342,10 +342,16 @@ def seconds_per_update(transport: str, dim: int, workers: int, updates: int | No
     """Wall seconds per update of async SGD on engine ``transport`` with ``workers`` zero-cost workers (real
     compute, no emulation), over the updates the engine's clock timed (``updates``: default
     :func:`engine_updates`)."""
+    return _zero_cost_run(transport, dim, workers, updates)[1]
+
+
+def _zero_cost_run(transport: str, dim: int, workers: int, updates: int | None) -> tuple:
+    """(EngineResult, seconds per timed update) of a run of ``workers`` zero-cost workers on engine ``transport``
+    (``updates``: default :func:`engine_updates`)."""
     updates = engine_updates(dim) if updates is None else updates
     result = _calibration_run(transport, ZeroCostProblem(dim), workers, updates, batch_size=1, lr=0.001)
     timed = result.timed_samples if result.timed_samples is not None else result.samples
-    return result.time_s / max(1, timed)
+    return result, result.time_s / max(1, timed)
 
 
 def _calibration_run(transport: str, problem, workers: int, updates: int, batch_size: int, lr: float,
@@ -380,11 +386,9 @@ def p1_latency_s(transport: str, dim: int, updates: int | None = None) -> float:
     """One latency sample, seconds: a P = 1 run of zero-cost gradients on engine ``transport`` at ``dim``, its
     seconds per timed update less the worker's median ``compute_s`` and the master's ``master_busy_s``, halved
     (clipped at 0; see the module docstring)."""
-    updates = engine_updates(dim) if updates is None else updates
-    result = _calibration_run(transport, ZeroCostProblem(dim), 1, updates, batch_size=1, lr=0.001)
-    timed = result.timed_samples if result.timed_samples is not None else result.samples
+    result, per_update = _zero_cost_run(transport, dim, 1, updates)
     compute = statistics.median(c[2] for c in result.compute_times)
-    return max(0.0, (result.time_s / max(1, timed) - compute - result.master_busy_s) / 2)
+    return max(0.0, (per_update - compute - result.master_busy_s) / 2)
 
 
 def measure_message_terms(transport: str, dim: int, repeats: int = REPEATS) -> tuple[list[float], list[float]]:
@@ -443,9 +447,6 @@ def cost_model(problem, rule, batch_sizes, costs_cfg, calibration: Calibration, 
     idle_s = fixed.get("overhead_idle_s")
     if idle_s is None and fixed.get("overhead_s") is None and not timing_only:
         b = sizes[-1]  # the largest gradient of the run: the one that pollutes the master's caches most
-        if fixed.get("grad_s") is None and transport == GRAD_ENGINE \
-                and grad_key(problem, b) not in calibration.read()["entries"]:
-            calibration.entry(grad_key(problem, b), lambda: p1(GRAD_ENGINE, b)[0])  # the same runs time both
         e = calibration.entry(idle_key(transport, problem, b), lambda: p1(transport, b)[1])
         idle_s, spread["overhead_idle_s"] = e["value"], e["spread"]
     if fixed.get("update_s") is not None:

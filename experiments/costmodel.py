@@ -71,6 +71,19 @@ class CostModel:
         """The master's busy seconds per gradient it waited for: ``update_s + overhead_idle_s``."""
         return self.update_s + self.overhead_idle_s
 
+    @property
+    def busy_table(self) -> tuple:
+        """The master's busy seconds per gradient, ``[waited][applied]``: ``waited`` when the master had been
+        waiting for the gradient, ``applied`` when it updated with it (a staleness policy may discard or hold it:
+        the overhead alone)."""
+        return ((self.overhead_s, self.master_s), (self.overhead_idle_s, self.master_idle_s))
+
+    def sync_round_s(self, slowest_s: float, workers: int) -> float:
+        """One sync round: ``2 latency + slowest gradient + overhead_idle + (P - 1) overhead + update`` (the master
+        waited for the round's first gradient)."""
+        return (2 * self.latency_s + slowest_s + self.overhead_idle_s + (int(workers) - 1) * self.overhead_s
+                + self.update_s)
+
     def grad_s(self, batch_size: int) -> float:
         """Seconds of one gradient at minibatch size ``batch_size`` (KeyError if the run did not price it)."""
         return self.grad[int(batch_size)]
@@ -105,8 +118,7 @@ def predicted_time_per_epoch(costs: CostModel, workers: int, batch_size: int, nu
     P = int(workers)
     if protocol == "sync":
         slowest = costs.grad_s(math.ceil(batch_size / P))
-        return steps * (2 * costs.latency_s + slowest + costs.overhead_idle_s + (P - 1) * costs.overhead_s
-                        + costs.update_s)
+        return steps * costs.sync_round_s(slowest, P)
     return steps * max(costs.cycle_s(batch_size) / P, costs.master_s)
 
 

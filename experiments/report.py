@@ -551,6 +551,7 @@ def section_model_validation(exp, summary, sp, paper, claims, hists=None, late=N
     df = t.merge(st, on=KEYS + SETTING + ["engine"], how="left")
     df["tau error"] = df["tau simulated"] - df["tau measured"]
     wall = _with_setting(ok[ok["clock"] == "wall"])
+    sim = _with_setting(ok[ok["clock"] == "simulated"])
     flagged = pd.DataFrame()
     if "overruns" in wall:
         wall["overrun %"] = 100 * overrun_fraction(wall)
@@ -564,11 +565,10 @@ def section_model_validation(exp, summary, sp, paper, claims, hists=None, late=N
         lw = wall.merge(late, on="run_id")
         df = df.join(lw.groupby(KEYS + SETTING + ["engine"], dropna=False)[["late us", "grad us"]].mean(),
                      on=KEYS + SETTING + ["engine"])
-        sim = _with_setting(ok[ok["clock"] == "simulated"])
         if "cost_grad_s" in sim:  # the gradient cost the simulated twin charged
             df = df.join((1e6 * sim.groupby(KEYS + SETTING, dropna=False)["cost_grad_s"].mean()).rename(
                 "grad us calibrated"), on=KEYS + SETTING)
-    df = _master_busy(df, ok)
+    df = _master_busy(df, wall, sim)
     df["setting"] = [setting_label(c, b) for c, b in zip(df["compute"], df["compute_base_s"])]
     cols = ["problem", "algorithm", "setting", "engine", "workers", "measured_s", "simulated_s", "percent_error",
             "tau measured", "tau simulated", "tau error"] + (["tau hist TV"] if "tau hist TV" in df else []) + (
@@ -662,22 +662,21 @@ def _grad_drift(rows: pd.DataFrame) -> str:
             "from run to run.")
 
 
-def _master_busy(df: pd.DataFrame, ok: pd.DataFrame) -> pd.DataFrame:
-    """``df`` (model_validation's pairs) with ``master us``: the measured runs' mean ``master_busy_s`` over seeds
+def _master_busy(df: pd.DataFrame, wall: pd.DataFrame, sim: pd.DataFrame) -> pd.DataFrame:
+    """``df`` (model_validation's pairs; ``wall``, ``sim``: its measured and simulated runs with their settings,
+    plots.validation._with_setting) with ``master us``: the measured runs' mean ``master_busy_s`` over seeds
     (microseconds per update), and ``master us model``: what their simulated twins charge a master that waited for
     the gradient (async: ``cost_update_s + cost_overhead_idle_s``; sync: the same plus ``(P - 1) cost_overhead_s``,
     experiments/costmodel.py; a saturated async master is charged ``cost_master_s`` instead). Unchanged
     when no measured run recorded it (results older than the column)."""
-    from plots.validation import KEYS, SETTING, _with_setting
+    from plots.validation import KEYS, SETTING
 
-    if "master_busy_s" not in ok or pd.to_numeric(ok["master_busy_s"], errors="coerce").isna().all():
+    if "master_busy_s" not in wall or pd.to_numeric(wall["master_busy_s"], errors="coerce").isna().all():
         return df
     on = KEYS + SETTING
-    wall = _with_setting(ok[ok["clock"] == "wall"])
     busy = 1e6 * pd.to_numeric(wall["master_busy_s"], errors="coerce")
     df = df.join(wall.assign(**{"master us": busy}).groupby(on + ["engine"], dropna=False)["master us"].mean(),
                  on=on + ["engine"])
-    sim = _with_setting(ok[ok["clock"] == "simulated"])
     sync = sim["algorithm"].astype(str).str.startswith("sync")
     idle = sim["cost_overhead_idle_s"].fillna(sim["cost_overhead_s"]) if "cost_overhead_idle_s" in sim \
         else sim["cost_overhead_s"]

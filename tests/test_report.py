@@ -343,11 +343,14 @@ def test_master_busy_beside_what_the_twin_charges_async_and_sync():
     df = pd.DataFrame([{"problem": "q", "algorithm": a, "workers": 2, "compute": "real",  # as pair_clocks gives
                         "compute_base_s": 0.0, "transport": "shared_memory", "engine": "shared_memory"}
                        for a in ("apam", "sync_amsgrad")])
-    out = R._master_busy(df, ok).set_index("algorithm")
+    from plots.validation import _with_setting
+
+    wall, sim = (_with_setting(ok[ok["clock"] == c]) for c in ("wall", "simulated"))
+    out = R._master_busy(df, wall, sim).set_index("algorithm")
     assert out.loc["apam", "master us"] == pytest.approx(90.0)
     assert out.loc["apam", "master us model"] == pytest.approx(80.0)  # update + idle overhead
     assert out.loc["sync_amsgrad", "master us model"] == pytest.approx(130.0)  # 10 + 70 + (2 - 1) x 50
-    assert "master us" not in R._master_busy(df, ok.drop(columns="master_busy_s"))
+    assert "master us" not in R._master_busy(df, wall.drop(columns="master_busy_s"), sim)
 
 
 def test_why_misses_names_the_master_busy_time_where_it_departs_from_the_model():

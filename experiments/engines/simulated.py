@@ -173,7 +173,7 @@ def _run_sync(problem, cfg, master, stream, batches, costs, times, recorder, eva
             loss, g = problem.loss_grad(master.x, stream.next(batches[w]))
             recorder.check_loss(loss, stream.samples)
             master.receive(g, version, worker=w)
-        clock += 2 * costs.latency_s + slowest + costs.overhead_idle_s + (P - 1) * costs.overhead_s + costs.update_s
+        clock += costs.sync_round_s(slowest, P)
         warm.updated(master.version, clock, stream.samples)
         if recorder.due(stream.samples):
             evaluate(clock, stream.samples)
@@ -186,8 +186,7 @@ def _run_timing(problem, cfg, master, stream, batches, costs, times, recorder, e
     # plain numbers and bound methods in the hot loop: the bookkeeping per gradient is a few microseconds
     # (benchmarks/bench_simulated.py measures it against the plain serial loop)
     grad_s, latency_s = costs.grad_s(B), costs.latency_s
-    # the master's busy time per gradient: [waited for it by the master][applied] (costmodel's two overheads)
-    busy_of = ((costs.overhead_s, costs.master_s), (costs.overhead_idle_s, costs.master_idle_s))
+    busy_of = costs.busy_table  # [the master waited for the gradient][it applied it]
     max_updates, max_samples = _limits(cfg, N)
     loss_grad, next_batch, draw, receive, due = problem.loss_grad, stream.next, times.draw, master.receive, recorder.due
     check_loss, heappop, heappush = recorder.check_loss, heapq.heappop, heapq.heappush
@@ -233,7 +232,7 @@ def _run_artificial(problem, cfg, master, stream, batches, costs, times, recorde
     ring = IterateRing(delay.window)
     ring.push(0, master.x)
     grad_s, latency_s = costs.grad_s(int(cfg.batch_size)), costs.latency_s
-    busy_of = ((costs.overhead_s, costs.master_s), (costs.overhead_idle_s, costs.master_idle_s))
+    busy_of = costs.busy_table
     max_updates, max_samples = _limits(cfg, N)
     loss_grad, next_batch, draw, receive, due = problem.loss_grad, stream.next, times.draw, master.receive, recorder.due
     choose, check_loss, heappop, heappush = delay.choose, recorder.check_loss, heapq.heappop, heapq.heappush
