@@ -103,13 +103,58 @@ def test_torch_variant_against_fused_torch_adam(dtype, ours):
     torch.testing.assert_close(x, p.detach(), **tol)
 
 
-def test_auto_impl_picks_fused_for_torch_and_compiles_the_paper_variant_only_when_large():
+def test_auto_impl_picks_fused_for_torch_and_the_c_kernel_for_the_paper_variant(monkeypatch):
     small, large = torch.zeros(1000), torch.zeros(2**17)
     assert build_rule("amsgrad", variant="torch").init(small).impl == "fused"
     assert build_rule("amsgrad", variant="torch").init(large).impl == "fused"
-    assert build_rule("amsgrad", variant="paper").init(small).impl == "eager"
-    assert build_rule("amsgrad", variant="paper").init(large).impl == "compiled"
+    assert build_rule("amsgrad", variant="paper").init(small).impl == "native"
+    assert build_rule("amsgrad", variant="paper").init(large).impl == "native"
+    assert build_rule("amsgrad", variant="paper").init(torch.zeros(2**18)[::2]).impl == "compiled"  # strided
     assert build_rule("amsgrad", variant="paper", impl="eager").init(large).impl == "eager"
+    # no C compiler: auto warns once and picks what it picked before the C kernel (compiled from 2**17 on)
+    from algorithms import native
+
+    monkeypatch.setattr(native, "_LOADED", {"error": "no C compiler 'cc' on PATH (set CC to one)"})
+    auto = build_rule("amsgrad", variant="paper")
+    with pytest.warns(RuntimeWarning, match="C kernel is unavailable \\(no C compiler"):
+        assert auto.init(small).impl == "eager"
+    assert auto.init(large).impl == "compiled"
+    with pytest.raises(RuntimeError, match="impl=native: no C compiler 'cc'"):
+        build_rule("amsgrad", variant="paper", impl="native").init(small)
+
+
+def test_native_impl_refuses_what_it_cannot_step():
+    rule = build_rule("amsgrad", variant="paper", impl="native")
+    with pytest.raises(RuntimeError, match="impl=native: needs a contiguous .*contiguous=False"):
+        rule.init(torch.zeros(16)[::2])
+
+
+def test_native_build_failure_names_the_compiler_and_is_tried_once(monkeypatch, tmp_path):
+    from algorithms import native
+
+    monkeypatch.setattr(native, "_LOADED", {})
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("CC", "no-such-compiler-xyz")
+    with pytest.raises(native.NativeUnavailable, match="no C compiler 'no-such-compiler-xyz'"):
+        native.kernels()
+    monkeypatch.setenv("CC", "cc")  # remembered: the process does not try again
+    with pytest.raises(native.NativeUnavailable, match="no-such-compiler-xyz"):
+        native.kernels()
+    assert not native.available()
+
+
+def test_native_build_is_cached_per_machine_and_written_atomically(monkeypatch, tmp_path):
+    from algorithms import native
+
+    monkeypatch.setattr(native, "_LOADED", {})
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert set(native.kernels()) == {torch.float32, torch.float64}
+    built = list((tmp_path / "apam-harness" / "native").iterdir())
+    assert len(built) == 1 and built[0].suffix == ".so" and built[0].name.startswith("amsgrad-")
+    stamp = built[0].stat().st_mtime_ns
+    monkeypatch.setattr(native, "_LOADED", {})
+    native.kernels()  # a second process finds the build
+    assert [p.stat().st_mtime_ns for p in (tmp_path / "apam-harness" / "native").iterdir()] == [stamp]
 
 
 def test_torch_variant_with_inv_sqrt_schedule_matches_torch_with_same_lrs():
@@ -146,7 +191,7 @@ def paper_by_hand(x, grads, lr, beta1, beta2, floor):
     return x, m, v, vhat
 
 
-@pytest.mark.parametrize("paper_impl", ["eager", "compiled"])
+@pytest.mark.parametrize("paper_impl", ["eager", "compiled", "native"])
 @pytest.mark.parametrize("dtype,rtol", [(torch.float64, 1e-13), (torch.float32, 2e-6)])
 def test_paper_variant_three_steps_by_hand(dtype, rtol, paper_impl):
     x0 = [1.0, -2.0, 0.5, 3.0, 0.25]
@@ -176,7 +221,7 @@ def test_paper_variant_first_step_is_signed_step_of_size_lr_over_sqrt_one_minus_
     torch.testing.assert_close(x, torch.tensor([-s, s, -s, 0.0], dtype=torch.float64), rtol=1e-14, atol=0.0)
 
 
-@pytest.mark.parametrize("paper_impl", ["eager", "compiled"])
+@pytest.mark.parametrize("paper_impl", ["eager", "compiled", "native"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_paper_variant_zero_gradient_coordinates_never_move_nor_nan(dtype, paper_impl):
     d, n = 64, 300
@@ -194,7 +239,7 @@ def test_paper_variant_zero_gradient_coordinates_never_move_nor_nan(dtype, paper
     assert not torch.equal(x[3:], x0[3:])
 
 
-@pytest.mark.parametrize("paper_impl", ["eager", "compiled"])
+@pytest.mark.parametrize("paper_impl", ["eager", "compiled", "native"])
 def test_paper_variant_vhat_floor_is_configurable(paper_impl):
     g = torch.tensor([1e-7, 1.0], dtype=torch.float64)  # vhat = 1e-3 * 1e-14 = 1e-17 after one step
     for floor, moves in ((1e-11, False), (1e-20, True), (0.0, True)):
@@ -205,7 +250,7 @@ def test_paper_variant_vhat_floor_is_configurable(paper_impl):
         assert x[1].item() != 0.0
 
 
-@pytest.mark.parametrize("paper_impl", ["eager", "compiled"])
+@pytest.mark.parametrize("paper_impl", ["eager", "compiled", "native"])
 def test_paper_variant_positive_eps_enters_the_denominator(paper_impl):
     rule = build_rule("amsgrad", variant="paper", lr=0.1, beta1=0.0, beta2=0.0, eps=0.5, impl=paper_impl)
     x = torch.zeros(1, dtype=torch.float64)
@@ -214,8 +259,8 @@ def test_paper_variant_positive_eps_enters_the_denominator(paper_impl):
     assert x.item() == pytest.approx(-0.4 / 4.5, rel=1e-15)
 
 
-@pytest.mark.parametrize("variant,impl", [("paper", "eager"), ("paper", "compiled"), ("torch", "eager"),
-                                          ("torch", "fused")])
+@pytest.mark.parametrize("variant,impl", [("paper", "eager"), ("paper", "compiled"), ("paper", "native"),
+                                          ("torch", "eager"), ("torch", "fused")])
 def test_vhat_never_decreases_and_is_the_running_max_of_v(variant, impl):
     d = 200
     gen = torch.Generator().manual_seed(9)
@@ -235,6 +280,48 @@ def test_vhat_never_decreases_and_is_the_running_max_of_v(variant, impl):
         assert torch.equal(state.vhat, running_max)
         decreased_v |= bool((state.v < prev_v).any())
     assert decreased_v  # the invariant was exercised: v did fall while vhat held
+
+
+@pytest.mark.parametrize("eps", [0.0, 1e-3])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_paper_variant_native_equals_eager(dtype, eps):
+    """The C loop does the eager ops' arithmetic in their order; with eps = 0 (the paper's) it rounds as torch's
+    vectorized CPU kernels do (lerp and addcmul with fused multiply-adds): the same bits where torch runs them
+    (AVX2/AVX-512); otherwise, and with eps > 0 (a division torch rounds its own way), to a few ulps."""
+    d = 1031  # not a multiple of any vector width: the loop's tail runs too
+    x0 = torch.randn(d, dtype=dtype, generator=torch.Generator().manual_seed(21))
+    grads = random_grads(150, d, dtype, seed=22)
+    for k, g in enumerate(grads):
+        g.mul_(10.0 ** (k % 5 - 2))  # magnitudes that make vhat hold, rise, and v decay
+        g[2] = 1e-7  # under the vhat floor
+    xs, states = {}, {}
+    for impl in ("eager", "native"):
+        rule = build_rule("amsgrad", variant="paper", lr=1e-2, eps=eps, impl=impl)
+        xs[impl] = x0.clone()
+        states[impl] = rule.init(xs[impl])
+        for g in grads:
+            rule.step(xs[impl], g, states[impl])
+    assert states["native"].impl == "native" and states["native"].k == 150
+    for name in ("m", "v", "vhat"):  # no division here: the same bits
+        assert torch.equal(getattr(states["native"], name), getattr(states["eager"], name)), name
+    assert torch.equal(xs["native"][:3], x0[:3])
+    if eps == 0.0 and torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
+        assert torch.equal(xs["native"], xs["eager"])
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=1e-12, atol=1e-13)
+    torch.testing.assert_close(xs["native"], xs["eager"], **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_paper_variant_native_propagates_nan_as_eager(dtype):
+    rule = {impl: build_rule("amsgrad", variant="paper", lr=0.1, impl=impl) for impl in ("eager", "native")}
+    out = {}
+    for impl, r in rule.items():
+        x = torch.ones(4, dtype=dtype)
+        state = r.init(x)
+        r.step(x, torch.tensor([1.0, float("nan"), 0.0, float("inf")], dtype=dtype), state)
+        out[impl] = (x, state.vhat)
+    for a, b in zip(out["native"], out["eager"]):
+        assert torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -265,11 +352,14 @@ def test_compile_failure_warns_and_steps_eagerly_under_auto_and_raises_when_aske
         return kernel
 
     monkeypatch.setattr(amsgrad_module, "_compiled_paper_kernel", broken)
+    monkeypatch.setattr(amsgrad_module.native, "_LOADED", {"error": "no C compiler"})  # auto goes to compiled
     g = torch.randn(2**17, generator=torch.Generator().manual_seed(13))
     auto, eager = build_rule("amsgrad", variant="paper", lr=0.1), build_rule("amsgrad", variant="paper", lr=0.1,
                                                                              impl="eager")
     xa, xe = torch.ones(2**17), torch.ones(2**17)
-    sa, se = auto.init(xa), eager.init(xe)
+    with pytest.warns(RuntimeWarning, match="C kernel is unavailable"):
+        sa = auto.init(xa)
+    se = eager.init(xe)
     assert sa.impl == "compiled"
     with pytest.warns(RuntimeWarning, match="no C\\+\\+ compiler"):
         auto.step(xa, g, sa)

@@ -1,0 +1,40 @@
+/* AMSGrad, the paper variant (algorithms/amsgrad.py), as one loop over memory: compiled by algorithms/native.py
+ * with the machine's C compiler and called through ctypes by AMSGrad(impl="native").
+ *
+ * Per coordinate i, in the eager implementation's order of operations (no fused multiply-add: the build passes
+ * -ffp-contract=off), scalars rounded to the vector's dtype as torch rounds a Python float:
+ *     m    = m + (1 - beta1) * (g - m)                        torch.lerp, weight < 0.5
+ *     v    = v * beta2 + ((1 - beta2) * g) * g                mul_ then addcmul_
+ *     vhat = max(vhat, v)                                     NaN-propagating, as torch.maximum
+ *     s    = vhat <= floor ? 0 : 1 / (sqrt(vhat) + eps)       threshold to inf, then rsqrt (eps = 0) or sqrt+eps
+ *     x    = x + ((-lr) * m) * s                              addcmul_ (a NaN vhat gives a NaN x, as eager)
+ * n: the vector's length; every pointer is a contiguous CPU buffer of n entries, none aliasing another. */
+#include <math.h>
+#include <stdint.h>
+
+#define AMSGRAD_PAPER(NAME, T, SQRT, FMA)                                                                              \
+  void NAME(T *restrict x, const T *restrict g, T *restrict m, T *restrict v, T *restrict vhat, int64_t n,      \
+            double lr_, double one_minus_beta1_, double beta2_, double one_minus_beta2_, double floor_,         \
+            double eps_) {                                                                                      \
+    const T neg_lr = -(T)lr_, w = (T)one_minus_beta1_, b2 = (T)beta2_, c2 = (T)one_minus_beta2_;                \
+    const T vfloor = (T)floor_, eps = (T)eps_;                                                                  \
+    for (int64_t i = 0; i < n; i++) {                                                                           \
+      const T gi = g[i];                                                                                        \
+      const T mi = FMA(w, gi - m[i], m[i]);                                                                      \
+      const T vi = FMA(c2 * gi, gi, v[i] * b2);                                                                  \
+      const T old = vhat[i];                                                                                    \
+      const T hi = (vi != vi || old != old) ? (vi != vi ? vi : old) : (vi > old ? vi : old);                   \
+      m[i] = mi;                                                                                                \
+      v[i] = vi;                                                                                                \
+      vhat[i] = hi;                                                                                             \
+      if (eps == (T)0) {                                                                                        \
+        const T s = hi <= vfloor ? (T)0 : (T)1 / SQRT(hi);                                                      \
+        x[i] = FMA(neg_lr * mi, s, x[i]);                                                                       \
+      } else {                                                                                                  \
+        x[i] = x[i] + (neg_lr * mi) / (hi <= vfloor ? (T)INFINITY : SQRT(hi) + eps);                                 \
+      }                                                                                                         \
+    }                                                                                                           \
+  }
+
+AMSGRAD_PAPER(amsgrad_paper_f32, float, sqrtf, fmaf)
+AMSGRAD_PAPER(amsgrad_paper_f64, double, sqrt, fma)
