@@ -100,15 +100,17 @@ class Master:
             return self.policy.receive(self, g, tau, worker)
         if read_version != self.version:
             raise ValueError(f"sync gradient computed at version {read_version}, master is at {self.version}")
-        if self._round_sum is None:
-            self._round_sum = g.detach().clone()
+        if self._round_sum is None:  # one buffer for every round: no allocation per round
+            self._round_sum = torch.empty_like(self.x)
+        if self._round_count == 0:
+            self._round_sum.copy_(g.detach())
         else:
             self._round_sum.add_(g)
         self._round_count += 1
         if self._round_count < self.workers:
             return False
-        mean = self._round_sum.div_(self._round_count)
-        self._round_sum, self._round_count = None, 0
+        mean = self._round_sum if self._round_count == 1 else self._round_sum.div_(self._round_count)
+        self._round_count = 0
         self._apply(mean, 0, None)
         return True
 
