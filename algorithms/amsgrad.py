@@ -34,11 +34,13 @@ Implementations (hyperparameter ``impl``; the arithmetic above is the same, the 
   without fused multiply-adds), built once per machine by the system's C compiler and called through ctypes
   (algorithms/native.py): about 2 us a step at d = 784 where the eager ops take 15-60 us, and one pass over memory
   at any d. CPU, contiguous float32/float64.
-- ``auto`` (default): ``fused`` for the torch variant where the fused kernel exists; for the paper variant
-  ``native`` on CPU (contiguous float32/float64) where a C compiler builds it, else ``compiled`` on CPU when
-  d >= 2**17 (where memory traffic dominates: eager makes 2.2x the memory passes of a fused step at d = 10**6,
-  benchmarks/bench_rules.py) and ``eager`` otherwise (below that the eager ops cost less than a compiled call's
-  guards). If building the C kernel or compiling fails under ``auto``, the rule warns once and falls back.
+- ``auto`` (default): ``fused`` for the torch variant where the fused kernel exists; for the paper variant on CPU
+  ``compiled`` from d = 2**19 on (one step at d = 10**6: compiled 452 us, native 633 us, eager 1,092 us; at
+  d = 2**17: 87, 66 and 130 us; one quiet run, 2026-12-01), below that ``native`` (contiguous float32/float64)
+  where a C compiler builds it, else ``compiled`` from d = 2**17 on (eager makes 2.2x the memory passes of a fused
+  step at d = 10**6, benchmarks/bench_rules.py) and ``eager`` below (there the eager ops cost less than a compiled
+  call's guards). If building the C kernel or compiling fails under ``auto``, the rule warns once and falls back
+  (compiled to native, native to the torch ops).
 
 Hyperparameters: ``variant`` (required: "paper" or "torch"), ``lr`` (default 1e-3), ``beta1`` (0.9),
 ``beta2`` (0.999), ``eps`` (None: 0 for paper, 1e-8 for torch), ``vhat_floor`` (paper only; None: 1e-11),
@@ -69,8 +71,10 @@ from algorithms.state import scratch_field
 VARIANTS = ("paper", "torch")
 IMPLS = {"paper": ("auto", "eager", "compiled", "native"), "torch": ("auto", "eager", "fused")}
 PAPER_VHAT_FLOOR = 1e-11
-AUTO_COMPILE_MIN_DIM = 2**17
+AUTO_COMPILE_MIN_DIM = 2**19
 """``impl=auto`` compiles the paper variant on CPU from this dimension on (see the module docstring)."""
+AUTO_COMPILE_MIN_DIM_NO_C = 2**17
+"""... and from this one where the C kernel (``native``) cannot be built."""
 FUSED_DEVICES = ("cpu", "cuda")
 _INF = float("inf")
 
@@ -148,16 +152,12 @@ class AMSGrad(UpdateRule):
         if self.impl == "auto":
             if self._torch_variant:
                 return "fused" if fused_ok else "eager"
-            if native_ok and not self._native_failed:
-                try:
-                    native.kernels()
-                    return "native"
-                except native.NativeUnavailable as exc:
-                    warnings.warn(f"amsgrad impl=auto: the C kernel is unavailable ({exc}); using torch ops",
-                                  RuntimeWarning, stacklevel=3)
-                    self._native_failed = True
-            big = x.device.type == "cpu" and x.numel() >= AUTO_COMPILE_MIN_DIM
-            return "compiled" if big and not self._compile_failed else "eager"
+            cpu, d = x.device.type == "cpu", x.numel()
+            if cpu and d >= AUTO_COMPILE_MIN_DIM and not self._compile_failed:
+                return "compiled"
+            if native_ok and self._native_builds():
+                return "native"
+            return "compiled" if cpu and d >= AUTO_COMPILE_MIN_DIM_NO_C and not self._compile_failed else "eager"
         if self.impl == "fused" and not fused_ok:
             raise RuntimeError(f"amsgrad impl=fused: torch has no fused Adam kernel for device {x.device.type!r}")
         if self.impl == "native":
@@ -169,6 +169,19 @@ class AMSGrad(UpdateRule):
             except native.NativeUnavailable as exc:
                 raise RuntimeError(f"amsgrad impl=native: {exc}") from exc
         return self.impl
+
+    def _native_builds(self) -> bool:
+        """Whether the C kernel is there (built once per machine); under ``auto`` a failure warns once."""
+        if self._native_failed:
+            return False
+        try:
+            native.kernels()
+            return True
+        except native.NativeUnavailable as exc:
+            warnings.warn(f"amsgrad impl=auto: the C kernel is unavailable ({exc}); using torch ops",
+                          RuntimeWarning, stacklevel=4)
+            self._native_failed = True
+            return False
 
     def init(self, x: torch.Tensor) -> AMSGradState:
         """Zero m, v, vhat like x (1-D float32/float64; ValueError otherwise), k = 0, and ``impl_for(x)``.
@@ -240,11 +253,13 @@ class AMSGrad(UpdateRule):
         except Exception as exc:  # noqa: BLE001 - any compiler failure: a toolchain problem, not ours to type
             if self.impl == "compiled":
                 raise RuntimeError(f"amsgrad impl=compiled: torch.compile failed: {exc}") from exc
+            fallback = "native" if x.dtype in native.DTYPES and x.is_contiguous() and self._native_builds() \
+                else "eager"
             warnings.warn(f"amsgrad impl=auto: torch.compile failed ({type(exc).__name__}: {exc}); "
-                          f"stepping eagerly", RuntimeWarning, stacklevel=3)
+                          f"stepping with impl={fallback}", RuntimeWarning, stacklevel=3)
             self._compile_failed = True
-            state.impl, state.work = "eager", None
-            self._step_eager(x, g, state)
+            state.impl, state.work = fallback, None
+            self._step_native(x, g, state) if fallback == "native" else self._step_eager(x, g, state)
             return
         state.k = k
 

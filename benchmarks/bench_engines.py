@@ -10,7 +10,8 @@ Sections (``--only`` runs one):
    clock minus what the same process measures for the update rule and the gradient alone = one hand-off round
    trip (iterate to the worker, gradient back). shared_memory with ``engine.handoff=spin`` and ``block``; gloo.
    Goals: <= 10 us (spin), <= 25 us (block).
-2. ``master``: the same cheap problem at d = 784, 47,236 (rcv1) and 61,706 (LeNet5), P = 1 and 2: updates per
+2. ``master``: the same cheap problem at d = 784, 47,236 (rcv1) and 61,706 (LeNet5), P = 1 and 2, with the
+   AMSGrad variant of the problem at that d (paper's at 784 and 47,236, torch's at 61,706): updates per
    second on the engine's clock. Goals at d = 61,706, P = 2: >= 15,000 (shared_memory), >= 4,000 (gloo).
 3. ``driver``: the master loop (experiments/engines/_driver.py + Master) over an in-process transport that answers
    at once: CPU microseconds per update beyond the update rule alone (``time.thread_time``, so other jobs on the
@@ -147,8 +148,13 @@ def run_cfg(engine: str, algorithm: str, workers: int, updates: int, batch: int,
                     "algorithm.lr_schedule=constant", *extra])
 
 
-def make_rule():
-    return build_rule("amsgrad", variant="torch", lr=1e-4)
+RULE_VARIANT = {784: "paper", 47_236: "paper", 61_706: "torch"}
+"""The AMSGrad variant of the problem that lives at each d: logistic regression (Fashion-MNIST, rcv1) runs the paper's
+rule (the C loop under impl=auto), LeNet5 torch's (the fused kernel)."""
+
+
+def make_rule(d: int = D_MASTER):
+    return build_rule("amsgrad", variant=RULE_VARIANT.get(d, "torch"), lr=1e-4)
 
 
 def one_run(engine: str, problem, recorder_problem, algorithm: str, workers: int, updates: int, batch: int,
@@ -157,7 +163,7 @@ def one_run(engine: str, problem, recorder_problem, algorithm: str, workers: int
     cfg = run_cfg(engine, algorithm, workers, updates, batch, extra)
     rec = Recorder(recorder_problem, {"run_id": "bench"}, eval_every=1e9, total_epochs=None, f_star=None,
                    clock="wall", progress=False)
-    result = ENGINES[engine].run(problem, make_rule(), cfg, rec)
+    result = ENGINES[engine].run(problem, make_rule(problem.dim), cfg, rec)
     if result.status != "ok" or result.updates != updates + WARMUP:
         raise RuntimeError(f"{engine} {algorithm} P={workers}: {result.status} {result.message}")
     return result.time_s, rec.rows[-1]["train_loss"], result.handoff
@@ -179,7 +185,7 @@ def wall_us(fn, n: int) -> float:
 
 
 def rule_step_fn(d: int, rule=None):
-    rule = rule or make_rule()
+    rule = rule or make_rule(d)
     box = [torch.zeros(d)]
     state = [rule.init(box[0])]
     g = torch.full((d,), 1e-3)
@@ -288,7 +294,7 @@ def bench_driver(args, rows: list[dict]) -> None:
             rec = Recorder(problem, {"run_id": "bench"}, eval_every=1e9, total_epochs=None, f_star=None,
                            clock="wall", progress=False)
             t = time.thread_time()
-            drive(problem, make_rule(), cfg, rec, LoopbackTransport(d), [40, 40])
+            drive(problem, make_rule(d), cfg, rec, LoopbackTransport(d), [40, 40])
             loop.append((time.thread_time() - t) / (K + WARMUP) * 1e6)
             rule.append(cpu_us(rule_step_fn(d), K))
         over = statistics.median(a - b for a, b in zip(loop, rule))

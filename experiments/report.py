@@ -606,7 +606,9 @@ def section_model_validation(exp, summary, sp, paper, claims, hists=None, late=N
             "P - 1 (less the start-up ramp) whatever the order of arrivals, so it agrees by counting; the histogram's "
             "shape (`tau hist TV`: total variation distance between the measured and the simulated staleness "
             "distributions, 0 = same shape, 1 = disjoint) is what tests the simulated order of arrivals. Columns: "
-            "times and staleness are means over seeds; `overrun %` is the largest share of a measured run's emulated "
+            "times, staleness and master us are medians over seeds (this machine's speed drifts in phases of seconds, "
+            "which a run of one second can fall into; the sweep runs seed by seed, so such a phase slows one seed of "
+            "a row, and the median leaves it out); `overrun %` is the largest share of a measured run's emulated "
             "gradients that ended over 10% late (above 5% the row is flagged); `late us` is the median time a "
             "measured run's emulated waits ended after their targets (microseconds; the sleep's wake-up)"
             + ("; `master us` is the measured master's busy time per update outside its waits for arrivals "
@@ -664,7 +666,7 @@ def _grad_drift(rows: pd.DataFrame) -> str:
 
 def _master_busy(df: pd.DataFrame, wall: pd.DataFrame, sim: pd.DataFrame) -> pd.DataFrame:
     """``df`` (model_validation's pairs; ``wall``, ``sim``: its measured and simulated runs with their settings,
-    plots.validation._with_setting) with ``master us``: the measured runs' mean ``master_busy_s`` over seeds
+    plots.validation._with_setting) with ``master us``: the measured runs' median ``master_busy_s`` over seeds
     (microseconds per update), and ``master us model``: what their simulated twins charge a master that waited for
     the gradient (async: ``cost_update_s + cost_overhead_idle_s``; sync: the same plus ``(P - 1) cost_overhead_s``,
     experiments/costmodel.py; a saturated async master is charged ``cost_master_s`` instead). Unchanged
@@ -675,7 +677,7 @@ def _master_busy(df: pd.DataFrame, wall: pd.DataFrame, sim: pd.DataFrame) -> pd.
         return df
     on = KEYS + SETTING
     busy = 1e6 * pd.to_numeric(wall["master_busy_s"], errors="coerce")
-    df = df.join(wall.assign(**{"master us": busy}).groupby(on + ["engine"], dropna=False)["master us"].mean(),
+    df = df.join(wall.assign(**{"master us": busy}).groupby(on + ["engine"], dropna=False)["master us"].median(),
                  on=on + ["engine"])
     sync = sim["algorithm"].astype(str).str.startswith("sync")
     idle = sim["cost_overhead_idle_s"].fillna(sim["cost_overhead_s"]) if "cost_overhead_idle_s" in sim \
@@ -683,7 +685,7 @@ def _master_busy(df: pd.DataFrame, wall: pd.DataFrame, sim: pd.DataFrame) -> pd.
     # what the twin charges a waiting master (P = 1, a sync round); a saturated async master is charged cost_master_s
     model = 1e6 * (sim["cost_update_s"] + idle).where(
         ~sync, sim["cost_update_s"] + idle + (sim["workers"] - 1) * sim["cost_overhead_s"])
-    return df.join(sim.assign(**{"master us model": model}).groupby(on, dropna=False)["master us model"].mean(),
+    return df.join(sim.assign(**{"master us model": model}).groupby(on, dropna=False)["master us model"].median(),
                    on=on)
 
 

@@ -50,17 +50,18 @@ def mean_band(curves):
 
 
 def seed_stats(df, by, value):
-    """Mean, min, max and count of column ``value`` over rows sharing the ``by`` columns (seeds), NaNs dropped.
+    """Mean, median, min, max and count of column ``value`` over rows sharing the ``by`` columns (seeds), NaNs
+    dropped.
 
     Returns:
-        DataFrame with the ``by`` columns then ``mean, min, max, n``, sorted by ``by``; groups whose values are
-        all missing are left out.
+        DataFrame with the ``by`` columns then ``mean, median, min, max, n``, sorted by ``by``; groups whose values
+        are all missing are left out.
     """
     by = list(by)
     d = df[by + [value]].copy()
     d = d[np.isfinite(d[value].astype(float))]
     if d.empty:
-        return pd.DataFrame(columns=by + ["mean", "min", "max", "n"])
+        return pd.DataFrame(columns=by + ["mean", "median", "min", "max", "n"])
     g = d.groupby(by, dropna=False, sort=True)[value]
-    out = g.agg(["mean", "min", "max", "count"]).reset_index().rename(columns={"count": "n"})
+    out = g.agg(["mean", "median", "min", "max", "count"]).reset_index().rename(columns={"count": "n"})
     return out

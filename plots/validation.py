@@ -70,8 +70,10 @@ def pair_clocks(summary, column="time_per_epoch_s"):
         column: the compared quantity (seconds, or updates for ``staleness_mean``).
     Returns:
         DataFrame, one row per (problem, algorithm, workers, setting, measured engine): ``measured_s, measured_min,
-        measured_max, simulated_s, simulated_min, simulated_max`` (means and min-max over seeds), ``n`` (largest
-        seed count of the two sides) and ``percent_error = 100 * (simulated_s - measured_s) / measured_s``.
+        measured_max, simulated_s, simulated_min, simulated_max`` (medians and min-max over seeds: this machine's
+        speed drifts in phases of seconds, which a run of one second can fall into -- the median leaves out one slow
+        seed of three), ``n`` (largest seed count of the two sides) and
+        ``percent_error = 100 * (simulated_s - measured_s) / measured_s``.
         Empty when no pair exists.
     """
     s = _with_setting(summary)
@@ -84,8 +86,10 @@ def pair_clocks(summary, column="time_per_epoch_s"):
     if wall.empty or sim.empty:
         return pd.DataFrame(columns=keys + ["engine", "measured_s", "measured_min", "measured_max", "simulated_s",
                                             "simulated_min", "simulated_max", "n", "percent_error"])
-    wall = wall.rename(columns={"mean": "measured_s", "min": "measured_min", "max": "measured_max", "n": "n_w"})
-    sim = sim.rename(columns={"mean": "simulated_s", "min": "simulated_min", "max": "simulated_max", "n": "n_s"})
+    wall = wall.drop(columns="mean").rename(columns={"median": "measured_s", "min": "measured_min",
+                                                     "max": "measured_max", "n": "n_w"})
+    sim = sim.drop(columns="mean").rename(columns={"median": "simulated_s", "min": "simulated_min",
+                                                   "max": "simulated_max", "n": "n_s"})
     out = wall.merge(sim, on=keys, how="inner")
     out["n"] = np.maximum(out.pop("n_w"), out.pop("n_s"))
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -99,7 +103,7 @@ def draw_model_validation(exp, fmt="png"):
     error of every pair against workers.
 
     Applies to each problem of summary.csv with at least one pair of measured and simulated runs of the same
-    setting (:func:`pair_clocks`). Several seeds: the mean, with min-max whiskers.
+    setting (:func:`pair_clocks`). Several seeds: the median, with min-max whiskers.
 
     Raises:
         MissingColumnError: summary.csv lacks ``time_per_epoch_s`` while both clocks are present.

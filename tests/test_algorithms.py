@@ -104,11 +104,12 @@ def test_torch_variant_against_fused_torch_adam(dtype, ours):
 
 
 def test_auto_impl_picks_fused_for_torch_and_the_c_kernel_for_the_paper_variant(monkeypatch):
-    small, large = torch.zeros(1000), torch.zeros(2**17)
+    small, large, huge = torch.zeros(1000), torch.zeros(2**17), torch.zeros(2**19)
     assert build_rule("amsgrad", variant="torch").init(small).impl == "fused"
     assert build_rule("amsgrad", variant="torch").init(large).impl == "fused"
     assert build_rule("amsgrad", variant="paper").init(small).impl == "native"
     assert build_rule("amsgrad", variant="paper").init(large).impl == "native"
+    assert build_rule("amsgrad", variant="paper").init(huge).impl == "compiled"
     assert build_rule("amsgrad", variant="paper").init(torch.zeros(2**18)[::2]).impl == "compiled"  # strided
     assert build_rule("amsgrad", variant="paper", impl="eager").init(large).impl == "eager"
     # no C compiler: auto warns once and picks what it picked before the C kernel (compiled from 2**17 on)
@@ -366,6 +367,19 @@ def test_compile_failure_warns_and_steps_eagerly_under_auto_and_raises_when_aske
     eager.step(xe, g, se)
     assert sa.impl == "eager" and sa.k == 1 and torch.equal(xa, xe)
     assert auto.init(torch.ones(2**17)).impl == "eager"  # the rule does not try again
+    # with the C kernel there, a failed compile falls back to it (the same bits as eager with eps = 0)
+    monkeypatch.setattr(amsgrad_module.native, "_LOADED", {})
+    auto2, eager2 = build_rule("amsgrad", variant="paper", lr=0.1), build_rule("amsgrad", variant="paper", lr=0.1,
+                                                                               impl="eager")
+    gh = torch.randn(2**19, generator=torch.Generator().manual_seed(14))
+    xa2, xe2 = torch.ones(2**19), torch.ones(2**19)
+    sa2, se2 = auto2.init(xa2), eager2.init(xe2)
+    assert sa2.impl == "compiled"
+    with pytest.warns(RuntimeWarning, match="stepping with impl=native"):
+        auto2.step(xa2, gh, sa2)
+    eager2.step(xe2, gh, se2)
+    assert sa2.impl == "native" and sa2.k == 1
+    torch.testing.assert_close(xa2, xe2, rtol=1e-6, atol=1e-7)
     asked = build_rule("amsgrad", variant="paper", lr=0.1, impl="compiled")
     x = torch.ones(8)
     with pytest.raises(RuntimeError, match="impl=compiled: torch.compile failed: no C"):

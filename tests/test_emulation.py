@@ -87,13 +87,16 @@ def test_a_spinning_wait_holds_the_core_and_ends_on_time():
     a small fraction of a 5 ms target; ``sleep`` frees the core (little CPU time for the same wait)."""
     cfg = OmegaConf.create({"workers": 1, "seed": 0, "delay": {"model": "timing", "law": "constant", "sigma": 0.0,
                                                                 "slow_workers": 0, "slowdown": 1.0}})
-    for wait, busy in (("spin", True), ("sleep", False)):
+    cpu = {}
+    for wait in ("spin", "sleep"):
         emu = Emulator(cfg, 0, 0.005, wait)
         cpu0, t0 = time.process_time(), time.perf_counter()
         c, t, over = emu.finish(t0)
-        cpu = time.process_time() - cpu0
+        cpu[wait] = time.process_time() - cpu0
         assert t == pytest.approx(0.005) and c >= 0.005
-        assert (cpu >= 0.004) == busy, (wait, cpu)
+    # spinning uses the core whenever the scheduler gives it one (all 5 ms on a quiet machine; on a loaded one other
+    # processes share it), sleeping next to none: compared with each other, not with a wall-clock bound
+    assert cpu["spin"] >= 0.0015 and cpu["sleep"] <= 0.25 * cpu["spin"], cpu
 
 
 def test_compute_wait_must_be_sleep_or_spin(tmp_path):

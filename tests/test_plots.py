@@ -320,7 +320,8 @@ def test_seed_stats():
     df = pd.DataFrame({"workers": [1, 1, 2, 2, 4], "t": [2.0, 4.0, 1.0, np.nan, np.nan]})
     out = seed_stats(df, ["workers"], "t")
     assert out["workers"].tolist() == [1, 2]
-    assert out["mean"].tolist() == [3.0, 1.0] and out["min"].tolist() == [2.0, 1.0]
+    assert out["mean"].tolist() == [3.0, 1.0] and out["median"].tolist() == [3.0, 1.0]
+    assert out["min"].tolist() == [2.0, 1.0]
     assert out["max"].tolist() == [4.0, 1.0] and out["n"].tolist() == [2, 1]
 
 
@@ -337,6 +338,17 @@ def test_pair_clocks_percent_error():
     assert row["measured_s"] == pytest.approx(2.1) and row["simulated_s"] == pytest.approx(2.31)
     assert row["measured_min"] == 2.0 and row["measured_max"] == 2.2 and row["n"] == 2
     assert row["percent_error"] == pytest.approx(10.0)
+
+
+def test_pair_clocks_takes_the_median_over_seeds_so_one_slow_seed_is_left_out():
+    summary = pd.DataFrame({
+        "problem": ["p"] * 6, "algorithm": ["apam"] * 6,
+        "engine": ["shared_memory"] * 3 + ["simulated"] * 3, "clock": ["wall"] * 3 + ["simulated"] * 3,
+        "workers": [1.0] * 6, "seed": [0, 1, 2] * 2, "time_per_epoch_s": [1.9, 2.0, 3.8, 2.0, 2.0, 2.0],
+    })
+    row = pair_clocks(summary).iloc[0]
+    assert row["measured_s"] == 2.0 and row["measured_max"] == 3.8  # the mean (2.57) would give -22%
+    assert row["percent_error"] == 0.0
 
 
 def test_tau_ratio():

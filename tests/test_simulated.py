@@ -241,7 +241,7 @@ def test_calibration_keys_name_the_implementation_that_runs():
     assert key("paper", "auto", 784) == key("paper", "auto", 2**17) == key("paper", "native", 784) \
         == "amsgrad-paper-native"
     assert key("paper", "eager", 784) == "amsgrad-paper-eager"
-    assert key("paper", "compiled", 2**17) == "amsgrad-paper-compiled"
+    assert key("paper", "auto", 2**19) == key("paper", "compiled", 2**17) == "amsgrad-paper-compiled"
     sgd = OmegaConf.create({"rule": "sgd"})
     assert rule_calibration_key(sgd, build_rule("sgd", lr=0.1), 784) == "sgd"
 
