@@ -29,7 +29,10 @@ relative spread (max - min) / median is stored beside it):
   shared_memory (``grad|...``); not measured for timing-only problems (their engine gradients are free) or when
   ``engine.costs.overhead_s`` fixes the overheads;
 - ``late|sleep|s=<base>``: how late an emulated wait of ``base`` seconds ends (``time.sleep``'s wake-up; every
-  sample kept): what the simulated twin of an emulated run adds to each gradient (engines/simulated.py).
+  sample kept): what the simulated twin of an emulated run adds to each gradient (engines/simulated.py);
+Every entry also keeps ``probe_s``: a fixed piece of CPU work (experiments/speedprobe.py) timed right after the
+entry's samples, so that a measured run, which times the same work before it starts, can say how much faster or
+slower the machine is then than when the terms were measured (model_validation's ``speed`` column). Not a cost.
 Message terms are keyed by engine and dimension only: every update rule is timed with the same clock. On
 ``shared_memory`` both runs force the ``block`` hand-off (key ``shared_memory-block``): with ``auto`` the P = 1 run
 spins on a quiet machine while the saturated one blocks, and their difference is then no latency at all (it gave
@@ -127,11 +130,14 @@ class Calibration:
         with self._lock:
             data = self.read()
             if key not in data["entries"]:
+                from experiments import speedprobe
+
                 samples = [float(s) for s in measure()]
                 med = statistics.median(samples)
                 data["entries"][key] = {"value": med, "samples": samples,
                                         "spread": (max(samples) - min(samples)) / med if med > 0 else 0.0,
-                                        "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                                        "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                        "probe_s": speedprobe.measure()}  # the machine's speed as it measured
                 tmp = self.path.with_suffix(".json.tmp")
                 tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
                 os.replace(tmp, self.path)

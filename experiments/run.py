@@ -48,7 +48,8 @@ def resolve_device(name: str):
 
 
 
-def _summary_row(cfg, run_id: str, rows: list[dict], result, status: str, message: str, num_train: int) -> dict:
+def _summary_row(cfg, run_id: str, rows: list[dict], result, status: str, message: str, num_train: int,
+                 probe: tuple[float, float] = (math.nan, math.nan)) -> dict:
     last = rows[-1] if rows else {}
     target = cfg.problem.get("target_loss")
     hit = next((r for r in rows if target is not None and r["train_loss"] <= target), None)
@@ -77,6 +78,7 @@ def _summary_row(cfg, run_id: str, rows: list[dict], result, status: str, messag
         "overruns": result.overruns if result is not None and result.overruns is not None else float("nan"),
         "master_busy_s": result.master_busy_s if result is not None and result.master_busy_s is not None
         else float("nan"),
+        "speed_probe_s": probe[0], "cal_probe_s": probe[1],  # wall clock: the machine's speed now and calibrated
     }
 
 
@@ -194,6 +196,11 @@ def execute(cfg: DictConfig, overrides: list[str]) -> str:
                         f_star=opt[0] if opt is not None else None, clock=cfg.engine.clock,
                         divergence_factor=cfg.divergence_factor, progress=cfg.progress)
     result, status, message, signum = None, "ok", "", None
+    probe = (math.nan, math.nan)
+    if cfg.engine.clock == "wall":  # how fast the machine is now, against its calibration (experiments/speedprobe.py)
+        from experiments import speedprobe
+
+        probe = (speedprobe.measure(), speedprobe.calibrated(cfg.engine.get("calibration") or None))
     try:
         result = engine.run(problem, rule, cfg, recorder)
         status, message = result.status, result.message
@@ -222,7 +229,7 @@ def execute(cfg: DictConfig, overrides: list[str]) -> str:
         from experiments.engines.emulation import COMPUTE_TIMES_COLUMNS, compute_times_rows
 
         sink.write_compute_times(compute_times_rows(result.compute_times), COMPUTE_TIMES_COLUMNS)
-    row = _summary_row(cfg, run_id, recorder.rows, result, status, message, problem.num_train)
+    row = _summary_row(cfg, run_id, recorder.rows, result, status, message, problem.num_train, probe)
     sink.append_summary(row)
     job_event("end", run_id, cfg)
 

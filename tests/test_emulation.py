@@ -84,19 +84,19 @@ def test_emulator_draws_the_law_of_the_simulated_engine():
 
 def test_a_spinning_wait_holds_the_core_and_ends_on_time():
     """``wait=spin``: the worker's CPU time covers the wait (a busy loop, as a real gradient), and it ends within
-    a small fraction of a 5 ms target; ``sleep`` frees the core (little CPU time for the same wait)."""
+    a small fraction of a 20 ms target; ``sleep`` frees the core (little CPU time for the same wait)."""
     cfg = OmegaConf.create({"workers": 1, "seed": 0, "delay": {"model": "timing", "law": "constant", "sigma": 0.0,
                                                                 "slow_workers": 0, "slowdown": 1.0}})
     cpu = {}
     for wait in ("spin", "sleep"):
-        emu = Emulator(cfg, 0, 0.005, wait)
+        emu = Emulator(cfg, 0, 0.02, wait)
         cpu0, t0 = time.process_time(), time.perf_counter()
         c, t, over = emu.finish(t0)
         cpu[wait] = time.process_time() - cpu0
-        assert t == pytest.approx(0.005) and c >= 0.005
-    # spinning uses the core whenever the scheduler gives it one (all 5 ms on a quiet machine; on a loaded one other
-    # processes share it), sleeping next to none: compared with each other, not with a wall-clock bound
-    assert cpu["spin"] >= 0.0015 and cpu["sleep"] <= 0.25 * cpu["spin"], cpu
+        assert t == pytest.approx(0.02) and c >= 0.02
+    # spinning uses the core whenever the scheduler gives it one (all 20 ms on a quiet machine; on a loaded one,
+    # niced, 28% of it was seen), sleeping next to none: compared with each other, not with a wall-clock bound
+    assert cpu["sleep"] <= 0.2 * cpu["spin"], cpu
 
 
 def test_compute_wait_must_be_sleep_or_spin(tmp_path):
