@@ -569,11 +569,9 @@ def section_model_validation(exp, summary, sp, paper, claims, hists=None, late=N
             df = df.join((1e6 * sim.groupby(KEYS + SETTING, dropna=False)["cost_grad_s"].mean()).rename(
                 "grad us calibrated"), on=KEYS + SETTING)
     df = _master_busy(df, wall, sim)
-    df = _machine_speed(df, wall)
     df["setting"] = [setting_label(c, b) for c, b in zip(df["compute"], df["compute_base_s"])]
-    cols = ["problem", "algorithm", "setting", "engine", "workers", "measured_s", "simulated_s", "percent_error"] + (
-        ["speed", "error % at run's speed"] if "speed" in df else []) + [
-        "tau measured", "tau simulated", "tau error"] + (["tau hist TV"] if "tau hist TV" in df else []) + (
+    cols = ["problem", "algorithm", "setting", "engine", "workers", "measured_s", "simulated_s", "percent_error",
+            "tau measured", "tau simulated", "tau error"] + (["tau hist TV"] if "tau hist TV" in df else []) + (
             ["overrun %"] if "overrun %" in df else []) + (["late us"] if "late us" in df else []) + (
             ["master us", "master us model"] if "master us" in df else [])
     table = df[cols].rename(columns={"measured_s": "measured s/epoch", "simulated_s": "simulated s/epoch",
@@ -592,16 +590,6 @@ def section_model_validation(exp, summary, sp, paper, claims, hists=None, late=N
                    "test)",
                    bool(tau_ok.all()), f"{int((~tau_ok).sum())} of {len(df)} rows miss; max |difference| "
                    f"{df['tau error'].abs().max():.2f} updates"))
-    if "speed" in df:
-        adj = clean["error % at run's speed"].abs().dropna()
-        claims.append(("finding (ours): the time-per-epoch error once the machine's drift since calibration is taken "
-                       "out (the simulated time scaled by the run's `speed`, experiments/speedprobe.py), rows without "
-                       "overrun flag: what is left is the model's own error",
-                       "finding",
-                       f"{len(adj)} rows: mean |error| {adj.mean():.1f}%, max {adj.max():.1f}% (as measured: mean "
-                       f"{clean['percent_error'].abs().mean():.1f}%); the machine ran at "
-                       f"{df['speed'].min():.2f}-{df['speed'].max():.2f}x its calibration-time probe"
-                       if len(adj) else "no row with a probe"))
     if "tau hist TV" in df and df["tau hist TV"].notna().any():
         flat = df if "overrun %" not in df else df[~(df["overrun %"] > 100 * OVERRUN_FLAG)]
         flat = flat[(flat["workers"] > 1) & ~flat["algorithm"].astype(str).str.startswith("sync")]
@@ -623,10 +611,6 @@ def section_model_validation(exp, summary, sp, paper, claims, hists=None, late=N
             "a row, and the median leaves it out); `overrun %` is the largest share of a measured run's emulated "
             "gradients that ended over 10% late (above 5% the row is flagged); `late us` is the median time a "
             "measured run's emulated waits ended after their targets (microseconds; the sleep's wake-up)"
-            + ("; `speed` is how much longer the machine took for a fixed piece of CPU work just before the "
-               "measured run than when the simulated clock was calibrated (median over seeds; > 1: slower now; "
-               "experiments/speedprobe.py), and `error % at run's speed` the error of the simulated time scaled by "
-               "it: the model's own error, with the machine's drift taken out" if "speed" in df else "")
             + ("; `master us` is the measured master's busy time per update outside its waits for arrivals "
                "(receive, update, hand out work, bookkeeping), `master us model` what the twin charges a master "
                "that waited for the gradient (async: update + idle overhead; sync: that + (P - 1) overheads; a "
@@ -678,25 +662,6 @@ def _grad_drift(rows: pd.DataFrame) -> str:
     return (f" The gradient itself, timed inside the P = 1 runs (one batch size), took {g.min():.0f}-{g.max():.0f} us "
             f"(median per run) against the calibrated {cal.median():.0f} us: the same gradient differs by that much "
             "from run to run.")
-
-
-def _machine_speed(df: pd.DataFrame, wall: pd.DataFrame) -> pd.DataFrame:
-    """``df`` (model_validation's pairs) with ``speed``: the measured runs' median over seeds of
-    ``speed_probe_s / cal_probe_s`` (experiments/speedprobe.py), and ``error % at run's speed``: the percent error
-    of the simulated time scaled by it. Unchanged when no measured run has both probes (results older than the
-    columns, or a calibration file without the probe)."""
-    from plots.validation import KEYS, SETTING
-
-    if not {"speed_probe_s", "cal_probe_s"} <= set(wall):
-        return df
-    ratio = pd.to_numeric(wall["speed_probe_s"], errors="coerce") / pd.to_numeric(wall["cal_probe_s"],
-                                                                                   errors="coerce")
-    if not ratio.notna().any():
-        return df
-    on = KEYS + SETTING + ["engine"]
-    df = df.join(wall.assign(speed=ratio).groupby(on, dropna=False)["speed"].median(), on=on)
-    df["error % at run's speed"] = 100.0 * (df["simulated_s"] * df["speed"] - df["measured_s"]) / df["measured_s"]
-    return df
 
 
 def _master_busy(df: pd.DataFrame, wall: pd.DataFrame, sim: pd.DataFrame) -> pd.DataFrame:

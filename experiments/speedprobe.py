@@ -9,6 +9,13 @@ master process just before its workers start (summary columns ``speed_probe_s``,
 of the calibration's). ``speed_probe_s / cal_probe_s`` > 1: the machine ran that much slower than when it was
 calibrated.
 
+What it found (2026-12-02, quick profile): a snapshot, not a correction. The probe takes about 34 us or about
+50-60 us a call, nothing between, and flips between the two within a second on either core (8 probes, pinned to
+core 0 and 1 in turn, machine otherwise idle: 55, 34, 52, 59, 62, 57, 34, 60 us): this VM's cores switch between
+two speeds about 1.6x apart faster than a measured run lasts, so a 10 ms probe before a 1-second run cannot say how
+fast the run went, and a report that scaled the simulated times by it made the errors worse (27.8% mean against
+13.7%). The columns stay in the summary for analysis; the report does not use them.
+
 The work: ``A.T @ sigmoid(A @ w)`` with A a fixed 256 x 784 float32 matrix (a logistic-regression gradient's shape),
 one math thread, in the calling process; :func:`measure` is the median seconds per call of :data:`CALLS` calls
 (about 10 ms in all). A CPU probe: it sees a slower core or a core shared with the host's other guests, not a

@@ -353,25 +353,6 @@ def test_master_busy_beside_what_the_twin_charges_async_and_sync():
     assert "master us" not in R._master_busy(df, wall.drop(columns="master_busy_s"), sim)
 
 
-def test_speed_scales_the_simulated_time_by_the_runs_probe_against_the_calibrations():
-    """`speed`: median over seeds of speed_probe_s / cal_probe_s; the error at the run's speed compares the simulated
-    time scaled by it. Results without the probe columns (or without a calibrated probe) are left as they were."""
-    base = {"problem": "q", "algorithm": "apam", "workers": 2, "compute": "real", "compute_base_s": float("nan"),
-            "status": "ok", "clock": "wall", "engine": "shared_memory", "transport": None, "cal_probe_s": 40e-6}
-    wall = pd.DataFrame([{**base, "seed": s, "speed_probe_s": p} for s, p in ((0, 48e-6), (1, 50e-6), (2, 90e-6))])
-    df = pd.DataFrame([{"problem": "q", "algorithm": "apam", "workers": 2, "compute": "real", "compute_base_s": 0.0,
-                        "transport": "shared_memory", "engine": "shared_memory", "measured_s": 1.2,
-                        "simulated_s": 1.0, "percent_error": -100 / 6}])
-    from plots.validation import _with_setting
-
-    wall = _with_setting(wall)
-    out = R._machine_speed(df, wall).iloc[0]
-    assert out["speed"] == pytest.approx(1.25)  # 50 / 40: the slow third seed (90 us) is left out
-    assert out["error % at run's speed"] == pytest.approx(100 * (1.25 - 1.2) / 1.2)
-    assert "speed" not in R._machine_speed(df, wall.drop(columns="speed_probe_s"))
-    assert "speed" not in R._machine_speed(df, wall.assign(cal_probe_s=float("nan")))
-
-
 def test_speed_probe_is_a_positive_time_and_the_calibrations_is_read_never_measured(tmp_path):
     from experiments import speedprobe
     from experiments.calibration import Calibration
