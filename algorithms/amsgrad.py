@@ -30,8 +30,8 @@ Implementations (hyperparameter ``impl``; the arithmetic above is the same, the 
 - ``compiled`` (paper variant): the update written once as tensor ops and fused into one loop by
   ``torch.compile`` (inductor; needs a C++ compiler on CPU, triton on CUDA). The first step of a process compiles
   (a few seconds, cached on disk by torch); one compiled kernel serves every dimension.
-- ``native`` (paper variant): the update as one C loop (algorithms/amsgrad_kernel.c, in the eager ops' order
-  without fused multiply-adds), built once per machine by the system's C compiler and called through ctypes
+- ``native`` (paper variant): the update as one C loop (algorithms/amsgrad_kernel.c, in the eager ops' order,
+  with fused multiply-adds where torch's vectorized kernels use them: eager's bits with eps = 0), built once per machine by the system's C compiler and called through ctypes
   (algorithms/native.py): about 2 us a step at d = 784 where the eager ops take 15-60 us, and one pass over memory
   at any d. CPU, contiguous float32/float64.
 - ``auto`` (default): ``fused`` for the torch variant where the fused kernel exists; for the paper variant on CPU
@@ -144,11 +144,12 @@ class AMSGrad(UpdateRule):
         self._native_failed = False
 
     def impl_for(self, x: torch.Tensor) -> str:
-        """The implementation that steps x (``eager``, ``fused`` or ``compiled``): ``impl`` with ``auto`` resolved
-        for x's device and size (module docstring). RuntimeError for ``impl=fused`` where torch has no fused kernel
-        (a device other than CPU/CUDA)."""
+        """The implementation that steps x (``eager``, ``fused``, ``compiled`` or ``native``): ``impl`` with ``auto``
+        resolved for x's device and size (module docstring). RuntimeError for ``impl=fused`` where torch has no fused
+        kernel (a device other than CPU/CUDA), and for ``impl=native`` where x is not a contiguous float32/float64
+        CPU vector or the C kernel cannot be built."""
         fused_ok = x.device.type in FUSED_DEVICES
-        native_ok = x.device.type == "cpu" and x.dtype in native.DTYPES and x.is_contiguous()
+        native_ok = _native_fits(x)
         if self.impl == "auto":
             if self._torch_variant:
                 return "fused" if fused_ok else "eager"
@@ -228,10 +229,9 @@ class AMSGrad(UpdateRule):
 
     def _step_native(self, x: torch.Tensor, g: torch.Tensor, state: AMSGradState) -> None:
         """The paper variant as one C loop (algorithms/native.py); x and the state are contiguous by init."""
-        if not (x.is_contiguous() and g.is_contiguous()):
-            if not x.is_contiguous():
-                raise RuntimeError("amsgrad impl=native: x is not contiguous")
-            g = g.contiguous()
+        if not x.is_contiguous():
+            raise RuntimeError("amsgrad impl=native: x is not contiguous")
+        g = g.contiguous()  # itself when it already is
         k = state.k = state.k + 1
         native.paper_step(x, g, state.m, state.v, state.vhat, lr=self.schedule(k), one_minus_beta1=1 - self.beta1,
                           beta2=self.beta2, one_minus_beta2=1 - self.beta2, vhat_floor=self.vhat_floor,
@@ -253,8 +253,7 @@ class AMSGrad(UpdateRule):
         except Exception as exc:  # noqa: BLE001 - any compiler failure: a toolchain problem, not ours to type
             if self.impl == "compiled":
                 raise RuntimeError(f"amsgrad impl=compiled: torch.compile failed: {exc}") from exc
-            fallback = "native" if x.dtype in native.DTYPES and x.is_contiguous() and self._native_builds() \
-                else "eager"
+            fallback = "native" if _native_fits(x) and self._native_builds() else "eager"
             warnings.warn(f"amsgrad impl=auto: torch.compile failed ({type(exc).__name__}: {exc}); "
                           f"stepping with impl={fallback}", RuntimeWarning, stacklevel=3)
             self._compile_failed = True
@@ -291,6 +290,11 @@ class AMSGrad(UpdateRule):
             torch.threshold(vhat, self.vhat_floor, _INF, out=work)
             work.sqrt_().add_(self.eps)
             x.addcdiv_(m, work, value=-self.schedule(k))
+
+
+def _native_fits(x: torch.Tensor) -> bool:
+    """Whether the C kernel can step x: a contiguous float32/float64 vector on the CPU."""
+    return x.device.type == "cpu" and x.dtype in native.DTYPES and x.is_contiguous()
 
 
 def _paper_kernel(x, g, m, v, vhat, lr, one_minus_beta1, beta2, one_minus_beta2, vhat_floor, eps) -> None:

@@ -1,13 +1,16 @@
 /* AMSGrad, the paper variant (algorithms/amsgrad.py), as one loop over memory: compiled by algorithms/native.py
  * with the machine's C compiler and called through ctypes by AMSGrad(impl="native").
  *
- * Per coordinate i, in the eager implementation's order of operations (no fused multiply-add: the build passes
+ * Per coordinate i, in the eager implementation's order of operations, with a fused multiply-add fma(a, b, c) exactly
+ * where torch's vectorized CPU kernels use one (lerp, addcmul) and nowhere else (the build passes
  * -ffp-contract=off), scalars rounded to the vector's dtype as torch rounds a Python float:
- *     m    = m + (1 - beta1) * (g - m)                        torch.lerp, weight < 0.5
- *     v    = v * beta2 + ((1 - beta2) * g) * g                mul_ then addcmul_
+ *     m    = fma(1 - beta1, g - m, m)                         torch.lerp, weight < 0.5
+ *     v    = fma((1 - beta2) * g, g, v * beta2)               mul_ then addcmul_
  *     vhat = max(vhat, v)                                     NaN-propagating, as torch.maximum
- *     s    = vhat <= floor ? 0 : 1 / (sqrt(vhat) + eps)       threshold to inf, then rsqrt (eps = 0) or sqrt+eps
- *     x    = x + ((-lr) * m) * s                              addcmul_ (a NaN vhat gives a NaN x, as eager)
+ *     eps = 0: x = fma((-lr) * m, s, x), s = vhat <= floor ? 0 : 1 / sqrt(vhat)     threshold to inf, rsqrt_,
+ *                                                                                    addcmul_
+ *     eps > 0: x = x + ((-lr) * m) / (vhat <= floor ? inf : sqrt(vhat) + eps)        sqrt_, add_, addcdiv_
+ * (a NaN vhat gives a NaN x, as eager). Where torch runs AVX2/AVX-512 kernels, eps = 0 gives eager's bits.
  * n: the vector's length; every pointer is a contiguous CPU buffer of n entries, none aliasing another. */
 #include <math.h>
 #include <stdint.h>

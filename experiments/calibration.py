@@ -29,10 +29,11 @@ relative spread (max - min) / median is stored beside it):
   shared_memory (``grad|...``); not measured for timing-only problems (their engine gradients are free) or when
   ``engine.costs.overhead_s`` fixes the overheads;
 - ``late|sleep|s=<base>``: how late an emulated wait of ``base`` seconds ends (``time.sleep``'s wake-up; every
-  sample kept): what the simulated twin of an emulated run adds to each gradient (engines/simulated.py);
+  sample kept): what the simulated twin of an emulated run adds to each gradient (engines/simulated.py).
 Every entry also keeps ``probe_s``: a fixed piece of CPU work (experiments/speedprobe.py) timed right after the
-entry's samples, so that a measured run, which times the same work before it starts, can say how much faster or
-slower the machine is then than when the terms were measured (model_validation's ``speed`` column). Not a cost.
+entry's samples; a measured run times the same work before it starts (summary ``speed_probe_s``, ``cal_probe_s``).
+Not a cost, and not a correction: this machine switches between two speeds within a second, so the probe is a
+snapshot kept for analysis (speedprobe.py says what it found).
 Message terms are keyed by engine and dimension only: every update rule is timed with the same clock. On
 ``shared_memory`` both runs force the ``block`` hand-off (key ``shared_memory-block``): with ``auto`` the P = 1 run
 spins on a quiet machine while the saturated one blocks, and their difference is then no latency at all (it gave
@@ -59,6 +60,7 @@ from pathlib import Path
 import torch
 from filelock import FileLock
 
+from experiments import speedprobe
 from experiments.costmodel import CostModel
 
 REPEATS = 5          # repeats of every measurement (the median is used; the spread is reported)
@@ -130,8 +132,6 @@ class Calibration:
         with self._lock:
             data = self.read()
             if key not in data["entries"]:
-                from experiments import speedprobe
-
                 samples = [float(s) for s in measure()]
                 med = statistics.median(samples)
                 data["entries"][key] = {"value": med, "samples": samples,
