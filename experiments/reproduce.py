@@ -35,25 +35,36 @@ def plan_sweeps(experiment: str, profile: str, results_dir: Path, extra: list[st
 
     One sweep when every job has the same clock; otherwise one per clock, each naming its engines
     (``engine=simulated`` and ``engine=shared_memory,distributed``): the job overrides, hence the run ids, are those
-    of the whole sweep. A sweep that does not compose stays whole (the child reports the error).
+    of the whole sweep. With ``lr_tuning_seed`` set (experiments/tuning.py), each of those is split again: the tuning
+    seed's sweep, then the other seeds' (which run only the factor it chose). A sweep that does not compose stays
+    whole (the child reports the error).
     """
     from experiments.errors import ConfigError
     from experiments.precheck import compose_jobs, job_overrides, profile_sweep
 
+    from experiments.tuning import split_sweep
+
     base = [f"experiment={experiment}", f"profile={profile}", f"results_dir={results_dir}", *extra]
     try:
         combos, _ = job_overrides(base + profile_sweep(base), multirun=True)  # every value of every key appears
-        clock_of = {}  # engine option (as named in the sweep, e.g. simulated_distributed) -> its clock
+        clock_of, seeds, tuning = {}, set(), None  # engine option (e.g. simulated_distributed) -> its clock
         for combo, cfg in zip(combos, compose_jobs(combos)):
             option = next((o.split("=", 1)[1] for o in combo if o.startswith("engine=")), cfg.engine.name)
             clock_of[option] = cfg.engine.clock
+            seeds.add(int(cfg.seed))
+            tuning = cfg.get("lr_tuning_seed")
     except ConfigError:
         return [(base, False)]
     clocks = sorted(set(clock_of.values()), key=lambda c: c != "simulated")
     if len(clocks) == 1:
-        return [(base, clocks[0] == "simulated")]
-    return [(base + ["engine=" + ",".join(e for e in clock_of if clock_of[e] == c)], c == "simulated")
-            for c in clocks]
+        plan = [(base, clocks[0] == "simulated")]
+    else:
+        plan = [(base + ["engine=" + ",".join(e for e in clock_of if clock_of[e] == c)], c == "simulated")
+                for c in clocks]
+    if tuning is None or tuning not in seeds:
+        return plan
+    # step sizes tuned on one seed (experiments/tuning.py): its sweep first, then the other seeds'
+    return [(part, simulated) for overrides, simulated in plan for part in split_sweep(overrides, sorted(seeds), tuning)]
 
 
 def run_experiment(experiment: str, profile: str, results_dir: Path, force: bool, jobs: int = 1,

@@ -82,6 +82,15 @@ def _summary_row(cfg, run_id: str, rows: list[dict], result, status: str, messag
     }
 
 
+def _tuning_setting(cfg, overrides: list[str]) -> str | None:
+    """The run's setting for step-size tuning (experiments/tuning.py) when ``lr_tuning_seed`` is set, else None."""
+    if cfg.get("lr_tuning_seed") is None:
+        return None
+    from experiments.tuning import setting_key
+
+    return setting_key(overrides, int(cfg.lr_tuning_seed))
+
+
 def _time_per_epoch(result, time_s: float, epochs: float, num_train: int) -> float:
     """Seconds per epoch over the samples the clock saw (a wall clock skips the warm-up updates)."""
     timed = result.timed_samples if result is not None and result.timed_samples is not None else None
@@ -162,6 +171,18 @@ def execute(cfg: DictConfig, overrides: list[str]) -> str:
     validate(cfg)
     run_id = make_run_id(overrides, cfg.seed)
     sink = RunSink(cfg.results_dir, cfg.experiment_id, run_id)
+    tuning = _tuning_setting(cfg, overrides)
+    if tuning is not None and cfg.seed != cfg.lr_tuning_seed:
+        from experiments.tuning import tuned_factor
+
+        best = tuned_factor(sink.summary_path, tuning, cfg.lr_tuning_seed)
+        if best is None:
+            raise ConfigError(f"lr_tuning_seed={cfg.lr_tuning_seed}: no finished run of that seed for "
+                              f"{cfg.experiment_id}/{run_id} in {sink.summary_path}: run the tuning seed first")
+        if float(cfg.algorithm.get("lr_factor", 1.0)) != best:
+            print(f"[skip] {cfg.experiment_id}/{run_id}: algorithm.lr_factor={cfg.algorithm.lr_factor} is not the "
+                  f"factor seed {cfg.lr_tuning_seed} chose ({best:g}; lr_tuning_seed)", file=sys.stderr)
+            return "skipped"
     if sink.finished() and not cfg.force:
         changes = sink.config_changes(OmegaConf.to_container(cfg))
         if not changes:
@@ -230,6 +251,8 @@ def execute(cfg: DictConfig, overrides: list[str]) -> str:
 
         sink.write_compute_times(compute_times_rows(result.compute_times), COMPUTE_TIMES_COLUMNS)
     row = _summary_row(cfg, run_id, recorder.rows, result, status, message, problem.num_train, probe)
+    if tuning is not None:
+        row["tuning_setting"] = tuning  # where the other seeds look up the factor this seed chose
     sink.append_summary(row)
     job_event("end", run_id, cfg)
 

@@ -31,7 +31,8 @@ SUMMARY_COLUMNS = ["experiment", "run_id", "problem", "algorithm", "engine", "cl
                    "final_opt_gap", "staleness_mean", "staleness_max", "status", "message", "cost_grad_s",
                    "cost_update_s", "cost_latency_s", "cost_overhead_s", "cost_master_s",
                    "overruns", "master_busy_s", "cost_overhead_idle_s", "speed_probe_s", "cal_probe_s"]
-IGNORED_IN_RUN_ID = {"results_dir", "force", "progress", "experiment", "profile", "experiment_id", "device", "threads"}
+IGNORED_IN_RUN_ID = {"results_dir", "force", "progress", "experiment", "profile", "experiment_id", "device", "threads",
+                    "lr_tuning_seed"}
 LOOKUP_TABLES = {"profiles", "points", "compute_models", "by_kind"}
 """Top-level tables that experiment configs index into (conf/experiment/*.yaml): what a run takes from them shows in
 the keys it sets (workers, engine.compute_base_s, delay.*, epochs), so an edit elsewhere in a table is no change."""

@@ -98,6 +98,7 @@ def validate(cfg) -> None:
     _int(cfg, "workers", 1)
     _int(cfg, "seed", 0)
     _require(cfg.seed < SEED_LIMIT, "seed", cfg.seed, "must be an integer in [0, 2^62)")
+    _int(cfg, "lr_tuning_seed", 0, allow_none=True)
     dv = cfg.get("divergence_factor")
     _require(isinstance(dv, (int, float)) and not isinstance(dv, bool) and dv > 0, "divergence_factor", dv,
              "must be a number > 0 (a train loss above it times the initial one stops the run; .inf: never)")

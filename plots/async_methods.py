@@ -42,6 +42,10 @@ def compute_model(row) -> str:
 def best_times(summary: pd.DataFrame) -> pd.DataFrame:
     """One row per (problem, workers, compute_model, algorithm): the best step factor and its time to target.
 
+    The factor is chosen by the mean time over the seeds every factor ran (all of them for a full grid; the tuning
+    seed under ``lr_tuning_seed``, experiments/tuning.py), ties to the smaller factor; the columns describe all the
+    seeds of the chosen factor.
+
     Columns: problem, workers, compute_model, algorithm, lr_factor (the best), seeds, reached (seeds that reached
     the target with that factor), time_mean, time_min, time_max (seconds on the run's clock; inf when a seed did
     not reach the target), discarded_frac (discarded / gradients, mean over seeds), factors (how many were tried).
@@ -53,18 +57,23 @@ def best_times(summary: pd.DataFrame) -> pd.DataFrame:
     s["compute_model"] = [compute_model(r) for r in s.to_dict("records")]
     if "lr_factor" not in s:
         s["lr_factor"] = 1.0
-    s["t"] = s["time_to_target_s"].where(np.isfinite(s["time_to_target_s"]), np.inf)
+    s["t"] = s["time_to_target_s"].where(np.isfinite(s["time_to_target_s"]) & (s["status"] == "ok"), np.inf)
     s["discarded_frac"] = s.get("discarded", 0) / s["gradients"].where(s["gradients"] > 0)
     keys = ["problem", "workers", "compute_model", "algorithm"]
+    # the factor is chosen on the seeds that every factor of the setting ran: all of them for a full grid, the tuning
+    # seed when the other seeds ran only the factor it chose (lr_tuning_seed, experiments/tuning.py)
+    n_factors = s.groupby(keys)["lr_factor"].transform("nunique")
+    s["common"] = s.groupby(keys + ["seed"])["lr_factor"].transform("nunique") == n_factors
+    choice = (s[s["common"]].groupby(keys + ["lr_factor"], sort=True)["t"].mean().rename("choice_mean").reset_index()
+              .sort_values(keys + ["choice_mean", "lr_factor"]).groupby(keys, sort=True).head(1))
     per_factor = (s.groupby(keys + ["lr_factor"], sort=True)
                   .agg(seeds=("seed", "nunique"), reached=("t", lambda t: int(np.isfinite(t).sum())),
                        time_mean=("t", "mean"), time_min=("t", "min"), time_max=("t", "max"),
                        discarded_frac=("discarded_frac", "mean"))
                   .reset_index())
     per_factor["factors"] = per_factor.groupby(keys)["lr_factor"].transform("nunique")
-    best = (per_factor.sort_values(keys + ["time_mean", "lr_factor"])
-            .groupby(keys, sort=True).head(1).reset_index(drop=True))
-    return best
+    best = per_factor.merge(choice[keys + ["lr_factor"]], on=keys + ["lr_factor"])
+    return best.sort_values(keys).reset_index(drop=True)
 
 
 def ranks(best: pd.DataFrame) -> pd.DataFrame:
