@@ -142,10 +142,11 @@ def mark_overrun(ax, xs, ys):
         ax.scatter(xs, ys, s=170, facecolors="none", edgecolors="red", linewidths=1.3, zorder=6, label=OVERRUN_LABEL)
 
 
-def seeds_note(n_seeds):
-    """Caption fragment saying how several seeds are shown ('' for a single seed)."""
+def seeds_note(n_seeds, stat: str = "mean"):
+    """Caption fragment saying how several seeds are shown ('' for a single seed); ``stat``: the centre drawn
+    (``mean`` or ``median``)."""
     n = int(n_seeds) if n_seeds else 1
-    return f" (mean of {n} seeds; band: min-max)" if n > 1 else ""
+    return f" ({stat} of {n} seeds; band: min-max)" if n > 1 else ""
 
 
 def whiskers(center, lo, hi):

@@ -158,7 +158,7 @@ def draw_model_validation(exp, fmt="png"):
         ax_err.grid(True, alpha=0.3)
         style.legend_outside(fig, axes)
         err = np.abs(pp["percent_error"].to_numpy(dtype=float))
-        seeds = style.seeds_note(pp["n"].max()).replace("band", "whiskers")
+        seeds = style.seeds_note(pp["n"].max(), "median").replace("band", "whiskers")
         note = f"mean |error| {np.nanmean(err):.1f}%, max {np.nanmax(err):.1f}% over {len(pp)} pairs{seeds}"
         style.title(fig, exp.name, problem, "simulated clock against measurement", note)
         written.append(style.save(fig, exp.figures_dir, style.slug("model_validation", problem), fmt))
