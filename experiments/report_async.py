@@ -48,7 +48,8 @@ def section_async_methods(exp, summary: pd.DataFrame, sp, paper, claims: list) -
                     continue
                 r = r.iloc[0]
                 disc = f", {r['discarded_frac']:.0%} discarded" if r["discarded_frac"] > 0 else ""
-                fac = f", x{r['lr_factor']:g}" if r["factors"] > 1 else ""
+                edge = r["factors"] > 1 and r["lr_factor"] in (r["factor_min"], r["factor_max"])
+                fac = (f", x{r['lr_factor']:g}" + (" edge" if edge else "")) if r["factors"] > 1 else ""
                 cells.append(f"{fmt_time(r['time_mean'])} (#{int(r['rank'])}{fac}{disc})")
                 rk.append(r["rank"])
                 if math.isfinite(r["time_mean"]):
@@ -59,7 +60,8 @@ def section_async_methods(exp, summary: pd.DataFrame, sp, paper, claims: list) -
         never = [k for k in methods if k not in reached]
         out.append(f"\n**{problem}, P = {p}** -- time to target train loss "
                    f"{summary.loc[summary['problem'] == problem, 'target_loss'].iloc[0]:g} (simulated s; #rank among "
-                   f"{len(methods)} methods within the column):\n")
+                   f"{len(methods)} methods within the column; xF: the step factor chosen, `edge` when it is "
+                   f"the grid's smallest or largest, so the best step may lie outside the grid):\n")
         out.append("\n".join(lines))
         out.append("\nRanking by mean rank (methods that reached the target at least once): "
                    + (", ".join(f"{k} ({v:.1f})" for v, k in order) or "none")

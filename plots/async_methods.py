@@ -48,7 +48,8 @@ def best_times(summary: pd.DataFrame) -> pd.DataFrame:
 
     Columns: problem, workers, compute_model, algorithm, lr_factor (the best), seeds, reached (seeds that reached
     the target with that factor), time_mean, time_min, time_max (seconds on the run's clock; inf when a seed did
-    not reach the target), discarded_frac (discarded / gradients, mean over seeds), factors (how many were tried).
+    not reach the target), discarded_frac (discarded / gradients, mean over seeds), factors (how many were tried),
+    factor_min, factor_max (the grid's ends: a choice at an end may have its optimum outside the grid).
     Failed runs are left out; diverged runs count as not reaching the target.
     """
     s = summary[summary["status"].isin(["ok", "diverged"])].copy()
@@ -72,6 +73,8 @@ def best_times(summary: pd.DataFrame) -> pd.DataFrame:
                        discarded_frac=("discarded_frac", "mean"))
                   .reset_index())
     per_factor["factors"] = per_factor.groupby(keys)["lr_factor"].transform("nunique")
+    per_factor["factor_min"] = per_factor.groupby(keys)["lr_factor"].transform("min")
+    per_factor["factor_max"] = per_factor.groupby(keys)["lr_factor"].transform("max")
     best = per_factor.merge(choice[keys + ["lr_factor"]], on=keys + ["lr_factor"])
     return best.sort_values(keys).reset_index(drop=True)
 

@@ -88,7 +88,7 @@ def test_figure_and_report_section_from_the_summary_alone(tmp_path):
     assert [p.name for p in written] == ["async_methods-logreg_fmnist.png"] and written[0].stat().st_size > 0
     claims = []
     text = section_async_methods("async_methods", _summary(), None, None, claims)
-    assert "| apam | 1.1 (#2, x1) | 2.0 |" in text
+    assert "| apam | 1.1 (#2, x1 edge) | 2.0 |" in text  # 1 is the grid {1, 2}'s smallest
     assert "| rennala_sgd | 0.8 (#1, 50% discarded) | 1.0 |" in text
     assert "| sync_amsgrad | not reached (#3) | 3.0 |" in text
     assert ("Ranking by mean rank (methods that reached the target at least once): rennala_sgd (1.0), apam (2.0); "

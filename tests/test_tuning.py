@@ -62,6 +62,7 @@ def test_report_chooses_on_the_tuning_seed_and_averages_all_seeds_of_the_choice(
     # factor 1 wins on seed 0 (10 < 12); its mean over its 3 seeds (20) is not compared with factor 2's one seed
     assert best["lr_factor"] == 1.0 and best["seeds"] == 3 and best["time_mean"] == pytest.approx(20.0)
     assert best["time_min"] == 10.0 and best["time_max"] == 30.0 and best["factors"] == 2
+    assert (best["factor_min"], best["factor_max"]) == (1.0, 2.0)  # factor 1 is the grid's lower edge
 
 
 def test_plan_splits_a_tuned_sweep_by_seed(tmp_path):
