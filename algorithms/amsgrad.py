@@ -31,7 +31,8 @@ Implementations (hyperparameter ``impl``; the arithmetic above is the same, the 
   ``torch.compile`` (inductor; needs a C++ compiler on CPU, triton on CUDA). The first step of a process compiles
   (a few seconds, cached on disk by torch); one compiled kernel serves every dimension.
 - ``native`` (paper variant): the update as one C loop (algorithms/amsgrad_kernel.c, in the eager ops' order,
-  with fused multiply-adds where torch's vectorized kernels use them: eager's bits with eps = 0), built once per machine by the system's C compiler and called through ctypes
+  with fused multiply-adds where torch's vectorized kernels use them: eager's bits with eps = 0), built once per
+  machine by the system's C compiler and called through ctypes
   (algorithms/native.py): about 2 us a step at d = 784 where the eager ops take 15-60 us, and one pass over memory
   at any d. CPU, contiguous float32/float64.
 - ``auto`` (default): ``fused`` for the torch variant where the fused kernel exists; for the paper variant on CPU

@@ -41,7 +41,6 @@ def plan_sweeps(experiment: str, profile: str, results_dir: Path, extra: list[st
     """
     from experiments.errors import ConfigError
     from experiments.precheck import compose_jobs, job_overrides, profile_sweep
-
     from experiments.tuning import split_sweep
 
     base = [f"experiment={experiment}", f"profile={profile}", f"results_dir={results_dir}", *extra]
@@ -64,7 +63,8 @@ def plan_sweeps(experiment: str, profile: str, results_dir: Path, extra: list[st
     if tuning is None or tuning not in seeds:
         return plan
     # step sizes tuned on one seed (experiments/tuning.py): its sweep first, then the other seeds'
-    return [(part, simulated) for overrides, simulated in plan for part in split_sweep(overrides, sorted(seeds), tuning)]
+    return [(part, simulated) for overrides, simulated in plan
+            for part in split_sweep(overrides, sorted(seeds), tuning)]
 
 
 def run_experiment(experiment: str, profile: str, results_dir: Path, force: bool, jobs: int = 1,

@@ -3,8 +3,8 @@
 The simulated clock's terms are measured once per machine (experiments/calibration.py); a measured run comes later,
 and this virtual machine's speed drifts: the same model_validation sweep (same code, same calibration) gave a mean
 |error| of 28.6%, 11.6% and 21.5% three times within 40 minutes on 2026-12-01, every row moving together. The probe
-was meant to tell that drift apart from the model's own error: the calibration times it right after measuring each of its
-terms (``probe_s`` in every entry, experiments/calibration.py), and every wall-clock run times it again in its
+was meant to tell that drift apart from the model's own error: the calibration times it right after measuring each
+of its terms (``probe_s`` in every entry, experiments/calibration.py), and every wall-clock run times it again in its
 master process just before its workers start (summary columns ``speed_probe_s``, and ``cal_probe_s``: the median
 of the calibration's). ``speed_probe_s / cal_probe_s`` > 1: the machine ran that much slower than when it was
 calibrated.

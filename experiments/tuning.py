@@ -28,8 +28,10 @@ def setting_key(overrides: list[str], tuning_seed: int) -> str:
     return make_run_id(kept, tuning_seed)
 
 
-def _time(row: dict) -> float:
-    """A summary row's time to target (seconds); infinite when the run did not reach it or diverged."""
+def time_to_target(row: dict) -> float:
+    """A summary row's time to target (seconds; ``time_to_target_s``, a string or a number); infinite when the run
+    did not reach it or did not end ``ok`` (a run that diverged counts as never reaching it). The one rule for the
+    tuning seed's choice and the report's (plots/async_methods.best_times)."""
     try:
         t = float(row.get("time_to_target_s") or "nan")
     except ValueError:
@@ -43,7 +45,7 @@ def best_factor(rows: list[dict]) -> float | None:
     done = [r for r in rows if r.get("status") in ("ok", "diverged")]
     if not done:
         return None
-    return min(done, key=lambda r: (_time(r), float(r["lr_factor"])))["lr_factor"]
+    return min(done, key=lambda r: (time_to_target(r), float(r["lr_factor"])))["lr_factor"]
 
 
 def tuned_factor(summary_path: Path, setting: str, tuning_seed: int) -> float | None:

@@ -13,6 +13,8 @@ from matplotlib import colormaps
 from matplotlib import colors as mcolors
 from matplotlib.patches import Patch
 
+from experiments.tuning import time_to_target
+
 from . import style
 from .data import as_experiment
 from .validation import _with_setting
@@ -58,7 +60,7 @@ def best_times(summary: pd.DataFrame) -> pd.DataFrame:
     s["compute_model"] = [compute_model(r) for r in s.to_dict("records")]
     if "lr_factor" not in s:
         s["lr_factor"] = 1.0
-    s["t"] = s["time_to_target_s"].where(np.isfinite(s["time_to_target_s"]) & (s["status"] == "ok"), np.inf)
+    s["t"] = [time_to_target(r) for r in s.to_dict("records")]  # inf unless reached by a run that ended ok
     s["discarded_frac"] = s.get("discarded", 0) / s["gradients"].where(s["gradients"] > 0)
     keys = ["problem", "workers", "compute_model", "algorithm"]
     # the factor is chosen on the seeds that every factor of the setting ran: all of them for a full grid, the tuning
