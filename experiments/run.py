@@ -76,10 +76,25 @@ def _summary_row(cfg, run_id: str, rows: list[dict], result, status: str, messag
         **{f"cost_{k}": v for k, v in (result.costs if result is not None else {}).items()},
         **({"handoff": result.handoff} if result is not None and result.handoff else {}),
         "overruns": result.overruns if result is not None and result.overruns is not None else float("nan"),
+        "late_wakeups": result.late_wakeups if result is not None and result.late_wakeups is not None
+        else float("nan"),
+        "late_expected": _late_expected(cfg, result),
         "master_busy_s": result.master_busy_s if result is not None and result.master_busy_s is not None
         else float("nan"),
         "speed_probe_s": probe[0], "cal_probe_s": probe[1],  # wall clock: the machine's speed now and calibrated
     }
+
+
+def _late_expected(cfg, result) -> float:
+    """Late wake-ups the calibrated wake-up lateness gives for a measured emulated run's targets
+    (:func:`experiments.engines.emulation.expected_late`); NaN for other runs or without calibrated samples."""
+    if result is None or result.late_wakeups is None or not result.compute_times:
+        return float("nan")
+    from experiments.calibration import Calibration, emulated_lateness
+    from experiments.engines.emulation import expected_late
+
+    samples = emulated_lateness(cfg.engine, Calibration(cfg.engine.get("calibration") or None))
+    return expected_late([t for _, _, _, t in result.compute_times], samples or [])
 
 
 def _tuning_setting(cfg, overrides: list[str]) -> str | None:
@@ -262,8 +277,10 @@ def execute(cfg: DictConfig, overrides: list[str]) -> str:
     print(f"[{status}] {cfg.experiment_id}/{run_id}: {row['updates']} updates, {num(row['epochs'], '.3g')} epochs, "
           f"{num(row['time_s'], '.4g')} s ({cfg.engine.clock}), train loss {num(row['final_train_loss'], '.4g')}, "
           f"test acc {num(row['final_test_acc'], '.4f')}, delay={row['delay_model']} mean staleness "
-          f"{num(row['staleness_mean'], '.3g')}" + (f", {row['overruns']} overruns" if row['overruns'] == row['overruns']
-                                                    else "") + (f" -- {message}" if message else ""), file=sys.stderr)
+          f"{num(row['staleness_mean'], '.3g')}" + (
+              f", {row['overruns']} overruns, {row['late_wakeups']} late wake-ups (calibrated: "
+              f"{num(row['late_expected'], '.3g')})" if row['overruns'] == row['overruns'] else "")
+          + (f" -- {message}" if message else ""), file=sys.stderr)
     if signum is not None:
         raise Interrupted(signum)
     return status

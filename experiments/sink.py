@@ -30,7 +30,8 @@ SUMMARY_COLUMNS = ["experiment", "run_id", "problem", "algorithm", "engine", "cl
                    "updates_to_target", "final_train_loss", "final_train_acc", "final_test_loss", "final_test_acc",
                    "final_opt_gap", "staleness_mean", "staleness_max", "status", "message", "cost_grad_s",
                    "cost_update_s", "cost_latency_s", "cost_overhead_s", "cost_master_s",
-                   "overruns", "master_busy_s", "cost_overhead_idle_s", "speed_probe_s", "cal_probe_s"]
+                   "overruns", "master_busy_s", "cost_overhead_idle_s", "speed_probe_s", "cal_probe_s",
+                   "late_wakeups", "late_expected"]
 IGNORED_IN_RUN_ID = {"results_dir", "force", "progress", "experiment", "profile", "experiment_id", "device", "threads",
                     "lr_tuning_seed"}
 LOOKUP_TABLES = {"profiles", "points", "compute_models", "by_kind"}

@@ -17,7 +17,7 @@ from experiments.tuning import time_to_target
 
 from . import style
 from .data import as_experiment
-from .validation import _with_setting
+from .validation import _with_setting, overrun_count
 
 MODELS = ("equal", "sqrt", "linear", "straggler8", "lognormal1")
 MODEL_LABELS = {"equal": "equal", "sqrt": "sqrt(i) x base", "linear": "i x base", "straggler8": "one 8x straggler",
@@ -122,8 +122,8 @@ def engine_pairs(summary: pd.DataFrame) -> pd.DataFrame:
         DataFrame, one row per (problem, workers, compute_model, engine, algorithm) with a measured and a simulated
         side: ``measured_s`` / ``simulated_s`` (mean time to target over seeds, seconds, inf when a seed never
         reached it), ``rank_measured`` / ``rank_simulated`` (1 = fastest within problem, workers, compute model and
-        engine; ties share the lower rank), ``overrun_frac`` (emulated gradients that overran their target time,
-        over all gradients of the measured runs). Empty when no measured run has a simulated twin.
+        engine; ties share the lower rank), ``overrun_frac`` (emulated gradients that did not run as asked,
+        :func:`plots.validation.overrun_count`, over all gradients of the measured runs). Empty when no measured run has a simulated twin.
     """
     if summary is None or summary.empty or "clock" not in summary:
         return pd.DataFrame()
@@ -144,8 +144,7 @@ def engine_pairs(summary: pd.DataFrame) -> pd.DataFrame:
         out[f"rank_{name}"] = out.groupby(keys[:-1])[f"{name}_s"].rank(method="min")
     wall = s[s["clock"] == "wall"].copy()
     wall["compute_model"] = [compute_model(r) for r in wall.to_dict("records")]
-    over = pd.to_numeric(wall.get("overruns", pd.Series(0, index=wall.index)), errors="coerce").fillna(0)
-    wall["_over"], wall["engine"] = over, wall["side"]
+    wall["_over"], wall["engine"] = overrun_count(wall).fillna(0), wall["side"]
     frac = wall.groupby(keys)[["_over", "gradients"]].sum()
     frac = (frac["_over"] / frac["gradients"].where(frac["gradients"] > 0)).rename("overrun_frac").reset_index()
     out = out.merge(frac, on=keys, how="left")

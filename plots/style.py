@@ -132,7 +132,7 @@ def legend_outside(fig, axes, title=None, ncols=None):
                    fontsize="small", title_fontsize="small", frameon=False)
 
 
-OVERRUN_LABEL = "overran its emulated compute (> 5% of gradients late): not a valid measurement"
+OVERRUN_LABEL = "did not run its emulated compute (> 5% of gradients overran): not a valid measurement"
 
 
 def mark_overrun(ax, xs, ys):

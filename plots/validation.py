@@ -31,12 +31,26 @@ def _with_setting(summary):
     return s
 
 
-def overrun_fraction(rows):
-    """Per row of a summary: the fraction of its gradients that overran their emulated target time (``overruns`` /
-    ``gradients``; NaN without an overrun count or gradients, e.g. simulated or real-compute rows)."""
+def overrun_count(rows):
+    """Per row of a summary: its emulated gradients that did not run as asked -- ``overruns`` (computation over its
+    target) plus the late wake-ups beyond those the calibrated wake-ups explain (``late_wakeups - late_expected``,
+    at least 0; all of them when ``late_expected`` is unknown); :mod:`experiments.engines.emulation`. Rows written
+    before late wake-ups were counted apart (no ``late_wakeups`` column or value) counted them in ``overruns``.
+    NaN without an overrun count (simulated or real-compute rows)."""
     if "overruns" not in rows:
         return pd.Series(np.nan, index=rows.index)
-    return pd.to_numeric(rows["overruns"], errors="coerce") / rows["gradients"].where(rows["gradients"] > 0)
+    count = pd.to_numeric(rows["overruns"], errors="coerce")
+    if "late_wakeups" in rows:
+        late = pd.to_numeric(rows["late_wakeups"], errors="coerce")
+        expected = pd.to_numeric(rows["late_expected"], errors="coerce") if "late_expected" in rows else np.nan
+        count = count + (late - pd.Series(expected, index=rows.index).fillna(0.0)).clip(lower=0.0).fillna(0.0)
+    return count
+
+
+def overrun_fraction(rows):
+    """Per row of a summary: :func:`overrun_count` over ``gradients`` (NaN without an overrun count or gradients,
+    e.g. simulated or real-compute rows); above ``emulation.OVERRUN_FLAG`` the run is flagged."""
+    return overrun_count(rows) / rows["gradients"].where(rows["gradients"] > 0)
 
 
 def overrun_workers(summary, **match):

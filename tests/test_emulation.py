@@ -11,7 +11,7 @@ import torch
 from omegaconf import OmegaConf
 
 from conftest import QuadraticProblem
-from experiments.engines.emulation import Emulator, compute_times_rows
+from experiments.engines.emulation import LATE, ON_TIME, OVERRAN, Emulator, compute_times_rows, expected_late
 from test_real_engines import run_engine
 
 
@@ -34,7 +34,10 @@ def test_emulated_compute_meets_its_targets_at_p4(tmp_path, engine):
                                                    f"engine.compute_base_s={base}", "delay.law=exponential"])
     log = result.compute_times
     ratios = [c / t for _, _, c, t in log]
-    assert len(log) == 80 and result.overruns == sum(r > 1.1 for r in ratios) == rec.rows[-1]["overruns"]
+    # the quadratic's gradient takes microseconds: no computation overruns its target; a gradient that ended over
+    # 10% late woke up late from its wait
+    assert len(log) == 80 and result.overruns == 0 == rec.rows[-1]["overruns"]
+    assert result.late_wakeups == sum(r > 1.1 for r in ratios) == rec.rows[-1]["late_wakeups"]
     assert 1.0 <= statistics.median(ratios) <= 1.1
     assert min(ratios) >= 1.0  # a gradient never ends before its target
     targets = [t for *_, t in log]
@@ -51,7 +54,8 @@ def test_learning_is_unchanged_by_emulation_at_p1(tmp_path, engine):
     emu, remu, _ = run_engine(tmp_path / "b", engine, ["workers=1", "updates=40", "eval_every=0.25",
                                                        "engine.compute=emulated", "engine.compute_base_s=0.003"])
     assert [r["train_loss"] for r in rreal.rows] == [r["train_loss"] for r in remu.rows]
-    assert real.overruns is None and emu.overruns == sum(c > 1.1 * t for *_, c, t in emu.compute_times)
+    assert real.overruns is None and real.late_wakeups is None
+    assert emu.overruns + emu.late_wakeups == sum(c > 1.1 * t for *_, c, t in emu.compute_times)
     assert all(math.isnan(t) for *_, t in real.compute_times)  # real compute: timed, no target
     assert all(c >= t for *_, c, t in emu.compute_times)
     # P = 1: the 35 gradients after the 5 warm-up updates follow one another, each at least its 3 ms target
@@ -59,27 +63,47 @@ def test_learning_is_unchanged_by_emulation_at_p1(tmp_path, engine):
 
 
 def test_overruns_are_counted(tmp_path):
-    # gradients that really take 10 ms against targets of 1 ms: every one overruns (ends > 10% late)
+    # gradients that really take 10 ms against targets of 1 ms: every one overruns (its computation alone is 10x the
+    # target), none is a late wake-up (the worker never waited)
     result, rec, _ = run_engine(tmp_path, "shared_memory", ["workers=2", "updates=20", "engine.compute=emulated",
                                                             "engine.compute_base_s=0.001"], SlowGradQuadratic(0.01))
     assert result.overruns == 20 == rec.rows[-1]["overruns"]
+    assert result.late_wakeups == 0 == rec.rows[-1]["late_wakeups"]
     assert all(c >= 0.01 and t == pytest.approx(0.001) for *_, c, t in result.compute_times)
 
 
-def test_emulator_draws_the_law_of_the_simulated_engine():
+def test_emulator_draws_the_law_of_the_simulated_engine(monkeypatch):
     cfg = OmegaConf.create({"workers": 3, "seed": 0, "delay": {"model": "timing", "law": "constant", "sigma": 0.0,
                                                                 "slow_workers": 1, "slowdown": 4.0}})
     slow, fast = Emulator(cfg, 0, 0.002), Emulator(cfg, 1, 0.002)
     t0 = time.perf_counter()
-    c, t, over = slow.finish(t0)
-    assert t == pytest.approx(0.008) and c >= 0.008 and over == (c > 1.1 * t)
+    c, t, code = slow.finish(t0)
+    assert t == pytest.approx(0.008) and c >= 0.008 and code == (LATE if c > 1.1 * t else ON_TIME)
     assert fast.finish(time.perf_counter())[1] == pytest.approx(0.002)
-    assert Emulator(cfg, 1, 0.002).finish(time.perf_counter() - 0.01)[2]  # began 10 ms ago: late, an overrun
-    c, t, over = Emulator(None, 0, None).finish(time.perf_counter())
-    assert math.isnan(t) and not over and c >= 0
+    # began 10 ms ago against a 2 ms target: the computation alone overran, returned at once (no wait)
+    t1 = time.perf_counter()
+    c, t, code = Emulator(cfg, 1, 0.002).finish(t1 - 0.01)
+    assert code == OVERRAN and 0.01 <= c < 0.01 + (time.perf_counter() - t1) + 1e-9
+    # began 1.9 ms ago (within the target), then the wait ends late: a late wake-up, not an overrun
+    late, real_sleep = Emulator(cfg, 1, 0.002), time.sleep
+    with monkeypatch.context() as m:
+        m.setattr(time, "sleep", lambda s: real_sleep(s + 0.001))  # a wake-up 1 ms (50% of the target) late
+        c, t, code = late.finish(time.perf_counter() - 0.0019)
+    assert code == LATE and c >= 0.003
+    c, t, code = Emulator(None, 0, None).finish(time.perf_counter())
+    assert math.isnan(t) and code == ON_TIME and c >= 0
     rows = compute_times_rows([(0, 0, 0.5, float("nan")), (1, 0, 0.2, 0.1)])
     assert rows == [{"worker": 0, "index": 0, "compute_s": 0.5, "target_s": ""},
                     {"worker": 1, "index": 0, "compute_s": 0.2, "target_s": 0.1}]
+
+
+def test_expected_late_wake_ups_come_from_the_calibrated_samples():
+    """expected_late: per target, the fraction of calibrated lateness samples over 10% of it, summed."""
+    samples = [0.0001, 0.0002, 0.0003, 0.002]  # seconds; sorted or not
+    assert expected_late([0.01, 0.01], samples[::-1]) == pytest.approx(2 * 1 / 4)   # threshold 1 ms: one sample
+    assert expected_late([0.0015], samples) == pytest.approx(3 / 4)                  # threshold 0.15 ms: 0.2, 0.3, 2
+    assert expected_late([0.1, float("nan")], samples) == 0.0                         # 10 ms threshold; NaN: real
+    assert math.isnan(expected_late([0.01], []))
 
 
 def test_a_spinning_wait_holds_the_core_and_ends_on_time():
@@ -107,3 +131,21 @@ def test_compute_wait_must_be_sleep_or_spin(tmp_path):
     cfg = compose_cfg([f"results_dir={tmp_path}", "engine=shared_memory", "engine.compute_wait=nap"])
     with pytest.raises(ConfigError, match="engine.compute_wait"):
         validate(cfg)
+
+
+def test_the_summary_gets_the_late_wake_ups_calibration_expects():
+    """run._late_expected: a measured emulated run's expected late wake-ups come from the lateness its twin would
+    draw (here fixed by engine.costs.late_s); NaN for a run that counted none (simulated, real compute)."""
+    from experiments.engines import EngineResult
+    from experiments.run import _late_expected
+
+    log = [(0, 0, 0.0105, 0.01), (0, 1, 0.012, 0.01), (1, 0, 0.05, 0.04)]
+
+    def cfg(late_s):
+        return OmegaConf.create({"engine": {"compute": "emulated", "compute_base_s": 0.01,
+                                            "costs": {"late_s": late_s}}})
+
+    result = EngineResult(updates=3, gradients=3, samples=3, time_s=0.1, late_wakeups=1, compute_times=log)
+    assert _late_expected(cfg(0.002), result) == 2.0   # 2 ms late: over 10% of the 10 ms targets, not of the 40 ms
+    assert _late_expected(cfg(0.0), result) == 0.0
+    assert math.isnan(_late_expected(cfg(0.002), EngineResult(updates=3, gradients=3, samples=3, time_s=0.1)))

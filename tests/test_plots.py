@@ -571,6 +571,23 @@ def test_overrun_workers_are_the_measured_runs_past_the_flag():
     assert overrun_workers(s.drop(columns="overruns"), engine="shared_memory") == []
 
 
+def test_late_wake_ups_flag_a_run_only_beyond_the_calibrated_ones():
+    """overrun_count: overruns + late wake-ups beyond the calibrated expectation (all of them when it is unknown);
+    summaries from before late wake-ups were counted apart keep their overruns as they were."""
+    import pandas as pd
+
+    from plots.validation import overrun_count, overrun_fraction
+
+    s = pd.DataFrame({"overruns": [0, 0, 10, 0, np.nan, 3], "late_wakeups": [30, 30, 0, 30, np.nan, np.nan],
+                      "late_expected": [28.0, 5.0, 1.0, np.nan, np.nan, np.nan],
+                      "gradients": [400, 400, 400, 400, 400, 400]})
+    assert overrun_count(s).tolist()[:4] == [2.0, 25.0, 10.0, 30.0] and np.isnan(overrun_count(s)[4])
+    assert overrun_count(s)[5] == 3.0  # no late wake-up count: the overruns as recorded
+    flagged = (overrun_fraction(s) > 0.05).tolist()
+    assert flagged == [False, True, False, True, False, False]  # 0.5%, 6.25%, 2.5%, 7.5%, NaN, 0.75%
+    assert overrun_count(s.drop(columns=["late_wakeups", "late_expected"])).tolist()[:3] == [0, 0, 10]
+
+
 def test_a_long_legend_gets_room_instead_of_covering_the_panel(tmp_path):
     """21 legend lines under one panel: the figure widens to keep the legend to LEGEND_MAX_ROWS rows and grows by its
     rows, so constrained layout never collapses the axes (it warns when it does)."""

@@ -35,7 +35,8 @@ class EngineResult:
             wall-clock engines.
         handoff: how the shared_memory engine handed work to its workers in this run (``spin`` or ``block``,
             :func:`experiments.engines.shared_memory.choose_handoff`); empty for the other engines.
-        overruns: emulated compute only: gradients that ended > 10% after their target (emulation.py).
+        overruns: emulated compute only: gradients whose computation alone took > 10% over their target;
+            late_wakeups: those whose wait ended > 10% of the target after it (emulation.py).
         compute_times: real engines: ``(worker, index, compute_s, target_s)`` per gradient (``compute_times.csv``).
         master_busy_s: real engines: the master's mean seconds per timed update outside its waits for arrivals
             (receive, update, hand out work, bookkeeping; the measured counterpart of the model's ``master_s``
@@ -54,6 +55,7 @@ class EngineResult:
     timed_samples: int | None = None
     handoff: str = ""
     overruns: int | None = None
+    late_wakeups: int | None = None
     compute_times: list | None = None
     master_busy_s: float | None = None
     provenance: dict = field(default_factory=dict)

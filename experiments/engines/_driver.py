@@ -36,7 +36,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from experiments.engines import EngineResult, warmup_updates
-from experiments.engines.emulation import log_arrival
+from experiments.engines.emulation import OVERRAN, log_arrival
 from experiments.errors import WorkerLost
 from experiments.master import Master
 from experiments.recorder import Diverged
@@ -52,7 +52,7 @@ class Arrival:
     loss: float
     compute_s: float = math.nan  # seconds the gradient took in the worker, emulated wait included
     target_s: float = math.nan   # its emulated target (NaN: real compute)
-    overran: bool = False        # it ended > 10% after its target (emulation.OVERRUN_TOL)
+    timing: int = 0              # timing code (emulation.ON_TIME, OVERRAN: computation over its target, LATE wake-up)
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ class MasterLoop:
         self.notes: list[str] = []
         self.emulated = (cfg.engine.get("compute") or "real") == "emulated"
         self.compute_log: list = []  # (worker, index, compute_s, target_s) per gradient (emulation.py)
-        self._counts, self.overruns = [0] * self.P, 0
+        self._counts, self.overruns, self.late_wakeups = [0] * self.P, 0, 0
         self.evaluation = cfg.engine.get("evaluation") or "snapshot"
         self.snapshot_budget = float(cfg.engine.get("snapshot_mb") or 512) * 2**20
 
@@ -156,7 +156,7 @@ class MasterLoop:
         return True
 
     def _extra(self) -> dict:
-        return {"overruns": self.overruns} if self.emulated else {}
+        return {"overruns": self.overruns, "late_wakeups": self.late_wakeups} if self.emulated else {}
 
     def _applied(self, samples: int) -> None:
         self.samples += samples
@@ -166,8 +166,14 @@ class MasterLoop:
             self.version_at_start = self.master.version
 
     def _arrived(self, ev: Arrival) -> None:
-        """Bookkeeping of one gradient's arrival: its compute time (and overrun) in the log, then the loss check."""
-        self.overruns += log_arrival(self.compute_log, self._counts, ev)
+        """Bookkeeping of one gradient's arrival: its compute time in the log, an overrun or a late wake-up counted,
+        then the loss check."""
+        code = log_arrival(self.compute_log, self._counts, ev)
+        if code:
+            if code == OVERRAN:
+                self.overruns += 1
+            else:
+                self.late_wakeups += 1
         self.recorder.check_loss(ev.loss, self.samples)
 
     def _events(self, deadlines: dict[int, float]) -> list:
@@ -339,5 +345,6 @@ def drive(problem, rule, cfg, recorder, transport, batches: list[int]) -> Engine
     return EngineResult(updates=m.version, gradients=m.gradients, samples=loop.samples, time_s=loop.clock.elapsed(),
                         histogram=m.histogram, status=status, message=message,
                         timed_samples=loop.samples - loop.samples_at_start if loop.clock.started else 0,
-                        overruns=loop.overruns if loop.emulated else None, compute_times=loop.compute_log,
+                        overruns=loop.overruns if loop.emulated else None,
+                        late_wakeups=loop.late_wakeups if loop.emulated else None, compute_times=loop.compute_log,
                         master_busy_s=loop.master_busy_s())

@@ -22,7 +22,7 @@ receive-from-any-source does not notice a dead peer until the timeout, while a r
 once (a broken connection), and the others carry on.
 
 Messages: one flat tensor of ``HEADER + d`` entries in the problem's dtype, both ways: header (command, version,
-loss, length, and for a gradient its compute seconds, target seconds and overrun flag: emulation.py) then x or g. Master -> worker: ``compute`` (x at a version), ``hold`` (the master is busy
+loss, length, and for a gradient its compute seconds, target seconds and timing code: emulation.py) then x or g. Master -> worker: ``compute`` (x at a version), ``hold`` (the master is busy
 evaluating; sent every ``timeout_s / 4`` s so that a waiting worker's receive does not time out), ``stop``.
 Worker -> master: ``gradient`` (version, loss, g), ``bye`` (answer to stop: all ranks leave together), ``error``
 (its message as bytes). Every send is waited on before its buffer is reused and before the end. Each side posts
@@ -390,8 +390,8 @@ class DistTransport:
         cmd, version, loss, length = _get(self.rbuf[w])
         if cmd == GRADIENT:
             buf = self.rbuf[w]
-            overran = bool(buf[:HEADER].view(_INT_OF[buf.dtype])[6])
-            return Arrival(w, version, loss, float(buf[4]), float(buf[5]), overran)
+            timing = int(buf[:HEADER].view(_INT_OF[buf.dtype])[6])
+            return Arrival(w, version, loss, float(buf[4]), float(buf[5]), timing)
         if cmd == ERROR:
             raise RuntimeError(f"worker {w} failed: {_get_text(self.rbuf[w], length)}")
         return None  # a bye

@@ -7,12 +7,20 @@ since it began. Targets come from the same compute-time law as ``delay=timing`` 
 So a 2-core machine runs 1..32 workers whose gradients take as long as a wider machine's would, while the master,
 the transport and the staleness are real.
 
-A gradient *overruns* when it ended more than ``OVERRUN_TOL`` (10%) after its target: its real computation alone
-took longer, or the worker woke up late from its wait (a loaded machine); either way the run did not emulate what
-it was asked to. Each gradient reports ``(compute_s, target_s, overran)`` to the master
+A gradient's timing is one of three outcomes (:func:`Emulator.finish`'s code): ``ON_TIME``; ``OVERRAN``: its real
+computation alone took more than ``(1 + OVERRUN_TOL)`` x its target (the worker never waited: the machine could not
+run the requested compute -- no cost model charges that); ``LATE``: the computation fit, but the wait ended more
+than ``OVERRUN_TOL`` x target after the target (the sleep's wake-up). Late wake-ups happen on an idle machine too
+(on our virtual machine a 10 ms sleep ends a median 0.2 ms late, 5% of them over 1.5 ms), and the simulated twin
+of an emulated run charges them, drawn from the calibrated samples (``late|sleep``, engines/simulated.py); a run
+whose late wake-ups are much more frequent than the calibrated ones is one whose cores were oversubscribed. So the
+master counts both (``overruns`` and ``late_wakeups`` in trace and summary), the run adds ``late_expected`` (the
+count the calibrated wake-ups give for the same targets, :func:`expected_late`), and a run is flagged when its
+overruns plus its late wake-ups beyond the expected ones exceed ``OVERRUN_FLAG`` of its gradients
+(:func:`plots.validation.overrun_fraction`). Each gradient reports ``(compute_s, target_s, code)`` to the master
 (``compute_s``: seconds from the start of the gradient to the end of the wait, as the worker measured them; with
-``compute=real`` the target is NaN); the master counts overruns (``overruns`` in trace and summary) and the run
-writes ``<run_dir>/compute_times.csv`` (``worker, index, compute_s, target_s``).
+``compute=real`` the target is NaN and the code ON_TIME); the run writes ``<run_dir>/compute_times.csv``
+(``worker, index, compute_s, target_s``).
 
 Worker w draws its targets from its own generator (seed ``cfg.seed + 1 + STREAM_SEED_STRIDE * w``, the law's
 draws for worker w of :class:`experiments.delays.ComputeTimes`). Waiting (``engine.compute_wait``): ``sleep``
@@ -30,9 +38,13 @@ from experiments.delays import compute_times
 
 COMPUTE_TIMES_COLUMNS = ["worker", "index", "compute_s", "target_s"]
 OVERRUN_TOL = 0.10
-"""A gradient that ends later than ``(1 + OVERRUN_TOL) x target`` is an overrun."""
+"""A gradient whose computation takes over ``(1 + OVERRUN_TOL) x target`` overran; one whose wait ends over
+``OVERRUN_TOL x target`` after the target woke up late."""
 OVERRUN_FLAG = 0.05
-"""The report flags an emulated run whose overruns exceed this fraction of its gradients."""
+"""The report flags an emulated run whose overruns plus unexpected late wake-ups exceed this fraction of its
+gradients."""
+ON_TIME, OVERRAN, LATE = 0, 1, 2
+"""Codes of a gradient's timing (:meth:`Emulator.finish`)."""
 
 
 class Emulator:
@@ -53,14 +65,17 @@ class Emulator:
         self._times = compute_times(cfg, seed=int(cfg.seed) + 1 + STREAM_SEED_STRIDE * int(worker)) \
             if base_s is not None else None
 
-    def finish(self, t0: float) -> tuple[float, float, bool]:
+    def finish(self, t0: float) -> tuple[float, float, int]:
         """Called right after the gradient that began at ``t0`` (``time.perf_counter``) is computed: wait for its
-        target; return (seconds since t0 after the wait, target seconds or NaN, whether it overran: ended later than
-        ``(1 + OVERRUN_TOL)`` x target)."""
+        target; return (seconds since t0 after the wait, target seconds or NaN, code): ``OVERRAN`` when the
+        computation alone took over ``(1 + OVERRUN_TOL)`` x target, ``LATE`` when the wait ended over
+        ``OVERRUN_TOL`` x target after the target, else ``ON_TIME`` (always with real compute)."""
         now = time.perf_counter()
         if self._times is None:
-            return now - t0, math.nan, False
+            return now - t0, math.nan, ON_TIME
         target = self._times.draw(self.worker, self.base_s)
+        if now - t0 > (1 + OVERRUN_TOL) * target:
+            return now - t0, target, OVERRAN
         left = t0 + target - now
         if left > 0 and self.spin:
             end = t0 + target
@@ -69,7 +84,7 @@ class Emulator:
         elif left > 0:
             time.sleep(left)
             now = time.perf_counter()
-        return now - t0, target, now - t0 > (1 + OVERRUN_TOL) * target
+        return now - t0, target, LATE if now - t0 > (1 + OVERRUN_TOL) * target else ON_TIME
 
 
 @dataclass(frozen=True)
@@ -129,11 +144,27 @@ def worker_emulator(spec) -> Emulator:
 
 def log_arrival(log: list, counts: list, ev) -> int:
     """Master side: append ``(worker, index, compute_s, target_s)`` of arrival ``ev`` to ``log`` (index: the
-    worker's gradient count, ``counts[w]``); return 1 if it overran, else 0."""
+    worker's gradient count, ``counts[w]``); return its timing code (ON_TIME, OVERRAN or LATE)."""
     w = ev.worker
     log.append((w, counts[w], ev.compute_s, ev.target_s))
     counts[w] += 1
-    return int(ev.overran)
+    return int(ev.timing)
+
+
+def expected_late(targets, lateness) -> float:
+    """How many of gradients with these ``targets`` (seconds) would wake up late (over ``OVERRUN_TOL`` x target after
+    it) if their waits ended as late as the calibrated ``lateness`` samples (seconds, any order; the simulated twin's
+    draws: :func:`experiments.calibration.emulated_lateness`): the sum over targets of the fraction of samples above
+    ``OVERRUN_TOL`` x target. NaN targets (real compute) count 0; NaN without samples.
+
+    Example: samples [0.1, 0.2, 0.3, 2.0] ms and two 10 ms targets (threshold 1 ms): 2 x 1/4 = 0.5."""
+    import bisect
+
+    if not lateness:
+        return math.nan
+    late = sorted(float(v) for v in lateness)
+    n = len(late)
+    return float(sum((n - bisect.bisect_right(late, OVERRUN_TOL * t)) / n for t in targets if t == t))
 
 
 def compute_times_rows(log: list) -> list[dict]:

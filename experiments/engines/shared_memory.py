@@ -21,7 +21,7 @@ a sleeping process on the critical path, a few microseconds per hand-off (benchm
 both sides block at once. ``auto`` spins only when every worker is pinned to its own CPUs, one is left for the
 master, and the machine's load average says nobody else needs it; when processes (ours or others') outnumber
 cores, a spinning process would hold the very core its peer needs.
-Replies: blocking, a worker reports ``(version, loss, compute_s, target_s, overran)`` on its pipe. Spinning, it
+Replies: blocking, a worker reports ``(version, loss, compute_s, target_s, timing code)`` on its pipe. Spinning, it
 writes them into its row of the shared ``replies`` block, then increments the row's done count, then writes the
 master's one wake-up eventfd; the master reads the done counts without a system call while it spins (a reply costs
 no pipe read, no unpickling, no poll), and blocks on the eventfd (with the pipes and process sentinels) after
@@ -82,7 +82,7 @@ from experiments.engines._proc import (WorkerSpec, _Fd, await_ready, deliver, de
 from experiments.errors import ConfigError
 from experiments.sampling import BatchStream
 
-_GRAD = struct.Struct("<cqdddb")  # b"G", version, minibatch loss, compute_s, target_s, overran (emulation.py)
+_GRAD = struct.Struct("<cqdddb")  # b"G", version, minibatch loss, compute_s, target_s, timing code (emulation.py)
 VERSION, SEQ = 0, 1             # columns of the shared control block ctrl (P, 2) int64
 REPLY_DONE = 5                  # spin: column of replies (P, 6) float64 counting the gradients a worker has put there
 SPIN_S = 200e-6                 # how long a spinning side polls before it blocks (covers one master update)
@@ -118,7 +118,7 @@ def _worker_main(spec: WorkerSpec, tensors: list, xs: torch.Tensor, grads: torch
         problem = load_problem(tensors, receive(conn.fileno()))
         stream = BatchStream(problem.num_train, spec.batch, spec.seed)
         x, g_slot, ctl = xs[w], grads[w], ctrl.numpy()[w]
-        reply = replies.numpy()[w] if replies is not None else None  # spin: (version, loss, compute, target, overran)
+        reply = replies.numpy()[w] if replies is not None else None  # spin: (version, loss, compute, target, timing code)
         emu = worker_emulator(spec)
         poller = select.poll()
         poller.register(wake.fd, select.POLLIN)
@@ -145,11 +145,11 @@ def _worker_main(spec: WorkerSpec, tensors: list, xs: torch.Tensor, grads: torch
             t0 = time.perf_counter()
             loss, g = problem.loss_grad(x, stream.next())
             g_slot.copy_(g)
-            compute_s, target_s, overran = emu.finish(t0)
+            compute_s, target_s, timing = emu.finish(t0)
             if reply is None:
-                conn.send_bytes(_GRAD.pack(b"G", version, float(loss), compute_s, target_s, overran))
+                conn.send_bytes(_GRAD.pack(b"G", version, float(loss), compute_s, target_s, timing))
             else:  # the fields, then the count the master spins on (program order; see the module docstring)
-                reply[:REPLY_DONE] = (version, float(loss), compute_s, target_s, overran)
+                reply[:REPLY_DONE] = (version, float(loss), compute_s, target_s, timing)
                 reply[REPLY_DONE] += 1
                 os.write(master_wake.fd, _ONE)  # wakes the master if it has stopped spinning and blocked
     except (EOFError, BrokenPipeError, ConnectionResetError):
@@ -230,7 +230,7 @@ class SharedMemoryTransport:
         self.ctrl = torch.zeros(P, 2, dtype=torch.int64).share_memory_()  # per worker: version, request seq
         self._ctl = self.ctrl.numpy()
         self.wakes = [_wake_channel() for _ in range(P)]
-        # spin: replies through shared memory (row w: version, loss, compute_s, target_s, overran, done count) and
+        # spin: replies through shared memory (row w: version, loss, compute_s, target_s, timing code, done count) and
         # one wake-up channel for the master, written after every reply
         self.replies = torch.zeros(P, REPLY_DONE + 1, dtype=torch.float64).share_memory_() if self._spin_s else None
         self._rep = self.replies.numpy() if self.replies is not None else None
@@ -311,8 +311,8 @@ class SharedMemoryTransport:
             if done != self._seen[w]:
                 self._seen[w] = done
                 if self.conns[w].fileno() in self._fd_owner:  # not dropped (drop() unregisters its pipe)
-                    version, loss, compute_s, target_s, overran = rep[w, :REPLY_DONE].tolist()
-                    out.append(Arrival(w, int(version), loss, compute_s, target_s, bool(overran)))
+                    version, loss, compute_s, target_s, timing = rep[w, :REPLY_DONE].tolist()
+                    out.append(Arrival(w, int(version), loss, compute_s, target_s, int(timing)))
         return out
 
     def wait(self, timeout: float | None) -> list:
@@ -351,8 +351,8 @@ class SharedMemoryTransport:
             if msg is None:
                 events.append(Lost(w, describe_exit(self.procs[w])))
             elif msg:
-                _, version, loss, compute_s, target_s, overran = _GRAD.unpack(msg)
-                events.append(Arrival(w, version, loss, compute_s, target_s, bool(overran)))
+                _, version, loss, compute_s, target_s, timing = _GRAD.unpack(msg)
+                events.append(Arrival(w, version, loss, compute_s, target_s, timing))
                 if fd == self.procs[w].sentinel:  # it sent its last gradient, then died
                     events.append(Lost(w, describe_exit(self.procs[w])))
         return events
