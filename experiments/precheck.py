@@ -106,6 +106,38 @@ def job_overrides(overrides: list[str], multirun: bool) -> tuple[list[list[str]]
     return combos, len(combos)
 
 
+def job_cover(overrides: list[str], strength: int = 1) -> list[list[str]]:
+    """A few jobs of a sweep that together hold every value (``strength=1``) or every pair of values of two keys
+    (``strength=2``, a pairwise covering array, built greedily: each next job is the one of the full product that
+    holds the most pairs not yet held) -- the jobs to compose when what is asked depends on single values (which
+    clock an engine option has, which seeds a sweep has) or on pairs of them (a config error that two swept values
+    make together), without composing every job of a sweep of thousands. Job overrides as in
+    :func:`job_overrides`; strength 1 gives max(len(values)) jobs.
+
+    Raises:
+        ConfigError: as :func:`job_overrides`; ValueError: strength not 1 or 2.
+    """
+    lists = list(_expand(overrides).values())
+    if strength == 1:
+        return [[vals[i % len(vals)] for vals in lists] for i in range(max((len(v) for v in lists), default=1))]
+    if strength != 2:
+        raise ValueError(f"strength={strength}: must be 1 or 2")
+    n = len(lists)
+    candidates = list(itertools.product(*(range(len(v)) for v in lists)))
+
+    def pairs(c):
+        return {(i, c[i], j, c[j]) for i in range(n) for j in range(i + 1, n)}
+
+    held = [pairs(c) for c in candidates]
+    todo = set().union(*held) if held else set()
+    chosen = []
+    while todo:
+        k = max(range(len(candidates)), key=lambda k: len(held[k] & todo))
+        todo -= held[k]
+        chosen.append(candidates[k])
+    return [[lists[k][i] for k, i in enumerate(c)] for c in chosen] or [[]]
+
+
 def _is_group(override: str) -> bool:
     """True for an override that selects a config (``problem=...``, ``hydra/...``) or sets Hydra's own config:
     those are composed; every other override sets a value and is applied to the composed config."""

@@ -40,12 +40,12 @@ def plan_sweeps(experiment: str, profile: str, results_dir: Path, extra: list[st
     whole (the child reports the error).
     """
     from experiments.errors import ConfigError
-    from experiments.precheck import compose_jobs, job_overrides, profile_sweep
+    from experiments.precheck import compose_jobs, job_cover, profile_sweep
     from experiments.tuning import split_sweep
 
     base = [f"experiment={experiment}", f"profile={profile}", f"results_dir={results_dir}", *extra]
     try:
-        combos, _ = job_overrides(base + profile_sweep(base), multirun=True)  # every value of every key appears
+        combos = job_cover(base + profile_sweep(base))  # a few jobs that hold every value of every key
         clock_of, seeds, tuning = {}, set(), None  # engine option (e.g. simulated_distributed) -> its clock
         for combo, cfg in zip(combos, compose_jobs(combos)):
             option = next((o.split("=", 1)[1] for o in combo if o.startswith("engine=")), cfg.engine.name)

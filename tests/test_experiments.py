@@ -10,12 +10,13 @@ import pytest
 
 from conftest import REPO
 from experiments.errors import ConfigError
-from experiments.precheck import compose_jobs, job_overrides, profile_sweep
+from experiments.precheck import compose_jobs, job_cover, job_overrides, profile_sweep
 from experiments.reproduce import EXPERIMENTS
 from experiments.validate import validate
 
 DATA = REPO / "data" / "FashionMNIST" / "raw"
 needs_data = pytest.mark.skipif(not DATA.exists(), reason="Fashion-MNIST not staged (make data)")
+FULL_CHECK = 200  # sweeps up to this many jobs are composed job by job in the test below
 
 
 def test_every_experiment_file_is_in_the_reproduce_list():
@@ -26,17 +27,40 @@ def test_every_experiment_file_is_in_the_reproduce_list():
 @pytest.mark.parametrize("profile", ["smoke", "quick", "long", "paper"])
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_every_job_of_every_profile_composes_and_validates(experiment, profile):
+    """Every job of sweeps up to FULL_CHECK jobs; past that, a pairwise cover (every pair of values of two swept keys
+    in some job: what a config error of two values together needs) -- `make reproduce` still checks every job
+    before it runs any (experiments/precheck.py)."""
     base = [f"experiment={experiment}", f"profile={profile}"]
     sweep = profile_sweep(base)
     assert sweep, "each experiment declares a sweep for each profile"
     combos, total = job_overrides(base + sweep, multirun=True)
     assert total >= 1
+    if total > FULL_CHECK:
+        combos = job_cover(base + sweep, strength=2)
     for cfg in compose_jobs(combos):
         assert cfg.experiment_id == experiment and cfg.profile == profile
         try:
             validate(cfg)
         except ConfigError as exc:  # only a user-supplied file may be missing (rcv1 for the paper profile)
             assert cfg.problem.kind == "logreg_libsvm" and "problem.path" in str(exc)
+
+
+@pytest.mark.parametrize("strength", [1, 2])
+def test_a_job_cover_holds_every_value_or_every_pair_of_values(strength):
+    sweep = ["experiment=async_methods", "profile=long", "seed=0,1,2", "workers=8,32", "algorithm.lr_factor=0.5,1,2",
+             "problem=logreg_fmnist,lenet5_fmnist", "compute_model=equal,sqrt,straggler8,lognormal1"]
+    full, total = job_overrides(sweep, multirun=True)
+    cover = job_cover(sweep, strength)
+    assert total == 144 and len(cover) < total and all(job in full for job in cover)
+    keys = range(len(full[0]))
+    want = {(i, job[i], j, job[j]) for job in full for i in keys for j in keys if i < j} if strength == 2 else \
+        {(i, job[i]) for job in full for i in keys}
+    got = {(i, job[i], j, job[j]) for job in cover for i in keys for j in keys if i < j} if strength == 2 else \
+        {(i, job[i]) for job in cover for i in keys}
+    assert got == want
+    assert len(cover) == 4 if strength == 1 else 12 <= len(cover) <= 20  # 4 x 3 pairs at least; greedy: close
+    with pytest.raises(ValueError, match="strength=3"):
+        job_cover(sweep, 3)
 
 
 def _sweep(tmp_path, *extra, timeout=300):
