@@ -220,11 +220,11 @@ def measure_lateness_samples(base_s: float, budget_s: float = 2.0) -> list[float
     return sorted(out)
 
 
-def emulated_lateness(engine_cfg, calibration: "Calibration") -> list[float] | None:
+def emulated_lateness(engine_cfg, calibration: "Calibration", measure: bool = True) -> list[float] | None:
     """The wake-up lateness samples (seconds) that the simulated twin of an emulated run draws from
     (engines/simulated.py): ``[engine.costs.late_s]`` when the config fixes it, else the samples calibrated for
-    ``engine.compute_base_s`` (:func:`measure_lateness_samples`, measured on first use); None with real compute or
-    without a base."""
+    ``engine.compute_base_s`` (:func:`measure_lateness_samples`, measured on first use unless ``measure`` is False:
+    then None when missing); None with real compute or without a base."""
     if engine_cfg.get("compute") != "emulated":
         return None
     fixed = (engine_cfg.get("costs") or {}).get("late_s")
@@ -233,6 +233,9 @@ def emulated_lateness(engine_cfg, calibration: "Calibration") -> list[float] | N
     base = engine_cfg.get("compute_base_s")
     if base is None:
         return None
+    if not measure:
+        entry = calibration.read()["entries"].get(lateness_key(base))
+        return entry["samples"] if entry else None
     return calibration.entry(lateness_key(base), lambda: measure_lateness_samples(float(base)))["samples"]
 
 

@@ -93,6 +93,14 @@ def job_overrides(overrides: list[str], multirun: bool) -> tuple[list[list[str]]
         ConfigError: an override does not parse, a sweep is given without multirun, or ``+key`` adds a key the
             harness would ignore (only :data:`ADDABLE` keys may be added).
     """
+    lists = _checked(overrides, multirun)
+    combos = [list(c) for c in itertools.product(*lists)] if lists else [[]]
+    return combos, len(combos)
+
+
+def _checked(overrides: list[str], multirun: bool) -> list[list[str]]:
+    """The values of each key of the command line (:func:`_expand`), after the checks :func:`job_overrides`
+    documents."""
     expanded = _expand(overrides)
     for key, values in expanded.items():
         bare = key.lstrip("+~")
@@ -101,9 +109,7 @@ def job_overrides(overrides: list[str], multirun: bool) -> tuple[list[list[str]]
                               f"(keys that may be added with +: {', '.join(sorted(ADDABLE))})")
         if not multirun and len(values) > 1:
             raise ConfigError(f"{key}={','.join(v.split('=', 1)[1] for v in values)}: a sweep needs -m (multirun)")
-    lists = list(expanded.values())
-    combos = [list(c) for c in itertools.product(*lists)] if lists else [[]]
-    return combos, len(combos)
+    return list(expanded.values())
 
 
 def job_cover(overrides: list[str], strength: int = 1) -> list[list[str]]:
@@ -117,11 +123,11 @@ def job_cover(overrides: list[str], strength: int = 1) -> list[list[str]]:
     Raises:
         ConfigError: as :func:`job_overrides`; ValueError: strength not 1 or 2.
     """
-    lists = list(_expand(overrides).values())
-    if strength == 1:
-        return [[vals[i % len(vals)] for vals in lists] for i in range(max((len(v) for v in lists), default=1))]
-    if strength != 2:
+    lists = _checked(overrides, multirun=True)
+    if strength not in (1, 2):
         raise ValueError(f"strength={strength}: must be 1 or 2")
+    if strength == 1 or len(lists) < 2:  # fewer than two keys: no pairs, every value is the cover
+        return [[vals[i % len(vals)] for vals in lists] for i in range(max((len(v) for v in lists), default=1))]
     n = len(lists)
     candidates = list(itertools.product(*(range(len(v)) for v in lists)))
 

@@ -630,7 +630,8 @@ def section_model_validation(exp, summary, sp, paper, claims, hists=None, late=N
                 + md_table(g.rename(columns={"mean_abs_error": "mean |error| %", "max_abs_error": "max |error| %"})))
     out += _why_misses(clean)
     if not flagged.empty:
-        out += (f"\n**Flagged:** {len(flagged)} emulated run(s) with overruns above {100 * OVERRUN_FLAG:.0f}% of "
+        out += (f"\n**Flagged:** {len(flagged)} emulated run(s) with overruns (and late wake-ups beyond the "
+                f"calibrated ones) above {100 * OVERRUN_FLAG:.0f}% of "
                 "their gradients (the machine could not run the requested compute; their rows do not test the "
                 "model):\n\n" + md_table(flagged[["run_id", "engine", "workers", "overruns"]
                                                   + [c for c in ("late_wakeups", "late_expected") if c in flagged]

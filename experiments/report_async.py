@@ -125,7 +125,7 @@ def section_async_methods_real(exp, summary: pd.DataFrame, sp, paper, claims: li
                     continue
                 r = r.iloc[0]
                 over = r["overrun_frac"]
-                flag = f", {over:.0%} overran" if over == over and over > OVERRUN_FLAG else ""
+                flag = f", {over:.0%} not run as asked" if over == over and over > OVERRUN_FLAG else ""
                 cells += [f"{fmt_time(r['measured_s'])} (#{int(r['rank_measured'])}{flag})",
                           f"{fmt_time(r['simulated_s'])} (#{int(r['rank_simulated'])})"]
             lines.append(f"| {meth} | " + " | ".join(cells) + " |")
@@ -163,7 +163,8 @@ def section_async_methods_real(exp, summary: pd.DataFrame, sp, paper, claims: li
                    bool(tested) and all(v[0] for v in tested),
                    "; ".join(v[2] + (" (overruns: not counted)" if v[1] else "") for v in verdicts)))
     if flagged:
-        out.append(f"\n**Flagged:** measured runs whose emulated gradients overran their target time on more than "
+        out.append(f"\n**Flagged:** measured runs whose emulated gradients overran their target time (or woke up late beyond "
+                   "the calibrated wake-ups) on more than "
                    f"{100 * OVERRUN_FLAG:.0f}% of gradients (the machine could not run the requested compute): "
                    + "; ".join(flagged) + ".\n")
     return "\n".join(out)

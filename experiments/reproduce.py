@@ -36,8 +36,10 @@ def plan_sweeps(experiment: str, profile: str, results_dir: Path, extra: list[st
     One sweep when every job has the same clock; otherwise one per clock, each naming its engines
     (``engine=simulated`` and ``engine=shared_memory,distributed``): the job overrides, hence the run ids, are those
     of the whole sweep. With ``lr_tuning_seed`` set (experiments/tuning.py), each of those is split again: the tuning
-    seed's sweep, then the other seeds' (which run only the factor it chose). A sweep that does not compose stays
-    whole (the child reports the error).
+    seed's sweep, then the other seeds' (which run only the factor it chose). The clocks and seeds are read from a
+    pairwise cover of the sweep (:func:`experiments.precheck.job_cover`: a clock set by one swept value or by two
+    together is seen) rather than from every job; a sweep whose cover does not compose stays whole (the child then
+    checks every job and reports the error).
     """
     from experiments.errors import ConfigError
     from experiments.precheck import compose_jobs, job_cover, profile_sweep
@@ -45,7 +47,7 @@ def plan_sweeps(experiment: str, profile: str, results_dir: Path, extra: list[st
 
     base = [f"experiment={experiment}", f"profile={profile}", f"results_dir={results_dir}", *extra]
     try:
-        combos = job_cover(base + profile_sweep(base))  # a few jobs that hold every value of every key
+        combos = job_cover(base + profile_sweep(base), strength=2)  # every pair of values of two keys, in a few jobs
         clock_of, seeds, tuning = {}, set(), None  # engine option (e.g. simulated_distributed) -> its clock
         for combo, cfg in zip(combos, compose_jobs(combos)):
             option = next((o.split("=", 1)[1] for o in combo if o.startswith("engine=")), cfg.engine.name)

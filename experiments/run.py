@@ -87,13 +87,18 @@ def _summary_row(cfg, run_id: str, rows: list[dict], result, status: str, messag
 
 def _late_expected(cfg, result) -> float:
     """Late wake-ups the calibrated wake-up lateness gives for a measured emulated run's targets
-    (:func:`experiments.engines.emulation.expected_late`); NaN for other runs or without calibrated samples."""
+    (:func:`experiments.engines.emulation.expected_late`); NaN for other runs, or when the calibration has no
+    lateness samples for the run's base (nothing is measured here) or cannot be read. The targets of gradients that
+    overran (they never waited) count too: at most ``overruns`` x the late fraction too many."""
     if result is None or result.late_wakeups is None or not result.compute_times:
         return float("nan")
     from experiments.calibration import Calibration, emulated_lateness
     from experiments.engines.emulation import expected_late
 
-    samples = emulated_lateness(cfg.engine, Calibration(cfg.engine.get("calibration") or None))
+    try:
+        samples = emulated_lateness(cfg.engine, Calibration(cfg.engine.get("calibration") or None), measure=False)
+    except (OSError, ValueError, KeyError):  # an unreadable calibration file: unknown, not a failed run
+        return float("nan")
     return expected_late([t for _, _, _, t in result.compute_times], samples or [])
 
 

@@ -123,7 +123,8 @@ def engine_pairs(summary: pd.DataFrame) -> pd.DataFrame:
         side: ``measured_s`` / ``simulated_s`` (mean time to target over seeds, seconds, inf when a seed never
         reached it), ``rank_measured`` / ``rank_simulated`` (1 = fastest within problem, workers, compute model and
         engine; ties share the lower rank), ``overrun_frac`` (emulated gradients that did not run as asked,
-        :func:`plots.validation.overrun_count`, over all gradients of the measured runs). Empty when no measured run has a simulated twin.
+        :func:`plots.validation.overrun_count`, over all gradients of the measured runs). Empty when no measured
+        run has a simulated twin.
     """
     if summary is None or summary.empty or "clock" not in summary:
         return pd.DataFrame()

@@ -132,7 +132,8 @@ def legend_outside(fig, axes, title=None, ncols=None):
                    fontsize="small", title_fontsize="small", frameon=False)
 
 
-OVERRUN_LABEL = "did not run its emulated compute (> 5% of gradients overran): not a valid measurement"
+OVERRUN_LABEL = ("did not run its emulated compute (> 5% of gradients overran or woke up late beyond calibration): "
+                 "not a valid measurement")
 
 
 def mark_overrun(ax, xs, ys):

@@ -34,10 +34,12 @@ def test_emulated_compute_meets_its_targets_at_p4(tmp_path, engine):
                                                    f"engine.compute_base_s={base}", "delay.law=exponential"])
     log = result.compute_times
     ratios = [c / t for _, _, c, t in log]
-    # the quadratic's gradient takes microseconds: no computation overruns its target; a gradient that ended over
-    # 10% late woke up late from its wait
-    assert len(log) == 80 and result.overruns == 0 == rec.rows[-1]["overruns"]
-    assert result.late_wakeups == sum(r > 1.1 for r in ratios) == rec.rows[-1]["late_wakeups"]
+    # every gradient that ended over 10% late is counted once: as an overrun (its computation alone took that long:
+    # the quadratic's takes microseconds against 0.4+ ms targets, so at most a preempted one or two) or as a late
+    # wake-up from its wait
+    assert len(log) == 80 and result.overruns == rec.rows[-1]["overruns"] <= 2
+    assert result.late_wakeups == rec.rows[-1]["late_wakeups"]
+    assert result.overruns + result.late_wakeups == sum(r > 1.1 for r in ratios)
     assert 1.0 <= statistics.median(ratios) <= 1.1
     assert min(ratios) >= 1.0  # a gradient never ends before its target
     targets = [t for *_, t in log]
@@ -84,11 +86,11 @@ def test_emulator_draws_the_law_of_the_simulated_engine(monkeypatch):
     t1 = time.perf_counter()
     c, t, code = Emulator(cfg, 1, 0.002).finish(t1 - 0.01)
     assert code == OVERRAN and 0.01 <= c < 0.01 + (time.perf_counter() - t1) + 1e-9
-    # began 1.9 ms ago (within the target), then the wait ends late: a late wake-up, not an overrun
+    # began 1 ms ago (within the target), then the wait ends late: a late wake-up, not an overrun
     late, real_sleep = Emulator(cfg, 1, 0.002), time.sleep
     with monkeypatch.context() as m:
         m.setattr(time, "sleep", lambda s: real_sleep(s + 0.001))  # a wake-up 1 ms (50% of the target) late
-        c, t, code = late.finish(time.perf_counter() - 0.0019)
+        c, t, code = late.finish(time.perf_counter() - 0.001)
     assert code == LATE and c >= 0.003
     c, t, code = Emulator(None, 0, None).finish(time.perf_counter())
     assert math.isnan(t) and code == ON_TIME and c >= 0
@@ -133,7 +135,7 @@ def test_compute_wait_must_be_sleep_or_spin(tmp_path):
         validate(cfg)
 
 
-def test_the_summary_gets_the_late_wake_ups_calibration_expects():
+def test_the_summary_gets_the_late_wake_ups_calibration_expects(tmp_path):
     """run._late_expected: a measured emulated run's expected late wake-ups come from the lateness its twin would
     draw (here fixed by engine.costs.late_s); NaN for a run that counted none (simulated, real compute)."""
     from experiments.engines import EngineResult
@@ -148,4 +150,8 @@ def test_the_summary_gets_the_late_wake_ups_calibration_expects():
     result = EngineResult(updates=3, gradients=3, samples=3, time_s=0.1, late_wakeups=1, compute_times=log)
     assert _late_expected(cfg(0.002), result) == 2.0   # 2 ms late: over 10% of the 10 ms targets, not of the 40 ms
     assert _late_expected(cfg(0.0), result) == 0.0
+    # no fixed lateness and none calibrated for this base: unknown (NaN), and nothing is measured here
+    empty = OmegaConf.create({"engine": {"compute": "emulated", "compute_base_s": 0.01, "costs": {},
+                                         "calibration": str(tmp_path / "cal.json")}})
+    assert math.isnan(_late_expected(empty, result)) and not (tmp_path / "cal.json").exists()
     assert math.isnan(_late_expected(cfg(0.002), EngineResult(updates=3, gradients=3, samples=3, time_s=0.1)))

@@ -63,6 +63,13 @@ def test_a_job_cover_holds_every_value_or_every_pair_of_values(strength):
         job_cover(sweep, 3)
 
 
+def test_a_job_cover_of_one_key_holds_its_values_and_checks_like_job_overrides():
+    assert job_cover(["workers=1,2,4"], strength=2) == [["workers=1"], ["workers=2"], ["workers=4"]]
+    assert job_cover([], strength=2) == [[]]
+    with pytest.raises(ConfigError, match=r"\+foo=1: no such config key"):
+        job_cover(["+foo=1,2", "workers=1,2"], strength=2)
+
+
 def _sweep(tmp_path, *extra, timeout=300):
     cmd = [sys.executable, "-m", "experiments.run", "-m", "experiment=tau_threshold", "profile=smoke",
            f"results_dir={tmp_path}", "updates=150", *extra]

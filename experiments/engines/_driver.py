@@ -36,7 +36,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from experiments.engines import EngineResult, warmup_updates
-from experiments.engines.emulation import OVERRAN, log_arrival
+from experiments.engines.emulation import LATE, OVERRAN, log_arrival
 from experiments.errors import WorkerLost
 from experiments.master import Master
 from experiments.recorder import Diverged
@@ -169,11 +169,10 @@ class MasterLoop:
         """Bookkeeping of one gradient's arrival: its compute time in the log, an overrun or a late wake-up counted,
         then the loss check."""
         code = log_arrival(self.compute_log, self._counts, ev)
-        if code:
-            if code == OVERRAN:
-                self.overruns += 1
-            else:
-                self.late_wakeups += 1
+        if code == OVERRAN:
+            self.overruns += 1
+        elif code == LATE:
+            self.late_wakeups += 1
         self.recorder.check_loss(ev.loss, self.samples)
 
     def _events(self, deadlines: dict[int, float]) -> list:

@@ -17,7 +17,7 @@ whose late wake-ups are much more frequent than the calibrated ones is one whose
 master counts both (``overruns`` and ``late_wakeups`` in trace and summary), the run adds ``late_expected`` (the
 count the calibrated wake-ups give for the same targets, :func:`expected_late`), and a run is flagged when its
 overruns plus its late wake-ups beyond the expected ones exceed ``OVERRUN_FLAG`` of its gradients
-(:func:`plots.validation.overrun_fraction`). Each gradient reports ``(compute_s, target_s, code)`` to the master
+(:func:`plots.validation.overrun_count`). Each gradient reports ``(compute_s, target_s, code)`` to the master
 (``compute_s``: seconds from the start of the gradient to the end of the wait, as the worker measured them; with
 ``compute=real`` the target is NaN and the code ON_TIME); the run writes ``<run_dir>/compute_times.csv``
 (``worker, index, compute_s, target_s``).
