@@ -478,6 +478,12 @@ def test_cnn_module_gradient_path_matches_the_functional_reference():
         loss2, g2 = fast.loss_grad(x, idx)
         assert loss2 == loss and torch.equal(g2, g) and g2.data_ptr() != g.data_ptr()  # deterministic, fresh
         x = x - 0.5 * g  # a new point for the next round
+    # evaluation runs on the same private module (channels-last): it agrees with the reference to float32 rounding,
+    # and a gradient after it is the one before it (evaluate leaves nothing behind in the shared buffer)
+    g_before = fast.loss_grad(x, idx)[1]
+    m_fast, m_ref = fast.evaluate(0.9 * x), ref.evaluate(0.9 * x)
+    assert m_fast.keys() == m_ref.keys() and all(m_fast[k] == pytest.approx(m_ref[k], rel=1e-6) for k in m_ref)
+    assert torch.equal(fast.loss_grad(x, idx)[1], g_before)
     copy = pickle.loads(pickle.dumps(fast))
     assert copy._grad_module is None
     assert torch.equal(copy.loss_grad(x, idx)[1], fast.loss_grad(x, idx)[1])
