@@ -163,8 +163,8 @@ def section_async_methods_real(exp, summary: pd.DataFrame, sp, paper, claims: li
                    bool(tested) and all(v[0] for v in tested),
                    "; ".join(v[2] + (" (overruns: not counted)" if v[1] else "") for v in verdicts)))
     if flagged:
-        out.append(f"\n**Flagged:** measured runs whose emulated gradients overran their target time (or woke up late beyond "
-                   "the calibrated wake-ups) on more than "
+        out.append("\n**Flagged:** measured runs whose emulated gradients overran their target time (or woke up late "
+                   "beyond the calibrated wake-ups) on more than "
                    f"{100 * OVERRUN_FLAG:.0f}% of gradients (the machine could not run the requested compute): "
                    + "; ".join(flagged) + ".\n")
     return "\n".join(out)

@@ -22,7 +22,8 @@ receive-from-any-source does not notice a dead peer until the timeout, while a r
 once (a broken connection), and the others carry on.
 
 Messages: one flat tensor of ``HEADER + d`` entries in the problem's dtype, both ways: header (command, version,
-loss, length, and for a gradient its compute seconds, target seconds and timing code: emulation.py) then x or g. Master -> worker: ``compute`` (x at a version), ``hold`` (the master is busy
+loss, length, and for a gradient its compute seconds, target seconds and timing code: emulation.py) then x or g.
+Master -> worker: ``compute`` (x at a version), ``hold`` (the master is busy
 evaluating; sent every ``timeout_s / 4`` s so that a waiting worker's receive does not time out), ``stop``.
 Worker -> master: ``gradient`` (version, loss, g), ``bye`` (answer to stop: all ranks leave together), ``error``
 (its message as bytes). Every send is waited on before its buffer is reused and before the end. Each side posts

@@ -118,7 +118,7 @@ def _worker_main(spec: WorkerSpec, tensors: list, xs: torch.Tensor, grads: torch
         problem = load_problem(tensors, receive(conn.fileno()))
         stream = BatchStream(problem.num_train, spec.batch, spec.seed)
         x, g_slot, ctl = xs[w], grads[w], ctrl.numpy()[w]
-        reply = replies.numpy()[w] if replies is not None else None  # spin: (version, loss, compute, target, timing code)
+        reply = replies.numpy()[w] if replies is not None else None  # spin: version, loss, compute, target, code
         emu = worker_emulator(spec)
         poller = select.poll()
         poller.register(wake.fd, select.POLLIN)
