@@ -165,12 +165,24 @@ def clock_backing(results_dir: str | Path, compute: str | None = None, max_worke
     return _backing(_validation_pairs(results_dir), compute, max_workers, problems)[:2]
 
 
-def _backing(pairs: pd.DataFrame, compute, max_workers, problems) -> tuple[bool, float | None, pd.DataFrame]:
-    """:func:`clock_backing` on given validation pairs; also returns the pairs that counted."""
+def _protocol(algorithms) -> list[str]:
+    """``sync`` for sync AMSGrad, ``async`` for every other method, per entry of ``algorithms``."""
+    return ["sync" if str(a).startswith("sync") else "async" for a in algorithms]
+
+
+def _backing(pairs: pd.DataFrame, compute, max_workers, problems, protocols=None,
+             engines=None) -> tuple[bool, float | None, pd.DataFrame]:
+    """:func:`clock_backing` on given validation pairs; also returns the pairs that counted. ``protocols``
+    (``sync``/``async``) and ``engines`` (the measured engine = the transport a simulated run modelled), when
+    given, keep only pairs of those."""
     if compute is not None and len(pairs):
         pairs = pairs[pairs["compute"] == compute]
     if problems and len(pairs):
         pairs = pairs[pairs["problem"].astype(str).isin(problems)]
+    if protocols and len(pairs):
+        pairs = pairs[pd.Series(_protocol(pairs["algorithm"]), index=pairs.index).isin(protocols)]
+    if engines and len(pairs):
+        pairs = pairs[pairs["engine"].astype(str).isin(engines)]
     errs = pairs["percent_error"].abs().dropna() / 100.0
     if errs.empty:
         return False, None, pairs
@@ -182,8 +194,9 @@ def _backing(pairs: pd.DataFrame, compute, max_workers, problems) -> tuple[bool,
 def clock_label(summary: pd.DataFrame, results_dir: str | Path | None) -> str:
     """'' for measured times; for times on the simulated clock, what validates them: ``simulated clock backed by
     model_validation (...)`` when model_validation's pairs of the runs' own compute mode (``real`` unless the runs
-    emulate it) are within CLOCK_TOLERANCE on average and reach the runs' largest worker count, else ``under the cost
-    model`` with model_validation's error and worker range for that compute mode, where it has any."""
+    emulate it), problems, protocols (sync / async) and modelled engine (``transport``) are within CLOCK_TOLERANCE
+    on average and reach the runs' largest worker count, else ``under the cost model`` with model_validation's error
+    and worker range for those pairs, where it has any."""
     if summary.empty or "simulated" not in set(summary.get("clock", pd.Series(dtype=str)).astype(str)):
         return ""
     sim = summary[summary["clock"].astype(str) == "simulated"]
@@ -193,16 +206,19 @@ def clock_label(summary: pd.DataFrame, results_dir: str | Path | None) -> str:
     if results_dir is None:
         return UNDER_COST_MODEL
     problems = sorted(set(sim["problem"].astype(str))) if "problem" in sim else []
+    protocols = sorted(set(_protocol(sim["algorithm"]))) if "algorithm" in sim else None
+    engines = sorted(set(sim["transport"].fillna("shared_memory").astype(str))) if "transport" in sim else None
     pairs = _validation_pairs(results_dir)
     if pairs.empty:
         return UNDER_COST_MODEL
-    backed, err, pairs = _backing(pairs, mode, top, problems)
-    where = (f"{mode} compute at P <= {int(pairs['workers'].max())}: mean abs. error {100 * err:.1f}%"
-             if err is not None else "")
+    backed, err, pairs = _backing(pairs, mode, top, problems, protocols, engines)
+    where = (f"{mode} compute, {'/'.join(protocols or ['any'])} on {'/'.join(engines or ['any engine'])}, at "
+             f"P <= {int(pairs['workers'].max())}: mean abs. error {100 * err:.1f}%" if err is not None else "")
     if backed:
         return f"simulated clock backed by model_validation ({where})"
     return UNDER_COST_MODEL + (f"; model_validation, {where}" if where else
-                               f"; model_validation has no {mode}-compute row for {', '.join(problems)}")
+                               f"; model_validation has no {mode}-compute {'/'.join(protocols or [])} row on "
+                               f"{'/'.join(engines or ['any engine'])} for {', '.join(problems)}")
 
 
 def degenerate_delays(ok: pd.DataFrame) -> list:

@@ -48,10 +48,11 @@ def implied_master_s(base_s: float, paper_speedup: float) -> float:
 
 def section_paper_timing(exp, summary: pd.DataFrame, sp: pd.DataFrame, paper: pd.DataFrame, claims: list) -> str:
     """Markdown: per worker count, the paper's speed-up, and per real engine the measured and the simulated speed-up
-    and the measured runs' overrun % (above 5%: the machine could not run the requested compute); ``claims`` gets the
+    and the measured runs' overrun % (above 5%: flagged, plots.validation.FLAG_MEANING); ``claims`` gets the
     two-sided comparison with the paper (measured, shared_memory) and a finding on the master cost the paper's
     flattening implies."""
     from experiments.engines.emulation import OVERRUN_FLAG
+    from plots.validation import FLAG_MEANING
 
     ok = summary[summary["status"] == "ok"]
     if ok.empty:
@@ -80,12 +81,16 @@ def section_paper_timing(exp, summary: pd.DataFrame, sp: pd.DataFrame, paper: pd
     text = ("apam at the paper's cost per iteration: measured speed-up (shared_memory, runs without an overrun flag) "
             f"against the paper's; rule: within {C.PAPER_BAND:.0%} at every common worker count (more above: a "
             "finding)")
-    if sm.empty or paper_sp.empty:
-        claims.append((text, None, "no measured run without an overrun flag", {"key": "apam: measured speed-up at "
-                                                                                        "the paper's cost"}))
+    key = {"key": "apam: measured speed-up at the paper's cost"}
+    if paper_sp.empty:
+        claims.append((text, None, "the paper's speed-ups are missing", key))
+    elif sm.empty:
+        n = int(((ok["engine"] == "shared_memory") & (ok["clock"] == "wall")).sum())
+        claims.append((text, f"inconclusive (all {n} measured shared_memory runs flagged)" if n else None,
+                       f"no measured shared_memory run without an overrun flag (flag: {FLAG_MEANING})", key))
     else:
         verdict, ev = C.compare_to_paper(sm, paper_sp)
-        claims.append((text, verdict, ev, {"key": "apam: measured speed-up at the paper's cost"}))
+        claims.append((text, verdict, ev, key))
     notes = []
     top = int(paper_sp.index.max()) if len(paper_sp) else None
     if top is not None and math.isfinite(base):
@@ -109,6 +114,6 @@ def section_paper_timing(exp, summary: pd.DataFrame, sp: pd.DataFrame, paper: pd
                          "fit the same number: the paper's timer is CPU time, and its threads shared one machine's "
                          "memory bandwidth.")
     notes.append("Simulated columns: engine=simulated with the costs of the measured engine's transport (its twin). "
-                 f"Measured runs with overruns above {100 * OVERRUN_FLAG:.0f}% did not run the requested compute "
-                 "(the cores ran out): their speed-ups do not count in the claims.")
+                 f"Measured runs flagged (above {100 * OVERRUN_FLAG:.0f}% of their gradients: {FLAG_MEANING}) do "
+                 "not count in the claims.")
     return md_table(table) + "\n" + "\n\n".join(n for n in notes if n) + "\n"

@@ -47,6 +47,12 @@ def overrun_count(rows):
     return count
 
 
+FLAG_MEANING = ("the run did not emulate the compute it was asked for: its gradients overran their target times or "
+                "woke up late beyond the calibrated wake-ups; runs recorded before the two were told apart count "
+                "every late gradient")
+"""What an overrun flag means, in the words every report section uses (:func:`overrun_count`)."""
+
+
 def overrun_fraction(rows):
     """Per row of a summary: :func:`overrun_count` over ``gradients`` (NaN without an overrun count or gradients,
     e.g. simulated or real-compute rows); above ``emulation.OVERRUN_FLAG`` the run is flagged."""

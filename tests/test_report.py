@@ -155,17 +155,24 @@ def test_speedup_claim_is_labelled_under_the_cost_model(tmp_path):
     assert C.clock_backing(tmp_path, compute="emulated") == (False, None)       # its one pair overran
     # validation rows of another problem back nothing (LeNet5 curves are not backed by logistic regression)
     assert C.clock_label(summary.assign(workers=2), tmp_path) == ("under the cost model; model_validation has no "
-                                                                  "real-compute row for lenet5_fmnist")
+                                                                  "real-compute async row on any engine for "
+                                                                  "lenet5_fmnist")
     summary = summary.assign(workers=2, problem="q")
-    assert C.clock_label(summary, tmp_path) == ("simulated clock backed by model_validation (real compute at P <= 2: "
-                                                "mean abs. error 7.5%)")
+    assert C.clock_label(summary, tmp_path) == ("simulated clock backed by model_validation (real compute, async on "
+                                                "any engine, at P <= 2: mean abs. error 7.5%)")
+    # only the pairs of the engine the runs modelled (transport), and of their protocol, count
+    assert C.clock_label(summary.assign(transport="shared_memory"), tmp_path) == (
+        "simulated clock backed by model_validation (real compute, async on shared_memory, at P <= 2: mean abs. "
+        "error 5.0%)")
+    assert C.clock_label(summary.assign(algorithm="sync_amsgrad"), tmp_path) == (
+        "under the cost model; model_validation has no real-compute sync row on any engine for q")
     # a curve to P = 20 is not backed by pairs at P <= 2: it stays under the cost model, saying what was validated
     wide = pd.concat([summary, summary.assign(workers=20)])
-    assert C.clock_label(wide, tmp_path) == ("under the cost model; model_validation, real compute at P <= 2: "
-                                             "mean abs. error 7.5%")
+    assert C.clock_label(wide, tmp_path) == ("under the cost model; model_validation, real compute, async on any "
+                                             "engine, at P <= 2: mean abs. error 7.5%")
     emulated = summary.assign(compute="emulated")
-    assert C.clock_label(emulated, tmp_path) == ("under the cost model; model_validation has no emulated-compute row "
-                                                 "for q")
+    assert C.clock_label(emulated, tmp_path) == ("under the cost model; model_validation has no emulated-compute "
+                                                 "async row on any engine for q")
     assert C.clock_label(summary.assign(clock="wall"), tmp_path) == ""
 
 
@@ -324,7 +331,7 @@ def test_a_straggler_finding_with_an_unreached_target_is_inconclusive():
     R.section_stragglers("stragglers", pd.DataFrame(rows), None, None, claims)
     judged = {k: (v, e) for k, _, v, e in R._judged(claims, "")}
     p8 = "finding (P=8): factor by which one worker 8x slower (sigma 0) multiplies the time-to-target"
-    assert judged[p8] == ("finding", "APAM x1.00, sync AMSGrad x1.00")
+    assert judged[p8] == ("finding (APAM x1.00, sync AMSGrad x1.00)", "APAM x1.00, sync AMSGrad x1.00")
     assert judged[p8.replace("P=8", "P=32")][0] == "inconclusive"
 
 
@@ -377,3 +384,44 @@ def test_why_misses_names_the_master_busy_time_where_it_departs_from_the_model()
     assert "from P = 2 on, the P + 1 processes" in text and "distributed apam P = 2: 402 us against 233 us" in text
     assert "a P = 1 row that misses measures this machine's run-to-run spread" in text
     assert "shared_memory apam P = 1: 125 us against 80 us" in text
+
+
+def _tau_rows(gaps: dict) -> pd.DataFrame:
+    """tau_threshold summaries: per tau, one run per seed with the given final optimality gaps."""
+    return pd.DataFrame([{**_run("apam", 1, seed, 0.9, updates=30000, delay="fixed", problem="logreg_fmnist"),
+                          "run_id": f"tau{t}-{seed}", "tau": t, "final_opt_gap": v, "updates_to_target": 100.0,
+                          "final_test_acc": 0.9}
+                         for t, vs in gaps.items() for seed, v in enumerate(vs)])
+
+
+def test_tau_rule_is_inconclusive_when_a_miss_lies_inside_tau0s_seed_noise():
+    """K = 30,000: K^(1/4) = 13.2. tau = 13's mean is 2x tau = 0's, but one of its seeds lies inside tau = 0's range:
+    the 25% rule cannot tell them apart (inconclusive); with its seeds all above tau = 0's, it is not reproduced."""
+    def theory(gaps):
+        claims = []
+        R.section_tau("tau_threshold", _tau_rows(gaps), None, None, claims)
+        return {k: (v, e) for k, _, v, e in R._judged(claims, "")}["theory: tau <= K^(1/4) converges as tau = 0"]
+
+    verdict, ev = theory({0: [1e-5, 5e-5, 1.2e-4], 4: [4e-5, 6e-5, 8e-5], 13: [1e-4, 1.5e-4, 1.9e-4], 64: [1, 1, 1]})
+    assert verdict.startswith("inconclusive (the seeds of tau = 13 overlap tau = 0's")
+    assert "tau=13: 0.000147 (seeds 0.0001-0.00019)" in ev and "tau=64" not in ev
+    verdict, _ = theory({0: [1e-5, 5e-5, 1.2e-4], 4: [4e-5, 6e-5, 8e-5], 13: [1.3e-4, 1.5e-4, 1.9e-4]})
+    assert verdict == "not reproduced"
+    verdict, _ = theory({0: [1e-5, 5e-5, 1.2e-4], 4: [4e-5, 6e-5, 8e-5], 13: [5e-5, 6e-5, 7e-5]})
+    assert verdict == "reproduced"
+
+
+def test_a_claim_about_one_problem_carries_that_problems_clock_label_and_findings_their_gist():
+    claims = []
+    R._claim(claims, "k1", "speed-up on a", True, "ev", clock=True, problem="a")
+    R._claim(claims, "k2", "finding: where APAM stands on b", "APAM 2. of 5", "ev", clock=True, problem="b")
+    R._claim(claims, "k3", "accuracy", False, "ev")
+    judged = {k: v for k, _, v, _ in R._judged(claims, lambda problem: f"label of {problem}")}
+    assert judged == {"k1": "reproduced (label of a)", "k2": "finding (APAM 2. of 5) (label of b)",
+                      "k3": "not reproduced"}
+
+
+def test_same_settings_names_the_experiments_long_does_not_scale_up():
+    same = R.same_settings("quick", "long")
+    assert "stragglers" in same and "paper_timing" in same        # their long sweeps are the quick ones
+    assert "lenet5_speedup" not in same and "artificial_delay" not in same

@@ -67,3 +67,13 @@ def test_overrun_rows_do_not_count_and_far_above_the_paper_is_a_finding():
     section_paper_timing("paper_timing", fast, speedup_table(fast), PAPER, claims)
     verdict, _ = {k: (v, e) for k, _, v, e in R._judged(claims, "")}["apam: measured speed-up at the paper's cost"]
     assert verdict.startswith("above the paper")
+
+
+def test_every_measured_run_flagged_is_inconclusive_not_a_missing_machine():
+    summary = _summary({1: 1.0, 2: 1.9, 4: 3.6, 8: 6.5})
+    summary.loc[summary["engine"] == "shared_memory", "overruns"] = 100   # 25% of 400 gradients, P = 1 included
+    claims = []
+    section_paper_timing("paper_timing", summary, speedup_table(summary), PAPER, claims)
+    verdict, ev = {k: (v, e) for k, _, v, e in R._judged(claims, "")}["apam: measured speed-up at the paper's cost"]
+    assert verdict == "inconclusive (all 4 measured shared_memory runs flagged)"
+    assert "no measured shared_memory run without an overrun flag" in ev
