@@ -23,13 +23,14 @@ PACKAGES = ("torch", "torchvision", "numpy", "scipy", "pandas", "matplotlib", "h
 def git_commit(repo: Path = REPO) -> str:
     """``<sha>`` of HEAD, with ``-dirty`` when tracked files differ from it; ``unknown`` outside a git checkout.
 
-    Files under ``results/`` (the committed reference results, rewritten by ``make reproduce`` itself) do not make
-    the code dirty: ``-dirty`` means the code or configs that produced a result are not those of the commit.
+    Files under ``results/`` and ``results-<profile>/`` (the committed reference results of each profile, rewritten
+    by ``make reproduce`` itself, e.g. the long profile's reproduce_status.json between its experiments) do not
+    make the code dirty: ``-dirty`` means the code or configs that produced a result are not those of the commit.
     """
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,
                              timeout=10, check=True).stdout.strip()
-        status = ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results"]
+        status = ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results", ":(exclude)results-*"]
         dirty = subprocess.run(status, cwd=repo, capture_output=True, text=True, timeout=10).stdout.strip()
         return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):

@@ -74,15 +74,21 @@ def test_git_commit_is_dirty_for_code_changes_but_not_for_rewritten_results(tmp_
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
 
     git("init", "-q")
-    (tmp_path / "results").mkdir()
-    (tmp_path / "results" / "REPORT.md").write_text("old\n")
+    for folder in ("results", "results-long"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "REPORT.md").write_text("old\n")
+    (tmp_path / "results_notes.py").write_text("y = 1\n")  # code whose name starts like a results folder
     (tmp_path / "code.py").write_text("x = 1\n")
     git("add", "-A")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "init")
     sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
     assert git_commit(tmp_path) == sha
     (tmp_path / "results" / "REPORT.md").write_text("new\n")  # make reproduce rewrote the reference results
+    (tmp_path / "results-long" / "REPORT.md").write_text("new\n")  # ... and the long profile's
     assert git_commit(tmp_path) == sha
+    (tmp_path / "results_notes.py").write_text("y = 2\n")
+    assert git_commit(tmp_path) == sha + "-dirty"
+    (tmp_path / "results_notes.py").write_text("y = 1\n")
     (tmp_path / "code.py").write_text("x = 2\n")
     assert git_commit(tmp_path) == sha + "-dirty"
     assert git_commit(tmp_path / "results" / "nonexistent") == "unknown"
