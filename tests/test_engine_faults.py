@@ -82,21 +82,31 @@ def _children(parent: int) -> dict[int, tuple[str, str]]:
 
 class SpawnKiller(threading.Thread):
     """SIGKILLs the ``nth`` spawned worker (a child running multiprocessing's ``spawn_main``) of process ``parent``
-    (default: this one) as soon as it appears: before it has read its start-up data, while the master writes it."""
+    (default: this one) as soon as it appears: before it has read its start-up data, while the master writes it.
+
+    Workers are told apart by pid (forked in worker order), counting children that are forked but not yet exec'd
+    (their command line is still the parent's): under load worker 1 may exec before worker 0 does, and a scan that
+    saw only worker 1's ``spawn_main`` would otherwise take it for worker 0."""
 
     def __init__(self, nth: int = 0, parent: int | None = None) -> None:
         super().__init__(daemon=True)
         self.nth, self.parent, self.killed, self.stop = nth, parent or os.getpid(), None, threading.Event()
 
     def run(self) -> None:
-        seen: list[int] = []
+        st = _proc_stat(self.parent)
+        forked_only = st[2] if st else None  # a child between fork and exec shows its parent's command line
+        workers: set[int] = set()
         while not self.stop.is_set():
-            for pid, (_, cmd) in sorted(_children(self.parent).items()):
-                if "spawn_main" in cmd and pid not in seen:
-                    seen.append(pid)
-            if len(seen) > self.nth:
-                os.kill(seen[self.nth], signal.SIGKILL)
-                self.killed = seen[self.nth]
+            pending = set()
+            for pid, (_, cmd) in _children(self.parent).items():
+                if "spawn_main" in cmd:
+                    workers.add(pid)
+                elif cmd == forked_only:
+                    pending.add(pid)
+            order = sorted(workers | pending)
+            if len(order) > self.nth and order[self.nth] in workers:
+                os.kill(order[self.nth], signal.SIGKILL)
+                self.killed = order[self.nth]
                 return
             time.sleep(0.001)
 
