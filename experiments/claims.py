@@ -165,7 +165,7 @@ def clock_backing(results_dir: str | Path, compute: str | None = None, max_worke
     return _backing(_validation_pairs(results_dir), compute, max_workers, problems)[:2]
 
 
-def _protocol(algorithms) -> list[str]:
+def protocol_of(algorithms) -> list[str]:
     """``sync`` for sync AMSGrad, ``async`` for every other method, per entry of ``algorithms``."""
     return ["sync" if str(a).startswith("sync") else "async" for a in algorithms]
 
@@ -180,7 +180,7 @@ def _backing(pairs: pd.DataFrame, compute, max_workers, problems, protocols=None
     if problems and len(pairs):
         pairs = pairs[pairs["problem"].astype(str).isin(problems)]
     if protocols and len(pairs):
-        pairs = pairs[pd.Series(_protocol(pairs["algorithm"]), index=pairs.index).isin(protocols)]
+        pairs = pairs[pd.Series(protocol_of(pairs["algorithm"]), index=pairs.index).isin(protocols)]
     if engines and len(pairs):
         pairs = pairs[pairs["engine"].astype(str).isin(engines)]
     errs = pairs["percent_error"].abs().dropna() / 100.0
@@ -206,7 +206,7 @@ def clock_label(summary: pd.DataFrame, results_dir: str | Path | None) -> str:
     if results_dir is None:
         return UNDER_COST_MODEL
     problems = sorted(set(sim["problem"].astype(str))) if "problem" in sim else []
-    protocols = sorted(set(_protocol(sim["algorithm"]))) if "algorithm" in sim else None
+    protocols = sorted(set(protocol_of(sim["algorithm"]))) if "algorithm" in sim else None
     engines = sorted(set(sim["transport"].fillna("shared_memory").astype(str))) if "transport" in sim else None
     pairs = _validation_pairs(results_dir)
     if pairs.empty:

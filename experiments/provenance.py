@@ -30,7 +30,8 @@ def git_commit(repo: Path = REPO) -> str:
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,
                              timeout=10, check=True).stdout.strip()
-        status = ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results", ":(exclude)results-*"]
+        status = ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results",
+                  ":(exclude)results-*"]
         dirty = subprocess.run(status, cwd=repo, capture_output=True, text=True, timeout=10).stdout.strip()
         return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):

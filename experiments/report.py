@@ -5,6 +5,7 @@ Every verdict is computed here from the CSVs with the rule written beside it; no
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections import Counter
@@ -629,7 +630,7 @@ def section_model_validation(exp, summary, sp, paper, claims, hists=None, late=N
                "that waited for the gradient (async: update + idle overhead; sync: that + (P - 1) overheads; a "
                "saturated async master is charged update + overhead)" if "master us" in df else "") + ".\n")
     if len(clean):
-        by = clean.assign(protocol=["sync" if a.startswith("sync") else "async" for a in clean["algorithm"]],
+        by = clean.assign(protocol=C.protocol_of(clean["algorithm"]),
                           abs_err=clean["percent_error"].abs())
         g = (by.groupby(["setting", "protocol", "engine"], sort=True)
              .agg(rows=("abs_err", "size"), workers=("workers", lambda w: f"{int(w.min())}-{int(w.max())}"),
@@ -781,8 +782,9 @@ def _scale(summary: pd.DataFrame) -> str:
         one = summary[summary["algorithm"].isin(["apam", "async_sgd", "sync_amsgrad"])]
         n = (pd.to_numeric(one["updates"], errors="coerce") * pd.to_numeric(one["batch_size"], errors="coerce")
              / pd.to_numeric(one["epochs"], errors="coerce").where(lambda e: e > 0)).dropna()
-        lo, hi = (f"{v:,.0f}" for v in (n.min(), n.max())) if len(n) else ("", "")
-        per_epoch = f" (about {lo if lo == hi else f'{lo}-{hi}'} training examples an epoch)" if len(n) else ""
+        if len(n):
+            lo, hi = (f"{v:,.0f}" for v in (n.min(), n.max()))
+            per_epoch = f" (about {lo if lo == hi else f'{lo}-{hi}'} training examples an epoch)"
     return (f"Runs here: {span('epochs')} epochs{per_epoch}, {span('updates', '{:.0f}')} updates, batch "
             f"{span('batch_size', '{:.0f}')}, workers {span('workers', '{:.0f}')}, seeds "
             f"{summary['seed'].nunique()}, clocks {', '.join(sorted(summary['clock'].astype(str).unique()))}.")
@@ -980,6 +982,7 @@ def write_report(results_dir: Path, profile: str, statuses: dict) -> Path:
                         + md_table(paper[["problem", "algorithm", "workers", "metric", "value", "unit"]]) +
                         "\n</details>\n")
         if claims:
+            @functools.cache  # one label per problem (each reads model_validation's pairs)
             def clock_tag(problem, summary=summary, exp_dir=results_dir):  # the clock label of one problem's runs
                 return C.clock_label(summary if problem is None else summary[summary["problem"] == problem], exp_dir)
             body.append("\n| claim | verdict | evidence |\n|---|---|---|")
