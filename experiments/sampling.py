@@ -26,24 +26,32 @@ class BatchStream:
         self.num_train = int(num_train)
         self.batch_size = int(batch_size)
         self._gen = torch.Generator().manual_seed(int(seed))
-        self._perm = torch.randperm(self.num_train, generator=self._gen)
-        self._pos = 0
+        self._new_epoch()
         self.samples = 0  # samples handed out so far
+
+    def _new_epoch(self) -> None:
+        # the permutation is drawn by torch (the seeded sequence); batches are sliced from its numpy view, which is
+        # cheaper than slicing the tensor (1.3 us against 3.4 us a batch: a worker's hand-off path draws one each)
+        self._perm = torch.randperm(self.num_train, generator=self._gen).numpy()
+        self._pos = 0
 
     def next(self, batch_size: int | None = None) -> torch.Tensor:
         """Return the next minibatch: an int64 tensor of shape (batch_size,) with indices in [0, num_train)."""
         b = self.batch_size if batch_size is None else int(batch_size)
+        self.samples += b
+        pos = self._pos
+        if pos + b < self.num_train:  # the common case: inside the current permutation
+            self._pos = pos + b
+            return torch.from_numpy(self._perm[pos:pos + b])
         parts = []
         need = b
         while need > 0:
             take = min(need, self.num_train - self._pos)
-            parts.append(self._perm[self._pos:self._pos + take])
+            parts.append(torch.from_numpy(self._perm[self._pos:self._pos + take]))
             self._pos += take
             need -= take
             if self._pos == self.num_train:
-                self._perm = torch.randperm(self.num_train, generator=self._gen)
-                self._pos = 0
-        self.samples += b
+                self._new_epoch()
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 

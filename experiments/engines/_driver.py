@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from experiments.engines import EngineResult, warmup_updates
 from experiments.engines.emulation import LATE, OVERRAN, log_arrival
@@ -42,10 +42,11 @@ from experiments.master import Master
 from experiments.recorder import Diverged
 
 
-@dataclass(frozen=True)
-class Arrival:
+class Arrival(NamedTuple):
     """Worker ``worker`` delivered a gradient computed at master version ``version``; ``loss``: its minibatch loss.
-    The gradient itself is ``transport.gradient(worker)`` (valid until the next ``issue`` to that worker)."""
+    The gradient itself is ``transport.gradient(worker)`` (valid until the next ``issue`` to that worker).
+    A NamedTuple (immutable): one is made per gradient on the master's critical path, 0.3 us against 1.4 us for a
+    frozen dataclass."""
 
     worker: int
     version: int
@@ -55,8 +56,7 @@ class Arrival:
     timing: int = 0              # timing code (emulation.ON_TIME, OVERRAN: computation over its target, LATE wake-up)
 
 
-@dataclass(frozen=True)
-class Lost:
+class Lost(NamedTuple):
     """Worker ``worker`` is gone (its process died, its connection broke, or it stayed silent); ``reason`` says how."""
 
     worker: int
