@@ -57,6 +57,7 @@ sys.path.insert(0, str(REPO))
 
 from algorithms import build_rule  # noqa: E402
 from experiments.engines import distributed, shared_memory  # noqa: E402
+from experiments.engines._proc import cpu_times  # noqa: E402
 from experiments.recorder import Recorder  # noqa: E402
 
 ENGINES = {"shared_memory": shared_memory, "distributed": distributed}
@@ -195,15 +196,6 @@ def rule_step_fn(d: int, rule=None):
     return step
 
 
-def _cpu_times() -> tuple[int, int] | None:
-    try:
-        with open("/proc/stat") as f:
-            vals = [int(v) for v in f.readline().split()[1:]]
-    except OSError:
-        return None
-    return vals[3] + vals[4], sum(vals)  # idle + iowait, total
-
-
 def wait_for_idle(max_wait_s: float, idle_frac: float = 0.9, window_s: float = 1.0) -> float:
     """Wait (at most ``max_wait_s``) until the machine's CPUs were >= ``idle_frac`` idle over ``window_s``: other
     people's jobs on a shared machine would otherwise be measured too. Returns the last idle fraction seen (1.0
@@ -212,11 +204,11 @@ def wait_for_idle(max_wait_s: float, idle_frac: float = 0.9, window_s: float = 1
 
     deadline = time.monotonic() + max_wait_s
     while True:
-        a = _cpu_times()
+        a = cpu_times()
         if a is None:
             return 1.0
         time.sleep(window_s)
-        b = _cpu_times()
+        b = cpu_times()
         idle = (b[0] - a[0]) / max(1, b[1] - a[1])
         if idle >= idle_frac or time.monotonic() >= deadline:
             return round(idle, 3)

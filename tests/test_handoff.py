@@ -113,6 +113,30 @@ def test_auto_spins_only_when_every_process_has_a_core(monkeypatch):
         shared_memory.choose_handoff("fast", _specs([(0,)]))
 
 
+def test_auto_reads_the_load_of_the_last_tenth_of_a_second(monkeypatch):
+    """Without ``load``, auto measures the CPUs' busy time over 0.1 s (/proc/stat), not the 1-minute load average
+    that still counts the previous run's workers."""
+    from experiments.engines import _proc
+
+    samples = iter([(100, 200), (130, 240)])  # (idle + iowait, total) jiffies: 30 of 40 idle over the window
+    monkeypatch.setattr(_proc, "cpu_times", lambda: next(samples))
+    monkeypatch.setattr(_proc.os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(_proc.time, "sleep", lambda s: None)
+    assert _proc.busy_cpus() == pytest.approx(1.0)  # a quarter of 4 CPUs busy
+    monkeypatch.setattr(_proc, "cpu_times", lambda: None)
+    assert _proc.busy_cpus() is None  # no /proc/stat: the caller falls back to the load average
+
+    monkeypatch.setattr(shared_memory, "spin_allowed", lambda: True)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(os, "getloadavg", lambda: (5.0, 5.0, 5.0), raising=False)  # a busy past minute
+    monkeypatch.setattr(shared_memory, "busy_cpus", lambda: 0.2)
+    assert shared_memory.choose_handoff("auto", _specs([(0,)])) == "spin"  # quiet now: the past minute is ignored
+    monkeypatch.setattr(shared_memory, "busy_cpus", lambda: 1.4)
+    assert shared_memory.choose_handoff("auto", _specs([(0,)])) == "block"
+    monkeypatch.setattr(shared_memory, "busy_cpus", lambda: None)
+    assert shared_memory.choose_handoff("auto", _specs([(0,)])) == "block"  # fallback: the load average, 5
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("handoff", ["spin", "block"])
 def test_a_run_records_its_handoff_and_matches_the_other_mode(tmp_path, handoff):

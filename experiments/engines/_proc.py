@@ -89,6 +89,33 @@ def worker_cpus(workers: int, threads: int, enabled: bool = True) -> list[tuple[
     return [tuple(allowed[w * t:(w + 1) * t]) for w in range(workers)]
 
 
+def cpu_times() -> tuple[int, int] | None:
+    """(idle + iowait, total) jiffies of all CPUs since boot, from the first line of /proc/stat; None where there is
+    no /proc/stat (not Linux)."""
+    try:
+        with open("/proc/stat") as f:
+            vals = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return vals[3] + vals[4], sum(vals)
+
+
+def busy_cpus(window_s: float = 0.1) -> float | None:
+    """How many CPUs' worth of work the machine did over the next ``window_s`` seconds (this process sleeps
+    meanwhile): (1 - idle fraction) x the CPUs of /proc/stat. None where /proc/stat is missing. Unlike the 1-minute
+    load average it forgets a finished run at once (our own previous run's spinning workers kept the load average
+    above 1 for a minute after they ended, so the next P = 1 run of a sweep blocked)."""
+    a = cpu_times()
+    if a is None:
+        return None
+    time.sleep(window_s)
+    b = cpu_times()
+    total = b[1] - a[1]
+    if total <= 0:
+        return 0.0
+    return (1.0 - (b[0] - a[0]) / total) * (os.cpu_count() or 1)
+
+
 @dataclass(frozen=True)
 class WorkerSpec:
     """What one worker process needs besides the problem: its id, minibatch size, stream seed, math threads, the

@@ -78,7 +78,7 @@ import torch
 
 from experiments.engines._driver import Arrival, Lost, drive
 from experiments.engines.emulation import with_emulation, worker_emulator
-from experiments.engines._proc import (WorkerSpec, _Fd, await_ready, deliver, describe_exit, load_problem,
+from experiments.engines._proc import (WorkerSpec, _Fd, await_ready, busy_cpus, deliver, describe_exit, load_problem,
                                        process_context, reap, receive, report_worker_error,
                                        sigterm_as_interrupt, split_problem,
                                        worker_batches, worker_process_setup)
@@ -187,8 +187,10 @@ def choose_handoff(setting: str, specs: list[WorkerSpec], load: float | None = N
     """``engine.handoff`` resolved to ``spin`` or ``block`` for this run.
 
     ``auto``: spin when every worker is pinned to CPUs of its own (:func:`experiments.engines._proc.worker_cpus`),
-    at least one allowed CPU is left for the master, the machine's other work leaves those CPUs free (``load``, the
-    1-minute load average, default ``os.getloadavg()``, below the number of CPUs left for the master), and the CPU
+    at least one allowed CPU is left for the master, the machine's other work leaves those CPUs free (``load``: the
+    CPUs' worth of work the machine is doing, by default measured over 0.1 s before the workers start,
+    :func:`experiments.engines._proc.busy_cpus`, else the 1-minute load average; below the number of CPUs left for
+    the master), and the CPU
     orders memory strongly enough (:func:`spin_allowed`); block at once otherwise: processes (ours or other
     people's) would outnumber cores, and a spinning process would take the core from the one it waits for (on our
     2-core machine under a load of about 10, spinning made a P = 1 round trip 2.7x slower than blocking).
@@ -206,6 +208,8 @@ def choose_handoff(setting: str, specs: list[WorkerSpec], load: float | None = N
     if not spin_allowed() or any(s.cpus is None for s in specs) or not hasattr(os, "sched_getaffinity"):
         return "block"
     free = len(set(os.sched_getaffinity(0)) - {c for s in specs for c in s.cpus})
+    if load is None:
+        load = busy_cpus()
     if load is None:
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     return "spin" if free >= 1 and load < free else "block"
