@@ -204,6 +204,7 @@ def validate(cfg) -> None:
         _positive(cfg, "engine.snapshot_mb", allow_none=True)
         _require(e.fault.get("mode", "kill") in ("kill", "hang"), "engine.fault.mode", e.fault.get("mode"),
                  "must be kill or hang")
+        _require(isinstance(e.get("colocate", False), bool), "engine.colocate", e.get("colocate"), "must be true or false")
         _require(e.get("start_method", "spawn") in ("spawn", "forkserver"), "engine.start_method",
                  e.get("start_method"), "must be spawn or forkserver")
         kw = e.fault.kill_worker

@@ -157,3 +157,39 @@ def test_a_run_records_its_handoff_and_matches_the_other_mode(tmp_path, handoff)
         assert result.status == "ok" and result.updates == 200 and result.handoff == mode
         results[mode] = rec.rows[-1]["train_loss"]
     assert results[handoff] == results["block"]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux-only")
+@pytest.mark.parametrize("handoff", ["spin", "block"])
+@pytest.mark.parametrize("colocate", [True, False])
+def test_a_blocking_p1_master_runs_beside_its_worker(tmp_path, monkeypatch, handoff, colocate):
+    """P = 1, blocking, ``engine.colocate=true``: the master runs on its worker's CPU for the run (one CPU's worth of
+    strictly alternating work; a same-CPU wake-up is a context switch, not an inter-processor interrupt) and gets its
+    affinity back after. Spinning needs the two on different CPUs, and colocate=false (the default) keeps them
+    apart: nothing changes there."""
+    if handoff == "spin" and not shared_memory.spin_allowed():
+        pytest.skip("spinning needs x86-64")
+    from algorithms import build_rule
+
+    worker_cpu = worker_cpus(1, 1)[0]
+    if worker_cpu is None:
+        pytest.skip("no CPU to pin the worker to")
+    seen, real_drive = [], shared_memory.drive
+
+    def drive(*args, **kw):
+        seen.append(os.sched_getaffinity(0))
+        return real_drive(*args, **kw)
+
+    monkeypatch.setattr(shared_memory, "drive", drive)
+    before = os.sched_getaffinity(0)
+    problem = QuadraticProblem()
+    cfg = compose_cfg([f"results_dir={tmp_path}", "engine=shared_memory", "++engine.start_method=forkserver",
+                       f"engine.handoff={handoff}", f"engine.colocate={str(colocate).lower()}", "workers=1",
+                       "updates=50", "batch_size=8", "eval_every=1e9"])
+    rec = Recorder(problem, {"run_id": "t"}, eval_every=cfg.eval_every, total_epochs=None, f_star=None, clock="wall",
+                   progress=False)
+    result = shared_memory.run(problem, build_rule("amsgrad", variant="torch", lr=0.05), cfg, rec)
+    assert result.status == "ok" and result.handoff == handoff
+    assert seen == [set(worker_cpu) if handoff == "block" and colocate else before]
+    assert os.sched_getaffinity(0) == before

@@ -72,7 +72,7 @@ import select
 import struct
 import sys
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 
 import torch
 
@@ -213,6 +213,30 @@ def choose_handoff(setting: str, specs: list[WorkerSpec], load: float | None = N
     if load is None:
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     return "spin" if free >= 1 and load < free else "block"
+
+
+@contextmanager
+def master_beside(cpus: tuple[int, ...] | None):
+    """While inside, this process (the master) runs on ``cpus`` (the lone worker's); None, or no CPU affinity on
+    this OS: nothing changes. Restores the previous affinity on the way out. Used by :func:`run` at P = 1 with the
+    blocking hand-off when ``engine.colocate=true`` (off by default: the simulated clock's message latency is
+    calibrated by a blocking P = 1 run with master and worker on different CPUs, as they are at P >= 2, so a
+    co-located P = 1 run would be faster than its simulated twin).
+
+    Why: a blocking P = 1 run alternates strictly (the master updates while the worker waits, then the reverse), so
+    it needs one CPU, and on the same CPU a wake-up costs a context switch, while across CPUs it costs an
+    inter-processor interrupt, which a virtual machine pays dearly for: on our 2-core VM a blocking pipe round trip
+    between two processes took 6-10 us on one CPU against 75-100 us across two, and the engine's blocking P = 1
+    hand-off 51 us beside its worker against 392-535 us apart (benchmarks/bench_engines.py, ``handoff``)."""
+    if cpus is None or not hasattr(os, "sched_setaffinity"):
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 class SharedMemoryTransport:
@@ -451,7 +475,9 @@ def run(problem, rule, cfg, recorder):
         try:
             transport = SharedMemoryTransport(problem, specs, x0, method, handoff)
             LAST_WORKER_PIDS[:] = transport.pids
-            result = drive(problem, rule, cfg, recorder, transport, worker_batches(cfg))
+            beside = handoff == "block" and P == 1 and bool(cfg.engine.get("colocate", False))
+            with master_beside(specs[0].cpus if beside else None):
+                result = drive(problem, rule, cfg, recorder, transport, worker_batches(cfg))
             result.handoff = handoff
             return result
         finally:
