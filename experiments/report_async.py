@@ -168,8 +168,7 @@ def section_async_methods_real(exp, summary: pd.DataFrame, sp, paper, claims: li
                    "inconclusive (every column had runs above the overrun flag: none could be counted)",
                    "; ".join(v[2] + (" (overruns: not counted)" if v[1] else "") for v in verdicts)))
     if flagged:
-        out.append("\n**Flagged:** measured runs whose emulated gradients overran their target time (or woke up late "
-                   "beyond the calibrated wake-ups) on more than "
-                   f"{100 * OVERRUN_FLAG:.0f}% of gradients ({FLAG_MEANING}): "
+        out.append(f"\n**Flagged:** measured runs with more than {100 * OVERRUN_FLAG:.0f}% of their gradients off "
+                   f"target ({FLAG_MEANING}): "
                    + "; ".join(flagged) + ".\n")
     return "\n".join(out)
