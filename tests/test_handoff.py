@@ -119,21 +119,27 @@ def test_auto_reads_the_load_of_the_last_tenth_of_a_second(monkeypatch):
     from experiments.engines import _proc
 
     samples = iter([(100, 200), (130, 240)])  # (idle + iowait, total) jiffies: 30 of 40 idle over the window
-    monkeypatch.setattr(_proc, "cpu_times", lambda: next(samples))
+    asked = []
+    monkeypatch.setattr(_proc, "cpu_times", lambda cpus=None: (asked.append(cpus), next(samples))[1])
     monkeypatch.setattr(_proc.os, "cpu_count", lambda: 4)
     monkeypatch.setattr(_proc.time, "sleep", lambda s: None)
     assert _proc.busy_cpus() == pytest.approx(1.0)  # a quarter of 4 CPUs busy
-    monkeypatch.setattr(_proc, "cpu_times", lambda: None)
+    samples = iter([(100, 200), (130, 240)])
+    assert _proc.busy_cpus({2, 3}) == pytest.approx(0.5)  # a quarter of the 2 CPUs asked about
+    assert asked == [None, None, {2, 3}, {2, 3}]
+    monkeypatch.setattr(_proc, "cpu_times", lambda cpus=None: None)
     assert _proc.busy_cpus() is None  # no /proc/stat: the caller falls back to the load average
 
     monkeypatch.setattr(shared_memory, "spin_allowed", lambda: True)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     monkeypatch.setattr(os, "getloadavg", lambda: (5.0, 5.0, 5.0), raising=False)  # a busy past minute
-    monkeypatch.setattr(shared_memory, "busy_cpus", lambda: 0.2)
+    measured = []
+    monkeypatch.setattr(shared_memory, "busy_cpus", lambda cpus: (measured.append(cpus), 0.2)[1])
     assert shared_memory.choose_handoff("auto", _specs([(0,)])) == "spin"  # quiet now: the past minute is ignored
-    monkeypatch.setattr(shared_memory, "busy_cpus", lambda: 1.4)
-    assert shared_memory.choose_handoff("auto", _specs([(0,)])) == "block"
-    monkeypatch.setattr(shared_memory, "busy_cpus", lambda: None)
+    assert measured == [{1}]  # the CPU left for the master, not the worker's
+    monkeypatch.setattr(shared_memory, "busy_cpus", lambda cpus: 1.0)
+    assert shared_memory.choose_handoff("auto", _specs([(0,)])) == "block"  # another job holds CPU 1
+    monkeypatch.setattr(shared_memory, "busy_cpus", lambda cpus: None)
     assert shared_memory.choose_handoff("auto", _specs([(0,)])) == "block"  # fallback: the load average, 5
 
 

@@ -89,31 +89,41 @@ def worker_cpus(workers: int, threads: int, enabled: bool = True) -> list[tuple[
     return [tuple(allowed[w * t:(w + 1) * t]) for w in range(workers)]
 
 
-def cpu_times() -> tuple[int, int] | None:
-    """(idle + iowait, total) jiffies of all CPUs since boot, from the first line of /proc/stat; None where there is
-    no /proc/stat (not Linux)."""
+def cpu_times(cpus=None) -> tuple[int, int] | None:
+    """(idle + iowait, total) jiffies since boot of all CPUs (the ``cpu`` line of /proc/stat) or, given ``cpus``
+    (CPU numbers), summed over their ``cpuN`` lines; None where there is no /proc/stat (not Linux)."""
+    names = None if cpus is None else {f"cpu{c}" for c in cpus}
+    idle = total = 0
     try:
         with open("/proc/stat") as f:
-            vals = [int(v) for v in f.readline().split()[1:]]
-    except (OSError, ValueError):
+            for line in f:
+                if not line.startswith("cpu"):
+                    break
+                name, *vals = line.split()
+                if (name == "cpu") if names is None else (name in names):
+                    vals = [int(v) for v in vals]
+                    idle, total = idle + vals[3] + vals[4], total + sum(vals)
+    except (OSError, ValueError, IndexError):
         return None
-    return vals[3] + vals[4], sum(vals)
+    return idle, total
 
 
-def busy_cpus(window_s: float = 0.1) -> float | None:
-    """How many CPUs' worth of work the machine did over the next ``window_s`` seconds (this process sleeps
-    meanwhile): (1 - idle fraction) x the CPUs of /proc/stat. None where /proc/stat is missing. Unlike the 1-minute
-    load average it forgets a finished run at once (our own previous run's spinning workers kept the load average
-    above 1 for a minute after they ended, so the next P = 1 run of a sweep blocked)."""
-    a = cpu_times()
-    if a is None:
+def busy_cpus(cpus=None, window_s: float = 0.1) -> float | None:
+    """How many CPUs' worth of work ``cpus`` (CPU numbers; None: the whole machine) did over the next ``window_s``
+    seconds, this process sleeping meanwhile: (1 - their idle fraction) x their number. None where /proc/stat is
+    missing. Unlike the 1-minute load average it forgets a finished run at once (our own previous run's spinning
+    workers kept the load average above 1 for a minute after they ended, so the next P = 1 run of a sweep blocked),
+    and it counts only the CPUs asked about, not the whole host."""
+    n = len(cpus) if cpus is not None else (os.cpu_count() or 1)
+    a = cpu_times(cpus)
+    if a is None or n == 0:
         return None
     time.sleep(window_s)
-    b = cpu_times()
+    b = cpu_times(cpus)
     total = b[1] - a[1]
     if total <= 0:
         return 0.0
-    return (1.0 - (b[0] - a[0]) / total) * (os.cpu_count() or 1)
+    return (1.0 - (b[0] - a[0]) / total) * n
 
 
 @dataclass(frozen=True)

@@ -188,9 +188,9 @@ def choose_handoff(setting: str, specs: list[WorkerSpec], load: float | None = N
 
     ``auto``: spin when every worker is pinned to CPUs of its own (:func:`experiments.engines._proc.worker_cpus`),
     at least one allowed CPU is left for the master, the machine's other work leaves those CPUs free (``load``: the
-    CPUs' worth of work the machine is doing, by default measured over 0.1 s before the workers start,
-    :func:`experiments.engines._proc.busy_cpus`, else the 1-minute load average; below the number of CPUs left for
-    the master), and the CPU
+    CPUs' worth of work done on the CPUs left for the master, by default measured over 0.1 s before the workers
+    start, :func:`experiments.engines._proc.busy_cpus`, else the machine's 1-minute load average; below the number
+    of those CPUs), and the CPU
     orders memory strongly enough (:func:`spin_allowed`); block at once otherwise: processes (ours or other
     people's) would outnumber cores, and a spinning process would take the core from the one it waits for (on our
     2-core machine under a load of about 10, spinning made a P = 1 round trip 2.7x slower than blocking).
@@ -207,9 +207,10 @@ def choose_handoff(setting: str, specs: list[WorkerSpec], load: float | None = N
         return setting
     if not spin_allowed() or any(s.cpus is None for s in specs) or not hasattr(os, "sched_getaffinity"):
         return "block"
-    free = len(set(os.sched_getaffinity(0)) - {c for s in specs for c in s.cpus})
-    if load is None:
-        load = busy_cpus()
+    free_cpus = set(os.sched_getaffinity(0)) - {c for s in specs for c in s.cpus}
+    free = len(free_cpus)
+    if load is None and free:
+        load = busy_cpus(free_cpus)
     if load is None:
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     return "spin" if free >= 1 and load < free else "block"
