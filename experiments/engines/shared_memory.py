@@ -21,7 +21,7 @@ worker's wake-up fd. A worker serves a request when it sees the sequence number 
 and the master polls the reply pipes without sleeping for up to SPIN_S before it blocks: no cross-core wake-up of
 a sleeping process on the critical path, a few microseconds per hand-off (benchmarks/bench_engines.py). ``block``:
 both sides block at once. ``auto`` spins only when every worker is pinned to its own CPUs, one is left for the
-master, and the machine's load average says nobody else needs it; when processes (ours or others') outnumber
+master, and that CPU was idle over the last 0.1 s (nobody else needs it); when processes (ours or others') outnumber
 cores, a spinning process would hold the very core its peer needs.
 Replies: blocking, a worker reports ``(version, loss, compute_s, target_s, timing code)`` on its pipe. Spinning, it
 writes them into its row of the shared ``replies`` block (one ``struct.pack_into``; a cache line per worker), then
@@ -228,7 +228,8 @@ def master_beside(cpus: tuple[int, ...] | None):
     it needs one CPU, and on the same CPU a wake-up costs a context switch, while across CPUs it costs an
     inter-processor interrupt, which a virtual machine pays dearly for: on our 2-core VM a blocking pipe round trip
     between two processes took 6-10 us on one CPU against 75-100 us across two, and the engine's blocking P = 1
-    hand-off 51 us beside its worker against 392-535 us apart (benchmarks/bench_engines.py, ``handoff``)."""
+    hand-off 79 us beside its worker against 460 us apart, in the same hour (benchmarks/bench_engines.py,
+    ``handoff``: ``block_beside`` and ``block``)."""
     if cpus is None or not hasattr(os, "sched_setaffinity"):
         yield
         return
