@@ -114,6 +114,25 @@ class Master:
         self._apply(mean, 0, None)
         return True
 
+    def receive_round(self, g: torch.Tensor, read_version: int) -> bool:
+        """A whole sync round at once: ``g`` is the mean of the round's ``workers`` gradients, all computed at
+        ``read_version`` (:meth:`problems.base.Problem.loss_grad_mean`). Counts as one gradient from each worker
+        (staleness 0) and applies one update, as ``workers`` calls of :meth:`receive` would; returns True.
+
+        Raises ValueError with the async protocol, when a round is partly collected, or when ``read_version`` is
+        not the current version."""
+        if self.protocol != "sync":
+            raise ValueError("receive_round is the sync protocol's; async gradients go through receive")
+        if self._round_count:
+            raise ValueError(f"receive_round with {self._round_count} gradients of the round already received")
+        if read_version != self.version:
+            raise ValueError(f"sync gradient computed at version {read_version}, master is at {self.version}")
+        self.gradients += self.workers
+        for w in range(self.workers):
+            self._tau_count[w] += 1
+        self._apply(g, 0, None)
+        return True
+
     def set_round_size(self, workers: int) -> None:
         """Shrink the sync round after a worker is lost (async ignores it). Applies the round if already complete."""
         self.workers = max(1, int(workers))

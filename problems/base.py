@@ -87,6 +87,31 @@ class Problem(abc.ABC):
         """(f_star, x_star) of the full training loss when it is known (convex problems); None otherwise."""
         return None
 
+    #: True when a minibatch's mean loss is the plain mean of per-example terms (no batch statistics), so that a sync
+    #: round's groups may be computed as one weighted minibatch (:meth:`loss_grad_mean`).
+    batch_separable: bool = False
+
+    def loss_grad_mean(self, x: torch.Tensor, groups: Sequence) -> tuple[float, torch.Tensor]:
+        """A sync round at one point: the mean over P groups of their minibatch mean losses and of their gradients,
+        (1/P) sum_w loss_grad(x, groups[w]) (APAM.md §1, sync AMSGrad: worker w computes at x on its minibatch
+        groups[w], the master averages the P gradients).
+
+        x: (dim,) tensor; groups: non-empty sequence of P int64 index arrays (sizes may differ by worker).
+        Returns (mean of the P minibatch losses: float, a new (dim,) gradient tensor).
+        This default computes the P gradients one by one and sums them in worker order, then divides by P: the
+        arithmetic of :class:`experiments.master.Master`'s sync round, bit for bit. Subclasses with
+        ``batch_separable`` may compute it in one weighted pass (equal to float32 rounding).
+        Raises ValueError for an empty ``groups`` or indices outside [0, num_train).
+        """
+        if len(groups) == 0:
+            raise ValueError("loss_grad_mean needs at least one group")
+        loss_sum, g = 0.0, None
+        for idx in groups:
+            loss, gw = self.loss_grad(x, idx)
+            loss_sum += loss
+            g = gw if g is None else g.add_(gw)
+        return loss_sum / len(groups), (g if len(groups) == 1 else g.div_(len(groups)))
+
     def grad_many(self, xs: Sequence[torch.Tensor], idx_list: Sequence) -> list[tuple[float, torch.Tensor]]:
         """Gradients at several points, one minibatch each: [loss_grad(x, idx) for x, idx in zip(xs, idx_list)].
 

@@ -182,6 +182,7 @@ class CNNProblem(Problem):
         # channels-last only without batch normalization: batch statistics of small batches amplify the rounding
         # differences of the reordered convolution sums (ResNet18 at batch 4: 7e-4 absolute on the gradient)
         self.channels_last = not any(isinstance(m, nn.modules.batchnorm._NormBase) for m in template.modules())
+        self.batch_separable = self.channels_last  # no batch statistics: a minibatch's loss is a mean over examples
         bad = _stateful_modules(template)
         if bad:
             raise ValueError(f"model {type(template).__name__} keeps state outside its parameters: {', '.join(bad)}")
@@ -282,19 +283,48 @@ class CNNProblem(Problem):
         agree to float32 rounding (the convolution kernels sum in another order), not bit for bit.
         """
         self._check_x(x)
-        i = as_index_tensor(idx, self._train_x.shape[0], self.device)  # the images held (see problems/timing.py)
+        return self._loss_grad(x, as_index_tensor(idx, self._train_x.shape[0], self.device))
+
+    def loss_grad_mean(self, x: torch.Tensor, groups) -> tuple[float, torch.Tensor]:
+        """A sync round's mean (:meth:`problems.base.Problem.loss_grad_mean`) in one forward and backward pass over
+        the P groups together, each example weighted 1 / (P b_w) (b_w: its group's size), when the model is
+        ``batch_separable`` (no batch normalization); with equal groups this is exactly ``loss_grad`` of their
+        concatenation. With batch normalization each group is its own minibatch (the default loop).
+        LeNet5, batch 40 split over 20 workers: one batch-40 pass instead of 20 batch-2 passes (about 6x faster)."""
+        if not self.batch_separable or len(groups) == 1:
+            return super().loss_grad_mean(x, groups)
+        self._check_x(x)
+        num = self._train_x.shape[0]
+        idx = [as_index_tensor(g, num, self.device) for g in groups]
+        sizes = [int(i.numel()) for i in idx]
+        if len(set(sizes)) == 1:
+            return self._loss_grad(x, torch.cat(idx))
+        weights = torch.cat([torch.full((b,), 1.0 / (len(sizes) * b), dtype=self._train_x.dtype, device=self.device)
+                             for b in sizes])
+        return self._loss_grad(x, torch.cat(idx), weights)
+
+    def _loss_grad(self, x: torch.Tensor, i: torch.Tensor, weights: torch.Tensor | None = None
+                   ) -> tuple[float, torch.Tensor]:
+        """Loss and gradient at x over the checked indices i: the mean cross entropy, or with ``weights`` ((B,),
+        summing to 1) the weighted sum of the per-example cross entropies."""
         images, labels = self._train_x.index_select(0, i), self._train_y.index_select(0, i)
+
+        def criterion(logits: torch.Tensor) -> torch.Tensor:
+            if weights is None:
+                return F.cross_entropy(logits, labels)
+            return F.cross_entropy(logits, labels, reduction="none") @ weights
+
         if self.grad_path == "functional":
             with torch.enable_grad():
                 flat = x.detach().requires_grad_(True)
-                loss = F.cross_entropy(self.forward(flat, images), labels)
+                loss = criterion(self.forward(flat, images))
                 (g,) = torch.autograd.grad(loss, flat)
             return float(loss.detach()), g
         module, params = self._module_loaded(x)
         if self.channels_last:
             images = images.contiguous(memory_format=torch.channels_last)
         with torch.enable_grad():
-            loss = F.cross_entropy(module(images), labels)
+            loss = criterion(module(images))
             grads = torch.autograd.grad(loss, params)
         return float(loss.detach()), torch.cat([g.reshape(-1) for g in grads])
 

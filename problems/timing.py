@@ -49,6 +49,7 @@ class TimingOnlyCNN(CNNProblem):
             raise ValueError(f"num_train={num_train}: must be >= 1")
         self.pool_size = int(pool_x.shape[0])
         self.num_train = int(num_train)
+        self.batch_separable = False  # a sync round goes through loss_grad (free), never the real weighted pass
 
     def timed_loss_grad(self, x: torch.Tensor, idx) -> tuple[float, torch.Tensor]:
         """The real minibatch loss and gradient (the net's true cost), on pool images ``idx mod pool size``."""

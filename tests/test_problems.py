@@ -335,6 +335,49 @@ def test_cnn_flat_gradient_equals_module_autograd(factory, shape):
     assert l2_ == loss and torch.equal(g2, g)
 
 
+@pytest.mark.parametrize("grad_path", ["module", "functional"])
+def test_cnn_sync_round_mean_in_one_pass(grad_path):
+    """loss_grad_mean (a sync round: the mean of P workers' minibatch gradients at one x) against the default loop
+    of P loss_grad calls: equal groups give exactly loss_grad of their concatenation, unequal ones (batch 10 over 4
+    workers: 3, 3, 2, 2) the per-group weighting, both equal to the loop to float32 rounding."""
+    from problems.base import Problem
+
+    xtr, ytr = _images(20, 1, 28)
+    p = CNNProblem(LeNet5, xtr, ytr, xtr[:4], ytr[:4], grad_path=grad_path)
+    assert p.batch_separable
+    x = p.init_params(0)
+    perm = torch.randperm(20, generator=torch.Generator().manual_seed(1))
+    for sizes in ([5, 5], [3, 3, 2, 2], [2, 1, 1]):
+        groups = list(torch.split(perm[:sum(sizes)], sizes))
+        loss, g = p.loss_grad_mean(x, groups)
+        ref_loss, ref_g = Problem.loss_grad_mean(p, x, groups)
+        assert loss == pytest.approx(ref_loss, rel=1e-6)
+        torch.testing.assert_close(g, ref_g, rtol=1e-5, atol=1e-7)
+        if len(set(sizes)) == 1:
+            cat_loss, cat_g = p.loss_grad(x, torch.cat(groups))
+            assert loss == cat_loss and torch.equal(g, cat_g)
+    # the loop itself: P loss_grad calls summed in worker order, then / P (the master's sync arithmetic)
+    (l0, g0), (l1, g1) = p.loss_grad(x, perm[:3]), p.loss_grad(x, perm[3:5])
+    loss, g = Problem.loss_grad_mean(p, x, [perm[:3], perm[3:5]])
+    assert loss == (l0 + l1) / 2 and torch.equal(g, (g0 + g1) / 2)
+    with pytest.raises(ValueError, match="outside the training set"):
+        p.loss_grad_mean(x, [perm[:2], torch.tensor([20])])
+
+
+def test_cnn_with_batch_norm_keeps_each_workers_minibatch_apart():
+    """AllCNN normalizes with batch statistics: its sync round mean is the loop over the workers' own minibatches,
+    which differs from one pass over their union."""
+    xtr, ytr = _images(8, 3, 16)
+    p = CNNProblem(functools.partial(AllCNN, 3), xtr, ytr, xtr[:2], ytr[:2])
+    assert not p.batch_separable
+    x = p.init_params(0)
+    groups = [torch.tensor([0, 1]), torch.tensor([2, 3])]
+    (l0, g0), (l1, g1) = p.loss_grad(x, groups[0]), p.loss_grad(x, groups[1])
+    loss, g = p.loss_grad_mean(x, groups)
+    assert loss == (l0 + l1) / 2 and torch.equal(g, (g0 + g1) / 2)
+    assert not torch.allclose(g, p.loss_grad(x, torch.arange(4))[1], rtol=1e-3, atol=1e-5)
+
+
 def test_resnet18_cifar_gradient_equals_module_autograd():
     xtr, ytr = _images(6, 3, 8)
     p = CNNProblem(resnet18_cifar, xtr, ytr, xtr[:2], ytr[:2])

@@ -24,7 +24,9 @@ newest iterates when the gradient is applied (so it is computed then, in arrival
 follows the event queue above.
 
 Sync protocol (sync AMSGrad). Each round all P workers compute at the same iterate (global batch split across
-them, or a full batch each: ``algorithm.sync_batch``); a round costs ``latency + slowest + latency + overhead_idle
+them, or a full batch each: ``algorithm.sync_batch``), so the round's mean gradient is computed in one call
+(``problem.loss_grad_mean``: for a model without batch statistics one pass over the P minibatches together); a round
+costs ``latency + slowest + latency + overhead_idle
 + (P - 1) overhead + update`` -- with P = 1 exactly one async update, as on the real engines.
 
 Emulated compute (``engine.compute=emulated``: the twin of a run on a real engine whose workers wait for targets):
@@ -41,6 +43,7 @@ Memory: one gradient per in-flight worker (timing), or a ring of max_delay + 1 i
 """
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 
@@ -49,6 +52,7 @@ from experiments.delays import ArtificialDelay, IterateRing, compute_times
 from experiments.engines import EngineResult, warmup_updates
 from experiments.master import Master
 from experiments.sampling import BatchStream, split_batch
+from problems.base import Problem
 
 ARTIFICIAL_DELAYS = ("none", "fixed", "uniform")
 
@@ -165,14 +169,16 @@ def _run_sync(problem, cfg, master, stream, batches, costs, times, recorder, eva
     """Sync rounds (see the module docstring). Returns (clock in seconds, samples applied)."""
     clock = 0.0
     P = len(batches)
+    # optional in the Problem interface (docs/INTERFACES.md): without it, the default loop of P loss_grad calls
+    round_mean = getattr(problem, "loss_grad_mean", None) or functools.partial(Problem.loss_grad_mean, problem)
     max_updates, max_samples = _limits(cfg, problem.num_train)
     while master.version < max_updates and stream.samples < max_samples:
         slowest = max(times.draw(w, costs.grad_s(batches[w])) for w in range(P))
-        version = master.version
-        for w in range(P):
-            loss, g = problem.loss_grad(master.x, stream.next(batches[w]))
-            recorder.check_loss(loss, stream.samples)
-            master.receive(g, version, worker=w)
+        # every worker computes at the round's iterate: the P gradients' mean in one call (one weighted pass where
+        # the problem allows it, problems.base.Problem.loss_grad_mean), the minibatches drawn in worker order
+        loss, g = round_mean(master.x, [stream.next(b) for b in batches])
+        recorder.check_loss(loss, stream.samples)
+        master.receive_round(g, master.version)
         clock += costs.sync_round_s(slowest, P)
         warm.updated(master.version, clock, stream.samples)
         if recorder.due(stream.samples):
