@@ -12,12 +12,13 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 # quick writes the committed reference results under results/; other profiles write beside it
 RESULTS ?= $(if $(filter quick,$(PROFILE)),results,results-$(PROFILE))
 FORCE ?= 0
+EXTENDED ?= 0
 PYTEST_ARGS ?=
 
 .PHONY: help venv lock data test test-all reproduce plots calibrate bench clean
 
 help:
-	@echo "make reproduce [PROFILE=smoke|quick|long|paper] [FORCE=1] [JOBS=N]   every experiment, figures, $(RESULTS)/REPORT.md"
+	@echo "make reproduce [PROFILE=smoke|quick|long|paper] [FORCE=1] [JOBS=N] [EXTENDED=1]   every experiment, figures, $(RESULTS)/REPORT.md"
 	@echo "make test                                              install what is missing, run the test suite"
 	@echo "make test-all                                          also the slow tests"
 	@echo "make lock [UPGRADE=1]                                  regenerate $(LOCK) from pyproject.toml (pip-compile)"
@@ -59,7 +60,7 @@ calibrate: $(STAMP) data
 	$(PY) -m experiments.calibrate --profile $(PROFILE) $(if $(filter 1,$(FORCE)),--force,)
 
 reproduce: $(STAMP) data
-	$(PY) -m experiments.reproduce --profile $(PROFILE) --results-dir $(RESULTS) --jobs $(JOBS) $(if $(filter 1,$(FORCE)),--force,)
+	$(PY) -m experiments.reproduce --profile $(PROFILE) --results-dir $(RESULTS) --jobs $(JOBS) $(if $(filter 1,$(FORCE)),--force,) $(if $(filter 1,$(EXTENDED)),--extended,)
 
 plots: $(STAMP)
 	$(PY) -m plots $(RESULTS) --paper-dir results/paper

@@ -105,9 +105,10 @@ def _absent(status: dict) -> str:
     """What a claim without runs, or an experiment without a summary, is called, by the experiment's status in
     reproduce_status.json: ``not runnable here`` only when its sweep ran or was skipped on this machine (missing data,
     a problem the machine cannot run); ``crashed`` when it crashed; ``not run yet`` when no ``make reproduce`` call of
-    this profile has finished it (a long profile part-way), so an unfinished sweep never reads as a limit."""
-    return {"ran": NOT_RUNNABLE, "skipped": NOT_RUNNABLE, "crashed": "crashed"}.get(status.get("status"),
-                                                                                   "not run yet")
+    this profile has finished it (a long profile part-way), so an unfinished sweep never reads as a limit;
+    ``left out`` when the profile runs it only on request (``EXTENDED=1``, experiments.reproduce.EXTENDED)."""
+    return {"ran": NOT_RUNNABLE, "skipped": NOT_RUNNABLE, "crashed": "crashed",
+            "left out": "left out (EXTENDED=1 runs it)"}.get(status.get("status"), "not run yet")
 
 
 CHANCE_MARGIN = 0.10  # accuracy claims need the best run this far above chance (1 / classes) to be decided

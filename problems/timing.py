@@ -49,7 +49,7 @@ class TimingOnlyCNN(CNNProblem):
             raise ValueError(f"num_train={num_train}: must be >= 1")
         self.pool_size = int(pool_x.shape[0])
         self.num_train = int(num_train)
-        self.batch_separable = False  # a sync round goes through loss_grad (free), never the real weighted pass
+        self.batch_separable = False  # the sync round below never takes CNNProblem's real weighted pass
 
     def timed_loss_grad(self, x: torch.Tensor, idx) -> tuple[float, torch.Tensor]:
         """The real minibatch loss and gradient (the net's true cost), on pool images ``idx mod pool size``."""
@@ -59,6 +59,13 @@ class TimingOnlyCNN(CNNProblem):
         """NaN loss and a zero (dim,) float32 gradient, at no cost (the engines' call)."""
         self._check_x(x)
         return math.nan, torch.zeros(self.dim, dtype=torch.float32, device=self.device)
+
+    def loss_grad_mean(self, x: torch.Tensor, groups) -> tuple[float, torch.Tensor]:
+        """A sync round's mean of free gradients: NaN loss and one zero (dim,) float32 gradient (not P of them, then
+        summed: at ResNet18's 11 M parameters each is a fresh 44 MB page-faulted allocation)."""
+        if len(groups) == 0:
+            raise ValueError("loss_grad_mean needs at least one group")
+        return self.loss_grad(x, groups[0])
 
     def evaluate(self, x: torch.Tensor) -> dict:
         """NaN for every metric: a timing-only problem learns nothing."""

@@ -556,6 +556,8 @@ def test_timing_only_cnn_times_the_real_gradient_and_hands_engines_a_free_one():
     x = p.init_params(0)
     loss, g = p.loss_grad(x, [0, 59999])
     assert math.isnan(loss) and g.shape == (61706,) and g.dtype == torch.float32 and not g.any()
+    loss, g = p.loss_grad_mean(x, [[0, 1], [2], [59999]])  # a sync round: still free, never the real weighted pass
+    assert math.isnan(loss) and g.shape == (61706,) and not g.any() and not p.batch_separable
     assert all(math.isnan(v) for v in p.evaluate(x).values())
     px, py = fake_images(32, (1, 28, 28), 10, seed=3)
     assert px.shape == (32, 1, 28, 28) and 0 <= float(px.min()) and float(px.max()) <= 1 and int(py.max()) < 10

@@ -1,5 +1,6 @@
 """``make reproduce``'s bookkeeping (experiments/reproduce.py, issue 15 items 1 and 10): a figure that cannot be drawn
 is named in reproduce_status.json and in the report; a call that reran nothing keeps the status file's timings."""
+import json
 import shutil
 
 import pytest
@@ -70,3 +71,30 @@ def test_an_unfinished_or_crashed_experiment_never_reads_as_not_runnable(tmp_pat
     assert "**Crashed:** exit code 1" in report and "**Not runnable here:** data/cifar10: not found" in report
     assert "**Not run yet:** not part of this call" in report
     assert "| tau_threshold_lenet5 | part-way (its sweep has not finished) |" in overview
+
+
+@pytest.mark.parametrize("flags", [[], ["--extended"]])
+def test_long_leaves_the_extended_experiments_out_unless_asked(tmp_path, monkeypatch, flags):
+    """PROFILE=long runs the paper's claims at scale (its 3-hour budget); EXTENDED=1 adds the beyond-paper experiments.
+    Left out, an experiment keeps the status of an earlier extended call, or reads "left out" in the report."""
+    ran = []
+    monkeypatch.setattr(reproduce, "run_experiment",
+                        lambda exp, *a, **k: ran.append(exp) or {"status": "skipped", "message": "stub", "wall_s": 0.0})
+    out = tmp_path / "res"
+    out.mkdir()
+    earlier = {"status": "ran", "message": "", "wall_s": 1716.0, "profile": "long"}
+    (out / "reproduce_status.json").write_text(json.dumps({"model_validation": earlier}))
+    assert reproduce.main(["--profile", "long", "--results-dir", str(out), "--jobs", "1", *flags]) == 0
+    extended = set(reproduce.EXTENDED["long"])
+    assert ran == (reproduce.EXPERIMENTS if flags else [e for e in reproduce.EXPERIMENTS if e not in extended])
+    statuses = json.loads((out / "reproduce_status.json").read_text())
+    if not flags:
+        assert statuses["model_validation"] == earlier
+        assert statuses["stragglers"]["status"] == "left out"
+        overview = (out / "REPORT.md").read_text().split("## Overview")[1].split("\n## ")[0]
+        assert "| stragglers | left out | 0 | left out (EXTENDED=1 runs it) |" in overview
+        assert "EXTENDED=1` runs it" in (out / "REPORT.md").read_text()
+    # quick has nothing to leave out
+    ran.clear()
+    assert reproduce.main(["--profile", "quick", "--results-dir", str(tmp_path / "q"), "--jobs", "1"]) == 0
+    assert ran == reproduce.EXPERIMENTS
