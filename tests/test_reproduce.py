@@ -75,7 +75,7 @@ def test_an_unfinished_or_crashed_experiment_never_reads_as_not_runnable(tmp_pat
 
 @pytest.mark.parametrize("flags", [[], ["--extended"]])
 def test_long_leaves_the_extended_experiments_out_unless_asked(tmp_path, monkeypatch, flags):
-    """PROFILE=long runs the paper's claims at scale (its 3-hour budget); EXTENDED=1 adds the beyond-paper experiments.
+    """PROFILE=long runs the paper's claims at scale (its 3-hour budget); EXTENDED=1 adds the rest.
     Left out, an experiment keeps the status of an earlier extended call, or reads "left out" in the report."""
     ran = []
     monkeypatch.setattr(reproduce, "run_experiment",
