@@ -27,7 +27,7 @@ CACHE_SUBDIR = "cache"
 
 
 def optimum_cache_dir(data_root: str | Path) -> Path:
-    """Where optima (f*, x*) are cached: `<data_root>/cache` (created when the first one is written)."""
+    """Where optima (f*, x*) are cached: `<data_root>/cache` (created when the first one is written); also parsed LIBSVM files (`libsvm/`)."""
     return Path(data_root) / CACHE_SUBDIR
 
 
@@ -91,7 +91,8 @@ def _libsvm_logreg(cfg, root: Path, device: torch.device) -> LogisticRegression:
     zero_based = _get(cfg, "zero_based", "auto")
     data = load_libsvm(path, n_features=_opt_int(cfg, "n_features"),
                        zero_based=zero_based if zero_based is not None else "auto",
-                       test_path=Path(str(test_path)) if test_path is not None else None)
+                       test_path=Path(str(test_path)) if test_path is not None else None,
+                       cache_dir=optimum_cache_dir(root))
     xtr, ytr = data.train_x, data.train_y
     max_train = _opt_int(cfg, "max_train")
     if max_train is not None:

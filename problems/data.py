@@ -3,7 +3,7 @@
     data_root()                         -> Path: $APAM_DATA, else <repo>/data
     stage(name, root)                   -> Path: the staged folder of `fashion_mnist`, `mnist` or `cifar10`
     load_vision(name, root)             -> VisionData: float32 (N, C, H, W) images in [0, 1], int64 labels
-    load_libsvm(path, n_features, zero_based, test_path) -> LibsvmData: CSR matrices, {0,1} labels
+    load_libsvm(path, n_features, zero_based, test_path, cache_dir=None) -> LibsvmData: CSR matrices, {0,1} labels
 
 Every failure is a `DataError` (a ValueError) with a one-line message naming the file and saying how to get it.
 Command line: `python -m problems.data [fashion_mnist|mnist|cifar10] [--root DIR] [--no-download]` stages one

@@ -159,13 +159,13 @@ def rcv1like_files(cache_dir: str | Path, spec: Rcv1LikeSpec = Rcv1LikeSpec()) -
     temporary name and renamed, so a crash leaves no half file and concurrent callers agree. Labels are written as
     -1/+1 (rcv1.binary's), features 1-based (the LIBSVM convention), values to 8 significant digits.
     """
-    from sklearn.datasets import dump_svmlight_file
-
     folder = Path(cache_dir) / "rcv1like"
     stem = f"rcv1like_{spec.n_train}x{spec.n_features}_seed{spec.seed}_{_key(spec)}"
     train, test = folder / f"{stem}.train.svm", folder / f"{stem}.test.svm"
     if train.is_file() and test.is_file():
         return train, test
+    from sklearn.datasets import dump_svmlight_file  # here, not above: a cached call needs no sklearn import
+
     folder.mkdir(parents=True, exist_ok=True)
     Xtr, ytr, Xte, yte = generate(spec)
     for X, y, path in ((Xtr, ytr, train), (Xte, yte, test)):

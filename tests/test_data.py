@@ -470,6 +470,34 @@ def test_libsvm_train_test_width_agree(tmp_path):
     assert d.train_x.shape == (2, 6) and d.train_x[0, 1] == 1.0
 
 
+def test_libsvm_parse_is_cached_until_a_file_changes(tmp_path, monkeypatch):
+    """With cache_dir, the second load reads the parse from cache_dir/libsvm/ (sklearn not called) and gives the same
+    data; an edited file, other parse arguments or a corrupt cache file are parsed again."""
+    import sklearn.datasets
+
+    calls = []
+    real = sklearn.datasets.load_svmlight_files
+    monkeypatch.setattr(sklearn.datasets, "load_svmlight_files", lambda *a, **k: calls.append(1) or real(*a, **k))
+    tr = write(tmp_path / "tr", "1 1:1 2:2\n2 3:3\n")
+    te = write(tmp_path / "te", "2 5:5\n1 1:1\n")
+    cache = tmp_path / "cache"
+    first = load_libsvm(tr, test_path=te, cache_dir=cache)
+    again = load_libsvm(tr, test_path=te, cache_dir=cache)
+    assert len(calls) == 1 and len(list((cache / "libsvm").glob("*.npz"))) == 1
+    for a, b in ((first.train_x, again.train_x), (first.test_x, again.test_x)):
+        assert b.format == "csr" and b.dtype == np.float32 and b.shape == a.shape
+        np.testing.assert_array_equal(a.toarray(), b.toarray())
+    assert again.train_y.tolist() == [0, 1] and again.test_y.tolist() == [1, 0] and again.label_values == (1, 2)
+    load_libsvm(tr, n_features=7, test_path=te, cache_dir=cache)       # other arguments: their own parse
+    assert len(calls) == 2
+    os.utime(te, ns=(0, 0))                                            # the file changed (its time): parsed again
+    load_libsvm(tr, test_path=te, cache_dir=cache)
+    assert len(calls) == 3
+    for f in (cache / "libsvm").glob("*.npz"):
+        f.write_bytes(b"not an npz")
+    assert load_libsvm(tr, test_path=te, cache_dir=cache).test_y.tolist() == [1, 0] and len(calls) == 4
+
+
 def test_libsvm_zero_one_labels_and_gz(tmp_path):
     path = tmp_path / "z.svm.gz"
     path.write_bytes(gzip.compress(b"0 1:1\n1 2:1\n1 1:3\n"))
