@@ -112,7 +112,7 @@ def _parsed_cache(files: list[Path], kw: dict, cache_dir: Path | None) -> Path |
 
 def _parse(files: list[Path], kw: dict, cache: Path | None) -> list:
     """sklearn's ``load_svmlight_files`` of ``files`` -- [X0, y0, X1, y1, ...], X CSR -- read from ``cache`` when it
-    holds them (a text parse takes seconds at rcv1's size: 2.4 s for the rcv1-like pair, 0.02 s from the cache),
+    holds them (a text parse takes seconds at rcv1's size: 2.4-3.8 s for the rcv1-like pair, 0.05 s from the cache),
     else parsed and written there (to a temporary name, then renamed: concurrent jobs agree, a crash leaves no half
     file). Raises DataError for a file that does not parse."""
     if cache is not None and cache.is_file():
