@@ -181,8 +181,9 @@ class CNNProblem(Problem):
             template = self._factory() if not isinstance(model, nn.Module) else copy.deepcopy(model)
         # channels-last only without batch normalization: batch statistics of small batches amplify the rounding
         # differences of the reordered convolution sums (ResNet18 at batch 4: 7e-4 absolute on the gradient)
-        self.channels_last = not any(isinstance(m, nn.modules.batchnorm._NormBase) for m in template.modules())
-        self.batch_separable = self.channels_last  # no batch statistics: a minibatch's loss is a mean over examples
+        batch_norm = any(isinstance(m, nn.modules.batchnorm._NormBase) for m in template.modules())
+        self.channels_last = not batch_norm
+        self.batch_separable = not batch_norm  # no batch statistics: a minibatch's loss is a mean over examples
         bad = _stateful_modules(template)
         if bad:
             raise ValueError(f"model {type(template).__name__} keeps state outside its parameters: {', '.join(bad)}")
@@ -290,7 +291,8 @@ class CNNProblem(Problem):
         the P groups together, each example weighted 1 / (P b_w) (b_w: its group's size), when the model is
         ``batch_separable`` (no batch normalization); with equal groups this is exactly ``loss_grad`` of their
         concatenation. With batch normalization each group is its own minibatch (the default loop).
-        LeNet5, batch 40 split over 20 workers: one batch-40 pass instead of 20 batch-2 passes (about 6x faster)."""
+        LeNet5, batch 40 split over 20 workers: one batch-40 pass instead of 20 batch-2 passes (7.0 ms against 23.8 ms
+        a round on our machine; over 32 workers 8.0 against 39.3)."""
         if not self.batch_separable or len(groups) == 1:
             return super().loss_grad_mean(x, groups)
         self._check_x(x)

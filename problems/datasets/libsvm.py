@@ -8,6 +8,9 @@ Format: https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/ -- one example 
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,10 +104,10 @@ def _parsed_cache(files: list[Path], kw: dict, cache_dir: Path | None) -> Path |
     resolved path, size and modification time and of the parse arguments (so an edited file is parsed again)."""
     if cache_dir is None:
         return None
-    import hashlib
-    import json
-
-    stats = [(str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+    stats = []
+    for f in files:
+        st = f.stat()
+        stats.append((str(f.resolve()), st.st_size, st.st_mtime_ns))
     args = {k: (np.dtype(v).name if k == "dtype" else v) for k, v in kw.items()}
     key = hashlib.sha256(json.dumps([stats, args], sort_keys=True).encode()).hexdigest()[:16]
     return Path(cache_dir) / "libsvm" / f"{key}.npz"
@@ -130,8 +133,6 @@ def _parse(files: list[Path], kw: dict, cache: Path | None) -> list:
     except Exception as e:  # noqa: BLE001 -- ValueError, UnicodeDecodeError, OSError (bad .gz), ...
         raise _parse_error(files, e, kw) from None
     if cache is not None:
-        import os
-
         arrays = {}
         for i, (x, y) in enumerate(zip(loaded[0::2], loaded[1::2])):
             x = sp.csr_matrix(x)
