@@ -33,7 +33,9 @@ def speedup_table(summary: pd.DataFrame) -> pd.DataFrame:
         if col not in df:
             df[col] = ""
     keys = [c for c in GROUP]
-    df[keys] = df[keys].fillna("")
+    for col in keys:  # a missing key reads "" (such a column becomes object, as pandas' own upcast did)
+        if df[col].isna().any():
+            df[col] = df[col].astype(object).where(df[col].notna(), "")
     out = []
     for gkey, g in df.groupby(keys, dropna=False, sort=True):
         ok = g[g["status"] == "ok"]

@@ -66,11 +66,12 @@ from experiments.costmodel import CostModel
 REPEATS = 5          # repeats of every measurement (the median is used; the spread is reported)
 SATURATE_P = 4       # workers that keep a zero-cost master busy (P* of a zero-cost gradient is about 2-3)
 ENGINE_UPDATES = 600  # updates per engine measurement
-GRAD_BUDGET_S = 3.0   # seconds a gradient repeat may take: slower gradients are timed fewer times per repeat
+GRAD_BUDGET_S = 1.0   # seconds a gradient repeat may take: slower gradients are timed fewer times per repeat
 GRAD_ENGINE = "shared_memory"  # where gradients are timed: a P = 1 run of this engine (hand-off: HANDOFF's)
 GRAD_WARMUP = 5       # gradients of that run left out before the repeats
 GRAD_PER_REPEAT = 40  # timed gradients per P = 1 run (each run's median is one sample)
 TRANSPORTS = ("shared_memory", "distributed")
+LATE_MAX_WAIT_S = 0.25  # longest wait the lateness of emulated waits is sampled at (measure_lateness_samples)
 HANDOFF = {"shared_memory": "block"}  # the hand-off message terms and gradients are measured with (module docstring)
 
 
@@ -210,13 +211,17 @@ def lateness_key(base_s: float) -> str:
 def measure_lateness_samples(base_s: float, budget_s: float = 2.0) -> list[float]:
     """Seconds by which ``time.sleep`` of ``base_s`` seconds ends after its target, as an emulated worker's wait does
     (experiments/engines/emulation.py): ``budget_s / base_s`` waits (5 to 400), in this process with one thread.
-    Every sample is kept (sorted): the simulated twin of an emulated run draws from them."""
-    n = int(min(400, max(5, budget_s / max(float(base_s), 1e-6))))
+    Every sample is kept (sorted): the simulated twin of an emulated run draws from them. A wait longer than
+    ``LATE_MAX_WAIT_S`` is sampled at that length: the lateness is the timer's slack and the wake-up, not the wait
+    (measured 0.11-0.26 ms for waits of 2-50 ms), and the 5 samples of large_time_per_epoch's 5.7 s gradient took
+    29 s for a term 1e-4 of it."""
+    wait = min(float(base_s), LATE_MAX_WAIT_S)
+    n = int(min(400, max(5, budget_s / max(wait, 1e-6))))
     out = []
     for _ in range(n):
         t0 = time.perf_counter()
-        time.sleep(base_s)
-        out.append(max(0.0, time.perf_counter() - t0 - base_s))
+        time.sleep(wait)
+        out.append(max(0.0, time.perf_counter() - t0 - wait))
     return sorted(out)
 
 
@@ -253,25 +258,28 @@ def measure_update_s(rule, dim: int, reps: int = 50) -> float:
     return _median_time(step, reps)
 
 
-def _grad_probe(problem, batch_size: int, reps: int, repeats: int, queue) -> None:
-    """Body of the probe process: set up like an engine worker, time ``repeats`` medians of ``reps`` gradients."""
+def _grad_probe(problem, batch_sizes: list[int], reps: int, repeats: int, queue) -> None:
+    """Body of the probe process: set up like an engine worker, then per batch size (in order) time ``repeats``
+    medians of ``reps`` gradients (fewer calls a repeat when they would take over ``GRAD_BUDGET_S``); put
+    ``{batch size: samples}`` on ``queue``."""
     from experiments.engines._proc import FaultPlan, WorkerSpec, worker_process_setup
 
     cpus = (min(os.sched_getaffinity(0)),) if hasattr(os, "sched_getaffinity") else None
-    worker_process_setup(WorkerSpec(0, int(batch_size), 0, 1, FaultPlan(), cpus))
+    worker_process_setup(WorkerSpec(0, int(batch_sizes[0]), 0, 1, FaultPlan(), cpus))
     gen = torch.Generator().manual_seed(0)
     x = problem.init_params(0)
     grad = getattr(problem, "timed_loss_grad", problem.loss_grad)  # a timing-only problem's real cost
-    idx = torch.randint(0, problem.num_train, (int(batch_size),), generator=gen)
-    t0 = time.perf_counter()
-    grad(x, idx)  # first call: builds the worker's buffers; sizes the repeats
-    first = time.perf_counter() - t0
-    if first * reps > GRAD_BUDGET_S:  # a slow gradient (a large net): fewer calls, the same number of repeats
-        reps = max(1, int(GRAD_BUDGET_S / first))
-    out = []
-    for _ in range(repeats):
-        idx = torch.randint(0, problem.num_train, (int(batch_size),), generator=gen)
-        out.append(_median_time(lambda: grad(x, idx), reps, warmup=0 if reps < 3 else 3))  # slow: warm already
+    out = {}
+    for b in batch_sizes:
+        idx = torch.randint(0, problem.num_train, (int(b),), generator=gen)
+        t0 = time.perf_counter()
+        grad(x, idx)  # first call at this size: builds its buffers; sizes the repeats
+        first = time.perf_counter() - t0
+        n = reps if first * reps <= GRAD_BUDGET_S else max(1, int(GRAD_BUDGET_S / first))  # a slow gradient
+        out[int(b)] = []
+        for _ in range(repeats):
+            idx = torch.randint(0, problem.num_train, (int(b),), generator=gen)
+            out[int(b)].append(_median_time(lambda: grad(x, idx), n, warmup=0 if n < 3 else 3))  # slow: warm already
     queue.put(out)
 
 
@@ -303,18 +311,27 @@ def engine_grad_samples(problem, batch_size: int, repeats: int = REPEATS) -> lis
 
 def measure_grad_samples(problem, batch_size: int, reps: int = 15, repeats: int = REPEATS) -> list[float]:
     """``repeats`` samples, seconds, of one gradient at minibatch ``batch_size`` as a worker computes it
-    (:func:`grad_key`): :func:`engine_grad_samples`; for a timing-only problem, medians of ``reps`` calls of its
-    ``timed_loss_grad`` in a spawned worker-like process. Raises RuntimeError when the run or probe fails."""
+    (:func:`grad_key`): :func:`engine_grad_samples`; for a timing-only problem, :func:`probe_grad_samples`.
+    Raises RuntimeError when the run or probe fails."""
     if not getattr(problem, "timing_only", False):
         return engine_grad_samples(problem, batch_size, repeats)
+    return probe_grad_samples(problem, [batch_size], reps, repeats)[int(batch_size)]
+
+
+def probe_grad_samples(problem, batch_sizes, reps: int = 15, repeats: int = REPEATS) -> dict[int, list[float]]:
+    """``{b: repeats samples}``, seconds, of one gradient of timing-only ``problem`` (its ``timed_loss_grad``) at
+    each minibatch size ``b``: medians of ``reps`` calls (fewer for a slow gradient, :data:`GRAD_BUDGET_S`), in one
+    spawned worker-like process for all the sizes (each start imports torch and builds the net: about 10 s for
+    ResNet18, 2026-12-02). Raises RuntimeError when the probe fails."""
     import torch.multiprocessing as tmp
 
+    sizes = list(dict.fromkeys(int(b) for b in batch_sizes))
     ctx = tmp.get_context("spawn")
     queue = ctx.Queue()
-    p = ctx.Process(target=_grad_probe, args=(problem, batch_size, reps, repeats, queue), daemon=True)
+    p = ctx.Process(target=_grad_probe, args=(problem, sizes, reps, repeats, queue), daemon=True)
     p.start()
     try:
-        return queue.get(timeout=600)
+        return queue.get(timeout=600 * len(sizes))
     except Exception as exc:  # noqa: BLE001 - re-raised with the reason
         raise RuntimeError(f"gradient probe process failed ({type(exc).__name__}; exit code {p.exitcode})") from None
     finally:
@@ -445,12 +462,19 @@ def cost_model(problem, rule, batch_sizes, costs_cfg, calibration: Calibration, 
         return runs[t, b]
 
     timing_only = getattr(problem, "timing_only", False)
+    probed = {}  # a timing-only problem: b -> samples of one probe of every size the calibration still lacks
+
+    def probe(b: int) -> list[float]:
+        if b not in probed:
+            have = calibration.read()["entries"]
+            probed.update(probe_grad_samples(problem, [s for s in sizes if s == b or grad_key(problem, s) not in have]))
+        return probed[b]
+
     for b in sizes:
         if fixed.get("grad_s") is not None:
             grad[b] = float(fixed["grad_s"]) * b / ref_batch
         else:
-            measure = (lambda b=b: measure_grad_samples(problem, b)) if timing_only else \
-                (lambda b=b: p1(GRAD_ENGINE, b)[0])
+            measure = (lambda b=b: probe(b)) if timing_only else (lambda b=b: p1(GRAD_ENGINE, b)[0])
             e = calibration.entry(grad_key(problem, b), measure)
             grad[b], spread[f"grad_s|B={b}"] = e["value"], e["spread"]
     idle_s = fixed.get("overhead_idle_s")

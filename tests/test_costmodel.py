@@ -185,3 +185,39 @@ def test_gradients_are_timed_inside_a_real_run_and_timing_only_ones_in_the_probe
     monkeypatch.setattr(cal_mod, "engine_grad_samples", lambda *a, **k: pytest.fail("a timing-only problem"))
     probe = cal_mod.measure_grad_samples(timing, 2, reps=2, repeats=2)
     assert len(probe) == 2 and all(s > 1e-5 for s in probe)  # a real LeNet5 gradient, not the free one
+
+
+def test_a_timing_only_problem_is_probed_once_for_every_size_it_lacks(tmp_path, monkeypatch):
+    """One probe process times every batch size of a timing-only run that the calibration lacks (each process start
+    builds the net again), and sizes the file already holds are not timed again."""
+    from problems.cnn import LeNet5
+    from problems.timing import TimingOnlyCNN, fake_images
+
+    px, py = fake_images(4, (1, 28, 28), 10, seed=0)
+    timing = TimingOnlyCNN(LeNet5, px, py, num_train=100)
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps({"machine": {}, "entries": {
+        grad_key(timing, 4): {"value": 7e-3, "samples": [7e-3], "spread": 0.0}}}))
+    calls, real_probe = [], cal_mod.probe_grad_samples
+
+    def counted(problem, sizes, *a, **k):
+        calls.append(list(sizes))
+        return real_probe(problem, sizes, reps=2, repeats=2)
+
+    monkeypatch.setattr(cal_mod, "probe_grad_samples", counted)
+    fixed = {"update_s": 1e-6, "latency_s": 1e-6, "overhead_s": 1e-6}
+    c = cost_model(timing, build_rule("sgd", lr=0.1), [32, 4, 1], fixed, Calibration(path), _alg("sgd"), 32)
+    assert calls == [[1, 32]]                                 # both missing sizes, one process
+    assert c.grad[4] == 7e-3                                   # kept from the file
+    assert 1e-5 < c.grad[1] < c.grad[32]                       # real LeNet5 gradients: 32 images cost more than 1
+    assert len(Calibration(path).read()["entries"][grad_key(timing, 32)]["samples"]) == 2
+
+
+def test_lateness_of_long_waits_is_sampled_at_the_cap(monkeypatch):
+    """An emulated wait of seconds is sampled at LATE_MAX_WAIT_S (its lateness is the wake-up, not the wait), as many
+    times as the budget allows at that length; a short wait is sampled at its own length."""
+    waits = []
+    monkeypatch.setattr(cal_mod.time, "sleep", waits.append)
+    assert len(cal_mod.measure_lateness_samples(5.728)) == 8 and set(waits) == {cal_mod.LATE_MAX_WAIT_S}
+    waits.clear()
+    assert len(cal_mod.measure_lateness_samples(0.05)) == 40 and set(waits) == {0.05}

@@ -138,6 +138,44 @@ def test_stage_uses_plain_files_in_place(tmp_path):
     assert_loaded_exactly(load_vision("fashion_mnist", tmp_path, download=False), files)
 
 
+def test_load_vision_reuses_the_read_until_a_file_changes(tmp_path):
+    """A sweep's jobs share one read of the data set in their process; a rewritten file is read again."""
+    files = make_idx(5)
+    raw = tmp_path / "FashionMNIST" / "raw"
+    write_idx(raw, files, gz=False)
+    first = load_vision("fashion_mnist", tmp_path, download=False)
+    assert load_vision("fashion_mnist", tmp_path, download=False) is first          # no second read
+    other = make_idx(6)
+    write_idx(raw, other, gz=False)                  # same sizes; new content and modification times
+    os.utime(raw / FILES[0], ns=(1, 1))              # even with a clock too coarse to tell the writes apart
+    again = load_vision("fashion_mnist", tmp_path, download=False)
+    assert again is not first
+    assert_loaded_exactly(again, other)
+    assert_loaded_exactly(first, files)              # the earlier read is left as it was
+
+
+def test_problems_built_from_the_kept_read_leave_it_unchanged(tmp_path):
+    """Problems built one after another from the one kept read (row norms, standardisation, class filters, training
+    steps) never write into its tensors: the next job sees the files' exact values."""
+    from problems import build_problem
+
+    files = make_idx(7)
+    files["train-labels-idx1-ubyte"] = (lab := np.array([0, 6, 0, 6, 1], dtype=np.uint8), idx_labels(lab))
+    files["t10k-labels-idx1-ubyte"] = (lab := np.array([6, 0, 2], dtype=np.uint8), idx_labels(lab))
+    write_idx(tmp_path / "FashionMNIST" / "raw", files, gz=False)
+    kept = load_vision("fashion_mnist", tmp_path, download=False)
+    logreg = build_problem({"kind": "logreg", "dataset": "fashion_mnist", "classes": [0, 6], "row_norm": "unit"},
+                           tmp_path)
+    cnn = build_problem({"kind": "cnn", "model": "lenet5", "dataset": "fashion_mnist", "standardize": True},
+                        tmp_path)
+    for problem in (logreg, cnn):
+        x = problem.init_params(0)
+        problem.loss_grad(x, torch.arange(2))
+        problem.evaluate(x)
+    assert load_vision("fashion_mnist", tmp_path, download=False) is kept
+    assert_loaded_exactly(kept, files)
+
+
 def test_stage_decompresses_gz_beside_and_mixes_sources(tmp_path):
     files = make_idx(2)
     raw, deb = tmp_path / "FashionMNIST" / "raw", tmp_path / "deb"

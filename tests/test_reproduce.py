@@ -98,3 +98,22 @@ def test_long_leaves_the_extended_experiments_out_unless_asked(tmp_path, monkeyp
     ran.clear()
     assert reproduce.main(["--profile", "quick", "--results-dir", str(tmp_path / "q"), "--jobs", "1"]) == 0
     assert ran == reproduce.EXPERIMENTS
+
+
+def test_figures_are_drawn_side_by_side_after_the_runs(tmp_path, monkeypatch):
+    """With --jobs 2 the figures of every experiment are drawn after all runs, two experiments at a time in spawned
+    processes: the same figures as drawing them one after another here, named in the status file."""
+    import subprocess
+
+    out = tmp_path / "res"
+    for exp in ("tau_threshold", "lr_speedup"):
+        shutil.copytree(FIXTURES / exp, out / exp)
+    monkeypatch.setattr(reproduce, "run_experiment", lambda exp, *a, **k: {"status": "ran", "message": "", "wall_s": 1.0})
+    monkeypatch.setattr(reproduce.subprocess, "run", lambda cmd, **k: subprocess.CompletedProcess(cmd, 0))  # calibration
+    assert reproduce.main(["--profile", "quick", "--results-dir", str(out), "--jobs", "2",
+                           "--only", "tau_threshold", "lr_speedup"]) == 0
+    statuses = json.loads((out / "reproduce_status.json").read_text())
+    for exp in ("tau_threshold", "lr_speedup"):
+        here = reproduce.draw_figures(out / exp, out)
+        assert statuses[exp]["figures"] == here["figures"] and len(here["figures"]) >= 2
+        assert "figures_missing" not in statuses[exp]
