@@ -360,8 +360,9 @@ class ZeroCostProblem:
 
 def engine_updates(dim: int) -> int:
     """Updates per engine measurement at dimension ``dim``: ENGINE_UPDATES, fewer for large d (each message copies
-    4 d bytes: at d = 11 M, 45 MB) so that one measurement stays near a second; at least 50."""
-    return int(max(50, min(ENGINE_UPDATES, 2e8 // (4 * int(dim)))))
+    4 d bytes: at d = 11 M, 45 MB) so that one measurement stays near a second; at least 20 (at d = 11 M an update
+    takes 30-65 ms: 20 of them are 0.6-1.3 s, and the 5 repeats of both runs on both engines took 68 s with 50)."""
+    return int(max(20, min(ENGINE_UPDATES, 2e8 // (4 * int(dim)))))
 
 
 def seconds_per_update(transport: str, dim: int, workers: int, updates: int | None = None) -> float:

@@ -88,6 +88,28 @@ def test_provenance_without_a_lock_says_so(tmp_path):
         "file": "missing.txt", "sha256": None, "matches_env": False, "mismatches": ["no lock file"]}
 
 
+def test_lock_info_is_kept_until_the_lock_or_the_environment_changes(tmp_path, monkeypatch):
+    """Every job of a sweep asks for the lock's state: it is computed once per process, and again when the lock file
+    or a site-packages folder (an install or removal) changes."""
+    import os
+
+    lock = tmp_path / "lock.txt"
+    lock.write_text("foo==1.0\n")
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.setattr(provenance.sysconfig, "get_paths", lambda: {"purelib": str(site), "platlib": str(site)})
+    calls = []
+    monkeypatch.setattr(provenance, "lock_mismatches", lambda path: calls.append(path) or ["foo: locked 1.0, not installed"])
+    first = provenance.lock_info(lock)
+    assert first["matches_env"] is False and provenance.lock_info(lock) == first and len(calls) == 1
+    (site / "bar-1.0.dist-info").mkdir()                      # an install: the folder changes
+    os.utime(site, ns=(1, 1))
+    provenance.lock_info(lock)
+    lock.write_text("foo==1.1\n")                            # a new lock
+    info = provenance.lock_info(lock)
+    assert len(calls) == 3 and info["sha256"] == hashlib.sha256(b"foo==1.1\n").hexdigest()
+
+
 @pytest.mark.parametrize("target", ["venv", "lock"])
 def test_the_makefile_installs_from_and_regenerates_the_lock(target):
     """`make -n` shows the commands: install with hashes from the lock, then the project without dependencies;

@@ -150,3 +150,28 @@ def test_reproduce_jobs_runs_simulated_jobs_side_by_side_and_wall_clock_jobs_alo
     assert reproduce.run_sweep("model_validation", "smoke", out, False, overrides=whole)["status"] == "ran"
     assert {p: p.stat().st_mtime_ns for p in traces} == traces  # every run skipped: finished under the same id
     assert len(_table(out / "model_validation" / "summary.csv")) == 12
+
+
+def test_the_sweeper_skips_composing_only_the_command_line_precheck_checked(monkeypatch):
+    """hydra/sweeper=checked (the default) is Hydra's basic sweeper; it leaves out its own composition of a batch
+    only when experiments.run's precheck has composed and validated this very command line."""
+    from hydra import compose, initialize_config_dir
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    from hydra_plugins.apam_sweeper import ENV, CheckedSweeper, fingerprint
+
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        sweeper = compose("config", return_hydra_config=True).hydra.sweeper
+    assert sweeper._target_ == "hydra_plugins.apam_sweeper.CheckedSweeper"
+    composed = []
+    monkeypatch.setattr(BasicSweeper, "validate_batch_is_legal", lambda self, batch: composed.append(batch))
+    monkeypatch.setattr(sys, "argv", ["run.py", "-m", "workers=1,2"])
+    s = CheckedSweeper(max_batch_size=None)
+    monkeypatch.setenv(ENV, fingerprint(["-m", "workers=1,2"]))
+    s.validate_batch_is_legal([["workers=1"], ["workers=2"]])
+    assert composed == []
+    monkeypatch.setenv(ENV, fingerprint(["-m", "workers=1,4"]))   # checked another command line
+    s.validate_batch_is_legal([["workers=1"], ["workers=2"]])
+    monkeypatch.delenv(ENV)
+    s.validate_batch_is_legal([["workers=1"]])
+    assert composed == [[["workers=1"], ["workers=2"]], [["workers=1"]]]
