@@ -411,11 +411,10 @@ def main() -> None:
                 sys.argv += extra
                 overrides += extra
             os.environ["APAM_SWEEP_JOBS"] = str(precheck(overrides, multirun))
-            if multirun:  # every job composed and validated: the sweeper need not compose them again
+            if multirun:
                 from hydra_plugins.apam_sweeper import ENV, fingerprint
 
-                os.environ[ENV] = fingerprint(sys.argv[1:])
-            if multirun:
+                os.environ[ENV] = fingerprint(sys.argv[1:])  # every job checked: the sweeper need not compose them
                 _SWEEP_DIRS.update(sweep_folders(overrides))
         except ConfigError as exc:
             _report_error(exc)

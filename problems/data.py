@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from problems.datasets.cifar import stage_cifar10
-from problems.datasets.files import DataError
+from problems.datasets.files import DataError, stat_signature
 from problems.datasets.idx import FASHION_MNIST, MNIST, stage_idx
 from problems.datasets.libsvm import LibsvmData, load_libsvm
 
@@ -118,7 +118,7 @@ def load_vision(name: str, root: str | Path | None = None, *, download: bool = T
     """
     root = Path(root) if root is not None else data_root()
     folder = stage(name, root, download=download)
-    key = (name, str(root.resolve()), _files_signature(folder))
+    key = (name, stat_signature(sorted(f for f in Path(folder).rglob("*") if f.is_file())))
     if _LOADED.get("key") != key:
         _LOADED.clear()  # at most one data set held: a sweep's jobs use one
         _LOADED.update(key=key, data=_read_vision(name, root))
@@ -130,13 +130,6 @@ def load_vision(name: str, root: str | Path | None = None, *, download: bool = T
 # files again (about 0.3 s a job, 2026-12-02). Keyed by the staged files' paths, sizes and modification times, so a
 # changed file is read again. Callers take slices or copies and never write into these tensors.
 _LOADED: dict = {}
-
-
-def _files_signature(folder: Path) -> tuple:
-    """(relative path, size, mtime_ns) of every file under ``folder``, sorted."""
-    folder = Path(folder)
-    return tuple(sorted((str(f.relative_to(folder)), st.st_size, st.st_mtime_ns)
-                        for f in folder.rglob("*") if f.is_file() for st in (f.stat(),)))
 
 
 def _read_vision(name: str, root: Path) -> VisionData:

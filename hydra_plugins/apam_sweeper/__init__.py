@@ -1,5 +1,6 @@
-"""Hydra sweeper plugin ``hydra/sweeper=checked`` (conf/hydra/sweeper/checked.yaml): Hydra's basic sweeper, without
-composing every job a second time when ``python -m experiments.run`` has already composed and validated them all.
+"""Hydra sweeper plugin ``hydra/sweeper=checked`` (registered in Hydra's ConfigStore below; the default in
+conf/config.yaml): Hydra's basic sweeper, without composing every job a second time when ``python -m experiments.run``
+has already composed and validated them all.
 
 Hydra's BasicSweeper composes each job of a batch before launching it (``Sweeper.validate_batch_is_legal``: "this can
 be a bit slow for large jobs", its source says); the launcher then composes each job again to run it. Our

@@ -18,6 +18,16 @@ class DataError(ValueError):
     """
 
 
+def stat_signature(paths) -> tuple:
+    """((resolved path, size, mtime_ns), ...) of ``paths`` in the order given: what a cache keyed on files compares
+    to tell that one of them was rewritten (the LIBSVM parse cache, the vision data kept per process)."""
+    out = []
+    for f in paths:
+        st = Path(f).stat()
+        out.append((str(Path(f).resolve()), st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
 def one_line(text: object, limit: int = 300) -> str:
     """`text` with all whitespace runs (newlines included) collapsed to one space, cut to `limit` characters."""
     s = " ".join(str(text).split())

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from .files import DataError, one_line
+from .files import DataError, one_line, stat_signature
 
 LABEL_SETS = ((-1, 1), (0, 1), (1, 2))   # accepted binary label pairs, each mapped to (0, 1)
 LOCATE_LINE_MAX_BYTES = 64 << 20         # look for the bad line (by bisection) only in files up to this size
@@ -104,10 +104,7 @@ def _parsed_cache(files: list[Path], kw: dict, cache_dir: Path | None) -> Path |
     resolved path, size and modification time and of the parse arguments (so an edited file is parsed again)."""
     if cache_dir is None:
         return None
-    stats = []
-    for f in files:
-        st = f.stat()
-        stats.append((str(f.resolve()), st.st_size, st.st_mtime_ns))
+    stats = stat_signature(files)
     args = {k: (np.dtype(v).name if k == "dtype" else v) for k, v in kw.items()}
     key = hashlib.sha256(json.dumps([stats, args], sort_keys=True).encode()).hexdigest()[:16]
     return Path(cache_dir) / "libsvm" / f"{key}.npz"
