@@ -250,10 +250,9 @@ def draw_async_methods(exp, fmt="png"):
                 mean = r["time_mean"].to_numpy(dtype=float)
                 ok = np.isfinite(mean)
                 tmin, tmax = r["time_min"].to_numpy(dtype=float), r["time_max"].to_numpy(dtype=float)
-                with np.errstate(invalid="ignore"):  # inf - inf where a method never reached the target
-                    lo = np.where(ok, mean - tmin, 0.0)
-                    hi = np.where(ok & np.isfinite(tmax), tmax - mean, 0.0)
-                ax.bar(xs[ok], mean[ok], width, color=colors[m], yerr=[lo[ok], hi[ok]], error_kw={"linewidth": 0.8})
+                # a finite mean means every seed reached the target, so its min and max are finite too
+                ax.bar(xs[ok], mean[ok], width, color=colors[m], yerr=style.whiskers(mean[ok], tmin[ok], tmax[ok]),
+                       error_kw={"linewidth": 0.8})
                 tried = r["seeds"].notna().to_numpy()
                 miss = ~ok & tried
                 if miss.any():
