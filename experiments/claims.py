@@ -13,7 +13,10 @@ A claim is tested only inside the condition under which the paper makes it:
 - **seeds**: every accuracy or comparison claim needs >= ``MIN_SEEDS`` seeds at every setting it compares.
 - **artificial delay** (Sec. 5.4): a max delay D draws from the min(D, k + 1) newest iterates, so D means something
   only when K >= ``DELAY_SPAN`` * D (the full range is reached within the first 1 / DELAY_SPAN of the run); D >= K is
-  degenerate (never reached).
+  degenerate (never reached). "Every delay reaches the same accuracy" is said after 400 epochs, of delays the paper
+  shows behind for the first 200 (D >= ``LAG_DELAY``: ``LAG_UPDATES`` updates), so those count only when K >=
+  LAG_UPDATES, and a delay further off than 0.02 whose accuracy is still rising at the end of the run (not
+  plateaued, as above) has not ended up anywhere yet: outside the regime, not a failure.
 
 Outside the regime the verdict is ``outside the claim's regime (K = ..., tau = ...)``, never ``not reproduced``.
 Inside it, claims with the paper's numbers are judged two-sided (``compare_to_paper``): within ``PAPER_BAND`` of the
@@ -34,6 +37,10 @@ PLATEAU_GAIN = 0.01      # P = 1 has plateaued: test accuracy gained < this over
 PLATEAU_TAIL = 0.25      # ... fraction of the run's epochs
 PAPER_BAND = 0.25        # two-sided rule: |ours - paper| <= PAPER_BAND * paper at every compared worker count
 DELAY_SPAN = 10          # a max delay D is inside the regime when K >= DELAY_SPAN * D
+# Sec. 5.4 (Fig. 9): delays 200 and 400 are behind over the first ~200 epochs (CIFAR-10's 50,000 images at batch 100:
+# 100,000 updates) before all delays reach 0.88-0.89 after 400; "the same accuracy" speaks of D >= LAG_DELAY only
+# after LAG_UPDATES updates
+LAG_DELAY, LAG_UPDATES = 200, 100_000
 CLOCK_TOLERANCE = 0.10   # model_validation backs the simulated clock when its mean |relative error| <= this
 
 OUTSIDE = "outside the claim's regime"
@@ -81,10 +88,11 @@ def tau_regime(ok: pd.DataFrame, by: str = "workers") -> tuple[list, list, str]:
     return inside, out, f"K = {K:.0f} (K^(1/4) = {k_quarter(K):.1f}); tau = {', '.join(parts)}"
 
 
-def plateaued(traces: pd.DataFrame, run_ids) -> tuple[bool | None, str]:
+def plateaued(traces: pd.DataFrame, run_ids, label: str = "P = 1") -> tuple[bool | None, str]:
     """Did these runs' test accuracy plateau? (mean over runs of the gain over the last PLATEAU_TAIL of epochs).
 
-    Returns (True/False, text) or (None, reason) when it cannot be told (no traces, < 4 evaluations).
+    ``label`` names the runs in the text (``P = 1``, ``delay 200``). Returns (True/False, text) or (None, reason)
+    when it cannot be told (no traces, < 4 evaluations).
     """
     if traces is None or traces.empty or "test_acc" not in traces:
         return None, "no trace"
@@ -103,7 +111,7 @@ def plateaued(traces: pd.DataFrame, run_ids) -> tuple[bool | None, str]:
     if not gains:
         return None, "no runs"
     g = sum(gains) / len(gains)
-    return g < PLATEAU_GAIN, f"P = 1 test accuracy gained {g:+.3f} over the last {PLATEAU_TAIL:.0%} of its epochs"
+    return g < PLATEAU_GAIN, f"{label} test accuracy gained {g:+.3f} over the last {PLATEAU_TAIL:.0%} of its epochs"
 
 
 def seeds_ok(ok: pd.DataFrame, keys: list[str]) -> tuple[bool, int]:

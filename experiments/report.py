@@ -362,7 +362,7 @@ def section_artificial_delay(exp, summary, sp, paper, claims, traces):
     degenerate = C.degenerate_delays(ok)
     inside = df[(df["regime"] == "inside")]
     base = df.iloc[0]
-    flat, flat_text = C.plateaued(traces, ok[ok["max_delay"] == base["max delay"]]["run_id"])
+    flat, flat_text = C.plateaued(traces, ok[ok["max_delay"] == base["max delay"]]["run_id"], "delay 0")
     enough, n = C.seeds_ok(ok, ["max_delay"])
     why = []
     if flat is not True:
@@ -383,16 +383,39 @@ def section_artificial_delay(exp, summary, sp, paper, claims, traces):
         ref_text = (f"delay 0's own final accuracy {base['final test acc']:.3f} (a stand-in: the paper's 0.88-0.89 "
                     "on AllCNN/CIFAR-10 is no target here)")
     text = (f"every max delay reaches about the same accuracy; rule: final test accuracy within 0.02 of {ref_text}, "
-            f"over the delays with K >= {C.DELAY_SPAN} D, delay 0 plateaued, >= {C.MIN_SEEDS} seeds")
+            f"over the delays with K >= {C.DELAY_SPAN} D, delay 0 plateaued, >= {C.MIN_SEEDS} seeds; delays >= "
+            f"{C.LAG_DELAY} only when K >= {C.LAG_UPDATES:,} (the paper shows them behind for its first 200 epochs, "
+            f"{C.LAG_UPDATES:,} updates); a delay further off that is still rising (test accuracy gained >= "
+            f"{C.PLATEAU_GAIN} over the last {C.PLATEAU_TAIL:.0%} of the run) has not ended up anywhere yet: outside "
+            "the claim's regime")
     if why:
         _claim(claims, "every max delay reaches the same accuracy", text,
                C.outside(f"K = {K:.0f}, max delay up to {int(df['max delay'].max())}: {'; '.join(why)}"),
                f"{regime_note}; {flat_text}")
     else:
-        acc = inside["final test acc"]
-        spread = float(((lo - acc).clip(lower=0) + (acc - hi).clip(lower=0)).max())  # distance to [lo, hi]
-        _claim(claims, "every max delay reaches the same accuracy", text,
-               bool(spread <= 0.02) if learned else INCONCLUSIVE, f"largest gap {spread:.3f}; {regime_note}")
+        acc = inside.set_index("max delay")["final test acc"]
+        lagging = [int(d) for d in acc.index if d >= C.LAG_DELAY and K < C.LAG_UPDATES]
+        acc = acc.drop(lagging)
+        gaps = (lo - acc).clip(lower=0) + (acc - hi).clip(lower=0)  # distance to [lo, hi]
+        # the paper judges after 400 epochs, having shown delays 200 and 400 behind for the first 200: a delay off
+        # by more than 0.02 but still rising at the end of the run cannot refute it; one that has plateaued there can
+        off = {int(d): C.plateaued(traces, ok[ok["max_delay"] == d]["run_id"], f"delay {int(d)}")
+               for d, g in gaps.items() if g > 0.02}
+        settled = [d for d, (f, _) in off.items() if f is True]
+        rising = [f"{t} (gap {gaps[d]:.3f})" for d, (f, t) in off.items() if f is not True]
+        evidence = f"largest gap {float(gaps.max()):.3f}; {regime_note}"
+        if lagging:
+            evidence += (f"; delay {', '.join(map(str, lagging))} not judged: K = {K:.0f} < {C.LAG_UPDATES:,}, where "
+                         "the paper shows them behind")
+        if (rising or lagging) and not settled:
+            verdict = C.outside(f"K = {K:.0f}: " + "; ".join(
+                ([f"off by more than 0.02 and not plateaued: {'; '.join(rising)}"] if rising else [])
+                + ([f"delay {', '.join(map(str, lagging))} within the paper's {C.LAG_UPDATES:,}-update lag"]
+                   if lagging else [])))
+        else:
+            verdict = bool(gaps.max() <= 0.02) if learned else INCONCLUSIVE
+            evidence += f"; off and plateaued: delay {', '.join(map(str, settled))}" if settled else ""
+        _claim(claims, "every max delay reaches the same accuracy", text, verdict, evidence)
     worst = inside.iloc[-1] if len(inside) else df.iloc[-1]
     text = (f"large delays slow the early epochs (paper: 200 and 400); rule: at 1/3 of the run, the largest max "
             f"delay inside the regime (>= 200) is >= 0.01 behind delay 0")

@@ -191,13 +191,38 @@ def test_artificial_delay_degenerate_and_regime():
     c = {x[3]["key"]: x for x in out}
     assert R._verdict(c["large delays slow the early epochs"][1]).startswith(C.OUTSIDE)
     assert "degenerate (D >= K): 400" in c["every max delay reaches the same accuracy"][2]
-    # a long enough budget: every delay inside, all equal -> reproduced
+    # every delay inside K >= 10 D, but 200 and 400 within the paper's own lag (100,000 updates): not judged
     ok = _delays(40000)
     out = []
     R.section_artificial_delay("artificial_delay", ok, pd.DataFrame(), pd.DataFrame(), out, _trace(ok.run_id, FLAT))
     c = {x[3]["key"]: x for x in out}
-    assert c["every max delay reaches the same accuracy"][1] is True
+    assert R._verdict(c["every max delay reaches the same accuracy"][1]) == (
+        "outside the claim's regime (K = 40000: delay 200, 400 within the paper's 100,000-update lag)")
     assert c["large delays slow the early epochs"][1] is False       # same curves: no early slow-down
+    # past the paper's lag: every delay judged, all equal -> reproduced
+    ok = _delays(120000)
+    out = []
+    R.section_artificial_delay("artificial_delay", ok, pd.DataFrame(), pd.DataFrame(), out, _trace(ok.run_id, FLAT))
+    assert {x[3]["key"]: x for x in out}["every max delay reaches the same accuracy"][1] is True
+
+
+def _delay_claim(ok, traces):
+    out = []
+    R.section_artificial_delay("artificial_delay", ok, pd.DataFrame(), pd.DataFrame(), out, traces)
+    return {x[3]["key"]: x for x in out}["every max delay reaches the same accuracy"]
+
+
+def test_a_delay_off_target_is_a_failure_only_once_it_has_plateaued():
+    ok = _delays(120000)
+    ok.loc[ok["max_delay"] == 100, "final_test_acc"] = 0.85          # 0.04 below delay 0's 0.89
+    slow = ok[ok["max_delay"] == 100]["run_id"]
+    rising = pd.concat([_trace(ok[ok["max_delay"] != 100].run_id, FLAT), _trace(slow, RISING)])
+    claim = _delay_claim(ok, rising)                                  # still climbing at the end: cannot refute
+    assert R._verdict(claim[1]).startswith("outside the claim's regime (K = 120000: off by more than 0.02 and not "
+                                           "plateaued: delay 100 test accuracy gained +0.080")
+    assert "(gap 0.040)" in R._verdict(claim[1])
+    claim = _delay_claim(ok, _trace(ok.run_id, FLAT))                 # settled 0.04 below: refuted
+    assert claim[1] is False and "off and plateaued: delay 100" in claim[2]
 
 
 def test_max_delay_at_or_above_the_updates_is_refused():
@@ -243,7 +268,7 @@ def test_side_by_side_verdicts_per_profile(tmp_path):
 
 
 def test_artificial_delay_on_the_papers_problem_names_the_papers_accuracy():
-    ok = _delays(40000).assign(problem="allcnn_cifar10")
+    ok = _delays(120000).assign(problem="allcnn_cifar10")
     paper = pd.DataFrame([{"problem": "allcnn_cifar10", "algorithm": "apam", "workers": 1, "metric": m, "value": v,
                            "unit": "fraction"} for m, v in (("test_acc_min", 0.88), ("test_acc_max", 0.89))])
     out = []
