@@ -68,6 +68,24 @@ def test_accuracy_claims_inside_the_regime_are_judged():
     assert _claims(ok2, _trace(ok2[ok2.workers == 1].run_id, FLAT))["APAM more accurate than async SGD"][1] is False
 
 
+def test_comparison_names_the_step_sizes_and_the_runs_that_ended_at_chance(tmp_path):
+    ok = _lenet()
+    ok.loc[(ok.algorithm == "async_sgd") & (ok.workers == 20) & (ok.seed == 2), ["final_train_loss",
+                                                                                 "final_test_acc"]] = [2.3028, 0.1]
+    out = []
+    R._accuracy_claims(ok, pd.DataFrame(), out, _trace(ok[ok.workers == 1].run_id, FLAT), 20, "note",
+                       {"apam": [1e-4], "async_sgd": [0.05]})
+    ev = {c[3]["key"]: c for c in out}["APAM more accurate than async SGD"][2]
+    assert "step sizes: apam 0.0001, async_sgd 0.05 (the paper gives none for async SGD" in ev
+    assert ev.endswith("ended at chance level, counted in the means: async_sgd P=20 seed 2 (2.303)")
+    # the step sizes come from the runs' config.yaml: algorithm.lr x algorithm.lr_factor
+    for name, lr, factor in (("apam", 1e-4, 1.0), ("async_sgd", 0.05, 1.0), ("async_sgd", 0.05, 2.0)):
+        run = tmp_path / "runs" / f"{name}-{factor}"
+        run.mkdir(parents=True)
+        (run / "config.yaml").write_text(f"algorithm:\n  name: {name}\n  lr: {lr}\n  lr_factor: {factor}\n")
+    assert R._step_sizes(tmp_path) == {"apam": [1e-4], "async_sgd": [0.05, 0.1]}
+
+
 def test_accuracy_drop_inside_the_regime_is_not_reproduced():
     ok = _lenet()
     ok.loc[(ok.algorithm == "apam") & (ok.workers == 10), "final_test_acc"] = 0.80
@@ -451,3 +469,14 @@ def test_same_settings_names_the_experiments_long_does_not_scale_up():
     assert "paper_timing" in same                                  # its long sweep is the quick one
     assert "lenet5_speedup" not in same and "artificial_delay" not in same
     assert "stragglers" not in same                                # long adds sigma 0.5 to quick's sweep
+
+
+def test_sync_vs_async_note_says_sync_accuracy_is_p_independent_and_names_apam_outside_the_regime():
+    rows = [_run(a, p, 0, 0.77 if a == "sync_amsgrad" else 0.77 - 0.01 * p, updates=1500)
+            for a in ("apam", "sync_amsgrad") for p in (1, 2, 10, 20)]
+    note = R._accuracy_note(pd.DataFrame(rows))
+    assert "the same at every worker count by construction" in note
+    assert "APAM's accuracy at P = 10, 20 comes at a staleness above K^(1/4) (K = 1500 (K^(1/4) = 6.2)" in note
+    rows = [r for r in rows if not (r["algorithm"] == "sync_amsgrad" and r["workers"] == 20)]
+    rows.append(_run("sync_amsgrad", 20, 0, 0.70, updates=1500))      # a sync that does depend on P: no such sentence
+    assert "by construction" not in R._accuracy_note(pd.DataFrame(rows))
