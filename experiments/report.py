@@ -150,7 +150,34 @@ def _speedup_section(exp, summary, sp, paper, algorithms, claims):
                 row[f"{a} train loss"] = sel["final_train_loss"].mean()
                 row[f"{a} test acc"] = sel["final_test_acc"].mean()
             rows.append(row)
-    return md_table(pd.DataFrame(rows))
+    return md_table(pd.DataFrame(rows)) + _target_note(ok)
+
+
+def _target_note(ok: pd.DataFrame, by: str = "workers", label: str = "P") -> str:
+    """What "to target" means in a section's table: per problem, the training-loss target (the summary's
+    ``target_loss``), read at evaluation points (the first trace row at or below it: resolved to one evaluation
+    interval), and where in the run the setting with the smallest ``by`` (``label``: P = 1, tau = 0) reached it, in
+    updates, so that a reader sees whether a number to target describes the start of the run or all of it. "" without
+    targets."""
+    if "target_loss" not in ok or ok["target_loss"].isna().all():
+        return ""
+    parts = []
+    for prob, o in ok.groupby("problem", sort=True):
+        target = pd.to_numeric(o["target_loss"], errors="coerce").dropna()
+        if target.empty:
+            continue
+        low = o[by].min()
+        first = o[o[by] == low]
+        hit = pd.to_numeric(first["updates_to_target"], errors="coerce").mean()
+        K = pd.to_numeric(first["updates"], errors="coerce").mean()
+        who = f"{label} = {low:g}"
+        where = (f"{who} reached it after {hit:.0f} of its {K:.0f} updates ({hit / K:.0%} of the run)"
+                 if hit == hit and K else f"{who} did not reach it")
+        parts.append(f"{prob}: training loss <= {target.iloc[0]:g}, {where}")
+    if not parts:
+        return ""
+    return ("\nTo target: the first evaluation at which the training loss is at or below the target (read at "
+            "evaluation points, so resolved to one evaluation interval); " + "; ".join(parts) + ".\n")
 
 
 def _linear_claim(sp, algorithm, max_workers, paper, claims, problem=None):
@@ -569,7 +596,7 @@ def section_tau(exp, summary, sp, paper, claims):
            "a tau beyond it has seeds inside tau = 0's range)", verdict,
            ", ".join(f"tau={int(t)}: {v:.3g} (seeds {lo:.3g}-{hi:.3g})" for t, v, lo, hi
                      in zip(small["tau"], small[f"{name} (mean)"], small["min"], small["max"])))
-    return md_table(g)
+    return md_table(g) + _target_note(ok, "tau", "tau")
 
 
 def section_stragglers(exp, summary, sp, paper, claims):
@@ -596,7 +623,7 @@ def section_stragglers(exp, summary, sp, paper, claims):
             else:  # nothing found: the runs cannot decide
                 claims.append((what, INCONCLUSIVE, "not measurable: the target was not reached in every setting",
                                {"key": f"finding {what}", "clock": True}))
-    return md_table(piv)
+    return md_table(piv) + _target_note(ok)
 
 
 def section_model_validation(exp, summary, sp, paper, claims, hists=None, late=None):

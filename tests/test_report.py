@@ -480,3 +480,13 @@ def test_sync_vs_async_note_says_sync_accuracy_is_p_independent_and_names_apam_o
     rows = [r for r in rows if not (r["algorithm"] == "sync_amsgrad" and r["workers"] == 20)]
     rows.append(_run("sync_amsgrad", 20, 0, 0.70, updates=1500))      # a sync that does depend on P: no such sentence
     assert "by construction" not in R._accuracy_note(pd.DataFrame(rows))
+
+
+def test_target_note_names_the_target_and_where_in_the_run_it_was_reached():
+    rows = [dict(_run("apam", p, s, 0.9, updates=1000), target_loss=0.35, updates_to_target=u)
+            for p, u in ((1, 20.0), (4, 40.0)) for s in range(2)]
+    note = R._target_note(pd.DataFrame(rows))
+    assert "lenet5_fmnist: training loss <= 0.35, P = 1 reached it after 20 of its 1000 updates (2% of the run)" in note
+    rows = [dict(r, updates_to_target=math.nan) for r in rows]
+    assert "P = 1 did not reach it" in R._target_note(pd.DataFrame(rows))
+    assert R._target_note(pd.DataFrame(rows).drop(columns="target_loss")) == ""
