@@ -13,7 +13,7 @@ column and the file. Other columns are optional: whether they exist and how many
 which figures apply. Text columns stay text, every other column is parsed as a number (empty cell -> NaN).
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -191,6 +191,42 @@ def load_experiment(path, paper_dir=None):
         exp.paper = _nonempty(read_csv(paper_path, REQUIRED["paper"]))
         exp.files["paper"] = paper_path
     return exp
+
+
+COMPUTE_COLUMNS = ("compute", "compute_base_s")
+
+
+def compute_settings(exp, problem):
+    """The compute settings of one problem's runs, one figure each where there are several: ``[(suffix, text,
+    exp')]``, ``exp'`` the experiment with its summary and speed-up rows of that setting only (real compute beside
+    emulated compute at 2 ms and at 50 ms are different experiments, whose seeds and lines must not be pooled).
+    One setting (or no compute columns): ``[("", "", exp)]``. Suffix e.g. ``emulated-0.002s``; text e.g.
+    ``emulated compute, 2 ms a gradient`` or ``real compute``."""
+    s = exp.summary
+    if s is None or "compute" not in s.columns:
+        return [("", "", exp)]
+    rows = s[s["problem"] == problem]
+    keys = rows[list(c for c in COMPUTE_COLUMNS if c in rows.columns)].drop_duplicates()
+    if len(keys) < 2:
+        return [("", "", exp)]
+    out = []
+    for key in keys.sort_values(list(keys.columns), na_position="first").itertuples(index=False):
+        compute, base = key[0], (key[1] if len(key) > 1 else float("nan"))
+        timed = isinstance(base, (int, float)) and base == base
+
+        def pick(df):
+            if df is None or "compute" not in df.columns:
+                return df
+            mask = (df["problem"] != problem) | (df["compute"] == compute)
+            if "compute_base_s" in df.columns:
+                mask &= (df["problem"] != problem) | (df["compute_base_s"] == base if timed
+                                                      else df["compute_base_s"].isna())
+            return df[mask]
+
+        suffix = f"{compute}-{base:g}s" if timed else str(compute)
+        text = f"{compute} compute" + (f", {base * 1e3:g} ms a gradient" if timed else "")
+        out.append((suffix, text, replace(exp, summary=pick(exp.summary), speedup=pick(exp.speedup))))
+    return out
 
 
 def engine_names(df):

@@ -42,7 +42,8 @@ def draw_experiment(path, fmt="png", paper_dir=None):
         fmt: "png" (default) or "pdf".
         paper_dir: folder with ``<experiment>.csv`` holding the paper's numbers; default ``path/../paper``.
     Returns:
-        list of ``Path`` written under ``path/figures/``, in drawing order.
+        list of ``Path`` written under ``path/figures/``, in drawing order. When every figure was drawn, the other
+        files of format ``fmt`` in ``path/figures/`` (stale: no longer given by the CSVs) are deleted.
     Raises:
         PlotError: missing folder or unknown format; MissingColumnError: a CSV every figure needs lacks a column.
         FigureError: one or more figures could not be drawn (a figure's missing column, or any exception while
@@ -60,7 +61,17 @@ def draw_experiment(path, fmt="png", paper_dir=None):
             exceptions.append(exc)
     if failures:
         raise FigureError(path, written, failures, exceptions)
+    _remove_stale(exp.figures_dir, fmt, written)
     return written
+
+
+def _remove_stale(figures_dir, fmt, written):
+    """Delete the ``*.fmt`` files of ``figures_dir`` that a complete drawing did not write: figures that today's CSVs
+    no longer give (a figure split or renamed, a line that left), which the report would otherwise still show."""
+    keep = {Path(p).resolve() for p in written}
+    for f in Path(figures_dir).glob(f"*.{fmt}"):
+        if f.resolve() not in keep:
+            f.unlink()
 
 
 def figure_name(figure):

@@ -4,7 +4,7 @@ import numpy as np
 
 from . import style
 from .aggregate import seed_stats
-from .data import as_experiment, distinct, varying_sweeps
+from .data import as_experiment, compute_settings, distinct, varying_sweeps
 from .validation import overrun_workers
 
 BASIS_COLUMN = {"time_per_epoch": "time_per_epoch_s", "time_to_target": "time_to_target_s"}
@@ -74,21 +74,26 @@ def draw_speedup(exp, fmt="png"):
         exp: ``ExperimentData`` or an experiment folder path.
         fmt: "png" or "pdf".
     Returns:
-        list of written paths (``figures/speedup-<problem>-<basis>.<fmt>``); [] when the figure does not apply.
+        list of written paths (``figures/speedup-<problem>-<basis>.<fmt>``, one per compute setting where a problem
+        has several: ``...-<basis>-<setting>.<fmt>``, :func:`plots.data.compute_settings`); [] when the figure does
+        not apply.
     """
     exp = as_experiment(exp)
     if exp.speedup is None:
         return []
     written = []
-    for (problem, basis), rows in exp.speedup.groupby(["problem", "basis"], sort=True):
-        rows = _finite(rows[np.isfinite(rows["workers"])], "speedup")
-        if len(distinct(rows, "workers")) < 2:
-            continue
-        written.append(_speedup_figure(exp, problem, basis, rows, fmt))
+    for problem in sorted(exp.speedup["problem"].unique()):
+        for suffix, text, sub in compute_settings(exp, problem):
+            sp = sub.speedup[sub.speedup["problem"] == problem]
+            for basis, rows in sp.groupby("basis", sort=True):
+                rows = _finite(rows[np.isfinite(rows["workers"])], "speedup")
+                if len(distinct(rows, "workers")) < 2:
+                    continue
+                written.append(_speedup_figure(sub, problem, basis, rows, fmt, suffix, text))
     return written
 
 
-def _speedup_figure(exp, problem, basis, rows, fmt):
+def _speedup_figure(exp, problem, basis, rows, fmt, suffix="", setting=""):
     fig, axes = style.new_figure(1, 2)
     ax_s, ax_e = axes[0]
     bands = _seed_speedup_bands(exp.summary, problem, basis)
@@ -143,8 +148,9 @@ def _speedup_figure(exp, problem, basis, rows, fmt):
     ax_s.set_title("speed-up")
     ax_e.set_title("efficiency")
     style.legend_outside(fig, axes)
-    style.title(fig, exp.name, problem, f"speed-up on the {basis.replace('_', ' ')} basis", style.seeds_note(n_seeds))
-    return style.save(fig, exp.figures_dir, style.slug("speedup", problem, basis), fmt)
+    style.title(fig, exp.name, problem, f"speed-up on the {basis.replace('_', ' ')} basis"
+                + (f", {setting}" if setting else ""), style.seeds_note(n_seeds))
+    return style.save(fig, exp.figures_dir, style.slug("speedup", problem, basis, *([suffix] if suffix else [])), fmt)
 
 
 def draw_time_per_epoch(exp, fmt="png"):
@@ -157,18 +163,20 @@ def draw_time_per_epoch(exp, fmt="png"):
     ``time_per_epoch_h`` / ``time_per_epoch_s`` divided by the paper's 1-worker value of the same problem).
 
     Returns:
-        list of written paths (``figures/time_per_epoch-<problem>.<fmt>``).
+        list of written paths (``figures/time_per_epoch-<problem>.<fmt>``; one per compute setting where a problem
+        has several, ``...-<problem>-<setting>.<fmt>``, :func:`plots.data.compute_settings`).
     """
     exp = as_experiment(exp)
     summary = exp.summary
     if summary is None or "time_per_epoch_s" not in summary.columns:
         return []
     written = []
-    for problem, rows in summary.groupby("problem", sort=True):
-        rows = _finite(rows, "time_per_epoch_s")
-        if len(distinct(rows, "workers")) < 2 or varying_sweeps(rows, within=("algorithm", "engine", "clock")):
-            continue
-        written.append(_time_per_epoch_figure(exp, problem, rows, fmt))
+    for problem in sorted(summary["problem"].unique()):
+        for suffix, text, sub in compute_settings(exp, problem):
+            rows = _finite(sub.summary[sub.summary["problem"] == problem], "time_per_epoch_s")
+            if len(distinct(rows, "workers")) < 2 or varying_sweeps(rows, within=("algorithm", "engine", "clock")):
+                continue
+            written.append(_time_per_epoch_figure(sub, problem, rows, fmt, suffix, text))
     return written
 
 
@@ -191,7 +199,7 @@ def _paper_relative_times(paper):
     return out
 
 
-def _time_per_epoch_figure(exp, problem, rows, fmt):
+def _time_per_epoch_figure(exp, problem, rows, fmt, suffix="", setting=""):
     stats = seed_stats(rows, ["algorithm", "engine", "clock", "workers"], "time_per_epoch_s")
     paper_rel = _paper_relative_times(exp.paper)
     has_base = bool((stats["workers"] == 1).any())
@@ -234,5 +242,6 @@ def _time_per_epoch_figure(exp, problem, rows, fmt):
     ax_t.set_title("seconds per epoch")
     ax_t.grid(True, alpha=0.3)
     style.legend_outside(fig, axes)
-    style.title(fig, exp.name, problem, "time per epoch against workers", style.seeds_note(stats["n"].max()))
-    return style.save(fig, exp.figures_dir, style.slug("time_per_epoch", problem), fmt)
+    style.title(fig, exp.name, problem, "time per epoch against workers" + (f", {setting}" if setting else ""),
+                style.seeds_note(stats["n"].max()))
+    return style.save(fig, exp.figures_dir, style.slug("time_per_epoch", problem, *([suffix] if suffix else [])), fmt)

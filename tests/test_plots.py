@@ -603,3 +603,37 @@ def test_a_long_legend_gets_room_instead_of_covering_the_panel(tmp_path):
     assert fig.get_figwidth() > w0 and rows <= style.LEGEND_MAX_ROWS
     assert fig.get_figheight() == pytest.approx(h0 + style.LEGEND_ROW_IN * rows + 0.1)
     plt.close(fig)
+
+
+def test_speedup_and_time_per_epoch_draw_one_figure_per_compute_setting(tmp_path):
+    # the same runs twice, once as real compute and once emulated at 2 ms (model_validation holds both): pooled, the
+    # seeds of two settings would make one line zigzag and one band span both
+    exp = copy_fixtures(tmp_path, ["lr_speedup"]) / "lr_speedup"
+    for name in ("summary.csv", "speedup.csv"):
+        df = pd.read_csv(exp / name)
+        both = pd.concat([df.assign(compute="real", compute_base_s=np.nan),
+                          df.assign(compute="emulated", compute_base_s=0.002,
+                                    **({"time_per_epoch_s": df["time_per_epoch_s"] * 3} if name == "summary.csv"
+                                       else {}))], ignore_index=True)
+        both.to_csv(exp / name, index=False)
+    names = sorted(p.name for p in plots.draw_speedup(exp) + plots.draw_time_per_epoch(exp))
+    assert names == ["speedup-logreg_fmnist-time_per_epoch-emulated_0.002s.png",
+                     "speedup-logreg_fmnist-time_per_epoch-real.png",
+                     "time_per_epoch-logreg_fmnist-emulated_0.002s.png", "time_per_epoch-logreg_fmnist-real.png"]
+    settings = plots.data.compute_settings(load_experiment(exp), "logreg_fmnist")
+    assert [(s, t) for s, t, _ in settings] == [("emulated-0.002s", "emulated compute, 2 ms a gradient"),
+                                                ("real", "real compute")]
+    real = settings[1][2].summary
+    assert set(real["compute"]) == {"real"} and len(real) == len(pd.read_csv(exp / "summary.csv")) // 2
+
+
+def test_a_complete_drawing_removes_figures_the_csvs_no_longer_give(tmp_path):
+    exp = copy_fixtures(tmp_path, ["lr_speedup"]) / "lr_speedup"
+    stale = exp / "figures" / "speedup-logreg_fmnist-time_per_epoch-old_name.png"
+    stale.parent.mkdir(parents=True, exist_ok=True)
+    stale.write_bytes(PNG_SIGNATURE)
+    pdf = exp / "figures" / "kept.pdf"                     # another format: not this call's to judge
+    pdf.write_bytes(b"%PDF")
+    written = plots.draw_experiment(exp)
+    assert not stale.exists() and pdf.exists() and all(p.exists() for p in written)
+    assert sorted(p.name for p in (exp / "figures").glob("*.png")) == sorted(p.name for p in written)
