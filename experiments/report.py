@@ -945,11 +945,22 @@ def _side_by_side(results_dir: Path, profile: str, current: pd.DataFrame) -> str
     same = same_settings("quick", "long") if {"quick", "long"} <= set(frames) else []
     same = [e for e in same if e in set(table["experiment"])]
     note = (f" The long profile runs the quick settings for {', '.join(same)}: a verdict of theirs that differs "
-            "between the two comes from run-to-run spread or the other calibration, not from scale." if same else "")
+            "between the two comes from run-to-run spread, the other calibration or other code, not from scale."
+            if same else "")
+    beyond = [f"{e} {why}" for e, why in BEYOND_SCALE.items() if e in set(table["experiment"])]
+    note += (" Besides scale, the profiles differ in calibration (each folder's calibration.json) and may differ in "
+             "the code that made the runs (each report's header lists its commits)"
+             + (f"; {'; '.join(beyond)}" if beyond else "") + ".")
     return ("\n## Verdicts per profile\n\nEach claim's verdict in every profile whose results are present "
             f"({', '.join(f'`{PROFILE_DIRS.get(p, p)}/`' for p in frames)}): a verdict that changes with scale shows "
             f"here.{note}\n\n" + md_table(table))
 
+
+# What a profile changes in an experiment beyond its scale (conf/experiment/*.yaml), named beside the verdicts per
+# profile so that a verdict changed by it is not read as a change with scale
+BEYOND_SCALE = {"async_methods": "in long tunes every method's step size on a grid (quick: the default steps) and "
+                                 "reads LeNet5's time to a lower target loss (conf/experiment/async_methods.yaml)",
+                "stragglers": "in long adds sigma 0.5 to quick's settings, which it otherwise repeats"}
 
 SECTIONS = {"lr_speedup": section_lr_speedup, "lenet5_speedup": section_lenet5_speedup,
             "allcnn_sync_vs_async": section_sync_vs_async, "large_time_per_epoch": section_large,

@@ -282,6 +282,8 @@ def test_side_by_side_verdicts_per_profile(tmp_path):
     row = next(ln for ln in table.splitlines() if "APAM more accurate than async SGD" in ln)
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[2].startswith("outside the claim's regime (K = 750") and cells[3] == "reproduced"
+    assert "Besides scale, the profiles differ in calibration" in table       # what else a changed verdict may mean
+    assert "async_methods in long tunes" not in table                         # named only where that experiment is
     assert pd.read_csv(quick / "verdicts.csv").columns.tolist() == ["experiment", "claim", "verdict"]
 
 
