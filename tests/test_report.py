@@ -492,3 +492,26 @@ def test_target_note_names_the_target_and_where_in_the_run_it_was_reached():
     rows = [dict(r, updates_to_target=math.nan) for r in rows]
     assert "P = 1 did not reach it" in R._target_note(pd.DataFrame(rows))
     assert R._target_note(pd.DataFrame(rows).drop(columns="target_loss")) == ""
+
+
+def test_speedup_claim_is_judged_below_the_masters_saturation_only():
+    paper = pd.DataFrame([{"problem": "logreg_fmnist", "algorithm": "apam", "workers": p, "metric": "speedup",
+                           "value": float(p), "unit": "x"} for p in (2, 4, 8, 16)])
+    sp = pd.DataFrame([{"problem": "logreg_fmnist", "algorithm": "apam", "basis": "time_per_epoch", "workers": p,
+                        "speedup": v} for p, v in ((1, 1.0), (2, 1.95), (4, 3.8), (8, 5.0), (16, 5.1))])
+    # P* = (grad + 2 latency + update + idle) / (update + overhead) = (150 + 2*5 + 5 + 35) / (5 + 35) = 5.0
+    costs = dict(cost_grad_s=150e-6, cost_update_s=5e-6, cost_latency_s=5e-6, cost_overhead_s=35e-6)
+    ok = pd.DataFrame([dict(_run("apam", 1, 0, 0.9, problem="logreg_fmnist"), **costs)])
+    out = []
+    R._linear_claim(sp, "apam", 32, paper, out, problem="logreg_fmnist", ok=ok)
+    verdict = R._verdict(out[0][1])
+    assert verdict.startswith("reproduced (at P = 2, 4; P = 8, 16 outside the claim's regime: the master saturates "
+                              "at P* = 5.0, a 150 us gradient against 40 us of master per update")
+    assert "P=8: 5.00 vs paper 8.00" not in out[0][2]                   # the saturated counts are not compared
+    out = []
+    R._linear_claim(sp, "apam", 32, paper, out, problem="logreg_fmnist")  # no cost columns (measured): all compared
+    assert out[0][1] is False
+    out = []
+    R._linear_claim(sp, "apam", 32, paper, out, problem="logreg_fmnist", ok=ok.assign(cost_grad_s=20e-6))
+    assert R._verdict(out[0][1]).startswith("outside the claim's regime (P = 2, 4, 8, 16: the master saturates at "
+                                            "P* = 1.8")                                # nothing below P*
