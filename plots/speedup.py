@@ -68,7 +68,8 @@ def draw_speedup(exp, fmt="png"):
     One figure per (problem, basis) of speedup.csv that has >= 2 worker counts; one line per algorithm x engine x
     clock. On the time_to_target basis, worker counts of summary.csv without a speed-up row (the target was not
     reached) are marked x at the top edge. With several seeds in summary.csv, a min-max band of the per-seed speed-up
-    (mean T(1) / T_seed(P)) surrounds each line. Paper points: metric ``speedup`` of the paper's CSV.
+    (mean T(1) / T_seed(P)) surrounds each line. Paper points (metric ``speedup`` of the paper's CSV: time for a
+    fixed number of epochs) on the time_per_epoch basis only.
 
     Args:
         exp: ``ExperimentData`` or an experiment folder path.
@@ -123,7 +124,9 @@ def _speedup_figure(exp, problem, basis, rows, fmt, suffix="", setting=""):
                               linewidth=0)
             ax_e.fill_between(band["workers"], band["lo"] / band["workers"], band["hi"] / band["workers"],
                               color=kw["color"], alpha=style.BAND_ALPHA, linewidth=0)
-    paper = _paper_rows(exp.paper, ["speedup"])
+    # the paper's speed-ups are of time for a fixed number of epochs: drawn on that basis only, never beside a
+    # speed-up to a target loss, which measures something else
+    paper = _paper_rows(exp.paper, ["speedup"]) if basis == "time_per_epoch" else None
     if paper is not None and not paper.empty:
         markers = {p: PAPER_MARKERS[i % len(PAPER_MARKERS)] for i, p in enumerate(distinct(paper, "problem"))}
         for (pproblem, algorithm), pts in paper.groupby(["problem", "algorithm"], sort=True):

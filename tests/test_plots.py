@@ -452,6 +452,9 @@ def test_speedup_time_to_target_marks_unreached_worker_counts(tmp_path, captured
         assert matplotlib.colors.to_hex(marks[0].get_color()) == matplotlib.colors.to_hex(style.color_for("apam"))
     assert any(t.startswith("target not reached") for t in legend_texts(ttt_fig))
     assert not any(ln.get_label() == "_missing" for ax in tpe_fig.axes for ln in ax.get_lines())
+    # the paper's speed-ups (time for fixed epochs) beside the time-per-epoch line only, never a speed-up to target
+    assert any(t.startswith("paper: ") for t in legend_texts(tpe_fig))
+    assert not any(t.startswith("paper: ") for t in legend_texts(ttt_fig))
 
 
 def test_stragglers_shared_y_scale_shows_every_panels_largest_value(tmp_path, captured):
