@@ -515,3 +515,16 @@ def test_speedup_claim_is_judged_below_the_masters_saturation_only():
     R._linear_claim(sp, "apam", 32, paper, out, problem="logreg_fmnist", ok=ok.assign(cost_grad_s=20e-6))
     assert R._verdict(out[0][1]).startswith("outside the claim's regime (P = 2, 4, 8, 16: the master saturates at "
                                             "P* = 1.8")                                # nothing below P*
+
+
+def test_tau_finding_says_when_its_boundary_is_inside_tau0s_seed_noise():
+    def finding(gaps):
+        claims = []
+        R.section_tau("tau_threshold", _tau_rows(gaps), None, None, claims)
+        return {k: e for k, _, _, e in R._judged(claims, "")}["finding: tau within 25% of tau = 0"]
+
+    ev = finding({0: [1e-5, 5e-5, 1.2e-4], 4: [4e-5, 6e-5, 8e-5], 13: [1e-4, 1.5e-4, 1.9e-4]})
+    assert ev.startswith("first tau beyond: 13 (its seeds 0.0001-0.00019 overlap tau = 0's 1e-05-0.00012: this "
+                         "boundary is within the seed noise); updates to target: tau=0: 100, tau=4: 100, tau=13: 100")
+    ev = finding({0: [1e-5, 5e-5, 1.2e-4], 13: [1.3e-4, 1.5e-4, 1.9e-4]})
+    assert ev.startswith("first tau beyond: 13;")                 # clear of tau = 0's seeds: no caveat
