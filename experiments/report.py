@@ -114,6 +114,11 @@ def _absent(status: dict) -> str:
 CHANCE_MARGIN = 0.10  # accuracy claims need the best run this far above chance (1 / classes) to be decided
 
 
+def _classes(ok: pd.DataFrame) -> int:
+    """How many classes the runs' problem has: 2 for logistic regression (``logreg_*``), else 10 (the CNNs)."""
+    return 2 if str(ok["problem"].iloc[0]).startswith("logreg") else 10
+
+
 def _learned(ok: pd.DataFrame, classes: int = 10) -> bool:
     """Did the runs learn anything? The best final test accuracy is at least CHANCE_MARGIN above chance."""
     acc = pd.to_numeric(ok.get("final_test_acc", pd.Series(dtype=float)), errors="coerce")
@@ -263,7 +268,7 @@ def _same_loss_claim(ok, algorithm, max_workers, what, claims, col="final_train_
         _claim(claims, key, text, C.outside(f"epochs = {epochs:.3g} < {min_epochs:g}, K = "
                                             f"{float(ok['updates'].max()):.0f}"), ev)
         return
-    classes = 2 if str(ok["problem"].iloc[0]).startswith("logreg") else 10
+    classes = _classes(ok)
     learned = _learned(ok[ok["algorithm"] == algorithm], classes)
     _claim(claims, key, text, bool(spread <= tol) if learned else INCONCLUSIVE, ev)
 
@@ -369,7 +374,7 @@ def _accuracy_claims(ok, paper, claims, traces, max_workers, paper_note, steps=N
         ev += ("; step sizes: " + ", ".join(f"{alg} {'/'.join(f'{v:g}' for v in steps[alg])}"
                                             for alg in ("apam", "async_sgd") if alg in steps)
                + " (the paper gives none for async SGD; not tuned here)")
-    chance = _at_chance(ok[ok["algorithm"].isin(["apam", "async_sgd"])], 10)
+    chance = _at_chance(ok[ok["algorithm"].isin(["apam", "async_sgd"])], _classes(ok))
     ev += f"; ended at chance level, counted in the means: {chance}" if chance else ""
     if isinstance(verdict, str) and verdict.startswith(C.OUTSIDE):
         _claim(claims, key, text, verdict, ev)
@@ -623,7 +628,7 @@ def section_tau(exp, summary, sp, paper, claims):
            f"finding: with K = {K} updates (K^(1/4) = {K**0.25:.1f}, sqrt(K) = {K**0.5:.0f}), the {name} stays "
            f"within 25% of tau = 0 up to tau = {int(good['tau'].max())}", True, ev)
     small = g[g["tau"] <= K**0.25]
-    classes = 2 if str(ok["problem"].iloc[0]).startswith("logreg") else 10
+    classes = _classes(ok)
     decidable = (small["tau"] > 0).any() and _learned(ok, classes)
     enough, n = C.seeds_ok(ok, ["tau"])
     verdict = bool((small[f"{name} (mean)"] <= 1.25 * base).all()) if decidable else INCONCLUSIVE

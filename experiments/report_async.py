@@ -108,6 +108,7 @@ def section_async_methods_real(exp, summary: pd.DataFrame, sp, paper, claims: li
     clock and are named) and one finding on where APAM stands."""
     from scipy.stats import kendalltau
 
+    from experiments.claims import MIN_SEEDS
     from experiments.engines.emulation import OVERRUN_FLAG
     from plots.async_methods import engine_pairs
 
@@ -163,7 +164,6 @@ def section_async_methods_real(exp, summary: pd.DataFrame, sp, paper, claims: li
     tested = [v for v in verdicts if not v[1]]
     verdict = all(v[0] for v in tested) if tested else \
         "inconclusive (every column had runs above the overrun flag: none could be counted)"
-    from experiments.claims import MIN_SEEDS
     seeds = int(summary.groupby(["problem", "workers", "algorithm", "engine"])["seed"].nunique().min())
     if verdict is True and seeds < MIN_SEEDS:  # a ranking from one seed can turn on a millisecond (a comparison)
         verdict = f"inconclusive ({seeds} seed(s) < {MIN_SEEDS}; agreement on every counted column)"
