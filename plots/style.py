@@ -7,6 +7,7 @@ curves of one panel differ by a numeric sweep value (worker count, max delay) an
 comes from the sequential map ``SWEEP_CMAP`` instead, so the order of the values reads at a glance.
 """
 
+import math
 import re
 import zlib
 from pathlib import Path
@@ -185,14 +186,23 @@ def log2_workers_axis(ax, workers):
 
 
 def plain_log_axis(ax, axis="y", base=10):
-    """Log scale on ``axis`` with tick labels written as plain numbers (1, 2, 4 or 0.01, 10)."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    """Log scale on ``axis`` with tick labels written as plain numbers (1, 2, 4 or 0.01, 10). With base 10, an axis
+    that spans less than 1.5 decades when drawn also labels its minor ticks at 2 and 5 times a power of ten (one
+    major label alone, or none, cannot be read as a scale)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
 
     target = ax.yaxis if axis == "y" else ax.xaxis
     (ax.set_yscale if axis == "y" else ax.set_xscale)("log", base=base)
     target.set_major_locator(LogLocator(base=base))
     target.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
-    target.set_minor_formatter(NullFormatter())
+
+    def minor(v, _pos):
+        lo, hi = sorted(target.get_view_interval())
+        if base != 10 or not (v > 0 and lo > 0) or hi / lo >= 10**1.5:
+            return ""
+        mantissa = v / 10 ** math.floor(math.log10(v) + 1e-9)
+        return f"{v:g}" if any(abs(mantissa - m) < 1e-6 for m in (2, 5)) else ""
+    target.set_minor_formatter(FuncFormatter(minor))
 
 
 def wants_log(values, ratio=20.0):

@@ -640,3 +640,23 @@ def test_a_complete_drawing_removes_figures_the_csvs_no_longer_give(tmp_path):
     written = plots.draw_experiment(exp)
     assert not stale.exists() and pdf.exists() and all(p.exists() for p in written)
     assert sorted(p.name for p in (exp / "figures").glob("*.png")) == sorted(p.name for p in written)
+
+
+@pytest.mark.parametrize("lo, hi, labelled", [(400.0, 3500.0, {"500", "1000", "2000"}),
+                                              (0.003, 20.0, {"0.01", "0.1", "1", "10"})])
+def test_plain_log_axis_labels_minor_ticks_only_on_a_short_range(lo, hi, labelled):
+    """Under 1.5 decades the 2x and 5x minor ticks get labels too (one label alone cannot be read as a scale); over
+    it only the powers of ten are labelled, as plain numbers."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    try:
+        ax.plot([1, 2], [lo, hi])
+        style.plain_log_axis(ax)
+        ax.set_ylim(lo, hi)
+        fig.canvas.draw()
+        shown = {t.get_text() for t in ax.yaxis.get_majorticklabels() + ax.yaxis.get_minorticklabels()
+                 if t.get_text() and lo <= t.get_position()[1] <= hi}
+    finally:
+        plt.close(fig)
+    assert shown == labelled
