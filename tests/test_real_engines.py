@@ -4,6 +4,7 @@ and no process left behind. Engine-level tests use the forkserver start method (
 the command-line tests use the default (spawn)."""
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import re
@@ -19,7 +20,7 @@ import torch
 from algorithms import build_rule
 from conftest import REPO, QuadraticProblem, child_pids, compose_cfg, serial_amsgrad
 from experiments.engines import distributed, shared_memory
-from experiments.engines._driver import WallClock
+from experiments.engines._driver import Arrival, WallClock, drive
 from experiments.engines._proc import FaultPlan, WorkerSpec, worker_batches, worker_cpus, worker_seed
 from experiments.recorder import Recorder
 
@@ -251,6 +252,58 @@ def test_shared_memory_cuts_off_a_silent_worker_after_the_timeout(tmp_path):
     assert result.status == "ok" and result.updates == 300
     assert "worker 0 lost" in result.message and "engine.timeout_s=1.5" in result.message
     assert result.time_s >= 1.5  # the wait for the silent worker is real time
+
+
+class SilentWorkerTransport:
+    """An in-process transport (_driver's interface) whose worker 0 never answers while the others answer at once,
+    2 ms a wait; it records the timeout of every wait."""
+
+    cuts_off_silent = True
+
+    def __init__(self, d: int) -> None:
+        self.pending, self.timeouts, self.g = [], [], torch.zeros(d)
+
+    def issue(self, w, x, version):
+        if w != 0:
+            self.pending.append(Arrival(w, version, 1.0))
+
+    def wait(self, timeout):
+        self.timeouts.append(timeout)
+        time.sleep(0.002)
+        events, self.pending = self.pending, []
+        return events
+
+    def gradient(self, w):
+        return self.g
+
+    def drop(self, w):
+        pass
+
+    def hold(self):
+        return contextlib.nullcontext()
+
+
+def test_a_silent_worker_is_cut_off_at_its_deadline_while_the_others_keep_arriving(tmp_path):
+    """The driver takes the earliest deadline as the first entry of its deadline dict (insertion order): the silent
+    worker's, issued first and never renewed, so the waits' timeouts count down to its cut-off while the others are
+    answered, and it is lost then (about 300 updates in: 0.3 s at two updates per 2 ms wait), not when the others
+    run out of work at update 1000."""
+    problem = QuadraticProblem()
+    cfg = compose_cfg([f"results_dir={tmp_path}", "engine=shared_memory", "workers=3", "updates=1000",
+                       "engine.timeout_s=0.3", "engine.warmup_updates=0", "batch_size=8", "algorithm=async_sgd",
+                       "algorithm.lr=0.001", "algorithm.lr_schedule=constant", "eval_every=1e9"])
+    rec = Recorder(problem, {"run_id": "t"}, eval_every=cfg.eval_every, total_epochs=None, f_star=None,
+                   clock="wall", progress=False)
+    transport = SilentWorkerTransport(problem.dim)
+    result = drive(problem, build_rule("sgd", lr=0.001), cfg, rec, transport, [8, 8, 8])
+    assert result.updates == 1000 and result.gradients == 1000
+    lost_at = int(re.search(r"worker 0 lost at update (\d+) \(sent no gradient within engine.timeout_s=0.3 s\)",
+                            result.message).group(1))
+    assert 100 < lost_at < 700
+    t = transport.timeouts
+    cut = next(i for i in range(1, len(t)) if t[i] > t[i - 1])  # the first wait after the cut-off
+    assert cut > 20 and t[cut - 1] < 0.02  # one deadline counted down to its end ...
+    assert min(t[cut:-1]) > 0.2  # ... then the answering workers' deadlines, renewed at every answer
 
 
 @pytest.mark.timeout(120)

@@ -176,23 +176,29 @@ class MasterLoop:
         self.recorder.check_loss(ev.loss, self.samples)
 
     def _events(self, deadlines: dict[int, float]) -> list:
-        """The transport's next events; a worker past its deadline becomes a Lost event."""
-        now = time.monotonic()
-        timeout = max(0.0, min(deadlines.values()) - now) if deadlines else None
+        """The transport's next events; a worker past its deadline becomes a Lost event, also while the others
+        keep answering (it is cut off within one wait of its deadline, not when the rest run out of work).
+
+        ``deadlines`` (worker -> monotonic seconds) is in deadline order: every entry is ``issue time +
+        engine.timeout_s`` and is inserted when its gradient is handed out (after its previous entry was deleted), so
+        the first is the earliest -- O(1) per wait instead of a min over the P workers (1 us at P = 32)."""
+        first = next(iter(deadlines.values())) if deadlines else None
+        timeout = None if first is None else max(0.0, first - time.monotonic())
         timed, t0 = self.clock.started, time.perf_counter()
         events = self.transport.wait(timeout)
         if timed:
             self.wait_s += time.perf_counter() - t0
-        if events:
-            return events
         now = time.monotonic()
+        if first is None or first > now:
+            return events
+        answered = {ev.worker for ev in events}
         silent = [Lost(w, f"sent no gradient within engine.timeout_s={self.timeout:g} s")
-                  for w, d in deadlines.items() if d <= now]
+                  for w, d in deadlines.items() if d <= now and w not in answered]
         if silent and not self.transport.cuts_off_silent:
             for e in silent:
                 self.transport.drop(e.worker)
             raise WorkerLost("; ".join(f"worker {e.worker} {e.reason}" for e in silent))
-        return silent
+        return events + silent
 
     def _lose(self, ev: Lost) -> None:
         if ev.worker not in self.live:
