@@ -120,10 +120,10 @@ def _worker_main(spec: WorkerSpec, tensors: list, xs: torch.Tensor, grads: torch
     """Body of worker process ``spec.worker``: receive the rest of the problem on the pipe (its ``tensors`` came
     with the process; _proc.split_problem), say ready; then wait until ``ctrl[w, SEQ]`` moves past the last request
     served (spin on it for ``spin_s`` seconds, then block on its wake-up fd and pipe), read the version from
-    ``ctrl[w, VERSION]``,
-    compute one gradient at ``xs[w]`` on the next minibatch of its own stream, write it to ``grads[w]``, report
-    (version, loss) on the pipe -- or, spinning, in its row of ``replies`` followed by its ``done`` count and one
-    write to the master's wake-up fd; until the pipe says stop or closes (the master is gone)."""
+    ``ctrl[w, VERSION]``, compute one gradient at ``xs[w]`` on the next minibatch of its own stream (drawn while it
+    waited), write it to ``grads[w]``, report (version, loss) on the pipe -- or, spinning, in its row of ``replies``
+    followed by its ``done`` count and one write to the master's wake-up fd; until the pipe says stop or closes (the
+    master is gone)."""
     worker_process_setup(spec)
     w = spec.worker
     try:
@@ -138,6 +138,7 @@ def _worker_main(spec: WorkerSpec, tensors: list, xs: torch.Tensor, grads: torch
         poller.register(wake.fd, select.POLLIN)
         poller.register(conn.fileno(), select.POLLIN)
         served = 0  # sequence number of the last request served
+        idx = stream.next()  # the next request's minibatch, drawn while waiting: off the hand-off's critical path
         conn.send_bytes(b"R")
         while True:
             if spin_s > 0 and ctl[seq_at] == served:
@@ -157,7 +158,7 @@ def _worker_main(spec: WorkerSpec, tensors: list, xs: torch.Tensor, grads: torch
             version = ctl[version_at]
             spec.fault.maybe_fail(w, version)
             t0 = time.perf_counter()
-            loss, g = problem.loss_grad(x, stream.next())
+            loss, g = problem.loss_grad(x, idx)
             g_slot.copy_(g)
             compute_s, target_s, timing = emu.finish(t0)
             if reply is None:
@@ -166,6 +167,7 @@ def _worker_main(spec: WorkerSpec, tensors: list, xs: torch.Tensor, grads: torch
                 _REPLY.pack_into(reply_bytes, row_at, version, float(loss), compute_s, target_s, timing)
                 reply[done_at] += 1
                 os.write(master_wake.fd, _ONE)  # wakes the master if it has stopped spinning and blocked
+            idx = stream.next()
     except (EOFError, BrokenPipeError, ConnectionResetError):
         return  # the master is gone
     except BaseException as exc:  # noqa: BLE001 - reported to the master, then the process exits
