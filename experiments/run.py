@@ -200,8 +200,10 @@ def execute(cfg: DictConfig, overrides: list[str]) -> str:
             raise ConfigError(f"lr_tuning_seed={cfg.lr_tuning_seed}: no finished run of that seed for "
                               f"{cfg.experiment_id}/{run_id} in {sink.summary_path}: run the tuning seed first")
         if float(cfg.algorithm.get("lr_factor", 1.0)) != best:
+            retired = sink.retire()  # an earlier tuning's choice: its results must not stay beside the current one's
             print(f"[skip] {cfg.experiment_id}/{run_id}: algorithm.lr_factor={cfg.algorithm.lr_factor} is not the "
-                  f"factor seed {cfg.lr_tuning_seed} chose ({best:g}; lr_tuning_seed)", file=sys.stderr)
+                  f"factor seed {cfg.lr_tuning_seed} chose ({best:g}; lr_tuning_seed)"
+                  f"{'; its results from an earlier choice removed' if retired else ''}", file=sys.stderr)
             return "skipped"
     if sink.finished() and not cfg.force:
         changes = sink.config_changes(OmegaConf.to_container(cfg))

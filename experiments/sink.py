@@ -164,6 +164,27 @@ class RunSink:
         hist = [{"staleness": k, "count": histogram[k]} for k in sorted(histogram)]
         _atomic_write(self.run_dir / "staleness.csv", _csv_text(hist, ["staleness", "count"]))
 
+    def retire(self) -> bool:
+        """Remove this run's row from ``summary.csv`` (under the file lock) and its folder, when a sweep no longer
+        includes the run (a step size the tuning seed did not choose this time: experiments/tuning.py), so the
+        summary cannot mix it with the runs of the current choice. Returns True when there was something to
+        remove."""
+        import shutil
+
+        removed = False
+        if self.summary_path.exists():
+            with FileLock(str(self.summary_path) + ".lock", timeout=120):
+                with open(self.summary_path, newline="") as f:
+                    rows = list(csv.DictReader(f))
+                kept = [r for r in rows if r.get("run_id") != self.run_id]
+                if len(kept) != len(rows):
+                    _atomic_write(self.summary_path, _csv_text(kept, SUMMARY_COLUMNS))
+                    removed = True
+        if self.run_dir.exists():
+            shutil.rmtree(self.run_dir)
+            removed = True
+        return removed
+
     def append_summary(self, row: dict) -> None:
         """Put the run's row into ``summary.csv`` (replacing an older row of the same run), under a file lock."""
         self.exp_dir.mkdir(parents=True, exist_ok=True)

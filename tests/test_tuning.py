@@ -90,3 +90,19 @@ def test_a_tuned_sweep_runs_the_other_seeds_at_the_chosen_factor_only(tmp_path):
     others = s[s["seed"] != 0]
     assert sorted(others["seed"]) == [1, 2] and set(others["lr_factor"]) == {chosen}
     assert best_times(s).iloc[0]["lr_factor"] == chosen
+
+    # a later tuning chooses another factor (here: seed 0's chosen run made to miss the target): the other seeds'
+    # runs of the old choice are removed, rows and folders, and the new choice is run
+    runs = tmp_path / "async_methods" / "runs"
+    old_dirs = {r: runs / r for r in others["run_id"]}
+    s.loc[(s["seed"] == 0) & (s["lr_factor"] == chosen), "time_to_target_s"] = math.nan
+    s.to_csv(tmp_path / "async_methods" / "summary.csv", index=False)
+    st = reproduce.run_sweep("async_methods", "smoke", tmp_path, False, overrides=split_sweep(sweep, [0, 1, 2], 0)[1])
+    assert st["status"] == "ran", st
+    s = pd.read_csv(tmp_path / "async_methods" / "summary.csv")
+    again = best_factor(s[s["seed"] == 0].to_dict("records"))
+    assert again != chosen
+    others = s[s["seed"] != 0]
+    assert sorted(others["seed"]) == [1, 2] and set(others["lr_factor"]) == {again}
+    assert not any(d.exists() for d in old_dirs.values())
+    assert all((runs / r / "trace.csv").exists() for r in others["run_id"])
