@@ -59,6 +59,7 @@ sys.path.insert(0, str(REPO))
 from algorithms import build_rule  # noqa: E402
 from experiments.engines import distributed, shared_memory  # noqa: E402
 from experiments.engines._proc import cpu_times  # noqa: E402
+from experiments.engines.loopback import LoopbackTransport  # noqa: E402
 from experiments.recorder import Recorder  # noqa: E402
 
 ENGINES = {"shared_memory": shared_memory, "distributed": distributed}
@@ -101,36 +102,6 @@ class SubsetEval:
     def evaluate(self, x):
         loss, _ = self.problem.loss_grad(x, self.idx)
         return {"train_loss": loss, "train_acc": float("nan"), "test_loss": float("nan"), "test_acc": float("nan")}
-
-
-class LoopbackTransport:
-    """An in-process transport that answers every request at once with a constant gradient: timing the master
-    loop over it leaves the loop's own cost (experiments/engines/_driver.py's transport interface)."""
-
-    cuts_off_silent = True
-
-    def __init__(self, d: int) -> None:
-        from experiments.engines._driver import Arrival
-
-        self.arrival, self.pending, self.g = Arrival, [], torch.full((d,), 1e-3)
-
-    def issue(self, w, x, version):
-        self.pending.append(self.arrival(w, version, 1.0))
-
-    def wait(self, timeout):
-        events, self.pending = self.pending, []
-        return events
-
-    def gradient(self, w):
-        return self.g
-
-    def drop(self, w):
-        pass
-
-    def hold(self):
-        from contextlib import nullcontext
-
-        return nullcontext()
 
 
 def compose(overrides: list[str]):

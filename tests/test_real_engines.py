@@ -4,7 +4,6 @@ and no process left behind. Engine-level tests use the forkserver start method (
 the command-line tests use the default (spawn)."""
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import os
 import re
@@ -20,7 +19,8 @@ import torch
 from algorithms import build_rule
 from conftest import REPO, QuadraticProblem, child_pids, compose_cfg, serial_amsgrad
 from experiments.engines import distributed, shared_memory
-from experiments.engines._driver import Arrival, WallClock, drive
+from experiments.engines._driver import WallClock, drive
+from experiments.engines.loopback import LoopbackTransport
 from experiments.engines._proc import FaultPlan, WorkerSpec, worker_batches, worker_cpus, worker_seed
 from experiments.recorder import Recorder
 
@@ -268,33 +268,21 @@ def test_shared_memory_run_leaves_no_file_descriptor_open(tmp_path, handoff):
     assert set(os.listdir("/proc/self/fd")) - before == set()
 
 
-class SilentWorkerTransport:
-    """An in-process transport (_driver's interface) whose worker 0 never answers while the others answer at once,
-    2 ms a wait; it records the timeout of every wait."""
-
-    cuts_off_silent = True
+class SilentWorkerTransport(LoopbackTransport):
+    """The loopback transport whose worker 0 never answers, 2 ms a wait; it records the timeout of every wait."""
 
     def __init__(self, d: int) -> None:
-        self.pending, self.timeouts, self.g = [], [], torch.zeros(d)
+        super().__init__(d)
+        self.timeouts = []
 
     def issue(self, w, x, version):
         if w != 0:
-            self.pending.append(Arrival(w, version, 1.0))
+            super().issue(w, x, version)
 
     def wait(self, timeout):
         self.timeouts.append(timeout)
         time.sleep(0.002)
-        events, self.pending = self.pending, []
-        return events
-
-    def gradient(self, w):
-        return self.g
-
-    def drop(self, w):
-        pass
-
-    def hold(self):
-        return contextlib.nullcontext()
+        return super().wait(timeout)
 
 
 def test_a_silent_worker_is_cut_off_at_its_deadline_while_the_others_keep_arriving(tmp_path):
