@@ -277,15 +277,20 @@ _COST_COLUMNS = ("cost_grad_s", "cost_update_s", "cost_latency_s", "cost_overhea
 
 
 def _p_star(o: pd.DataFrame) -> tuple[float, tuple] | None:
-    """The cost model's master saturation P* = cycle / master_s of one problem's P = 1 runs ``o`` (cycle = grad +
-    2 latency + update + idle overhead, master_s = update + overhead; experiments.costmodel.saturation_workers), with
-    the costs ``(grad, update, latency, overhead, idle)`` in seconds; None without the cost columns (measured runs)."""
+    """The cost model's master saturation P* (:func:`experiments.costmodel.saturation_workers`: cycle / master_s,
+    cycle = grad + 2 latency + update + idle overhead, master_s = update + overhead) of one problem's P = 1 runs
+    ``o``, from their mean ``cost_*`` columns, with the costs ``(grad, update, latency, overhead, idle)`` in seconds;
+    None without the cost columns (measured runs)."""
+    from experiments.costmodel import CostModel, saturation_workers
+
     if o.empty or any(c not in o or o[c].isna().all() for c in _COST_COLUMNS):
         return None
     g, u, lat, over = (float(o[c].mean()) for c in _COST_COLUMNS)
     idle = float(o["cost_overhead_idle_s"].mean()) if "cost_overhead_idle_s" in o \
         and o["cost_overhead_idle_s"].notna().any() else over
-    return (g + 2 * lat + u + idle) / (u + over), (g, u, lat, over, idle)
+    # cost_grad_s is already the gradient at the runs' batch size: one entry, looked up under a nominal key
+    costs = CostModel(grad={1: g}, update_s=u, latency_s=lat, overhead_s=over, overhead_idle_s=idle)
+    return saturation_workers(costs, 1), (g, u, lat, over, idle)
 
 
 def _saturation_claim(ok, sp, algorithm, claims):
