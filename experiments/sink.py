@@ -165,21 +165,12 @@ class RunSink:
         _atomic_write(self.run_dir / "staleness.csv", _csv_text(hist, ["staleness", "count"]))
 
     def retire(self) -> bool:
-        """Remove this run's row from ``summary.csv`` (under the file lock) and its folder, when a sweep no longer
-        includes the run (a step size the tuning seed did not choose this time: experiments/tuning.py), so the
-        summary cannot mix it with the runs of the current choice. Returns True when there was something to
-        remove."""
+        """Remove this run's row from ``summary.csv`` and its folder, when a sweep no longer includes the run (a
+        step size the tuning seed did not choose this time: experiments/tuning.py), so the summary cannot mix it
+        with the runs of the current choice. Returns True when there was something to remove."""
         import shutil
 
-        removed = False
-        if self.summary_path.exists():
-            with FileLock(str(self.summary_path) + ".lock", timeout=120):
-                with open(self.summary_path, newline="") as f:
-                    rows = list(csv.DictReader(f))
-                kept = [r for r in rows if r.get("run_id") != self.run_id]
-                if len(kept) != len(rows):
-                    _atomic_write(self.summary_path, _csv_text(kept, SUMMARY_COLUMNS))
-                    removed = True
+        removed = self._replace_summary_row(None)
         if self.run_dir.exists():
             shutil.rmtree(self.run_dir)
             removed = True
@@ -188,10 +179,22 @@ class RunSink:
     def append_summary(self, row: dict) -> None:
         """Put the run's row into ``summary.csv`` (replacing an older row of the same run), under a file lock."""
         self.exp_dir.mkdir(parents=True, exist_ok=True)
+        self._replace_summary_row(row)
+
+    def _replace_summary_row(self, row: dict | None) -> bool:
+        """Under the summary's file lock: drop this run's row, then append ``row`` (None: nothing; a missing summary
+        then stays missing). Returns True when a row was dropped."""
+        if row is None and not self.summary_path.exists():
+            return False
         with FileLock(str(self.summary_path) + ".lock", timeout=120):
             rows = []
             if self.summary_path.exists():
                 with open(self.summary_path, newline="") as f:
-                    rows = [r for r in csv.DictReader(f) if r.get("run_id") != self.run_id]
-            rows.append(row)
-            _atomic_write(self.summary_path, _csv_text(rows, SUMMARY_COLUMNS))
+                    rows = list(csv.DictReader(f))
+            kept = [r for r in rows if r.get("run_id") != self.run_id]
+            dropped = len(kept) != len(rows)
+            if row is not None:
+                kept.append(row)
+            if row is not None or dropped:
+                _atomic_write(self.summary_path, _csv_text(kept, SUMMARY_COLUMNS))
+            return dropped
