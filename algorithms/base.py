@@ -75,11 +75,11 @@ class UpdateRule:
 
     Staleness: a rule that needs the staleness of the gradient it applies sets ``needs_staleness = True`` and
     defines ``step(self, x, g, state, *, tau, worker)`` with required keywords: the master
-    (experiments/master.py, shared by every engine) then passes ``tau`` (int >= 0: updates applied since the
+    (experiments/training/master.py, shared by every engine) then passes ``tau`` (int >= 0: updates applied since the
     gradient's iterate) and ``worker`` (the sending worker's id, or None for an update that averages several
     gradients); a caller that does not pass them gets a TypeError, never a silent tau-less step. Rules with
     ``needs_staleness = False`` (the default; amsgrad, sgd) are stepped as ``step(x, g, state)``.
-    A staleness policy of the master that scales the step (experiments/policies.py) multiplies ``self.schedule``,
+    A staleness policy of the master that scales the step (experiments/training/policies.py) multiplies ``self.schedule``,
     so a rule must take its alpha_k from ``self.schedule(k)`` to compose with it.
 
     Common hyperparameters: ``lr`` (> 0), ``lr_schedule`` ("constant" or "inv_sqrt", see algorithms.schedules),

@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "bench_calibration.csv")
     args = ap.parse_args(argv)
     from experiments import calibrate
-    from experiments.calibration import Calibration
+    from experiments.clock.calibration import Calibration
 
     calls = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -14,7 +14,7 @@ Sections (``--only`` runs one):
 2. ``master``: the same cheap problem at d = 784, 47,236 (rcv1) and 61,706 (LeNet5), P = 1 and 2, with the
    AMSGrad variant of the problem at that d (paper's at 784 and 47,236, torch's at 61,706): updates per
    second on the engine's clock. Goals at d = 61,706, P = 2: >= 15,000 (shared_memory), >= 4,000 (gloo).
-3. ``driver``: the master loop (experiments/engines/_driver.py + Master) over an in-process transport that answers
+3. ``driver``: the master loop (experiments/engines/driver.py + Master) over an in-process transport that answers
    at once: CPU microseconds per update beyond the update rule alone (``time.thread_time``, so other jobs on the
    machine do not count).
 4. ``grad``: the LeNet5 gradient at batch 40, one thread, in this process: the plain torch loop a user would
@@ -58,9 +58,9 @@ sys.path.insert(0, str(REPO))
 
 from algorithms import build_rule  # noqa: E402
 from experiments.engines import distributed, shared_memory  # noqa: E402
-from experiments.engines._proc import cpu_times  # noqa: E402
+from experiments.engines.workers import cpu_times  # noqa: E402
 from experiments.engines.loopback import LoopbackTransport  # noqa: E402
-from experiments.recorder import Recorder  # noqa: E402
+from experiments.training.recorder import Recorder  # noqa: E402
 
 ENGINES = {"shared_memory": shared_memory, "distributed": distributed}
 D_MASTER = 61_706
@@ -248,7 +248,7 @@ def bench_master(args, rows: list[dict]) -> None:
 
 
 def bench_driver(args, rows: list[dict]) -> None:
-    from experiments.engines._driver import drive
+    from experiments.engines.driver import drive
 
     K = args.master_updates
     for d in D_VALUES:

@@ -47,9 +47,9 @@ def one(problem_name: str, mode: str, updates: int) -> dict:
     import torch
 
     from experiments.engines import simulated
-    from experiments.recorder import Recorder
+    from experiments.training.recorder import Recorder
     from experiments.run import build_rule_from_config
-    from experiments.sampling import BatchStream
+    from experiments.training.sampling import BatchStream
     from problems import build_problem
     from problems.data import data_root
     sys.path.insert(0, str(REPO / "tests"))

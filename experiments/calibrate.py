@@ -1,7 +1,7 @@
 """``make calibrate``: measure the cost model's terms on this machine up front, for every simulated job of a profile
 (gradients in a worker process per problem and batch size, master updates per rule, each transport's message
 latency and master overhead per dimension, measured on that engine, and the wake-up lateness of each emulated base
-time; see :mod:`experiments.calibration`).
+time; see :mod:`experiments.clock.calibration`).
 
     python -m experiments.calibrate [--profile quick] [--only ID ...] [--force] [--file PATH]
 
@@ -15,11 +15,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments.calibration import Calibration, cost_model, emulated_lateness
+from experiments.clock.calibration import Calibration, cost_model, emulated_lateness
 from experiments.errors import ConfigError
-from experiments.precheck import compose_jobs, job_overrides, profile_sweep
+from experiments.settings.compose import compose_jobs, job_overrides, profile_sweep
 from experiments.reproduce import EXPERIMENTS
-from experiments.sampling import split_batch
+from experiments.training.sampling import split_batch
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -281,7 +281,7 @@ def _p_star(o: pd.DataFrame) -> tuple[float, tuple] | None:
     cycle = grad + 2 latency + update + idle overhead, master_s = update + overhead) of one problem's P = 1 runs
     ``o``, from their mean ``cost_*`` columns, with the costs ``(grad, update, latency, overhead, idle)`` in seconds;
     None without the cost columns (measured runs)."""
-    from experiments.costmodel import CostModel, saturation_workers
+    from experiments.clock.costmodel import CostModel, saturation_workers
 
     if o.empty or any(c not in o or o[c].isna().all() for c in _COST_COLUMNS):
         return None

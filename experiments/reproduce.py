@@ -42,15 +42,15 @@ def plan_sweeps(experiment: str, profile: str, results_dir: Path, extra: list[st
 
     One sweep when every job has the same clock; otherwise one per clock, each naming its engines
     (``engine=simulated`` and ``engine=shared_memory,distributed``): the job overrides, hence the run ids, are those
-    of the whole sweep. With ``lr_tuning_seed`` set (experiments/tuning.py), each of those is split again: the tuning
+    of the whole sweep. With ``lr_tuning_seed`` set (experiments/sweeps/tuning.py), each of those is split again: the tuning
     seed's sweep, then the other seeds' (which run only the factor it chose). The clocks and seeds are read from a
-    pairwise cover of the sweep (:func:`experiments.precheck.job_cover`: a clock set by one swept value or by two
+    pairwise cover of the sweep (:func:`experiments.settings.compose.job_cover`: a clock set by one swept value or by two
     together is seen) rather than from every job; a sweep whose cover does not compose stays whole (the child then
     checks every job and reports the error).
     """
     from experiments.errors import ConfigError
-    from experiments.precheck import compose_jobs, job_cover, profile_sweep
-    from experiments.tuning import split_sweep
+    from experiments.settings.compose import compose_jobs, job_cover, profile_sweep
+    from experiments.sweeps.tuning import split_sweep
 
     base = [f"experiment={experiment}", f"profile={profile}", f"results_dir={results_dir}", *extra]
     try:
@@ -71,7 +71,7 @@ def plan_sweeps(experiment: str, profile: str, results_dir: Path, extra: list[st
                 for c in clocks]
     if tuning is None or tuning not in seeds:
         return plan
-    # step sizes tuned on one seed (experiments/tuning.py): its sweep first, then the other seeds'
+    # step sizes tuned on one seed (experiments/sweeps/tuning.py): its sweep first, then the other seeds'
     return [(part, simulated) for overrides, simulated in plan
             for part in split_sweep(overrides, sorted(seeds), tuning)]
 
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     results_dir.mkdir(parents=True, exist_ok=True)
     if args.force and not args.keep_calibration:
-        from experiments.calibration import Calibration
+        from experiments.clock.calibration import Calibration
 
         cal = Calibration()  # the machine's file, shared by every results folder
         cal.drop()  # a forced rerun measures this machine's costs anew (runs measure on first use)

@@ -24,7 +24,7 @@ import hydra  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from experiments.errors import ConfigError  # noqa: E402
-from experiments.validate import build_rule_from_config  # noqa: E402,F401  (also used by calibrate, benchmarks)
+from experiments.settings.validate import build_rule_from_config  # noqa: E402,F401  (also used by calibrate, benchmarks)
 
 _HYDRA_FLAGS_WITHOUT_CHECK = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion",
                               "-sc", "--config-name", "-cn", "--config-path", "-cp", "--config-dir", "-cd",
@@ -92,7 +92,7 @@ def _late_expected(cfg, result) -> float:
     overran (they never waited) count too: at most ``overruns`` x the late fraction too many."""
     if result is None or result.late_wakeups is None or not result.compute_times:
         return float("nan")
-    from experiments.calibration import Calibration, emulated_lateness
+    from experiments.clock.calibration import Calibration, emulated_lateness
     from experiments.engines.emulation import expected_late
 
     try:
@@ -103,10 +103,10 @@ def _late_expected(cfg, result) -> float:
 
 
 def _tuning_setting(cfg, overrides: list[str]) -> str | None:
-    """The run's setting for step-size tuning (experiments/tuning.py) when ``lr_tuning_seed`` is set, else None."""
+    """The run's setting for step-size tuning (experiments/sweeps/tuning.py) when ``lr_tuning_seed`` is set, else None."""
     if cfg.get("lr_tuning_seed") is None:
         return None
-    from experiments.tuning import setting_key
+    from experiments.sweeps.tuning import setting_key
 
     return setting_key(overrides, int(cfg.lr_tuning_seed))
 
@@ -180,12 +180,12 @@ def execute(cfg: DictConfig, overrides: list[str]) -> str:
     """
     import torch
 
-    from experiments import provenance
+    from experiments.store import provenance
     from experiments.engines import EngineResult, get_engine
     from experiments.errors import Interrupted
-    from experiments.recorder import Diverged, Recorder
-    from experiments.sink import RunSink, make_run_id
-    from experiments.validate import validate
+    from experiments.training.recorder import Diverged, Recorder
+    from experiments.store.sink import RunSink, make_run_id
+    from experiments.settings.validate import validate
 
     cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
     validate(cfg)
@@ -193,7 +193,7 @@ def execute(cfg: DictConfig, overrides: list[str]) -> str:
     sink = RunSink(cfg.results_dir, cfg.experiment_id, run_id)
     tuning = _tuning_setting(cfg, overrides)
     if tuning is not None and cfg.seed != cfg.lr_tuning_seed:
-        from experiments.tuning import tuned_factor
+        from experiments.sweeps.tuning import tuned_factor
 
         best = tuned_factor(sink.summary_path, tuning, cfg.lr_tuning_seed)
         if best is None:
@@ -240,8 +240,8 @@ def execute(cfg: DictConfig, overrides: list[str]) -> str:
                         divergence_factor=cfg.divergence_factor, progress=cfg.progress)
     result, status, message, signum = None, "ok", "", None
     probe = (math.nan, math.nan)
-    if cfg.engine.clock == "wall":  # how fast the machine is now, against its calibration (experiments/speedprobe.py)
-        from experiments import speedprobe
+    if cfg.engine.clock == "wall":  # how fast the machine is now, against its calibration (experiments/clock/speedprobe.py)
+        from experiments.clock import speedprobe
 
         probe = (speedprobe.measure(), speedprobe.calibrated(cfg.engine.get("calibration") or None))
     try:
@@ -340,7 +340,7 @@ def sweep_folders(overrides: list[str]) -> set[Path]:
     """
     import itertools
 
-    from experiments.precheck import _expand, compose_jobs
+    from experiments.settings.compose import _expand, compose_jobs
 
     expanded = _expand(overrides)
     placing = {"results_dir", "experiment", "experiment_id"}
@@ -403,7 +403,7 @@ def main() -> None:
     signal.signal(signal.SIGINT, _on_signal)
     argv = sys.argv[1:]
     if not any(a.split("=")[0] in _HYDRA_FLAGS_WITHOUT_CHECK for a in argv):
-        from experiments.precheck import precheck, profile_sweep
+        from experiments.settings.compose import precheck, profile_sweep
 
         multirun = any(a in ("-m", "--multirun") for a in argv)
         overrides = [a for a in argv if not a.startswith("-")]

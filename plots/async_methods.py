@@ -13,7 +13,7 @@ from matplotlib import colormaps
 from matplotlib import colors as mcolors
 from matplotlib.patches import Patch
 
-from experiments.tuning import time_to_target
+from experiments.sweeps.tuning import time_to_target
 
 from . import style
 from .data import as_experiment
@@ -45,7 +45,7 @@ def best_times(summary: pd.DataFrame) -> pd.DataFrame:
     """One row per (problem, workers, compute_model, algorithm): the best step factor and its time to target.
 
     The factor is chosen by the mean time over the seeds every factor ran (all of them for a full grid; the tuning
-    seed under ``lr_tuning_seed``, experiments/tuning.py), ties to the smaller factor; the columns describe all the
+    seed under ``lr_tuning_seed``, experiments/sweeps/tuning.py), ties to the smaller factor; the columns describe all the
     seeds of the chosen factor.
 
     Columns: problem, workers, compute_model, algorithm, lr_factor (the best), seeds, reached (seeds that reached
@@ -64,7 +64,7 @@ def best_times(summary: pd.DataFrame) -> pd.DataFrame:
     s["discarded_frac"] = s.get("discarded", 0) / s["gradients"].where(s["gradients"] > 0)
     keys = ["problem", "workers", "compute_model", "algorithm"]
     # the factor is chosen on the seeds that every factor of the setting ran: all of them for a full grid, the tuning
-    # seed when the other seeds ran only the factor it chose (lr_tuning_seed, experiments/tuning.py)
+    # seed when the other seeds ran only the factor it chose (lr_tuning_seed, experiments/sweeps/tuning.py)
     n_factors = s.groupby(keys)["lr_factor"].transform("nunique")
     s["common"] = s.groupby(keys + ["seed"])["lr_factor"].transform("nunique") == n_factors
     choice = (s[s["common"]].groupby(keys + ["lr_factor"], sort=True)["t"].mean().rename("choice_mean").reset_index()

@@ -99,7 +99,7 @@ class Problem(abc.ABC):
         x: (dim,) tensor; groups: non-empty sequence of P int64 index arrays (sizes may differ by worker).
         Returns (mean of the P minibatch losses: float, a new (dim,) gradient tensor).
         This default computes the P gradients one by one and sums them in worker order, then divides by P: the
-        arithmetic of :class:`experiments.master.Master`'s sync round, bit for bit. Subclasses with
+        arithmetic of :class:`experiments.training.master.Master`'s sync round, bit for bit. Subclasses with
         ``batch_separable`` may compute it in one weighted pass (equal to float32 rounding).
         Raises ValueError for an empty ``groups`` or indices outside [0, num_train).
         """

@@ -7,7 +7,7 @@ of images from torchvision's ``FakeData`` (random pixels, random labels) and dec
 as its ``num_train``:
 
 - :meth:`TimingOnlyCNN.timed_loss_grad` computes the real gradient of a minibatch drawn from the pool (indices are
-  taken modulo the pool): it is what the calibration times (experiments/calibration.py), so the simulated clock
+  taken modulo the pool): it is what the calibration times (experiments/clock/calibration.py), so the simulated clock
   charges the net's true gradient cost;
 - :meth:`TimingOnlyCNN.loss_grad` -- what the engines call -- returns a zero gradient and a NaN loss at no cost, so a
   simulated run of 100 updates takes seconds instead of the net's minutes; the master still applies every update
@@ -16,7 +16,7 @@ as its ``num_train``:
   divergence on a timing-only problem (``timing_only = True``).
 
 The simulated engine runs one at the calibrated cost of its real gradient; a real engine only with
-``engine.compute=emulated`` (experiments/validate.py), where each free gradient waits for its emulated target (the
+``engine.compute=emulated`` (experiments/settings/validate.py), where each free gradient waits for its emulated target (the
 paper's Fig. 10: the paper's serial cost); with real compute it would time the free zero gradients.
 """
 from __future__ import annotations

@@ -48,7 +48,7 @@ def serial_amsgrad(problem, seed: int, epochs: int, lr: float, batch_size: int =
     """The plain single-process loop the engines must equal at P = 1: torch-variant AMSGrad on the seeded
     minibatch stream for ``epochs`` epochs; returns the final x."""
     from algorithms import build_rule
-    from experiments.sampling import BatchStream
+    from experiments.training.sampling import BatchStream
 
     rule = build_rule("amsgrad", variant="torch", lr=lr)
     x = problem.init_params(seed)

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import compose_cfg
 from experiments.report_async import section_async_methods
-from experiments.validate import validate
+from experiments.settings.validate import validate
 from plots.async_methods import best_times, compute_model, draw_async_methods, ranks
 
 
@@ -41,7 +41,7 @@ def test_method_options_are_a_rule_plus_a_policy(tmp_path, algorithm, policy):
 
 
 def test_lr_factor_multiplies_every_alpha_k(tmp_path):
-    from experiments.validate import build_rule_from_config
+    from experiments.settings.validate import build_rule_from_config
 
     base = build_rule_from_config(compose_cfg([f"results_dir={tmp_path}"]).algorithm)  # logreg: inv_sqrt, capped
     twice = build_rule_from_config(compose_cfg([f"results_dir={tmp_path}", "algorithm.lr_factor=2"]).algorithm)

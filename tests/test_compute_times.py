@@ -1,10 +1,10 @@
-"""Compute-time models of experiments/delays.py:ComputeTimes (issue 14): spreads, heavy tails, replay."""
+"""Compute-time models of experiments/training/delays.py:ComputeTimes (issue 14): spreads, heavy tails, replay."""
 import math
 
 import numpy as np
 import pytest
 
-from experiments.delays import ComputeTimes, load_compute_times
+from experiments.training.delays import ComputeTimes, load_compute_times
 from test_simulated import run_sim
 
 

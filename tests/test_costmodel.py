@@ -7,9 +7,9 @@ from omegaconf import OmegaConf
 
 from algorithms import build_rule
 from conftest import QuadraticProblem
-from experiments import calibration as cal_mod
-from experiments.calibration import Calibration, cost_model, grad_key, message_keys, update_key
-from experiments.costmodel import CostModel, predicted_time_per_epoch, saturation_workers
+from experiments.clock import calibration as cal_mod
+from experiments.clock.calibration import Calibration, cost_model, grad_key, message_keys, update_key
+from experiments.clock.costmodel import CostModel, predicted_time_per_epoch, saturation_workers
 
 
 def test_an_entry_is_measured_once_then_reused_with_its_spread(tmp_path):
@@ -104,7 +104,7 @@ def test_closed_form_sync_and_saturation():
 
 
 def test_a_run_copies_its_costs_into_provenance(tmp_path):
-    from experiments.sink import RunSink
+    from experiments.store.sink import RunSink
 
     sink = RunSink(tmp_path, "e", "r")
     sink.write_config("a: 1\n", {"host": "h"})
@@ -117,9 +117,9 @@ def test_the_simulated_partner_of_an_emulated_run_costs_its_base(tmp_path):
     from conftest import compose_cfg
     from experiments.engines import simulated
     from experiments.errors import ConfigError
-    from experiments.recorder import Recorder
+    from experiments.training.recorder import Recorder
     from experiments.run import _compute_columns
-    from experiments.validate import validate
+    from experiments.settings.validate import validate
 
     over = [f"results_dir={tmp_path}", "batch_size=8", "algorithm=async_sgd", "algorithm.lr=0.01",
             "algorithm.lr_schedule=constant", "workers=4", "updates=100", "engine.compute=emulated",

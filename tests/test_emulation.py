@@ -128,7 +128,7 @@ def test_a_spinning_wait_holds_the_core_and_ends_on_time():
 def test_compute_wait_must_be_sleep_or_spin(tmp_path):
     from conftest import compose_cfg
     from experiments.errors import ConfigError
-    from experiments.validate import validate
+    from experiments.settings.validate import validate
 
     cfg = compose_cfg([f"results_dir={tmp_path}", "engine=shared_memory", "engine.compute_wait=nap"])
     with pytest.raises(ConfigError, match="engine.compute_wait"):

@@ -24,9 +24,9 @@ import pytest
 from algorithms import build_rule
 from conftest import REPO, QuadraticProblem, child_pids, compose_cfg
 from experiments.engines import distributed, shared_memory
-from experiments.engines._proc import load_problem, split_problem
+from experiments.engines.workers import load_problem, split_problem
 from experiments.errors import WorkerLost
-from experiments.recorder import Recorder
+from experiments.training.recorder import Recorder
 from problems.data import data_root
 
 ENGINES = {"shared_memory": shared_memory, "distributed": distributed}

@@ -10,7 +10,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from conftest import REPO
-from experiments import provenance
+from experiments.store import provenance
 
 LOCK = REPO / "requirements-lock.txt"
 

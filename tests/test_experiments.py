@@ -10,9 +10,9 @@ import pytest
 
 from conftest import REPO
 from experiments.errors import ConfigError
-from experiments.precheck import compose_jobs, job_cover, job_overrides, profile_sweep
+from experiments.settings.compose import compose_jobs, job_cover, job_overrides, profile_sweep
 from experiments.reproduce import EXPERIMENTS
-from experiments.validate import validate
+from experiments.settings.validate import validate
 
 DATA = REPO / "data" / "FashionMNIST" / "raw"
 needs_data = pytest.mark.skipif(not DATA.exists(), reason="Fashion-MNIST not staged (make data)")
@@ -29,7 +29,7 @@ def test_every_experiment_file_is_in_the_reproduce_list():
 def test_every_job_of_every_profile_composes_and_validates(experiment, profile):
     """Every job of sweeps up to FULL_CHECK jobs; past that, a pairwise cover (every pair of values of two swept keys
     in some job: what a config error of two values together needs) -- `make reproduce` still checks every job
-    before it runs any (experiments/precheck.py)."""
+    before it runs any (experiments/settings/compose.py)."""
     base = [f"experiment={experiment}", f"profile={profile}"]
     sweep = profile_sweep(base)
     assert sweep, "each experiment declares a sweep for each profile"

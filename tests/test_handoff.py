@@ -10,9 +10,9 @@ import torch
 
 from conftest import QuadraticProblem, compose_cfg
 from experiments.engines import shared_memory
-from experiments.engines._proc import FaultPlan, WorkerSpec, worker_cpus
+from experiments.engines.workers import FaultPlan, WorkerSpec, worker_cpus
 from experiments.errors import ConfigError
-from experiments.recorder import Recorder
+from experiments.training.recorder import Recorder
 
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
@@ -116,19 +116,19 @@ def test_auto_spins_only_when_every_process_has_a_core(monkeypatch):
 def test_auto_reads_the_load_of_the_last_tenth_of_a_second(monkeypatch):
     """Without ``load``, auto measures the CPUs' busy time over 0.1 s (/proc/stat), not the 1-minute load average
     that still counts the previous run's workers."""
-    from experiments.engines import _proc
+    from experiments.engines import workers as worker_procs
 
     samples = iter([(100, 200), (130, 240)])  # (idle + iowait, total) jiffies: 30 of 40 idle over the window
     asked = []
-    monkeypatch.setattr(_proc, "cpu_times", lambda cpus=None: (asked.append(cpus), next(samples))[1])
-    monkeypatch.setattr(_proc.os, "cpu_count", lambda: 4)
-    monkeypatch.setattr(_proc.time, "sleep", lambda s: None)
-    assert _proc.busy_cpus() == pytest.approx(1.0)  # a quarter of 4 CPUs busy
+    monkeypatch.setattr(worker_procs, "cpu_times", lambda cpus=None: (asked.append(cpus), next(samples))[1])
+    monkeypatch.setattr(worker_procs.os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(worker_procs.time, "sleep", lambda s: None)
+    assert worker_procs.busy_cpus() == pytest.approx(1.0)  # a quarter of 4 CPUs busy
     samples = iter([(100, 200), (130, 240)])
-    assert _proc.busy_cpus({2, 3}) == pytest.approx(0.5)  # a quarter of the 2 CPUs asked about
+    assert worker_procs.busy_cpus({2, 3}) == pytest.approx(0.5)  # a quarter of the 2 CPUs asked about
     assert asked == [None, None, {2, 3}, {2, 3}]
-    monkeypatch.setattr(_proc, "cpu_times", lambda cpus=None: None)
-    assert _proc.busy_cpus() is None  # no /proc/stat: the caller falls back to the load average
+    monkeypatch.setattr(worker_procs, "cpu_times", lambda cpus=None: None)
+    assert worker_procs.busy_cpus() is None  # no /proc/stat: the caller falls back to the load average
 
     monkeypatch.setattr(shared_memory, "spin_allowed", lambda: True)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from algorithms import build_rule
-from experiments.master import Master
+from experiments.training.master import Master
 
 
 def _sgd():

@@ -1,4 +1,4 @@
-"""Staleness policies of the master (experiments/policies.py) and staleness reaching the rule (issue 14).
+"""Staleness policies of the master (experiments/training/policies.py) and staleness reaching the rule (issue 14).
 
 Each policy is checked against a trace computed by hand: on the master directly (chosen read versions), and on the
 simulated engine under a fixed delay (every gradient of update k >= tau has staleness exactly tau) or timing.
@@ -11,10 +11,10 @@ import torch
 from algorithms import build_rule
 from algorithms.base import UpdateRule
 from conftest import QuadraticProblem
-from experiments import policies
-from experiments.master import Master
-from experiments.policies import PolicyError, build_policy
-from experiments.sampling import BatchStream
+from experiments.training import policies
+from experiments.training.master import Master
+from experiments.training.policies import PolicyError, build_policy
+from experiments.training.sampling import BatchStream
 from test_simulated import run_sim
 
 LR = 0.5
@@ -177,7 +177,7 @@ def test_the_simulated_engine_hands_the_rule_the_fixed_delay(tmp_path, monkeypat
     rule = _tau_logger()
     import experiments.engines.simulated as sim
 
-    from experiments.recorder import Recorder
+    from experiments.training.recorder import Recorder
     from conftest import compose_cfg
 
     cfg = compose_cfg([f"results_dir={tmp_path}", "batch_size=8", "algorithm=async_sgd", "eval_every=1",
@@ -281,7 +281,7 @@ def test_rennala_on_a_timing_run_applies_only_fresh_gradients_in_rounds_of_s(tmp
 
 def test_discarding_policies_refuse_a_length_in_updates(tmp_path):
     from experiments.errors import ConfigError
-    from experiments.validate import validate
+    from experiments.settings.validate import validate
     from conftest import compose_cfg
 
     cfg = compose_cfg([f"results_dir={tmp_path}", "algorithm.policy.name=rennala", "updates=100"])

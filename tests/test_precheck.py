@@ -1,4 +1,4 @@
-"""The precheck (experiments/precheck.py, issue 15 items 4, 6, 7): every job of a sweep is composed and checked as
+"""The precheck (experiments/settings/compose.py, issue 15 items 4, 6, 7): every job of a sweep is composed and checked as
 a whole before any runs, whatever the sweep's size; bad values and unknown keys are refused with one line naming
 them; the data of every job is checked first."""
 import itertools
@@ -10,7 +10,7 @@ import pytest
 
 from conftest import REPO, compose_cfg
 from experiments.errors import ConfigError
-from experiments.precheck import compose_jobs, job_overrides, precheck
+from experiments.settings.compose import compose_jobs, job_overrides, precheck
 
 
 def _refused(overrides, named, multirun=False, tmp_path=None):
@@ -78,7 +78,7 @@ def test_allowed_values_pass(tmp_path):
 
 
 def test_constant_step_is_not_capped():
-    from experiments.validate import build_rule_from_config
+    from experiments.settings.validate import build_rule_from_config
 
     cfg = compose_cfg(["algorithm.lr_schedule=constant", "algorithm.lr=0.005"])
     assert cfg.algorithm.alpha_max == 0.01
@@ -141,7 +141,7 @@ def test_accepted_optimizer_settings_give_a_finite_first_step(tmp_path, override
     # whatever validation lets through moves finitely on the first step, also where a gradient coordinate is 0
     import torch
 
-    from experiments.validate import build_rule_from_config, validate
+    from experiments.settings.validate import build_rule_from_config, validate
 
     cfg = compose_cfg([f"results_dir={tmp_path}"] + overrides)
     validate(cfg)

@@ -570,7 +570,7 @@ def test_timing_only_cnn_times_the_real_gradient_and_hands_engines_a_free_one():
 
 
 def test_a_timing_only_problem_never_diverges_on_its_nan_losses():
-    from experiments.recorder import Recorder
+    from experiments.training.recorder import Recorder
     from problems.timing import TimingOnlyCNN, fake_images
     from problems.cnn import LeNet5
 

@@ -19,10 +19,10 @@ import torch
 from algorithms import build_rule
 from conftest import REPO, QuadraticProblem, child_pids, compose_cfg, serial_amsgrad
 from experiments.engines import distributed, shared_memory
-from experiments.engines._driver import WallClock, drive
+from experiments.engines.driver import WallClock, drive
 from experiments.engines.loopback import LoopbackTransport
-from experiments.engines._proc import FaultPlan, WorkerSpec, worker_batches, worker_cpus, worker_seed
-from experiments.recorder import Recorder
+from experiments.engines.workers import FaultPlan, WorkerSpec, worker_batches, worker_cpus, worker_seed
+from experiments.training.recorder import Recorder
 
 ENGINES = {"shared_memory": shared_memory, "distributed": distributed}
 HAS_FMNIST = (REPO / "data" / "FashionMNIST" / "raw").is_dir()
@@ -185,7 +185,7 @@ def test_snapshot_evaluation_keeps_the_steady_state_staleness_that_draining_lowe
 def test_recorder_snapshots_copy_x_and_flush_in_order_keeping_rows_before_a_divergence():
     import math as _m
 
-    from experiments.recorder import Diverged
+    from experiments.training.recorder import Diverged
 
     problem = QuadraticProblem()
     rec = Recorder(problem, {"run_id": "t"}, eval_every=0.5, total_epochs=None, f_star=None, clock="wall",

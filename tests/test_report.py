@@ -247,7 +247,7 @@ def test_max_delay_at_or_above_the_updates_is_refused():
     from conftest import compose_cfg
 
     from experiments.errors import ConfigError
-    from experiments.validate import validate
+    from experiments.settings.validate import validate
 
     with pytest.raises(ConfigError, match="delay.max_delay=300: must be below the run's 300 updates"):
         validate(compose_cfg(["delay=uniform", "delay.max_delay=300", "updates=300", "results_dir=/tmp"]))
@@ -406,8 +406,8 @@ def test_master_busy_beside_what_the_twin_charges_async_and_sync():
 
 
 def test_speed_probe_is_a_positive_time_and_the_calibrations_is_read_never_measured(tmp_path):
-    from experiments import speedprobe
-    from experiments.calibration import Calibration
+    from experiments.clock import speedprobe
+    from experiments.clock.calibration import Calibration
 
     t = speedprobe.measure(calls=20)
     assert 0 < t < 0.1

@@ -1,9 +1,9 @@
-"""BatchStream (experiments/sampling.py): the batches are the seeded permutations cut in order, across epoch
+"""BatchStream (experiments/training/sampling.py): the batches are the seeded permutations cut in order, across epoch
 boundaries, whatever path (the fast slice inside a permutation, or the one that crosses into the next) cuts them."""
 import pytest
 import torch
 
-from experiments.sampling import BatchStream
+from experiments.training.sampling import BatchStream
 
 
 def reference(num_train: int, seed: int, epochs: int) -> torch.Tensor:

@@ -6,8 +6,8 @@ import torch
 from algorithms import build_rule
 from conftest import QuadraticProblem, compose_cfg, serial_amsgrad
 from experiments.engines import simulated
-from experiments.master import Master
-from experiments.recorder import Recorder
+from experiments.training.master import Master
+from experiments.training.recorder import Recorder
 
 GRAD, UPD, LAT, OVER = 0.01, 0.0001, 0.0002, 0.00015
 COSTS = [f"engine.costs.grad_s={GRAD}", f"engine.costs.update_s={UPD}", f"engine.costs.latency_s={LAT}",
@@ -92,7 +92,7 @@ def test_a_slow_worker_sends_staler_gradients(tmp_path):
 @pytest.mark.parametrize("P", [1, 2, 4, 16, 64])
 def test_time_per_update_matches_the_cost_model(tmp_path, P):
     """The simulated engine against the closed form (costmodel.predicted_time_per_epoch) for fixed costs."""
-    from experiments.costmodel import CostModel, predicted_time_per_epoch, saturation_workers
+    from experiments.clock.costmodel import CostModel, predicted_time_per_epoch, saturation_workers
 
     K, B, N = 1000, 8, 256
     result, _, _ = run_sim(tmp_path, ["delay=timing", f"workers={P}", f"updates={K}", "algorithm.lr=0.001"])
@@ -113,7 +113,7 @@ def test_time_per_update_matches_the_cost_model(tmp_path, P):
 @pytest.mark.parametrize("protocol", ["async_sgd", "sync_amsgrad"])
 def test_the_clock_starts_after_the_warm_up_updates_as_on_the_real_engines(tmp_path, protocol):
     """engine.warmup_updates = W: time_s and the timed samples cover the updates after the warm-up, as the real
-    engines' wall clock (engines/_driver.py); async warms up for at least one round of P updates (P = 8 > W = 5),
+    engines' wall clock (engines/driver.py); async warms up for at least one round of P updates (P = 8 > W = 5),
     so the time per update is the closed form's steady state, cycle / P, exactly."""
     K, W, P, B = 400, 5, 8, 8
     cycle = GRAD + 2 * LAT + UPD + OVER
@@ -142,7 +142,7 @@ def test_artificial_delay_ring_is_bounded(tmp_path):
 
 
 def test_split_batch_sizes():
-    from experiments.sampling import split_batch
+    from experiments.training.sampling import split_batch
 
     assert split_batch(10, 4) == [3, 3, 2, 2]
     assert sum(split_batch(64, 32)) == 64
@@ -214,7 +214,7 @@ def test_async_hands_out_exactly_the_gradients_the_run_asks_for(tmp_path, length
 def test_uniform_choice_respects_the_warm_up_window_and_is_flat():
     from collections import Counter
 
-    from experiments.delays import ArtificialDelay
+    from experiments.training.delays import ArtificialDelay
 
     delay = ArtificialDelay("uniform", max_delay=4, seed=0)
     for k in range(4):  # fewer than D iterates exist yet: tau in {0, ..., k}
@@ -230,7 +230,7 @@ def test_uniform_choice_respects_the_warm_up_window_and_is_flat():
 def test_calibration_keys_name_the_implementation_that_runs():
     from omegaconf import OmegaConf
 
-    from experiments.calibration import rule_calibration_key
+    from experiments.clock.calibration import rule_calibration_key
 
     def key(variant, impl, dim):
         alg = OmegaConf.create({"rule": "amsgrad", "variant": variant, "impl": impl})
@@ -260,7 +260,7 @@ class _NaNAfter(QuadraticProblem):
 
 @pytest.mark.parametrize("delay", ["timing", "uniform"])
 def test_a_non_finite_loss_stops_the_run_naming_the_epoch_of_the_gradient_applied(tmp_path, delay):
-    from experiments.recorder import Diverged
+    from experiments.training.recorder import Diverged
 
     # N = 256, batch 8: the 10th gradient applied ends at sample 80, epoch 0.3125
     with pytest.raises(Diverged, match=r"minibatch loss nan at epoch 0\.312"):
@@ -292,7 +292,7 @@ def test_a_waiting_master_is_charged_the_idle_overhead_a_busy_one_the_queued_ove
     """P = 1: every gradient finds the master waiting: grad + 2 latency + update + idle overhead per update, exactly
     (the closed form). P = 64: gradients queue at a saturated master, which spends update + overhead on each (up to
     the first cycle, when it still waited)."""
-    from experiments.costmodel import CostModel, predicted_time_per_epoch
+    from experiments.clock.costmodel import CostModel, predicted_time_per_epoch
 
     K, B, N = 500, 8, 256
     result, _, _ = run_sim(tmp_path, ["delay=timing", f"workers={P}", f"updates={K}", "algorithm.lr=0.001",

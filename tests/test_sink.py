@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from conftest import REPO
-from experiments.sink import SUMMARY_COLUMNS, TRACE_COLUMNS, RunSink, make_run_id
+from experiments.store.sink import SUMMARY_COLUMNS, TRACE_COLUMNS, RunSink, make_run_id
 
 
 def test_run_id_is_deterministic_sorted_and_ignores_output_keys():
@@ -46,7 +46,7 @@ def test_rerun_replaces_its_row_and_finished_needs_trace(tmp_path):
 
 WRITER = """
 import sys
-from experiments.sink import RunSink
+from experiments.store.sink import RunSink
 rid = sys.argv[2]
 RunSink(sys.argv[1], "exp", rid).append_summary({"run_id": rid, "status": "ok", "message": "x" * 2000 + rid})
 """
@@ -68,7 +68,7 @@ def test_eight_runs_appending_at_once_leave_one_header_and_eight_whole_rows(tmp_
 def test_git_commit_is_dirty_for_code_changes_but_not_for_rewritten_results(tmp_path):
     import subprocess
 
-    from experiments.provenance import git_commit
+    from experiments.store.provenance import git_commit
 
     def git(*args):
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
@@ -97,7 +97,7 @@ def test_git_commit_is_dirty_for_code_changes_but_not_for_rewritten_results(tmp_
 def test_config_changes_name_changed_values_and_ignore_tables_and_new_keys(tmp_path):
     import yaml
 
-    from experiments.sink import RunSink
+    from experiments.store.sink import RunSink
 
     sink = RunSink(tmp_path, "e", "r")
     assert sink.config_changes({"updates": 1}) == []  # no config.yaml: nothing to compare

@@ -1,4 +1,4 @@
-"""Step sizes tuned on one seed (experiments/tuning.py, ``lr_tuning_seed``): the choice rule, the setting key, the
+"""Step sizes tuned on one seed (experiments/sweeps/tuning.py, ``lr_tuning_seed``): the choice rule, the setting key, the
 split of a sweep, the report's choice on a tuned summary, and a real tuned sweep in which the other seeds run only
 the factor the tuning seed chose."""
 import csv
@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from experiments import reproduce
-from experiments.sink import make_run_id
-from experiments.tuning import best_factor, setting_key, split_sweep, tuned_factor
+from experiments.store.sink import make_run_id
+from experiments.sweeps.tuning import best_factor, setting_key, split_sweep, tuned_factor
 from plots.async_methods import best_times
 from test_launchers import COSTS, needs_data
 

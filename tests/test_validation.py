@@ -56,7 +56,7 @@ def test_a_problem_leaves_eps_to_the_variant_it_runs(problem, variant, eps):
     # (never-touched pixels would give 0/0 on the first step)
     from conftest import compose_cfg
 
-    from experiments.validate import build_rule_from_config
+    from experiments.settings.validate import build_rule_from_config
 
     cfg = compose_cfg([f"problem={problem}", f"algorithm.variant={variant}"])
     assert build_rule_from_config(cfg.algorithm).eps == eps

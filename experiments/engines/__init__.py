@@ -1,6 +1,6 @@
 """Engines: how gradients travel from workers to the master and how time is measured.
 
-Every engine has ``run(problem, rule, cfg, recorder) -> EngineResult`` and uses :class:`experiments.master.Master`
+Every engine has ``run(problem, rule, cfg, recorder) -> EngineResult`` and uses :class:`experiments.training.master.Master`
 for the update logic, so the engines differ only in transport and clock:
 
 - ``simulated``: one process, event-driven, exact staleness, simulated clock from the calibrated cost model;
@@ -26,12 +26,12 @@ class EngineResult:
         samples: training samples consumed (epochs = samples / num_train).
         time_s: seconds on the engine's clock, evaluation excluded.
         histogram: staleness -> number of updates.
-        status: ``ok`` or ``failed`` (divergence is raised as :class:`experiments.recorder.Diverged`).
+        status: ``ok`` or ``failed`` (divergence is raised as :class:`experiments.training.recorder.Diverged`).
         message: what happened, when something did (a lost worker, a fault).
         timed_samples: samples consumed while the clock ran (None: all of them); a wall clock starts after a few
             warm-up updates, so time per epoch is ``time_s / (timed_samples / num_train)``.
         costs: the simulated clock's cost model of the run (``grad_s``, ``update_s``, ``latency_s``, ``overhead_s``,
-            ``master_s``; seconds, :mod:`experiments.costmodel`), empty on
+            ``master_s``; seconds, :mod:`experiments.clock.costmodel`), empty on
             wall-clock engines.
         handoff: how the shared_memory engine handed work to its workers in this run (``spin`` or ``block``,
             :func:`experiments.engines.shared_memory.choose_handoff`); empty for the other engines.
@@ -76,7 +76,7 @@ def warmup_updates(cfg, workers: int, num_train: int, per_update: int) -> int:
     Why a whole round: P workers handed their first iterates together deliver their first gradients in one burst
     about one gradient later. A clock started inside that burst (after 5 of 32 arrivals) and stopped at the last
     arrival times K - 5 updates over (K / P - 1) gradient cycles: 7% optimistic at P = 32, K = 400. Started at the
-    burst's end it times K - P updates over K / P - 1 cycles: the steady state. The real engines (engines/_driver.py)
+    burst's end it times K - P updates over K / P - 1 cycles: the steady state. The real engines (engines/driver.py)
     and the simulated one use this rule, so a simulated twin times the same updates as its measured run."""
     warm = int(cfg.engine.get("warmup_updates") or 0)
     if warm > 0 and cfg.algorithm.protocol == "async":

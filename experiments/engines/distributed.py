@@ -11,7 +11,7 @@ Launch:
   (nothing on disk to clean up, even when the master is killed) and gloo binds to the loopback interface: nothing
   listens beyond this machine. Otherwise a TCP store on ``master_addr:master_port`` (a free port when that one is
   taken). Start-up as in shared_memory: a worker that dies before it is ready fails the run at once
-  (:mod:`experiments.engines._proc`, start-up); one that dies between saying ready and joining the group is seen
+  (:mod:`experiments.engines.workers`, start-up); one that dies between saying ready and joining the group is seen
   when the group's start-up timeout (300 s) ends.
 
 Backend: ``engine.backend``: ``gloo``, ``nccl``, or ``auto`` = nccl for sync where the problem is on CUDA and every
@@ -37,7 +37,7 @@ Timeouts: the process group's timeout is ``engine.timeout_s``; a receive that wa
 fails with WorkerLost (a silent peer breaks gloo's whole context, so the others cannot go on); a worker whose
 master is gone gets a connection error at once and exits.
 
-The master loop (work hand-out, staleness, wall clock, lost workers) is :mod:`experiments.engines._driver`.
+The master loop (work hand-out, staleness, wall clock, lost workers) is :mod:`experiments.engines.driver`.
 """
 from __future__ import annotations
 
@@ -57,14 +57,14 @@ from contextlib import contextmanager
 import torch
 import torch.distributed as dist
 
-from experiments.engines._driver import Arrival, Lost, drive
+from experiments.engines.driver import Arrival, Lost, drive
 from experiments.engines.emulation import with_emulation, worker_emulator
-from experiments.engines._proc import (WorkerSpec, _Fd, await_ready, deliver, describe_exit, load_problem,
+from experiments.engines.workers import (WorkerSpec, _Fd, await_ready, deliver, describe_exit, load_problem,
                                        process_context, reap, receive, report_worker_error,
                                        sigterm_as_interrupt, split_problem,
                                        worker_batches, worker_process_setup)
 from experiments.errors import ConfigError, WorkerLost
-from experiments.sampling import BatchStream
+from experiments.training.sampling import BatchStream
 
 HEADER = 7
 COMPUTE, HOLD, STOP, GRADIENT, BYE, ERROR = 1, 2, 3, 4, 5, 6
@@ -234,7 +234,7 @@ def _serve_loop(problem, spec: WorkerSpec, buf_device: torch.device, stream) -> 
 def _spawned_worker(rank: int, world: int, store_spec: tuple, backend: str, timeout_s: float, tensors: list,
                     spec: WorkerSpec, conn) -> None:
     """Entry of a locally started worker process (rank >= 1): receive the rest of the problem on ``conn`` (its
-    ``tensors`` came with the process; _proc.split_problem), say ready, join the process group, serve."""
+    ``tensors`` came with the process; workers.split_problem), say ready, join the process group, serve."""
     worker_process_setup(spec)
     try:
         problem = load_problem(tensors, receive(conn.fileno()))
@@ -523,7 +523,7 @@ def run(problem, rule, cfg, recorder):
 
     Raises:
         ConfigError: bad ``engine.backend``/``start_method``, or a torchrun world that is not workers + 1.
-        experiments.recorder.Diverged: the loss diverged.
+        experiments.training.recorder.Diverged: the loss diverged.
         KeyboardInterrupt: Ctrl-C or SIGTERM (local workers are ended first).
     """
     P = int(cfg.workers)
@@ -545,7 +545,7 @@ def run(problem, rule, cfg, recorder):
                     raise ConfigError(f"engine.start_method={method}: must be spawn or forkserver")
                 ctx = process_context(method, problem)
                 store, spec, cleanup = _store_for_local(cfg, world)
-                tensors, payload = split_problem(problem)  # the Process arguments stay small: see _proc (start-up)
+                tensors, payload = split_problem(problem)  # the Process arguments stay small: see workers.py (start-up)
                 specs = with_emulation([WorkerSpec.from_cfg(cfg, w, pin=True) for w in range(P)], cfg, problem)
                 for w in range(P):
                     parent, child = ctx.Pipe(duplex=True)

@@ -2,8 +2,8 @@
 
 Each worker computes its gradient for real (learning is unchanged), then waits until a target wall time has passed
 since it began. Targets come from the same compute-time law as ``delay=timing`` on the simulated engine
-(:func:`experiments.delays.compute_times`: law, sigma, slow workers, slowdown) with the base time
-``engine.compute_base_s`` (seconds; null = this machine's calibrated gradient cost, :mod:`experiments.calibration`).
+(:func:`experiments.training.delays.compute_times`: law, sigma, slow workers, slowdown) with the base time
+``engine.compute_base_s`` (seconds; null = this machine's calibrated gradient cost, :mod:`experiments.clock.calibration`).
 So a 2-core machine runs 1..32 workers whose gradients take as long as a wider machine's would, while the master,
 the transport and the staleness are real.
 
@@ -23,10 +23,10 @@ overruns plus its late wake-ups beyond the expected ones exceed ``OVERRUN_FLAG``
 (``worker, index, compute_s, target_s``).
 
 Worker w draws its targets from its own generator (seed ``cfg.seed + 1 + STREAM_SEED_STRIDE * w``, the law's
-draws for worker w of :class:`experiments.delays.ComputeTimes`). Waiting (``engine.compute_wait``): ``sleep``
+draws for worker w of :class:`experiments.training.delays.ComputeTimes`). Waiting (``engine.compute_wait``): ``sleep``
 (default; ``time.sleep``, no busy loop: workers share the machine's cores with the master, so 32 of them fit on 2
 cores) or ``spin`` (a busy loop on ``time.perf_counter`` that holds the core as a real gradient does, for a worker
-with a core of its own: the calibration of idle-dependent costs, experiments/calibration.py).
+with a core of its own: the calibration of idle-dependent costs, experiments/clock/calibration.py).
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ import math
 import time
 from dataclasses import dataclass, replace
 
-from experiments.delays import compute_times
+from experiments.training.delays import compute_times
 
 COMPUTE_TIMES_COLUMNS = ["worker", "index", "compute_s", "target_s"]
 OVERRUN_TOL = 0.10
@@ -59,7 +59,7 @@ class Emulator:
     """
 
     def __init__(self, cfg, worker: int, base_s: float | None, wait: str = "sleep") -> None:
-        from experiments.engines._proc import STREAM_SEED_STRIDE
+        from experiments.engines.workers import STREAM_SEED_STRIDE
 
         self.worker, self.base_s, self.spin = int(worker), base_s, wait == "spin"
         self._times = compute_times(cfg, seed=int(cfg.seed) + 1 + STREAM_SEED_STRIDE * int(worker)) \
@@ -112,14 +112,14 @@ def base_seconds(cfg, problem, batch_size: int) -> float | None:
         return None
     if cfg.engine.get("compute_base_s") is not None:
         return float(cfg.engine.compute_base_s)
-    from experiments.calibration import Calibration, grad_key, measure_grad_samples  # the layer below, at call time
+    from experiments.clock.calibration import Calibration, grad_key, measure_grad_samples  # the layer below, at call time
 
     cal = Calibration(cfg.engine.get("calibration") or None)
     return float(cal.entry(grad_key(problem, batch_size), lambda: measure_grad_samples(problem, batch_size))["value"])
 
 
 def with_emulation(specs: list, cfg, problem) -> list:
-    """The engine's :class:`experiments.engines._proc.WorkerSpec` list with the emulation spec attached (every
+    """The engine's :class:`experiments.engines.workers.WorkerSpec` list with the emulation spec attached (every
     worker reports its compute seconds; emulated ones also wait for their targets). The base refers to
     ``batch_size``; a worker with a smaller minibatch (sync, split batch) gets ``base * b_w / batch_size``, as the
     simulated engine scales a fixed ``engine.costs.grad_s``."""
@@ -154,7 +154,7 @@ def log_arrival(log: list, counts: list, ev) -> int:
 def expected_late(targets, lateness) -> float:
     """How many of gradients with these ``targets`` (seconds) would wake up late (over ``OVERRUN_TOL`` x target after
     it) if their waits ended as late as the calibrated ``lateness`` samples (seconds, any order; the simulated twin's
-    draws: :func:`experiments.calibration.emulated_lateness`): the sum over targets of the fraction of samples above
+    draws: :func:`experiments.clock.calibration.emulated_lateness`): the sum over targets of the fraction of samples above
     ``OVERRUN_TOL`` x target. NaN targets (real compute) count 0; NaN without samples.
 
     Example: samples [0.1, 0.2, 0.3, 2.0] ms and two 10 ms targets (threshold 1 ms): 2 x 1/4 = 0.5."""

@@ -1,4 +1,4 @@
-"""An in-process transport that answers every request at once: the master loop (experiments/engines/_driver.py)
+"""An in-process transport that answers every request at once: the master loop (experiments/engines/driver.py)
 with no worker processes, for measuring the loop's own cost (benchmarks/bench_engines.py, ``driver``) and for
 testing it (tests/test_real_engines.py)."""
 from __future__ import annotations
@@ -7,11 +7,11 @@ from contextlib import nullcontext
 
 import torch
 
-from experiments.engines._driver import Arrival
+from experiments.engines.driver import Arrival
 
 
 class LoopbackTransport:
-    """The transport interface of :class:`experiments.engines._driver.MasterLoop`: ``issue(w, x, version)`` queues
+    """The transport interface of :class:`experiments.engines.driver.MasterLoop`: ``issue(w, x, version)`` queues
     an arrival of worker w at that version with minibatch loss 1.0; ``wait(timeout)`` returns every queued arrival
     at once (never blocks); ``gradient(w)`` is one constant (d,) float32 tensor of 1e-3 for every worker.
 

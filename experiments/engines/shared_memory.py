@@ -5,7 +5,7 @@ nothing the calling process did before (a serial run, threads, CUDA) leaks into 
 is sent to each worker once, at start; its torch tensors travel through shared memory, so the data is neither
 reloaded nor copied (numpy/scipy members are copied once per worker, through the worker's pipe, never blocking the
 master: a worker that dies while starting fails the run at once, ``worker W died while starting (killed by
-SIGKILL)``; :mod:`experiments.engines._proc`, start-up).
+SIGKILL)``; :mod:`experiments.engines.workers`, start-up).
 
 Buffers: two preallocated shared tensors of shape (P, d) in the problem's dtype: ``xs[w]`` is the iterate the
 master last handed to worker w, ``grads[w]`` the gradient w computed there; a shared int64 block ``ctrl`` (P, ROW)
@@ -53,12 +53,12 @@ run the woken worker on the writer's core (a "synchronous" wake-up), where it th
 master while the other core idles; with P = 2 and trivially cheap gradients that capped the master at about
 4,000 updates/s on our 2-core machine, against 5,400-6,200 with the eventfd (benchmarks/bench_engines.py). With
 P = 1 the master has nothing to do meanwhile, so there the message pipe (the faster wake-up) is used when
-blocking. The optimizer state lives only in the master (:class:`experiments.master.Master`); the master loop,
-clock and fault handling are in :mod:`experiments.engines._driver`.
+blocking. The optimizer state lives only in the master (:class:`experiments.training.master.Master`); the master loop,
+clock and fault handling are in :mod:`experiments.engines.driver`.
 
 Workers pin their math threads (``engine.threads_per_worker``, default 1), are pinned each to its own CPUs where
-they fit (``engine.pin_workers``, default true; :func:`experiments.engines._proc.worker_cpus`), and draw minibatches
-from their own seeded stream (:func:`experiments.engines._proc.worker_seed`). A dead worker is seen at once (its
+they fit (``engine.pin_workers``, default true; :func:`experiments.engines.workers.worker_cpus`), and draw minibatches
+from their own seeded stream (:func:`experiments.engines.workers.worker_seed`). A dead worker is seen at once (its
 process sentinel); a silent one is killed after ``engine.timeout_s``. Ctrl-C or SIGTERM in the master: every worker
 is stopped (then terminated, then killed) before the exception propagates; a worker whose master dies sees its pipe
 close and exits.
@@ -76,14 +76,14 @@ from contextlib import contextmanager, nullcontext
 
 import torch
 
-from experiments.engines._driver import Arrival, Lost, drive
+from experiments.engines.driver import Arrival, Lost, drive
 from experiments.engines.emulation import with_emulation, worker_emulator
-from experiments.engines._proc import (WorkerSpec, _Fd, await_ready, busy_cpus, deliver, describe_exit, load_problem,
+from experiments.engines.workers import (WorkerSpec, _Fd, await_ready, busy_cpus, deliver, describe_exit, load_problem,
                                        process_context, reap, receive, report_worker_error,
                                        sigterm_as_interrupt, split_problem,
                                        worker_batches, worker_process_setup)
 from experiments.errors import ConfigError
-from experiments.sampling import BatchStream
+from experiments.training.sampling import BatchStream
 
 _GRAD = struct.Struct("<cqdddb")  # b"G", version, minibatch loss, compute_s, target_s, timing code (emulation.py)
 ROW = 8                         # int64 words per worker row of ctrl and replies: 64 bytes, a cache line of its own
@@ -149,7 +149,7 @@ def _worker_main(spec: WorkerSpec, tensors: list, xs: torch.Tensor, grads: torch
                  wake: _Fd, conn, spin_s: float = 0.0, replies: torch.Tensor | None = None,
                  master_wake: _Fd | None = None) -> None:
     """Body of worker process ``spec.worker``: receive the rest of the problem on the pipe (its ``tensors`` came
-    with the process; _proc.split_problem), say ready; then wait until ``ctrl[w, SEQ]`` moves past the last request
+    with the process; workers.split_problem), say ready; then wait until ``ctrl[w, SEQ]`` moves past the last request
     served (spin on it for ``spin_s`` seconds, then block on its wake-up fd and pipe), read the version from
     ``ctrl[w, VERSION]``, compute one gradient at ``xs[w]`` on the next minibatch of its own stream (drawn while it
     waited), write it to ``grads[w]``, report (version, loss) on the pipe -- or, spinning, in its row of ``replies``
@@ -219,10 +219,10 @@ def spin_allowed() -> bool:
 def choose_handoff(setting: str, specs: list[WorkerSpec], load: float | None = None) -> str:
     """``engine.handoff`` resolved to ``spin`` or ``block`` for this run.
 
-    ``auto``: spin when every worker is pinned to CPUs of its own (:func:`experiments.engines._proc.worker_cpus`),
+    ``auto``: spin when every worker is pinned to CPUs of its own (:func:`experiments.engines.workers.worker_cpus`),
     at least one allowed CPU is left for the master, the machine's other work leaves those CPUs free (``load``: the
     CPUs' worth of work done on the CPUs left for the master, by default measured over 0.1 s before the workers
-    start, :func:`experiments.engines._proc.busy_cpus`, else the machine's 1-minute load average; below the number
+    start, :func:`experiments.engines.workers.busy_cpus`, else the machine's 1-minute load average; below the number
     of those CPUs), and the CPU
     orders memory strongly enough (:func:`spin_allowed`); block at once otherwise: processes (ours or other
     people's) would outnumber cores, and a spinning process would take the core from the one it waits for (on our
@@ -321,7 +321,7 @@ class SharedMemoryTransport:
         self._fd_owner: dict[int, int] = {}
         self._closed = False
         self._started = False
-        tensors, payload = split_problem(problem)  # the Process arguments stay small: see _proc (start-up)
+        tensors, payload = split_problem(problem)  # the Process arguments stay small: see workers.py (start-up)
         try:
             for spec in specs:
                 parent, child = ctx.Pipe(duplex=True)
@@ -496,7 +496,7 @@ def run(problem, rule, cfg, recorder):
 
     Raises:
         ConfigError: ``engine.start_method`` is not spawn or forkserver; a bad ``engine.handoff``.
-        experiments.recorder.Diverged: the loss diverged.
+        experiments.training.recorder.Diverged: the loss diverged.
         KeyboardInterrupt: Ctrl-C or SIGTERM (all workers are ended first).
     """
     method = cfg.engine.get("start_method") or "spawn"

@@ -1,6 +1,6 @@
 """The simulated engine: one process, event-driven, exact staleness, a simulated clock (APAM.md §1; issue 4).
 
-Costs (:mod:`experiments.costmodel`, measured by :mod:`experiments.calibration` on the real engine named by
+Costs (:mod:`experiments.clock.costmodel`, measured by :mod:`experiments.clock.calibration` on the real engine named by
 ``engine.transport``, or fixed by ``engine.costs.*``): a gradient ``grad_s(B)`` (scaled per worker by the compute-time
 law), a message in flight ``latency_s`` (delays the worker), the master's busy time per gradient
 ``master_s = update_s + overhead_s`` (receive, update, reply, bookkeeping) for a gradient that waited for the master,
@@ -8,18 +8,18 @@ law), a message in flight ``latency_s`` (delays the worker), the master's busy t
 
 Async protocol (APAM, async SGD). P workers; the master hands worker w the current iterate (version v); it reaches
 w one latency later and w computes one gradient there, on its next minibatch, in a compute time drawn by
-:class:`experiments.delays.ComputeTimes`; the gradient reaches the master one latency later; the master, serving
+:class:`experiments.training.delays.ComputeTimes`; the gradient reaches the master one latency later; the master, serving
 gradients in arrival order, is busy ``master_s`` or ``master_idle_s`` per gradient (above), then the new iterate
 travels back to w. The update
 that applies the gradient has staleness ``tau = version at apply - v`` (``delay=timing``, the default: the staleness
 comes out of this event order). Gradients are computed for real, at the iterate the worker was sent, when it is sent
 (the value is the same as computing it at a copy later, and no copy of x is needed), from one seeded minibatch
 stream in the order the work is handed out; so with P = 1 the run is exactly the serial loop. As on the real engines
-(``engines/_driver.py``) the master hands out exactly the gradients the run asks for (``updates``, or ``epochs`` x N
+(``engines/driver.py``) the master hands out exactly the gradients the run asks for (``updates``, or ``epochs`` x N
 samples) and the run ends when the last of them is applied: none is computed and thrown away.
 
 Artificial delays (``fixed``, ``uniform``; paper Sec. 5.4; ``none`` only with P = 1, see
-:mod:`experiments.validate`): the iterate a gradient is computed at is chosen by the delay model from a ring of the
+:mod:`experiments.settings.validate`): the iterate a gradient is computed at is chosen by the delay model from a ring of the
 newest iterates when the gradient is applied (so it is computed then, in arrival order), while the clock still
 follows the event queue above.
 
@@ -47,11 +47,11 @@ import functools
 import heapq
 import math
 
-from experiments.calibration import Calibration, cost_model, emulated_lateness
-from experiments.delays import ArtificialDelay, IterateRing, compute_times
+from experiments.clock.calibration import Calibration, cost_model, emulated_lateness
+from experiments.training.delays import ArtificialDelay, IterateRing, compute_times
 from experiments.engines import EngineResult, warmup_updates
-from experiments.master import Master
-from experiments.sampling import BatchStream, split_batch
+from experiments.training.master import Master
+from experiments.training.sampling import BatchStream, split_batch
 from problems.base import Problem
 
 ARTIFICIAL_DELAYS = ("none", "fixed", "uniform")
@@ -88,13 +88,13 @@ def run(problem, rule, cfg, recorder) -> EngineResult:
         problem: a :class:`problems.base.Problem`.
         rule: an update rule from :func:`algorithms.build_rule`.
         cfg: the run's resolved config (workers, seed, epochs or updates, batch_size, algorithm, delay, engine).
-        recorder: the run's :class:`experiments.recorder.Recorder` (evaluation points).
+        recorder: the run's :class:`experiments.training.recorder.Recorder` (evaluation points).
 
     Returns:
         EngineResult on the simulated clock (seconds).
 
     Raises:
-        experiments.recorder.Diverged: the loss diverged.
+        experiments.training.recorder.Diverged: the loss diverged.
     """
     P, B, N = int(cfg.workers), int(cfg.batch_size), problem.num_train
     protocol = cfg.algorithm.protocol
@@ -134,9 +134,9 @@ def run(problem, rule, cfg, recorder) -> EngineResult:
 
 
 class EmulatedTimes:
-    """The compute-time model of ``times`` (:class:`experiments.delays.ComputeTimes`) for the simulated twin of an
+    """The compute-time model of ``times`` (:class:`experiments.training.delays.ComputeTimes`) for the simulated twin of an
     emulated run: each draw gets one draw of the wait's wake-up lateness added, from ``samples`` (seconds;
-    :func:`experiments.calibration.emulated_lateness`) with its own seeded generator, as a real engine's emulated
+    :func:`experiments.clock.calibration.emulated_lateness`) with its own seeded generator, as a real engine's emulated
     worker computes, then sleeps until its target and wakes that late (experiments/engines/emulation.py). With no
     samples (real compute) the draws are ``times``' own."""
 
@@ -153,8 +153,8 @@ class EmulatedTimes:
 
 
 def run_costs(problem, rule, cfg, batches: list[int]):
-    """The run's :class:`experiments.costmodel.CostModel`: ``engine.costs.*`` where set, the rest from the machine's
-    calibration (``engine.calibration``, default :func:`experiments.calibration.machine_path`) of the engine named by
+    """The run's :class:`experiments.clock.costmodel.CostModel`: ``engine.costs.*`` where set, the rest from the machine's
+    calibration (``engine.calibration``, default :func:`experiments.clock.calibration.machine_path`) of the engine named by
     ``engine.transport`` (default ``shared_memory``); with ``engine.compute=emulated``, ``engine.compute_base_s`` is
     the gradient cost at ``batch_size`` (as on the emulated real engines)."""
     calibration = Calibration(cfg.engine.get("calibration") or None)

@@ -4,7 +4,7 @@ has already composed and validated them all.
 
 Hydra's BasicSweeper composes each job of a batch before launching it (``Sweeper.validate_batch_is_legal``: "this can
 be a bit slow for large jobs", its source says); the launcher then composes each job again to run it. Our
-``experiments.precheck`` composes and validates every job of the command line before Hydra starts (a bad value fails
+``experiments.settings.compose`` composes and validates every job of the command line before Hydra starts (a bad value fails
 with one line, nothing written), so the sweeper's pass is the same work once more: 11 s of the 25 s that a 72-job
 sweep (stragglers, quick) spent before its first job, 2026-12-02. ``experiments.run`` sets ``APAM_PRECHECKED`` to
 the fingerprint of the command line it checked (:func:`fingerprint`); the sweeper skips its pass only for that same

@@ -1,6 +1,6 @@
 """Measuring the cost model's terms on this machine, once per machine (issue 12 item 2, issue 15 item 5).
 
-Layers: this module measures (it runs the real engines and a worker process) and stores; :mod:`experiments.costmodel`
+Layers: this module measures (it runs the real engines and a worker process) and stores; :mod:`experiments.clock.costmodel`
 is the model in closed form; the simulated engine uses both. The real engines import neither.
 
 What is measured, each term apart and where it occurs (repeated ``REPEATS`` times; the median is used and the
@@ -18,7 +18,7 @@ relative spread (max - min) / median is stored beside it):
 - ``latency|<engine>|d=<d>|net``: in-flight time of one message, on the engine itself: one zero-cost worker waits
   for its iterate and the master for its gradient in turn, so a P = 1 run's seconds per update less the worker's
   own time per gradient (``compute_s``) and the master's busy time per update (``master_busy_s``, measured in the
-  run: engines/_driver.py) is 2 latencies. (Before this key, latency was ``(T(1) - T(saturated)) / 2``, which took
+  run: engines/driver.py) is 2 latencies. (Before this key, latency was ``(T(1) - T(saturated)) / 2``, which took
   the saturated master's busy time for the waiting one's -- on gloo 231 us against 176 us -- and counted the
   zero-cost worker's 25 us in the message: it undercharged gloo's hand-off by half.);
 - ``overhead_idle|<engine>|<problem>|B=<b>``: the master's busy time per gradient besides the update when it had
@@ -30,7 +30,7 @@ relative spread (max - min) / median is stored beside it):
   ``engine.costs.overhead_s`` fixes the overheads;
 - ``late|sleep|s=<base>``: how late an emulated wait of ``base`` seconds ends (``time.sleep``'s wake-up; every
   sample kept): what the simulated twin of an emulated run adds to each gradient (engines/simulated.py).
-Every entry also keeps ``probe_s``: a fixed piece of CPU work (experiments/speedprobe.py) timed right after the
+Every entry also keeps ``probe_s``: a fixed piece of CPU work (experiments/clock/speedprobe.py) timed right after the
 entry's samples; a measured run times the same work before it starts (summary ``speed_probe_s``, ``cal_probe_s``).
 Not a cost, and not a correction: this machine switches between two speeds within a second, so the probe is a
 snapshot kept for analysis (speedprobe.py says what it found).
@@ -60,8 +60,8 @@ from pathlib import Path
 import torch
 from filelock import FileLock
 
-from experiments import speedprobe
-from experiments.costmodel import CostModel
+from experiments.clock import speedprobe
+from experiments.clock.costmodel import CostModel
 
 REPEATS = 5          # repeats of every measurement (the median is used; the spread is reported)
 SATURATE_P = 4       # workers that keep a zero-cost master busy (P* of a zero-cost gradient is about 2-3)
@@ -262,7 +262,7 @@ def _grad_probe(problem, batch_sizes: list[int], reps: int, repeats: int, queue)
     """Body of the probe process: set up like an engine worker, then per batch size (in order) time ``repeats``
     medians of ``reps`` gradients (fewer calls a repeat when they would take over ``GRAD_BUDGET_S``); put
     ``{batch size: samples}`` on ``queue``."""
-    from experiments.engines._proc import FaultPlan, WorkerSpec, worker_process_setup
+    from experiments.engines.workers import FaultPlan, WorkerSpec, worker_process_setup
 
     cpus = (min(os.sched_getaffinity(0)),) if hasattr(os, "sched_getaffinity") else None
     worker_process_setup(WorkerSpec(0, int(batch_sizes[0]), 0, 1, FaultPlan(), cpus))
@@ -288,7 +288,7 @@ def p1_run_samples(transport: str, problem, batch_size: int, repeats: int = REPE
     on engine ``transport`` (with its HANDOFF), real compute, async SGD with a vanishing step (the iterate stays at
     its start), ``GRAD_WARMUP`` warm-up updates and ``GRAD_PER_REPEAT`` timed ones each: per run, the median of the
     worker's ``compute_s`` per gradient (experiments/engines/emulation.py) and the master's ``master_busy_s`` less
-    the SGD update (engines/_driver.py). Raises RuntimeError when a run fails."""
+    the SGD update (engines/driver.py). Raises RuntimeError when a run fails."""
     upd = measure_update_s(_sgd(), problem.dim)
     grads, idle = [], []
     n = GRAD_WARMUP + GRAD_PER_REPEAT
@@ -387,8 +387,8 @@ def _calibration_run(transport: str, problem, workers: int, updates: int, batch_
     evaluated only at its start and end on nothing (a ZeroCostProblem's free metrics); returns its EngineResult.
     Raises RuntimeError when the run does not end ok."""
     from experiments.engines import get_engine
-    from experiments.precheck import compose_jobs
-    from experiments.recorder import Recorder
+    from experiments.settings.compose import compose_jobs
+    from experiments.training.recorder import Recorder
 
     cfg = compose_jobs([[f"engine={transport}", f"workers={workers}", f"updates={updates}", "eval_every=1000000000",
                          f"batch_size={int(batch_size)}", "algorithm=async_sgd", f"algorithm.lr={lr}",

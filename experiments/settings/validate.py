@@ -84,7 +84,7 @@ def _writable_dir(path) -> None:
         raise ConfigError(f"results_dir={path}: {probe} is not writable") from None
 
 
-SEED_LIMIT = 2**62  # seeds (plus each worker's stride, experiments.engines._proc) stay inside torch's 64-bit range
+SEED_LIMIT = 2**62  # seeds (plus each worker's stride, experiments.engines.workers) stay inside torch's 64-bit range
 NUM_CLASSES = {"fashion_mnist": 10, "mnist": 10, "cifar10": 10}
 BACKENDS = ("auto", "gloo", "nccl")
 
@@ -147,7 +147,7 @@ def validate(cfg) -> None:
             _require(cfg.batch_size >= cfg.workers, "batch_size", cfg.batch_size,
                      f"a split sync batch needs batch_size >= workers ({cfg.workers})")
     build_rule_from_config(alg)  # everything else the rule itself checks (variant, impl, bounds, ...)
-    from experiments.policies import DISCARDING, build_policy
+    from experiments.training.policies import DISCARDING, build_policy
 
     try:
         policy = build_policy(alg.get("policy"), cfg.workers, alg.protocol)
@@ -171,7 +171,7 @@ def validate(cfg) -> None:
         raise ConfigError(f"delay={d.model}: an artificial delay applies to async algorithms only, "
                           f"not algorithm={alg.name} (use delay=none or delay=timing)")
     if d.model == "timing":
-        from experiments.delays import LAWS, SPREADS, ComputeTimes
+        from experiments.training.delays import LAWS, SPREADS, ComputeTimes
 
         _require(d.law in LAWS, "delay.law", d.law, f"must be one of {', '.join(LAWS)}")
         _require(d.get("spread", "equal") in SPREADS, "delay.spread", d.get("spread"),

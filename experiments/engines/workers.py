@@ -20,7 +20,7 @@ from multiprocessing.connection import wait as mp_wait
 import torch
 
 from experiments.errors import WorkerLost
-from experiments.sampling import split_batch
+from experiments.training.sampling import split_batch
 
 STREAM_SEED_STRIDE = 1_000_003
 """Worker w draws its minibatches from ``BatchStream(N, b_w, seed + STREAM_SEED_STRIDE * w)``: worker 0 uses the

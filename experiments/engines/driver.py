@@ -1,7 +1,7 @@
 """The master loop of the real engines, written once over a transport (shared_memory, distributed).
 
 A *transport* moves iterates to workers and gradients back; this loop decides who computes what, feeds the
-gradients to :class:`experiments.master.Master` (which owns x, the optimizer state and the staleness log), keeps
+gradients to :class:`experiments.training.master.Master` (which owns x, the optimizer state and the staleness log), keeps
 the wall clock, calls the recorder, and handles lost workers. Engines differ only in their transport.
 
 Work is handed out one gradient at a time: the master copies its current x (version k) to worker w and asks for
@@ -9,7 +9,7 @@ one gradient; w computes it at that copy and reports k back, so the staleness of
 exactly ``version at apply - k`` (APAM.md §1: "x_hat_k is exactly the iterate the master last sent to that
 worker"). The master hands out exactly the gradients the run asks for (``updates`` K, or ``epochs``), so every
 gradient computed reaches the master -- none is lost or thrown away, and without a staleness policy
-``gradients`` equals ``updates`` (async) or P x ``updates`` (sync); a policy (experiments/policies.py) may discard
+``gradients`` equals ``updates`` (async) or P x ``updates`` (sync); a policy (experiments/training/policies.py) may discard
 gradients it receives, which the ``discarded`` column counts.
 
 Clock (``clock=wall``): ``time.perf_counter`` seconds, started after the warm-up updates
@@ -38,8 +38,8 @@ from typing import NamedTuple
 from experiments.engines import EngineResult, warmup_updates
 from experiments.engines.emulation import LATE, OVERRAN, log_arrival
 from experiments.errors import WorkerLost
-from experiments.master import Master
-from experiments.recorder import Diverged
+from experiments.training.master import Master
+from experiments.training.recorder import Diverged
 
 
 class Arrival(NamedTuple):
@@ -320,7 +320,7 @@ def drive(problem, rule, cfg, recorder, transport, batches: list[int]) -> Engine
         problem: a :class:`problems.base.Problem` (the master evaluates it; workers have their own copy).
         rule: the update rule (``init``/``step``); its state lives here only.
         cfg: the run's resolved config (workers, seed, epochs or updates, algorithm, engine).
-        recorder: the run's :class:`experiments.recorder.Recorder`.
+        recorder: the run's :class:`experiments.training.recorder.Recorder`.
         transport: the engine's transport, workers already started.
         batches: minibatch size of each worker's gradients (P entries).
 
@@ -328,7 +328,7 @@ def drive(problem, rule, cfg, recorder, transport, batches: list[int]) -> Engine
         EngineResult on the wall clock; status ``failed`` with the reason when a lost worker ended the run.
 
     Raises:
-        experiments.recorder.Diverged: the loss diverged. KeyboardInterrupt passes through (the caller ends the
+        experiments.training.recorder.Diverged: the loss diverged. KeyboardInterrupt passes through (the caller ends the
         workers and keeps the partial trace).
     """
     loop = MasterLoop(problem, rule, cfg, recorder, transport, batches)

@@ -166,7 +166,7 @@ class RunSink:
 
     def retire(self) -> bool:
         """Remove this run's row from ``summary.csv`` and its folder, when a sweep no longer includes the run (a
-        step size the tuning seed did not choose this time: experiments/tuning.py), so the summary cannot mix it
+        step size the tuning seed did not choose this time: experiments/sweeps/tuning.py), so the summary cannot mix it
         with the runs of the current choice. Returns True when there was something to remove."""
         import shutil
 

@@ -12,7 +12,7 @@ import sysconfig
 from importlib import metadata
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LOCK_FILE = REPO / "requirements-lock.txt"  # made by `make lock` (pip-compile), installed by `make`
 PROJECT = "apam-harness"  # the harness itself: installed from the working tree, not from the lock
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")

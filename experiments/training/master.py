@@ -9,7 +9,7 @@ from collections import Counter
 
 import torch
 
-from experiments.policies import Policy, ScaledSchedule, build_policy
+from experiments.training.policies import Policy, ScaledSchedule, build_policy
 
 
 class Master:
@@ -27,7 +27,7 @@ class Master:
     ``rule.step(x, g, state, tau=tau, worker=worker)`` (``worker`` None for an update that averages several
     gradients: a sync round, a Rennala round); other rules as ``rule.step(x, g, state)``, exactly as before.
 
-    Staleness policies (async only; :mod:`experiments.policies`): ``policy`` decides per gradient whether it is
+    Staleness policies (async only; :mod:`experiments.training.policies`): ``policy`` decides per gradient whether it is
     applied and with what step factor (delay-adaptive steps, Ringmaster's discarding, Rennala's rounds). Without
     one the async path is unchanged: every gradient applied on arrival.
 
@@ -36,8 +36,8 @@ class Master:
         x0: initial iterate, shape (d,), float32; copied.
         protocol: ``"async"`` or ``"sync"``.
         workers: number of workers P >= 1 (the sync round size).
-        policy: None, a :class:`experiments.policies.Policy`, or the ``algorithm.policy`` config (name and keys;
-            built with :func:`experiments.policies.build_policy`).
+        policy: None, a :class:`experiments.training.policies.Policy`, or the ``algorithm.policy`` config (name and keys;
+            built with :func:`experiments.training.policies.build_policy`).
 
     Raises:
         ValueError: unknown protocol, P < 1, a bad policy or a policy with the sync protocol (PolicyError), a

@@ -1,7 +1,7 @@
 """Staleness policies of the master: what an async master does with a gradient of staleness tau (issue 14).
 
 A policy sits between the arrival of a gradient and the update rule, so it composes with any rule (SGD or AMSGrad)
-and runs on every engine (all of them feed :class:`experiments.master.Master`). Without a policy (``none``, the
+and runs on every engine (all of them feed :class:`experiments.training.master.Master`). Without a policy (``none``, the
 default) the master applies every gradient on arrival with the rule's own step, as in APAM.md §1.
 
 Notation: k = updates applied so far (the master's version), tau = k - the version the gradient was computed at,

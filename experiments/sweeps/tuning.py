@@ -20,9 +20,9 @@ FACTOR_KEY = "algorithm.lr_factor"
 
 
 def setting_key(overrides: list[str], tuning_seed: int) -> str:
-    """The run id (``experiments.sink.make_run_id``) of ``overrides`` without the step-size factor, at the tuning
+    """The run id (``experiments.store.sink.make_run_id``) of ``overrides`` without the step-size factor, at the tuning
     seed: the same string for every factor and every seed of one setting."""
-    from experiments.sink import make_run_id
+    from experiments.store.sink import make_run_id
 
     kept = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") != FACTOR_KEY]
     return make_run_id(kept, tuning_seed)

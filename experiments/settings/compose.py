@@ -2,7 +2,7 @@
 
 Hydra reports an unknown option or key as a multi-line message with exit code 1, after a sweep may already have
 written results. Here every combination of the overrides, however many, (command line, and in a multirun the experiment's own
-sweep for the profile, see :func:`profile_sweep`) is composed with Hydra's compose API and checked by :func:`experiments.validate.validate`;
+sweep for the profile, see :func:`profile_sweep`) is composed with Hydra's compose API and checked by :func:`experiments.settings.validate.validate`;
 then the data every job reads is checked (:func:`check_data`); the first problem becomes a :class:`ConfigError`
 naming the override, so the entry point exits 2, nothing written.
 """
@@ -19,9 +19,9 @@ from hydra.core.override_parser.types import OverrideType
 from omegaconf import OmegaConf
 
 from experiments.errors import ConfigError
-from experiments.validate import validate
+from experiments.settings.validate import validate
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 GROUPS = frozenset(p.name for p in CONF_DIR.iterdir() if p.is_dir())
 ADDABLE = frozenset({"problem.init_std", "problem.eval_batch_size"})
 """Keys absent from conf/ that the harness reads when present (``+problem.init_std=0.01``); any other ``+key`` is

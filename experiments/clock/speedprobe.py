@@ -1,10 +1,10 @@
 """How fast this machine runs a fixed piece of work now, against when the simulated clock was calibrated (issue 12).
 
-The simulated clock's terms are measured once per machine (experiments/calibration.py); a measured run comes later,
+The simulated clock's terms are measured once per machine (experiments/clock/calibration.py); a measured run comes later,
 and this virtual machine's speed drifts: the same model_validation sweep (same code, same calibration) gave a mean
 |error| of 28.6%, 11.6% and 21.5% three times within 40 minutes on 2026-12-01, every row moving together. The probe
 was meant to tell that drift apart from the model's own error: the calibration times it right after measuring each
-of its terms (``probe_s`` in every entry, experiments/calibration.py), and every wall-clock run times it again in its
+of its terms (``probe_s`` in every entry, experiments/clock/calibration.py), and every wall-clock run times it again in its
 master process just before its workers start (summary columns ``speed_probe_s``, and ``cal_probe_s``: the median
 of the calibration's). ``speed_probe_s / cal_probe_s`` > 1: the machine ran that much slower than when it was
 calibrated.
@@ -56,7 +56,7 @@ def calibrated(path=None) -> float:
     """The calibration's probe: the median ``probe_s`` of its entries, seconds per call (NaN when none has one, as
     in files written before the probe; it is never measured here: a reference taken now would not be the
     calibration's)."""
-    from experiments.calibration import Calibration
+    from experiments.clock.calibration import Calibration
 
     probes = [e["probe_s"] for e in Calibration(path).read()["entries"].values() if e.get("probe_s") is not None]
     return statistics.median(probes) if probes else float("nan")

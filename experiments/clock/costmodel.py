@@ -1,5 +1,5 @@
 """The simulated clock's cost model, in closed form (issue 12 item 2). No measuring here: the costs come from
-:mod:`experiments.calibration` (measured once per machine) or from the config (``engine.costs.*``).
+:mod:`experiments.clock.calibration` (measured once per machine) or from the config (``engine.costs.*``).
 
 Terms (seconds; each is charged where it occurs):
 - ``grad_s(B)``: one stochastic gradient at minibatch size B, as a worker process sees it (one math thread);
