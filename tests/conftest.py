@@ -75,6 +75,23 @@ def compose_cfg(overrides: list[str]):
     return OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
 
 
+def settings_for(overrides: list[str]):
+    """The typed settings of the run ``overrides`` describe (as ``python -m experiments.run`` builds them)."""
+    from experiments.settings.build import build_settings
+
+    return build_settings(compose_cfg(overrides))
+
+
+def run_engine(problem, rule, settings, recorder, calibration=None):
+    """Run one engine as the runner does: its costs resolved from the calibration first (measured when missing;
+    ``calibration``: a Calibration, default the settings'), then ``engine.run``. Returns the EngineResult."""
+    from experiments.clock.resolve import resolve
+    from experiments.engines import get_engine
+
+    costs = resolve(settings, problem, rule, calibration)
+    return get_engine(settings.engine.name).run(problem, rule, settings, recorder, costs)
+
+
 def child_pids(parent: int) -> set[int]:
     """Process ids of every child of ``parent`` (zombies included, until reaped), from /proc's per-thread
     ``children`` lists; empty when ``parent`` is gone."""

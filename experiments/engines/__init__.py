@@ -1,6 +1,8 @@
 """Engines: how gradients travel from workers to the master and how time is measured.
 
-Every engine has ``run(problem, rule, cfg, recorder) -> EngineResult`` and uses :class:`experiments.training.master.Master`
+Every engine has ``run(problem, rule, settings, recorder, costs=None) -> EngineResult`` (``settings``: the run's
+:class:`~experiments.settings.schema.RunSettings`; ``costs``: what the runner resolved from the calibration before
+the engine started, :class:`experiments.clock.resolve.RunCosts`) and uses :class:`experiments.training.master.Master`
 for the update logic, so the engines differ only in transport and clock:
 
 - ``simulated``: one process, event-driven, exact staleness, simulated clock from the calibrated cost model;
@@ -10,7 +12,6 @@ for the update logic, so the engines differ only in transport and clock:
 from __future__ import annotations
 
 import importlib
-import math
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -68,18 +69,21 @@ def get_engine(name: str):
     return importlib.import_module(f"experiments.engines.{name}")
 
 
-def warmup_updates(cfg, workers: int, num_train: int, per_update: int) -> int:
+def warmup_updates(settings, num_train: int) -> int:
     """Updates applied before a run's clock starts: ``engine.warmup_updates`` (0: none), for the async protocol at
-    least ``workers`` (one whole round), at most half the run's planned updates (``updates``, or ``epochs`` x
-    ``num_train`` samples at ``per_update`` samples an update).
+    least P (one whole round), at most half the run's planned updates.
 
     Why a whole round: P workers handed their first iterates together deliver their first gradients in one burst
-    about one gradient later. A clock started inside that burst (after 5 of 32 arrivals) and stopped at the last
-    arrival times K - 5 updates over (K / P - 1) gradient cycles: 7% optimistic at P = 32, K = 400. Started at the
-    burst's end it times K - P updates over K / P - 1 cycles: the steady state. The real engines (engines/driver.py)
-    and the simulated one use this rule, so a simulated twin times the same updates as its measured run."""
-    warm = int(cfg.engine.get("warmup_updates") or 0)
-    if warm > 0 and cfg.algorithm.protocol == "async":
-        warm = max(warm, int(workers))
-    planned = int(cfg.updates) if cfg.get("updates") else math.ceil(float(cfg.epochs) * num_train / per_update)
-    return min(warm, planned // 2)
+    about one gradient later. A clock started inside that burst and stopped at the last arrival times K - w updates
+    over (K / P - 1) gradient cycles, optimistic by about (P - w) / K; started at the burst's end it times the steady
+    state. The real engines (engines/driver.py) and the simulated one use this rule, so a simulated twin times the
+    same updates as its measured run.
+
+    Args:
+        settings: the run's :class:`~experiments.settings.schema.RunSettings`.
+        num_train: N, samples per epoch.
+    """
+    warm = int(settings.engine.warmup_updates)
+    if warm > 0 and settings.algorithm.protocol == "async":
+        warm = max(warm, int(settings.workers))
+    return min(warm, settings.planned_updates(num_train) // 2)

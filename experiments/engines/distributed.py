@@ -57,12 +57,12 @@ from contextlib import contextmanager
 import torch
 import torch.distributed as dist
 
-from experiments.engines.driver import Arrival, Lost, drive
+from experiments.engines.driver import drive
+from experiments.engines.transport import Arrival, Lost
 from experiments.engines.emulation import with_emulation, worker_emulator
 from experiments.engines.workers import (WorkerSpec, _Fd, await_ready, deliver, describe_exit, load_problem,
                                        process_context, reap, receive, report_worker_error,
-                                       sigterm_as_interrupt, split_problem,
-                                       worker_batches, worker_process_setup)
+                                       sigterm_as_interrupt, split_problem, worker_process_setup)
 from experiments.errors import ConfigError, WorkerLost
 from experiments.training.sampling import BatchStream
 
@@ -128,27 +128,24 @@ def _gloo_interface(host: str):
             os.environ.pop("GLOO_SOCKET_IFNAME", None)
 
 
-def choose_backend(cfg, device: torch.device) -> str:
+def choose_backend(settings, device: torch.device) -> str:
     """``engine.backend`` resolved: ``auto`` -> nccl for sync on CUDA with a GPU per rank, else gloo.
 
     Raises:
-        ConfigError: an unknown backend, or nccl asked for an async algorithm or without enough GPUs.
+        ConfigError: nccl asked for an async algorithm or without enough GPUs.
     """
-    backend = cfg.engine.get("backend") or "auto"
-    world = int(cfg.workers) + 1
+    backend = settings.engine.backend
+    world = settings.workers + 1
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    sync = settings.algorithm.protocol == "sync"
     if backend == "auto":
-        ok = cfg.algorithm.protocol == "sync" and device.type == "cuda" and gpus >= world
-        return "nccl" if ok else "gloo"
-    if backend == "gloo":
-        return backend
+        return "nccl" if sync and device.type == "cuda" and gpus >= world else "gloo"
     if backend == "nccl":
-        if cfg.algorithm.protocol != "sync":
+        if not sync:
             raise ConfigError("engine.backend=nccl: NCCL has no receive-from-any-worker; async needs gloo")
         if gpus < world:
             raise ConfigError(f"engine.backend=nccl: needs a GPU per rank ({world}), found {gpus}")
-        return backend
-    raise ConfigError(f"engine.backend={backend}: must be auto, gloo or nccl")
+    return backend
 
 
 STARTUP_TIMEOUT_S = 300.0  # joining the process group (process start-up, imports) may take this long
@@ -165,11 +162,11 @@ def _torchrun() -> bool:
     return "RANK" in os.environ and "WORLD_SIZE" in os.environ and "MASTER_ADDR" in os.environ
 
 
-def _check_world(cfg) -> None:
+def _check_world(settings) -> None:
     world = int(os.environ["WORLD_SIZE"])
-    if world != int(cfg.workers) + 1:
-        raise ConfigError(f"workers={cfg.workers}: torchrun started {world} processes, needs workers + 1 = "
-                          f"{int(cfg.workers) + 1} (--nproc_per_node x --nnodes)")
+    if world != settings.workers + 1:
+        raise ConfigError(f"workers={settings.workers}: torchrun started {world} processes, needs workers + 1 = "
+                          f"{settings.workers + 1} (--nproc_per_node x --nnodes)")
 
 
 def _rank_device(backend: str, problem_device: torch.device) -> torch.device:
@@ -262,21 +259,23 @@ def _spawned_worker(rank: int, world: int, store_spec: tuple, backend: str, time
         _destroy()
 
 
-def serve(problem, cfg) -> None:
+def serve(problem, settings, costs=None) -> None:
     """Worker side under torchrun (RANK >= 1): join the process group, compute gradients until the master says
-    stop, leave. Writes nothing.
+    stop, leave. Writes nothing. ``costs``: as for :func:`run` (emulated compute's base seconds).
 
     Raises:
         ConfigError: WORLD_SIZE is not workers + 1.
     """
-    _check_world(cfg)
+    _check_world(settings)
     rank = int(os.environ["RANK"])
-    spec = with_emulation([WorkerSpec.from_cfg(cfg, rank - 1)], cfg, problem)[0]
+    spec = with_emulation([WorkerSpec.of(settings, rank - 1)], settings,
+                          costs.base_s if costs is not None else None)[0]
     worker_process_setup(spec)
     stream = BatchStream(problem.num_train, spec.batch, spec.seed)
-    backend = choose_backend(cfg, problem.device)
+    backend = choose_backend(settings, problem.device)
     with _gloo_interface(os.environ["MASTER_ADDR"]):
-        _init_group(backend, cfg.engine.timeout_s, init_method="env://", rank=rank, world_size=int(cfg.workers) + 1)
+        _init_group(backend, settings.engine.timeout_s, init_method="env://", rank=rank,
+                    world_size=settings.workers + 1)
     try:
         _serve_loop(problem, spec, _rank_device(backend, problem.device), stream)
     finally:
@@ -479,7 +478,7 @@ class DistTransport:
             t.join(1.0)
 
 
-def _store_for_local(cfg, world: int):
+def _store_for_local(engine, world: int):
     """Rank 0's rendezvous store for locally started workers: (store, spec for the workers, clean-up or None).
 
     On loopback: a FileStore (nothing listens on the network; a TCPStore would listen on every interface) on an
@@ -487,7 +486,7 @@ def _store_for_local(cfg, world: int):
     that a killed master would leave behind (the master's descriptor closes with the store object). Where memfd is
     missing, a temporary ``apam-dist-*`` folder, removed by the clean-up (but left behind if the master is killed).
     Elsewhere: a TCPStore on ``master_addr:master_port`` (a free port when that one is taken)."""
-    host = str(cfg.engine.get("master_addr") or "127.0.0.1")
+    host = engine.master_addr
     if _is_loopback(host):
         if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
             fd = os.memfd_create("apam-dist-store", os.MFD_CLOEXEC)
@@ -503,7 +502,7 @@ def _store_for_local(cfg, world: int):
         tmpdir = tempfile.mkdtemp(prefix="apam-dist-")
         path = os.path.join(tmpdir, "store")
         return dist.FileStore(path, world), ("file", path, 0), lambda: shutil.rmtree(tmpdir, ignore_errors=True)
-    port = int(cfg.engine.get("master_port") or 0)
+    port = engine.master_port
     timeout = datetime.timedelta(seconds=STARTUP_TIMEOUT_S)
     try:
         store = dist.TCPStore(host, port, world, is_master=True, timeout=timeout, wait_for_workers=False)
@@ -512,45 +511,45 @@ def _store_for_local(cfg, world: int):
     return store, ("tcp", host, store.port), None
 
 
-def run(problem, rule, cfg, recorder):
+def run(problem, rule, settings, recorder, costs=None):
     """Train with a torch.distributed master (this process, rank 0) and P worker ranks; see the module docstring.
 
     Args:
-        problem, rule, cfg, recorder: as for every engine (experiments/engines/__init__.py).
+        problem, rule, settings, recorder, costs: as for every engine (experiments/engines/__init__.py); ``costs``
+            gives emulated compute its base seconds.
 
     Returns:
         EngineResult on the wall clock; status ``failed`` with a message when a lost worker ended the run.
 
     Raises:
-        ConfigError: bad ``engine.backend``/``start_method``, or a torchrun world that is not workers + 1.
+        ConfigError: ``engine.backend=nccl`` where it cannot run, or a torchrun world that is not workers + 1.
         experiments.training.recorder.Diverged: the loss diverged.
         KeyboardInterrupt: Ctrl-C or SIGTERM (local workers are ended first).
     """
-    P = int(cfg.workers)
+    e = settings.engine
+    P = settings.workers
     world = P + 1
-    backend = choose_backend(cfg, problem.device)
-    x0 = problem.init_params(cfg.seed)
+    backend = choose_backend(settings, problem.device)
+    x0 = problem.init_params(settings.seed)
     procs, conns, cleanup, transport, store, started = [], [], None, None, None, False
     with sigterm_as_interrupt():
         try:
             if _torchrun():
-                _check_world(cfg)
+                _check_world(settings)
                 if int(os.environ["RANK"]) != 0:
                     raise ConfigError(f"RANK={os.environ['RANK']}: only rank 0 runs the master")
                 with _gloo_interface(os.environ["MASTER_ADDR"]):
-                    _init_group(backend, cfg.engine.timeout_s, init_method="env://", rank=0, world_size=world)
+                    _init_group(backend, e.timeout_s, init_method="env://", rank=0, world_size=world)
             else:
-                method = cfg.engine.get("start_method") or "spawn"
-                if method not in ("spawn", "forkserver"):
-                    raise ConfigError(f"engine.start_method={method}: must be spawn or forkserver")
-                ctx = process_context(method, problem)
-                store, spec, cleanup = _store_for_local(cfg, world)
+                ctx = process_context(e.start_method, problem)
+                store, spec, cleanup = _store_for_local(e, world)
                 tensors, payload = split_problem(problem)  # the Process arguments stay small: see workers.py (start-up)
-                specs = with_emulation([WorkerSpec.from_cfg(cfg, w, pin=True) for w in range(P)], cfg, problem)
+                specs = with_emulation([WorkerSpec.of(settings, w, pin=True) for w in range(P)], settings,
+                                       costs.base_s if costs is not None else None)
                 for w in range(P):
                     parent, child = ctx.Pipe(duplex=True)
                     p = ctx.Process(target=_spawned_worker, name=f"apam-rank-{w + 1}", daemon=True,
-                                    args=(w + 1, world, spec, backend, float(cfg.engine.timeout_s), tensors,
+                                    args=(w + 1, world, spec, backend, float(e.timeout_s), tensors,
                                           specs[w], child))
                     p.start()
                     child.close()  # the master keeps no copy of the child's end: its death breaks the pipe
@@ -561,11 +560,10 @@ def run(problem, rule, cfg, recorder):
                 deliver(payload, [c.fileno() for c in conns], procs, deadline)
                 await_ready(conns, procs, deadline)  # a death from here to joining waits for the group's timeout
                 with _gloo_interface("127.0.0.1" if spec[0] in ("file", "memfd") else spec[1]):
-                    _init_group(backend, cfg.engine.timeout_s, store=store, rank=0, world_size=world)
+                    _init_group(backend, e.timeout_s, store=store, rank=0, world_size=world)
             started = True
-            transport = DistTransport(P, x0, float(cfg.engine.timeout_s), _rank_device(backend, problem.device),
-                                      procs)
-            return drive(problem, rule, cfg, recorder, transport, worker_batches(cfg))
+            transport = DistTransport(P, x0, float(e.timeout_s), _rank_device(backend, problem.device), procs)
+            return drive(problem, rule, settings, recorder, transport)
         finally:
             try:
                 if transport is not None:

@@ -30,37 +30,15 @@ losing the last worker ends the run with status ``failed`` after a final evaluat
 """
 from __future__ import annotations
 
-import math
 import time
 from collections import deque
-from typing import NamedTuple
 
 from experiments.engines import EngineResult, warmup_updates
+from experiments.engines.transport import Arrival, Lost
 from experiments.engines.emulation import LATE, OVERRAN, log_arrival
 from experiments.errors import WorkerLost
 from experiments.training.master import Master
 from experiments.training.recorder import Diverged
-
-
-class Arrival(NamedTuple):
-    """Worker ``worker`` delivered a gradient computed at master version ``version``; ``loss``: its minibatch loss.
-    The gradient itself is ``transport.gradient(worker)`` (valid until the next ``issue`` to that worker).
-    A NamedTuple (immutable): one is made per gradient on the master's critical path, 0.3 us against 1.4 us for a
-    frozen dataclass."""
-
-    worker: int
-    version: int
-    loss: float
-    compute_s: float = math.nan  # seconds the gradient took in the worker, emulated wait included
-    target_s: float = math.nan   # its emulated target (NaN: real compute)
-    timing: int = 0              # timing code (emulation.ON_TIME, OVERRAN: computation over its target, LATE wake-up)
-
-
-class Lost(NamedTuple):
-    """Worker ``worker`` is gone (its process died, its connection broke, or it stayed silent); ``reason`` says how."""
-
-    worker: int
-    reason: str
 
 
 class WallClock:
@@ -98,38 +76,35 @@ class WallClock:
 class MasterLoop:
     """One run of the master over a transport. Use :func:`drive`.
 
-    The transport (see shared_memory.py and distributed.py) has ``issue(w, x, version)``, ``wait(timeout) ->
-    list[Arrival | Lost]`` (returns [] on timeout), ``gradient(w) -> tensor``, ``drop(w)``, ``hold()`` (a context
-    manager around evaluations: workers may wait a long time), and ``cuts_off_silent`` (True when a silent worker
-    can be dropped and the others continue; False when a silent peer breaks the whole transport).
+    The transport is a :class:`experiments.engines.transport.Transport`.
     """
 
-    def __init__(self, problem, rule, cfg, recorder, transport, batches: list[int]) -> None:
-        self.problem, self.cfg, self.recorder, self.transport = problem, cfg, recorder, transport
-        self.batches = list(batches)
+    def __init__(self, problem, rule, settings, recorder, transport) -> None:
+        self.problem, self.recorder, self.transport = problem, recorder, transport
+        self.batches = settings.worker_batches
         self.P = len(self.batches)
-        self.protocol = cfg.algorithm.protocol
-        self.master = Master(rule, problem.init_params(cfg.seed), self.protocol, self.P,
-                             policy=cfg.algorithm.get("policy"))
+        self.protocol = settings.algorithm.protocol
+        self.master = Master(rule, problem.init_params(settings.seed), self.protocol, self.P,
+                             policy=settings.algorithm.policy)
         recorder.attach(self.master)
         self.clock = WallClock()
         self.samples = 0
         self.samples_at_start = 0  # samples consumed before the clock started (warm-up)
         self.version_at_start = 0  # updates applied before the clock started
         self.wait_s = 0.0  # seconds the master spent waiting for arrivals while the clock ran (master_busy_s)
-        self.timeout = float(cfg.engine.timeout_s)
-        self.on_loss = cfg.engine.get("on_worker_loss") or "continue"
-        self.max_updates = int(cfg.updates) if cfg.get("updates") else None
-        self.max_samples = None if self.max_updates else float(cfg.epochs) * problem.num_train
-        per_update = sum(self.batches) if self.protocol == "sync" else self.batches[0]
-        self.warmup = warmup_updates(cfg, self.P, problem.num_train, per_update)
+        e = settings.engine
+        self.timeout = float(e.timeout_s)
+        self.on_loss = e.on_worker_loss
+        self.max_updates = settings.updates
+        self.max_samples = None if self.max_updates else float(settings.epochs) * problem.num_train
+        self.warmup = warmup_updates(settings, problem.num_train)
         self.live = set(range(self.P))
         self.notes: list[str] = []
-        self.emulated = (cfg.engine.get("compute") or "real") == "emulated"
+        self.emulated = e.compute == "emulated"
         self.compute_log: list = []  # (worker, index, compute_s, target_s) per gradient (emulation.py)
         self._counts, self.overruns, self.late_wakeups = [0] * self.P, 0, 0
-        self.evaluation = cfg.engine.get("evaluation") or "snapshot"
-        self.snapshot_budget = float(cfg.engine.get("snapshot_mb") or 512) * 2**20
+        self.evaluation = e.evaluation
+        self.snapshot_budget = float(e.snapshot_mb) * 2**20
 
     # ------------------------------------------------------------------ pieces
     def evaluate(self) -> None:
@@ -313,16 +288,16 @@ class MasterLoop:
         self._finish()
 
 
-def drive(problem, rule, cfg, recorder, transport, batches: list[int]) -> EngineResult:
-    """Run the master over ``transport`` (async or sync per ``cfg.algorithm.protocol``); see the module docstring.
+def drive(problem, rule, settings, recorder, transport) -> EngineResult:
+    """Run the master over ``transport`` (async or sync per ``algorithm.protocol``); see the module docstring.
 
     Args:
         problem: a :class:`problems.base.Problem` (the master evaluates it; workers have their own copy).
         rule: the update rule (``init``/``step``); its state lives here only.
-        cfg: the run's resolved config (workers, seed, epochs or updates, algorithm, engine).
+        settings: the run's :class:`~experiments.settings.schema.RunSettings` (workers' minibatch sizes:
+            ``settings.worker_batches``).
         recorder: the run's :class:`experiments.training.recorder.Recorder`.
-        transport: the engine's transport, workers already started.
-        batches: minibatch size of each worker's gradients (P entries).
+        transport: the engine's transport (:class:`experiments.engines.transport.Transport`), workers started.
 
     Returns:
         EngineResult on the wall clock; status ``failed`` with the reason when a lost worker ended the run.
@@ -331,7 +306,7 @@ def drive(problem, rule, cfg, recorder, transport, batches: list[int]) -> Engine
         experiments.training.recorder.Diverged: the loss diverged. KeyboardInterrupt passes through (the caller ends the
         workers and keeps the partial trace).
     """
-    loop = MasterLoop(problem, rule, cfg, recorder, transport, batches)
+    loop = MasterLoop(problem, rule, settings, recorder, transport)
     status, message = "ok", ""
     try:
         loop.run_async() if loop.protocol == "async" else loop.run_sync()

@@ -2,7 +2,7 @@
 
 Each worker computes its gradient for real (learning is unchanged), then waits until a target wall time has passed
 since it began. Targets come from the same compute-time law as ``delay=timing`` on the simulated engine
-(:func:`experiments.training.delays.compute_times`: law, sigma, slow workers, slowdown) with the base time
+(:meth:`experiments.training.delays.ComputeTimes.of_delay`: law, sigma, slow workers, slowdown) with the base time
 ``engine.compute_base_s`` (seconds; null = this machine's calibrated gradient cost, :mod:`experiments.clock.calibration`).
 So a 2-core machine runs 1..32 workers whose gradients take as long as a wider machine's would, while the master,
 the transport and the staleness are real.
@@ -22,7 +22,7 @@ overruns plus its late wake-ups beyond the expected ones exceed ``OVERRUN_FLAG``
 ``compute=real`` the target is NaN and the code ON_TIME); the run writes ``<run_dir>/compute_times.csv``
 (``worker, index, compute_s, target_s``).
 
-Worker w draws its targets from its own generator (seed ``cfg.seed + 1 + STREAM_SEED_STRIDE * w``, the law's
+Worker w draws its targets from its own generator (seed ``seed + 1 + STREAM_SEED_STRIDE * w``, the law's
 draws for worker w of :class:`experiments.training.delays.ComputeTimes`). Waiting (``engine.compute_wait``): ``sleep``
 (default; ``time.sleep``, no busy loop: workers share the machine's cores with the master, so 32 of them fit on 2
 cores) or ``spin`` (a busy loop on ``time.perf_counter`` that holds the core as a real gradient does, for a worker
@@ -34,7 +34,8 @@ import math
 import time
 from dataclasses import dataclass, replace
 
-from experiments.training.delays import compute_times
+from experiments.engines.workers import STREAM_SEED_STRIDE
+from experiments.training.delays import ComputeTimes
 
 COMPUTE_TIMES_COLUMNS = ["worker", "index", "compute_s", "target_s"]
 OVERRUN_TOL = 0.10
@@ -51,19 +52,17 @@ class Emulator:
     """One worker's emulated compute: targets from the law, then a wait.
 
     Args:
-        cfg: the run's config (``workers``, ``seed``, ``delay``); unused with real compute.
         worker: this worker's id.
         base_s: the mean target (seconds) before the law's per-worker factor and draw; None: real compute (the
             gradient is only timed).
+        times: the compute-time law the targets are drawn from (None with real compute).
         wait: ``sleep`` or ``spin`` (module docstring).
     """
 
-    def __init__(self, cfg, worker: int, base_s: float | None, wait: str = "sleep") -> None:
-        from experiments.engines.workers import STREAM_SEED_STRIDE
-
+    def __init__(self, worker: int, base_s: float | None = None, times: ComputeTimes | None = None,
+                 wait: str = "sleep") -> None:
         self.worker, self.base_s, self.spin = int(worker), base_s, wait == "spin"
-        self._times = compute_times(cfg, seed=int(cfg.seed) + 1 + STREAM_SEED_STRIDE * int(worker)) \
-            if base_s is not None else None
+        self._times = times if base_s is not None else None
 
     def finish(self, t0: float) -> tuple[float, float, int]:
         """Called right after the gradient that began at ``t0`` (``time.perf_counter``) is computed: wait for its
@@ -89,49 +88,41 @@ class Emulator:
 
 @dataclass(frozen=True)
 class EmulationSpec:
-    """What a worker process needs to build its :class:`Emulator` (picklable): the plain-dict config parts and
-    the base seconds (None: real compute)."""
+    """What a worker process needs to build its :class:`Emulator` (picklable): P, the run's seed, its delay
+    settings block (the compute-time law), the base seconds (None: real compute) and the wait."""
 
     workers: int
     seed: int
-    delay: dict
+    delay: object
     base_s: float | None
     wait: str = "sleep"
 
     def build(self, worker: int) -> Emulator:
-        from omegaconf import OmegaConf
-
-        cfg = OmegaConf.create({"workers": self.workers, "seed": self.seed, "delay": self.delay})
-        return Emulator(cfg, worker, self.base_s, self.wait)
-
-
-def base_seconds(cfg, problem, batch_size: int) -> float | None:
-    """The emulated base time of one gradient: ``engine.compute_base_s``, or (null) this machine's calibrated
-    gradient cost at ``batch_size`` (measured on first use); None with ``engine.compute=real``."""
-    if (cfg.engine.get("compute") or "real") != "emulated":
-        return None
-    if cfg.engine.get("compute_base_s") is not None:
-        return float(cfg.engine.compute_base_s)
-    from experiments.clock.calibration import Calibration, grad_key, measure_grad_samples  # the layer below, at call time
-
-    cal = Calibration(cfg.engine.get("calibration") or None)
-    return float(cal.entry(grad_key(problem, batch_size), lambda: measure_grad_samples(problem, batch_size))["value"])
+        """Worker ``worker``'s emulator; its targets come from its own generator (module docstring)."""
+        if self.base_s is None:
+            return Emulator(worker)
+        times = ComputeTimes.of_delay(self.workers, self.delay, seed=self.seed + 1 + STREAM_SEED_STRIDE * worker)
+        return Emulator(worker, self.base_s, times, self.wait)
 
 
-def with_emulation(specs: list, cfg, problem) -> list:
+def with_emulation(specs: list, settings, base_s: float | None) -> list:
     """The engine's :class:`experiments.engines.workers.WorkerSpec` list with the emulation spec attached (every
-    worker reports its compute seconds; emulated ones also wait for their targets). The base refers to
-    ``batch_size``; a worker with a smaller minibatch (sync, split batch) gets ``base * b_w / batch_size``, as the
-    simulated engine scales a fixed ``engine.costs.grad_s``."""
-    from omegaconf import OmegaConf
+    worker reports its compute seconds; emulated ones also wait for their targets).
 
-    B = int(cfg.batch_size)
-    base = base_seconds(cfg, problem, B)
-    delay = OmegaConf.to_container(cfg.delay, resolve=True)
+    Args:
+        specs: one WorkerSpec per worker.
+        settings: the run's :class:`~experiments.settings.schema.RunSettings`.
+        base_s: the emulated base seconds of one gradient at ``batch_size`` (resolved before the run,
+            :class:`experiments.clock.resolve.RunCosts`); None with real compute. A worker with a smaller minibatch
+            (sync, split batch) gets ``base * b_w / batch_size``, as the simulated engine scales a fixed gradient
+            cost.
+    """
+    B = settings.batch_size
+    wait = getattr(settings.engine, "compute_wait", "sleep")
 
-    def spec_for(s):  # a split sync batch: each worker's base scales with its share (as the simulated engine's)
-        return EmulationSpec(int(cfg.workers), int(cfg.seed), delay, None if base is None else base * s.batch / B,
-                             cfg.engine.get("compute_wait") or "sleep")
+    def spec_for(s):
+        return EmulationSpec(settings.workers, settings.seed, settings.delay,
+                             None if base_s is None else base_s * s.batch / B, wait)
 
     return [replace(s, emulation=spec_for(s)) for s in specs]
 
@@ -139,7 +130,7 @@ def with_emulation(specs: list, cfg, problem) -> list:
 def worker_emulator(spec) -> Emulator:
     """The worker-side emulator of a WorkerSpec (real compute, only timed, when none is attached)."""
     emu = getattr(spec, "emulation", None)
-    return emu.build(spec.worker) if emu is not None else Emulator(None, spec.worker, None)
+    return emu.build(spec.worker) if emu is not None else Emulator(spec.worker)
 
 
 def log_arrival(log: list, counts: list, ev) -> int:
@@ -154,7 +145,7 @@ def log_arrival(log: list, counts: list, ev) -> int:
 def expected_late(targets, lateness) -> float:
     """How many of gradients with these ``targets`` (seconds) would wake up late (over ``OVERRUN_TOL`` x target after
     it) if their waits ended as late as the calibrated ``lateness`` samples (seconds, any order; the simulated twin's
-    draws: :func:`experiments.clock.calibration.emulated_lateness`): the sum over targets of the fraction of samples above
+    draws: :func:`experiments.clock.resolve.emulated_lateness`): the sum over targets of the fraction of samples above
     ``OVERRUN_TOL`` x target. NaN targets (real compute) count 0; NaN without samples.
 
     Example: samples [0.1, 0.2, 0.3, 2.0] ms and two 10 ms targets (threshold 1 ms): 2 x 1/4 = 0.5."""

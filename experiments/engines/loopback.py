@@ -7,7 +7,7 @@ from contextlib import nullcontext
 
 import torch
 
-from experiments.engines.driver import Arrival
+from experiments.engines.transport import Arrival
 
 
 class LoopbackTransport:

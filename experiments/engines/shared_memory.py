@@ -76,12 +76,12 @@ from contextlib import contextmanager, nullcontext
 
 import torch
 
-from experiments.engines.driver import Arrival, Lost, drive
+from experiments.engines.driver import drive
+from experiments.engines.transport import Arrival, Lost
 from experiments.engines.emulation import with_emulation, worker_emulator
 from experiments.engines.workers import (WorkerSpec, _Fd, await_ready, busy_cpus, deliver, describe_exit, load_problem,
                                        process_context, reap, receive, report_worker_error,
-                                       sigterm_as_interrupt, split_problem,
-                                       worker_batches, worker_process_setup)
+                                       sigterm_as_interrupt, split_problem, worker_process_setup)
 from experiments.errors import ConfigError
 from experiments.training.sampling import BatchStream
 
@@ -483,11 +483,12 @@ class SharedMemoryTransport:
         return [p.pid for p in self.procs]
 
 
-def run(problem, rule, cfg, recorder):
+def run(problem, rule, settings, recorder, costs=None):
     """Train with P worker processes on this machine; see the module docstring.
 
     Args:
-        problem, rule, cfg, recorder: as for every engine (experiments/engines/__init__.py).
+        problem, rule, settings, recorder, costs: as for every engine (experiments/engines/__init__.py); ``costs``
+            gives emulated compute its base seconds.
 
     Returns:
         EngineResult on the wall clock (``clock=wall``), ``handoff`` = ``spin`` or ``block``; status ``failed``
@@ -495,28 +496,26 @@ def run(problem, rule, cfg, recorder):
         went on without them.
 
     Raises:
-        ConfigError: ``engine.start_method`` is not spawn or forkserver; a bad ``engine.handoff``.
+        ConfigError: ``engine.handoff=spin`` on a CPU whose memory ordering does not allow it.
         experiments.training.recorder.Diverged: the loss diverged.
         KeyboardInterrupt: Ctrl-C or SIGTERM (all workers are ended first).
     """
-    method = cfg.engine.get("start_method") or "spawn"
-    if method not in ("spawn", "forkserver"):
-        raise ConfigError(f"engine.start_method={method}: must be spawn or forkserver")
-    P = int(cfg.workers)
-    specs = with_emulation([WorkerSpec.from_cfg(cfg, w, pin=True) for w in range(P)], cfg, problem)
-    handoff = choose_handoff(str(cfg.engine.get("handoff") or "auto"), specs)
-    x0 = problem.init_params(cfg.seed)
+    e = settings.engine
+    P = settings.workers
+    specs = with_emulation([WorkerSpec.of(settings, w, pin=True) for w in range(P)], settings,
+                           costs.base_s if costs is not None else None)
+    handoff = choose_handoff(e.handoff, specs)
+    x0 = problem.init_params(settings.seed)
     with sigterm_as_interrupt():
         transport = None
         try:
-            transport = SharedMemoryTransport(problem, specs, x0, method, handoff)
+            transport = SharedMemoryTransport(problem, specs, x0, e.start_method, handoff)
             LAST_WORKER_PIDS[:] = transport.pids
-            beside = handoff == "block" and P == 1 and bool(cfg.engine.get("colocate", False))
+            beside = handoff == "block" and P == 1 and e.colocate
             with master_beside(specs[0].cpus if beside else None):
-                result = drive(problem, rule, cfg, recorder, transport, worker_batches(cfg))
+                result = drive(problem, rule, settings, recorder, transport)
             result.handoff = handoff
             return result
         finally:
             if transport is not None:
                 transport.close()
-

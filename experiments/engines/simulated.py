@@ -45,24 +45,14 @@ from __future__ import annotations
 
 import functools
 import heapq
-import math
 
-from experiments.clock.calibration import Calibration, cost_model, emulated_lateness
-from experiments.training.delays import ArtificialDelay, IterateRing, compute_times
 from experiments.engines import EngineResult, warmup_updates
+from experiments.training.delays import ArtificialDelay, ComputeTimes, IterateRing
 from experiments.training.master import Master
-from experiments.training.sampling import BatchStream, split_batch
+from experiments.training.sampling import BatchStream
 from problems.base import Problem
 
 ARTIFICIAL_DELAYS = ("none", "fixed", "uniform")
-
-
-def _limits(cfg, num_train: int) -> tuple[float, float]:
-    """The run's length as plain numbers (updates, samples), one of them infinite: ``updates`` if set, else
-    ``epochs`` x N samples. The loops run while ``master.version < updates and stream.samples < samples``."""
-    if cfg.get("updates"):
-        return int(cfg.updates), math.inf
-    return math.inf, float(cfg.epochs) * num_train
 
 
 class WarmupClock:
@@ -81,14 +71,16 @@ class WarmupClock:
         return 0.0 if self.t0 is None else t - self.t0
 
 
-def run(problem, rule, cfg, recorder) -> EngineResult:
+def run(problem, rule, settings, recorder, costs) -> EngineResult:
     """Run one simulated training run; see the module docstring for the model.
 
     Args:
         problem: a :class:`problems.base.Problem`.
         rule: an update rule from :func:`algorithms.build_rule`.
-        cfg: the run's resolved config (workers, seed, epochs or updates, batch_size, algorithm, delay, engine).
+        settings: the run's :class:`~experiments.settings.schema.RunSettings`.
         recorder: the run's :class:`experiments.training.recorder.Recorder` (evaluation points).
+        costs: the run's :class:`experiments.clock.resolve.RunCosts` (its cost model, and the wake-up lateness of
+            an emulated run's waits), resolved before the run.
 
     Returns:
         EngineResult on the simulated clock (seconds).
@@ -96,18 +88,16 @@ def run(problem, rule, cfg, recorder) -> EngineResult:
     Raises:
         experiments.training.recorder.Diverged: the loss diverged.
     """
-    P, B, N = int(cfg.workers), int(cfg.batch_size), problem.num_train
-    protocol = cfg.algorithm.protocol
-    sync_split = protocol == "sync" and cfg.algorithm.get("sync_batch", "split") == "split"
-    batches = split_batch(B, P) if sync_split else [B] * P
-    costs = run_costs(problem, rule, cfg, batches)
-    calibration = Calibration(cfg.engine.get("calibration") or None)
-    times = EmulatedTimes(compute_times(cfg, seed=cfg.seed + 1), emulated_lateness(cfg.engine, calibration),
-                          seed=cfg.seed + 3)
-    stream = BatchStream(N, B, cfg.seed)
-    master = Master(rule, problem.init_params(cfg.seed), protocol, P, policy=cfg.algorithm.get("policy"))
+    P, B, N, seed = settings.workers, settings.batch_size, problem.num_train, settings.seed
+    protocol = settings.algorithm.protocol
+    batches = settings.worker_batches
+    model = costs.costs
+    times = EmulatedTimes(ComputeTimes.of_delay(P, settings.delay, seed=seed + 1), costs.lateness, seed=seed + 3)
+    stream = BatchStream(N, B, seed)
+    master = Master(rule, problem.init_params(seed), protocol, P, policy=settings.algorithm.policy)
     recorder.attach(master)
-    warm = WarmupClock(warmup_updates(cfg, P, N, sum(batches) if protocol == "sync" else B))
+    warm = WarmupClock(warmup_updates(settings, N))
+    limits = settings.run_limits(N)
 
     def evaluate(clock: float, samples: int) -> None:
         recorder.record(master.x, samples, master.version, master.gradients, warm.time(clock),
@@ -116,19 +106,19 @@ def run(problem, rule, cfg, recorder) -> EngineResult:
     evaluate(0.0, 0)
     if protocol == "sync":
         loop = _run_sync
-    elif cfg.delay.model in ARTIFICIAL_DELAYS:
+    elif settings.delay.model in ARTIFICIAL_DELAYS:
         loop = _run_artificial
     else:
         loop = _run_timing
-    clock, samples = loop(problem, cfg, master, stream, batches, costs, times, recorder, evaluate, warm)
+    clock, samples = loop(problem, settings, limits, master, stream, model, times, recorder, evaluate, warm)
     if recorder.rows[-1]["gradients"] != master.gradients:
         evaluate(clock, samples)
     return EngineResult(updates=master.version, gradients=master.gradients, samples=samples, time_s=warm.time(clock),
                         timed_samples=samples - warm.samples0 if warm.warmup > 0 else None,
                         histogram=master.histogram,
-                        costs=costs.as_dict(batches[0]),
-                        provenance={"cost_source": costs.transport, "cost_spread": costs.spread,
-                                    "calibration": str(calibration.path),
+                        costs=model.as_dict(batches[0]),
+                        provenance={"cost_source": model.transport, "cost_spread": model.spread,
+                                    "calibration": costs.calibration,
                                     **({"emulated_late_s_median": times.median_s} if times.samples is not None
                                        else {})})
 
@@ -136,7 +126,7 @@ def run(problem, rule, cfg, recorder) -> EngineResult:
 class EmulatedTimes:
     """The compute-time model of ``times`` (:class:`experiments.training.delays.ComputeTimes`) for the simulated twin of an
     emulated run: each draw gets one draw of the wait's wake-up lateness added, from ``samples`` (seconds;
-    :func:`experiments.clock.calibration.emulated_lateness`) with its own seeded generator, as a real engine's emulated
+    :func:`experiments.clock.resolve.emulated_lateness`) with its own seeded generator, as a real engine's emulated
     worker computes, then sleeps until its target and wakes that late (experiments/engines/emulation.py). With no
     samples (real compute) the draws are ``times``' own."""
 
@@ -152,26 +142,15 @@ class EmulatedTimes:
         return self.times.draw(worker, base_s) + float(self.samples[self._rng.integers(len(self.samples))])
 
 
-def run_costs(problem, rule, cfg, batches: list[int]):
-    """The run's :class:`experiments.clock.costmodel.CostModel`: ``engine.costs.*`` where set, the rest from the machine's
-    calibration (``engine.calibration``, default :func:`experiments.clock.calibration.machine_path`) of the engine named by
-    ``engine.transport`` (default ``shared_memory``); with ``engine.compute=emulated``, ``engine.compute_base_s`` is
-    the gradient cost at ``batch_size`` (as on the emulated real engines)."""
-    calibration = Calibration(cfg.engine.get("calibration") or None)
-    fixed = dict(cfg.engine.get("costs") or {})
-    if cfg.engine.get("compute") == "emulated" and cfg.engine.get("compute_base_s") is not None:
-        fixed["grad_s"] = float(cfg.engine.compute_base_s)  # the emulated real engines' base, at batch_size
-    return cost_model(problem, rule, batches, fixed, calibration, algorithm_cfg=cfg.algorithm,
-                      ref_batch=int(cfg.batch_size), transport=cfg.engine.get("transport") or "shared_memory")
-
-
-def _run_sync(problem, cfg, master, stream, batches, costs, times, recorder, evaluate, warm) -> tuple[float, int]:
+def _run_sync(problem, settings, limits, master, stream, costs, times, recorder, evaluate,
+              warm) -> tuple[float, int]:
     """Sync rounds (see the module docstring). Returns (clock in seconds, samples applied)."""
     clock = 0.0
+    batches = settings.worker_batches
     P = len(batches)
     # optional in the Problem interface (docs/INTERFACES.md): without it, the default loop of P loss_grad calls
     round_mean = getattr(problem, "loss_grad_mean", None) or functools.partial(Problem.loss_grad_mean, problem)
-    max_updates, max_samples = _limits(cfg, problem.num_train)
+    max_updates, max_samples = limits
     while master.version < max_updates and stream.samples < max_samples:
         slowest = max(times.draw(w, costs.grad_s(batches[w])) for w in range(P))
         # every worker computes at the round's iterate: the P gradients' mean in one call (one weighted pass where
@@ -186,14 +165,15 @@ def _run_sync(problem, cfg, master, stream, batches, costs, times, recorder, eva
     return clock, stream.samples
 
 
-def _run_timing(problem, cfg, master, stream, batches, costs, times, recorder, evaluate, warm) -> tuple[float, int]:
+def _run_timing(problem, settings, limits, master, stream, costs, times, recorder, evaluate,
+                warm) -> tuple[float, int]:
     """Async with ``delay=timing``: staleness from the event order. Returns (clock in seconds, samples applied)."""
-    P, N, B = int(cfg.workers), problem.num_train, int(cfg.batch_size)
+    P, B = settings.workers, settings.batch_size
     # plain numbers and bound methods in the hot loop: the bookkeeping per gradient is a few microseconds
     # (benchmarks/bench_simulated.py measures it against the plain serial loop)
     grad_s, latency_s = costs.grad_s(B), costs.latency_s
     busy_of = costs.busy_table  # [the master waited for the gradient][it applied it]
-    max_updates, max_samples = _limits(cfg, N)
+    max_updates, max_samples = limits
     loss_grad, next_batch, draw, receive, due = problem.loss_grad, stream.next, times.draw, master.receive, recorder.due
     check_loss, heappop, heappush = recorder.check_loss, heapq.heappop, heapq.heappush
     warming = warm.t0 is None  # until the clock starts, each update checks whether it is the warm-up's last
@@ -228,18 +208,18 @@ def _run_timing(problem, cfg, master, stream, batches, costs, times, recorder, e
     return master_free, samples
 
 
-def _run_artificial(problem, cfg, master, stream, batches, costs, times, recorder, evaluate,
+def _run_artificial(problem, settings, limits, master, stream, costs, times, recorder, evaluate,
                     warm) -> tuple[float, int]:
     """Async with an artificial delay: the iterate of each gradient is chosen by the delay model from a ring of the
     newest iterates when the gradient is applied. Returns (clock in seconds, samples applied)."""
-    P, N = int(cfg.workers), problem.num_train
-    delay = ArtificialDelay(cfg.delay.model, tau=cfg.delay.get("tau", 0), max_delay=cfg.delay.get("max_delay", 0),
-                            seed=cfg.seed + 2)
+    P, d = settings.workers, settings.delay
+    delay = ArtificialDelay(d.model, tau=getattr(d, "tau", 0), max_delay=getattr(d, "max_delay", 0),
+                            seed=settings.seed + 2)
     ring = IterateRing(delay.window)
     ring.push(0, master.x)
-    grad_s, latency_s = costs.grad_s(int(cfg.batch_size)), costs.latency_s
+    grad_s, latency_s = costs.grad_s(settings.batch_size), costs.latency_s
     busy_of = costs.busy_table
-    max_updates, max_samples = _limits(cfg, N)
+    max_updates, max_samples = limits
     loss_grad, next_batch, draw, receive, due = problem.loss_grad, stream.next, times.draw, master.receive, recorder.due
     choose, check_loss, heappop, heappush = delay.choose, recorder.check_loss, heapq.heappop, heapq.heappush
     queue = []

@@ -20,7 +20,6 @@ from multiprocessing.connection import wait as mp_wait
 import torch
 
 from experiments.errors import WorkerLost
-from experiments.training.sampling import split_batch
 
 STREAM_SEED_STRIDE = 1_000_003
 """Worker w draws its minibatches from ``BatchStream(N, b_w, seed + STREAM_SEED_STRIDE * w)``: worker 0 uses the
@@ -30,15 +29,6 @@ run's own seed, so a run with P = 1 draws exactly the batches of the serial loop
 def worker_seed(seed: int, worker: int) -> int:
     """The seed of worker ``worker``'s own minibatch stream (see :data:`STREAM_SEED_STRIDE`)."""
     return int(seed) + STREAM_SEED_STRIDE * int(worker)
-
-
-def worker_batches(cfg) -> list[int]:
-    """Minibatch size of each worker's gradient: ``batch_size`` each (async; sync with ``sync_batch=full``), or the
-    global ``batch_size`` split across the P workers (sync with ``sync_batch=split``, the paper's CPU study)."""
-    P, B = int(cfg.workers), int(cfg.batch_size)
-    if cfg.algorithm.protocol == "sync" and cfg.algorithm.get("sync_batch", "split") == "split":
-        return split_batch(B, P)
-    return [B] * P
 
 
 @dataclass(frozen=True)
@@ -51,14 +41,9 @@ class FaultPlan:
     mode: str = "kill"
 
     @classmethod
-    def from_cfg(cls, cfg) -> FaultPlan:
-        """From ``cfg.engine.fault`` (``kill_worker``, ``at_update``, optional ``mode``). ValueError on a bad mode."""
-        f = cfg.engine.get("fault") or {}
-        mode = f.get("mode") or "kill"
-        if mode not in ("kill", "hang"):
-            raise ValueError(f"engine.fault.mode={mode}: must be kill or hang")
-        kw = f.get("kill_worker")
-        return cls(None if kw is None else int(kw), int(f.get("at_update") or 0), mode)
+    def of(cls, fault) -> FaultPlan:
+        """From a real engine's ``engine.fault`` settings block (``mode``, ``kill_worker``, ``at_update``)."""
+        return cls(fault.kill_worker, int(fault.at_update or 0), fault.mode)
 
     def maybe_fail(self, worker: int, version: int) -> None:
         """Called by worker ``worker`` on receiving an iterate of ``version``; fails as planned, else returns."""
@@ -140,13 +125,14 @@ class WorkerSpec:
     emulation: object = None  # experiments.engines.emulation.EmulationSpec (None: real compute, only timed)
 
     @classmethod
-    def from_cfg(cls, cfg, worker: int, pin: bool = False) -> WorkerSpec:
-        """Worker ``worker``'s spec; ``pin``: pin it as :func:`worker_cpus` says (``engine.pin_workers``, default
-        true), for workers this process starts itself."""
-        threads = int(cfg.engine.get("threads_per_worker") or 1)
-        cpus = worker_cpus(int(cfg.workers), threads, pin and bool(cfg.engine.get("pin_workers", True)))[worker]
-        return cls(worker, worker_batches(cfg)[worker], worker_seed(cfg.seed, worker), threads,
-                   FaultPlan.from_cfg(cfg), cpus)
+    def of(cls, settings, worker: int, pin: bool = False) -> WorkerSpec:
+        """Worker ``worker``'s spec from the run's :class:`~experiments.settings.schema.RunSettings`; ``pin``: pin
+        it as :func:`worker_cpus` says when ``engine.pin_workers`` is set, for workers this process starts itself."""
+        e = settings.engine
+        threads = int(e.threads_per_worker)
+        cpus = worker_cpus(settings.workers, threads, pin and e.pin_workers)[worker]
+        return cls(worker, settings.worker_batches[worker], worker_seed(settings.seed, worker), threads,
+                   FaultPlan.of(e.fault), cpus)
 
 
 def process_context(method: str, problem=None):

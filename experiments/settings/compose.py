@@ -1,107 +1,118 @@
-"""Checks a command line before Hydra runs anything: every job of a sweep is composed and validated first.
+"""Compose every job of a command line with Hydra's public compose API and check them all before anything runs.
 
-Hydra reports an unknown option or key as a multi-line message with exit code 1, after a sweep may already have
-written results. Here every combination of the overrides, however many, (command line, and in a multirun the experiment's own
-sweep for the profile, see :func:`profile_sweep`) is composed with Hydra's compose API and checked by :func:`experiments.settings.validate.validate`;
-then the data every job reads is checked (:func:`check_data`); the first problem becomes a :class:`ConfigError`
-naming the override, so the entry point exits 2, nothing written.
+Hydra reports an unknown option or key as a multi-line message after a sweep may already have written results.
+Here every combination of the overrides (the command line's, and in a multirun the experiment's own sweep for the
+profile, :func:`profile_sweep`) is composed and built into typed settings (experiments/settings/build.py); then the
+results folders, the device and the data every job reads are checked (experiments/settings/preflight.py). The first
+problem is one :class:`~experiments.errors.ConfigError` line naming the override, so the entry point exits 2 with
+nothing written. The same jobs, in the same order, are what the sweeper launches (hydra_plugins/apam_sweeper).
+
+A command line may name another primary config (``--config-path``/``-cp``, ``--config-name``/``-cn``) or add a
+config folder (``--config-dir``/``-cd``): :class:`Source` carries them, so those jobs are checked too.
 """
 from __future__ import annotations
 
 import copy
 import itertools
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
-from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import OverrideType
-from omegaconf import OmegaConf
+from hydra.core.override_parser.types import Override
+from omegaconf import OmegaConf, open_dict
 
 from experiments.errors import ConfigError
-from experiments.settings.validate import validate
+from experiments.settings.build import build_settings
+from experiments.settings.defaults import CONF_DIR
+from experiments.settings.preflight import check_data, check_device, check_writable
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
-GROUPS = frozenset(p.name for p in CONF_DIR.iterdir() if p.is_dir())
 ADDABLE = frozenset({"problem.init_std", "problem.eval_batch_size"})
 """Keys absent from conf/ that the harness reads when present (``+problem.init_std=0.01``); any other ``+key`` is
 refused: it would be accepted and ignored."""
-_PREFIX = {OverrideType.ADD: "+", OverrideType.FORCE_ADD: "++", OverrideType.DEL: "~"}
 
 
-def _expand(overrides: list[str]) -> dict[str, list[str]]:
-    """key -> list of ``key=value`` strings (one per swept value; one for a plain override)."""
-    parser = OverridesParser.create()
+@dataclass(frozen=True)
+class Source:
+    """Where the primary config comes from: ``config_dir`` (default conf/), ``config_name`` (default config) and
+    extra folders searched for config groups (``--config-dir``)."""
+
+    config_dir: str = str(CONF_DIR)
+    config_name: str = "config"
+    search_dirs: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def groups(self) -> frozenset[str]:
+        """Config group names: the folders of the config dir and of the extra folders."""
+        dirs = [Path(self.config_dir), *map(Path, self.search_dirs)]
+        return frozenset(p.name for d in dirs if d.is_dir() for p in d.iterdir() if p.is_dir())
+
+    def extra_overrides(self) -> list[str]:
+        """The overrides that add the extra folders to Hydra's search path."""
+        if not self.search_dirs:
+            return []
+        return ["hydra.searchpath=[" + ",".join(f"file://{Path(d).absolute()}" for d in self.search_dirs) + "]"]
+
+
+DEFAULT = Source()
+
+
+def _parse(overrides: list[str]) -> list[Override]:
     try:
-        parsed = parser.parse_overrides(overrides)
+        return OverridesParser.create().parse_overrides(overrides)
     except Exception as exc:  # hydra's OverrideParseException and friends
         raise ConfigError(str(exc).splitlines()[0]) from None
+
+
+def expand_overrides(overrides: list[str]) -> dict[str, list[str]]:
+    """key -> list of ``key=value`` strings (one per swept value; one for a plain override)."""
     out: dict[str, list[str]] = {}
-    for o in parsed:
-        key = _PREFIX.get(o.type, "") + o.get_key_element()
+    for o in _parse(overrides):  # the strings Hydra's basic sweeper makes: they name the runs (run ids)
+        key = o.get_key_element()
         if o.is_sweep_override():
             out[key] = [f"{key}={v}" for v in o.sweep_string_iterator()]
         else:
-            out[key] = [o.input_line]
+            out[key] = [f"{key}={o.get_value_element_as_str()}"]
     return out
 
 
-def _compose(overrides: list[str]):
-    return compose(config_name="config", overrides=overrides)
+def _options(source: Source, group: str) -> str:
+    folders = [Path(source.config_dir) / group.split("@")[0]] + [Path(d) / group for d in source.search_dirs]
+    return ", ".join(sorted({p.stem for f in folders if f.is_dir() for p in f.glob("*.yaml")}))
 
 
-def _options(group: str) -> str:
-    folder = CONF_DIR / group.split("@")[0]
-    return ", ".join(sorted(p.stem for p in folder.glob("*.yaml"))) if folder.is_dir() else ""
-
-
-def _explain(override: str, exc: Exception) -> ConfigError:
+def _explain(source: Source, override: str, exc: Exception) -> ConfigError:
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if first.startswith("Could not override"):
+    if first.startswith("Could not override") or first.startswith("Key '"):
         first = "no such config key"
-    key = override.split("=", 1)[0].lstrip("+~")
-    opts = _options(key)
-    hint = f" (options: {opts})" if opts else ""
-    return ConfigError(f"{override}: {first}{hint}")
+    opts = _options(source, override.split("=", 1)[0].lstrip("+~"))
+    return ConfigError(f"{override}: {first}{f' (options: {opts})' if opts else ''}")
 
 
-def profile_sweep(overrides: list[str]) -> list[str]:
+def profile_sweep(overrides: list[str], source: Source = DEFAULT) -> list[str]:
     """The experiment's sweep for the chosen profile (``profiles.<profile>`` of conf/experiment/<id>.yaml) as
     overrides, for the keys the command line does not set itself. Empty without ``experiment=``.
 
     Raises:
-        ConfigError: the command line does not compose.
+        ConfigError: the command line does not parse.
     """
-    expanded = _expand(overrides)
+    expanded = expand_overrides(overrides)
     if not any(k.lstrip("+~") == "experiment" for k in expanded):
         return []
-    first = [vals[0] for vals in expanded.values()]
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="precheck"):
-        try:
-            cfg = _compose(first)
-        except Exception:
-            return []  # precheck names the bad override
-    sweep = (cfg.get("profiles") or {}).get(cfg.profile) or {}
+    try:
+        cfg = compose_jobs([[vals[0] for vals in expanded.values()]], source, resolve=False)[0]
+    except ConfigError:
+        return []  # the precheck names the bad override
+    sweep = (cfg.get("profiles") or {}).get(cfg.get("profile")) or {}
     given = {k.lstrip("+~") for k in expanded}
     return [f"{k}={v}" for k, v in OmegaConf.to_container(sweep, resolve=True).items() if k not in given]
-
-
-def job_overrides(overrides: list[str], multirun: bool) -> tuple[list[list[str]], int]:
-    """Every job of the command line (each combination of the swept values, in Hydra's order) and their count.
-
-    Raises:
-        ConfigError: an override does not parse, a sweep is given without multirun, or ``+key`` adds a key the
-            harness would ignore (only :data:`ADDABLE` keys may be added).
-    """
-    lists = _checked(overrides, multirun)
-    combos = [list(c) for c in itertools.product(*lists)] if lists else [[]]
-    return combos, len(combos)
 
 
 def _checked(overrides: list[str], multirun: bool) -> list[list[str]]:
     """The values of each key of the command line (:func:`_expand`), after the checks :func:`job_overrides`
     documents."""
-    expanded = _expand(overrides)
+    expanded = expand_overrides(overrides)
     for key, values in expanded.items():
         bare = key.lstrip("+~")
         if key.startswith("+") and bare not in ADDABLE and not bare.startswith("hydra"):
@@ -112,13 +123,25 @@ def _checked(overrides: list[str], multirun: bool) -> list[list[str]]:
     return list(expanded.values())
 
 
+def job_overrides(overrides: list[str], multirun: bool) -> tuple[list[list[str]], int]:
+    """Every job of the command line (each combination of the swept values, the first key varying slowest, as
+    Hydra's basic sweeper orders them) and their count.
+
+    Raises:
+        ConfigError: an override does not parse, a sweep is given without multirun, or ``+key`` adds a key the
+            harness would ignore (only :data:`ADDABLE` keys may be added).
+    """
+    lists = _checked(overrides, multirun)
+    combos = [list(c) for c in itertools.product(*lists)] if lists else [[]]
+    return combos, len(combos)
+
+
 def job_cover(overrides: list[str], strength: int = 1) -> list[list[str]]:
     """A few jobs of a sweep that together hold every value (``strength=1``) or every pair of values of two keys
     (``strength=2``, a pairwise covering array, built greedily: each next job is the one of the full product that
     holds the most pairs not yet held) -- the jobs to compose when what is asked depends on single values (which
-    clock an engine option has, which seeds a sweep has) or on pairs of them (a config error that two swept values
-    make together), without composing every job of a sweep of thousands. Job overrides as in
-    :func:`job_overrides`; strength 1 gives max(len(values)) jobs.
+    clock an engine option has, which seeds a sweep has) or on pairs of them, without composing every job of a
+    sweep of thousands. Job overrides as in :func:`job_overrides`; strength 1 gives max(len(values)) jobs.
 
     Raises:
         ConfigError: as :func:`job_overrides`; ValueError: strength not 1 or 2.
@@ -144,101 +167,115 @@ def job_cover(overrides: list[str], strength: int = 1) -> list[list[str]]:
     return [[lists[k][i] for k, i in enumerate(c)] for c in chosen] or [[]]
 
 
-def _is_group(override: str) -> bool:
+def compose_jobs(combos: list[list[str]], source: Source = DEFAULT, resolve: bool = True) -> list:
+    """The config of each job (DictConfig; resolved unless ``resolve`` is False).
+
+    Hydra composes once per distinct choice of config groups; each job's value overrides are then applied to a copy
+    (:func:`apply_values`), so a sweep of thousands of jobs is composed in seconds. Works inside a running Hydra app
+    too (the global Hydra is left as it was).
+
+    Raises:
+        ConfigError: naming a bad override.
+    """
+    if GlobalHydra.instance().is_initialized():
+        saved = GlobalHydra.instance().hydra
+        GlobalHydra.instance().clear()
+        try:
+            return compose_jobs(combos, source, resolve)
+        finally:
+            GlobalHydra.instance().initialize(saved)
+    with initialize_config_dir(config_dir=str(Path(source.config_dir).absolute()), version_base="1.3",
+                               job_name="precheck"):
+        return _all(combos, source, resolve)
+
+
+def _is_group(source: Source, override: str) -> bool:
     """True for an override that selects a config (``problem=...``, ``hydra/...``) or sets Hydra's own config:
     those are composed; every other override sets a value and is applied to the composed config."""
     key = override.split("=", 1)[0].lstrip("+~").split("@")[0]
-    return key in GROUPS or key.startswith("hydra")
+    return key in source.groups or key.startswith("hydra")
 
 
-def compose_jobs(combos: list[list[str]]) -> list:
-    """The resolved config of each job (Hydra compose API; also inside a running Hydra app, e.g. from a run that
-    calibrates on first use); raises ConfigError naming a bad override.
-
-    Hydra composes once per distinct choice of config groups; each job's value overrides are then applied to a copy
-    with Hydra's own rules (``ConfigLoaderImpl._apply_overrides_to_config``, what ``compose`` does after choosing
-    the configs), so a sweep of any size is checked job by job in about a millisecond per job."""
-    from hydra.core.global_hydra import GlobalHydra
-
-    if GlobalHydra.instance().is_initialized():
-        return _resolved_all(combos)
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="precheck"):
-        return _resolved_all(combos)
-
-
-def _resolved_all(combos: list[list[str]]) -> list:
+def _all(combos: list[list[str]], source: Source, resolve: bool) -> list:
     bases: dict[tuple, object] = {}
-    parsed: dict[str, object] = {}
-    parser = OverridesParser.create()
+    parsed: dict[str, Override] = {}
     out = []
     for combo in combos:
-        groups = tuple(o for o in combo if _is_group(o))
-        values = [o for o in combo if not _is_group(o)]
+        groups = tuple(o for o in combo if _is_group(source, o))
         if groups not in bases:
-            bases[groups] = _composed(list(groups))
+            bases[groups] = _composed(list(groups), source)
         cfg = copy.deepcopy(bases[groups])
-        for o in values:
+        for o in combo:
+            if o in groups:
+                continue
             if o not in parsed:
-                parsed[o] = parser.parse_overrides([o])
+                parsed[o] = _parse([o])[0]
             try:
-                ConfigLoaderImpl._apply_overrides_to_config(parsed[o], cfg)
+                apply_values(cfg, parsed[o])
             except Exception as exc:
-                raise _explain(o, exc) from None
-        try:
-            out.append(OmegaConf.create(OmegaConf.to_container(cfg, resolve=True)))
-        except Exception as exc:
-            raise ConfigError(f"{' '.join(combo)}: {str(exc).strip().splitlines()[0]}") from None
+                raise _explain(source, o, exc) from None
+        if resolve:
+            try:
+                cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+            except Exception as exc:
+                raise ConfigError(f"{' '.join(combo)}: {str(exc).strip().splitlines()[0]}") from None
+        out.append(cfg)
     return out
 
 
-def _composed(combo: list[str]):
+def apply_values(cfg, override: Override) -> None:
+    """Apply one value override to a composed config as Hydra does after composing: ``key=v`` changes an existing
+    key, ``+key=v`` adds a new one, ``++key=v`` adds or changes, ``~key`` deletes.
+
+    Raises:
+        KeyError: ``key=v`` on a key that does not exist, ``+key=v`` on one that does, ``~key`` on a missing one.
+    """
+    key, value = override.key_or_group, override.value()
+    exists = OmegaConf.select(cfg, key, default=_ABSENT, throw_on_missing=False) is not _ABSENT
+    if override.is_delete():
+        if not exists:
+            raise KeyError(f"Key '{key}' is not in the config")
+        parent, _, leaf = key.rpartition(".")
+        with open_dict(cfg):
+            del (OmegaConf.select(cfg, parent) if parent else cfg)[leaf]
+    elif override.is_add() and exists and not isinstance(value, (dict, list)):
+        raise KeyError(f"Key '{key}' exists: set it with {override.input_line[1:]}")
+    elif override.is_add() or override.is_force_add():
+        OmegaConf.update(cfg, key, value, merge=True, force_add=True)
+    elif not exists:
+        raise KeyError(f"Key '{key}' is not in the config")
+    else:
+        OmegaConf.update(cfg, key, value, merge=True)
+
+
+_ABSENT = object()
+
+
+def _composed(combo: list[str], source: Source):
+    extra = source.extra_overrides()
     try:
-        return _compose(combo)
+        return compose(config_name=source.config_name, overrides=extra + combo)
     except Exception as exc:
         for o in combo:  # find the override that fails on its own
             try:
-                _compose([o])
+                compose(config_name=source.config_name, overrides=extra + [o])
             except Exception as single:
-                raise _explain(o, single) from None
-        raise ConfigError(f"{' '.join(combo)}: {str(exc).strip().splitlines()[0]}") from None
+                raise _explain(source, o, single) from None
+        raise ConfigError(f"{' '.join(combo) or source.config_name}: {str(exc).strip().splitlines()[0]}") from None
 
 
-def _resolved(combo: list[str]):
-    return _resolved_all([combo])[0]
-
-
-def check_data(cfgs: list) -> None:
-    """Every data set the jobs read is there and valid, each checked once (staging it when it can be got, as the
-    run would; a staged set costs a read of its headers). LIBSVM files are checked to exist by validate.
+def precheck(overrides: list[str], multirun: bool, source: Source = DEFAULT) -> list:
+    """Compose every job the command line asks for and build its settings, then check the results folders, the
+    device and the data of every job; return the jobs' settings, in launch order. Nothing is written.
 
     Raises:
-        ConfigError: ``problem=<name>: <the data error, naming the file and how to get it>``.
+        ConfigError: the first bad override, value, folder or missing data set, as one line naming it.
     """
-    from problems.data import DataError, data_root, stage
-
-    seen = set()
-    for cfg in cfgs:
-        p = cfg.problem
-        dataset = p.get("dataset") if p.kind in ("logreg", "cnn") else None
-        if dataset is None or dataset in seen:
-            continue
-        seen.add(dataset)
-        try:
-            stage(str(dataset), data_root())
-        except (DataError, ValueError, OSError) as exc:
-            raise ConfigError(f"problem={p.name}: {str(exc).strip().splitlines()[0]}") from None
-
-
-def precheck(overrides: list[str], multirun: bool) -> int:
-    """Compose and validate every job the command line asks for, whatever their number, then check that the data
-    of every job is there; return the number of jobs. Nothing is written (no results, no ``.hydra/``).
-
-    Raises:
-        ConfigError: the first bad override, value or missing data set, as one line naming it.
-    """
-    combos, total = job_overrides(overrides, multirun)
-    cfgs = compose_jobs(combos)
-    for cfg in cfgs:
-        validate(cfg)
-    check_data(cfgs)
-    return total
+    combos, _ = job_overrides(overrides, multirun)
+    settings = [build_settings(cfg) for cfg in compose_jobs(combos, source)]
+    for folder in sorted({s.results_dir for s in settings}):
+        check_writable(folder)
+    for device in sorted({s.device for s in settings}):
+        check_device(device)
+    check_data(settings)
+    return settings

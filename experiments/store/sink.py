@@ -34,7 +34,7 @@ SUMMARY_COLUMNS = ["experiment", "run_id", "problem", "algorithm", "engine", "cl
                    "late_wakeups", "late_expected"]
 IGNORED_IN_RUN_ID = {"results_dir", "force", "progress", "experiment", "profile", "experiment_id", "device", "threads",
                     "lr_tuning_seed"}
-LOOKUP_TABLES = {"profiles", "points", "compute_models", "by_kind"}
+LOOKUP_TABLES = {"profiles", "points", "compute_models", "by_kind", "real_engine", "report"}
 """Top-level tables that experiment configs index into (conf/experiment/*.yaml): what a run takes from them shows in
 the keys it sets (workers, engine.compute_base_s, delay.*, epochs), so an edit elsewhere in a table is no change."""
 

@@ -165,12 +165,16 @@ class ComputeTimes:
             self._next = [0] * self.workers
 
     @classmethod
-    def from_config(cls, workers: int, delay, seed: int) -> "ComputeTimes":
-        """The compute-time model of a ``delay`` config block (keys law, sigma, slow_workers, slowdown, spread,
-        shape, replay; absent keys take the defaults)."""
-        return cls(workers, law=delay.get("law", "constant"), sigma=delay.get("sigma", 0.0),
-                   slow_workers=delay.get("slow_workers", 0), slowdown=delay.get("slowdown", 1.0), seed=seed,
-                   spread=delay.get("spread", "equal"), shape=delay.get("shape", 1.5), replay=delay.get("replay"))
+    def of_delay(cls, workers: int, delay, seed: int) -> "ComputeTimes":
+        """The compute-time law of a run's ``delay`` settings block (:mod:`experiments.settings.schema`): its law,
+        sigma, slow workers, slowdown, spread, shape and replay file under ``delay=timing``; constant equal workers
+        under every other delay model (the artificial delays choose staleness by rule, not by timing). One builder
+        for the simulated engine and the emulated compute of the real engines, so both draw from the same law."""
+        if delay.model != "timing":
+            return cls(int(workers), seed=int(seed))
+        return cls(int(workers), law=delay.law, sigma=delay.sigma, slow_workers=delay.slow_workers,
+                   slowdown=delay.slowdown, seed=int(seed), spread=delay.spread, shape=delay.shape,
+                   replay=delay.replay)
 
     def mean_s(self, worker: int, base_s: float) -> float:
         """Expected seconds of one gradient of ``worker`` (the replayed mean under ``law=replay``)."""
@@ -235,13 +239,3 @@ def load_compute_times(path, workers: int) -> list[list[float]]:
                              f"(the run has {workers} workers; the file has {sorted(df['worker'].unique().tolist())})")
         out.append([float(v) for v in rows["compute_s"]])
     return out
-
-
-def compute_times(cfg, seed: int) -> ComputeTimes:
-    """The run's compute-time law: :meth:`ComputeTimes.from_config` for ``cfg.workers`` workers and ``cfg.delay``
-    when ``delay.model`` is ``timing``, else constant equal workers. One builder for the simulated engine and the
-    emulated compute of the real engines (:mod:`experiments.engines.emulation`), so both draw from the same law."""
-    d = cfg.delay
-    if d.model == "timing":
-        return ComputeTimes.from_config(int(cfg.workers), d, seed=int(seed))
-    return ComputeTimes(int(cfg.workers), seed=int(seed))

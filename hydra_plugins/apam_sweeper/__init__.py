@@ -1,14 +1,16 @@
 """Hydra sweeper plugin ``hydra/sweeper=checked`` (registered in Hydra's ConfigStore below; the default in
-conf/config.yaml): Hydra's basic sweeper, without composing every job a second time when ``python -m experiments.run``
-has already composed and validated them all.
+conf/config.yaml): launches exactly the jobs that ``experiments.settings.compose.job_overrides`` lists for the command
+line -- the jobs ``python -m experiments.run`` has composed and checked before Hydra started -- and records how
+they ended.
 
-Hydra's BasicSweeper composes each job of a batch before launching it (``Sweeper.validate_batch_is_legal``: "this can
-be a bit slow for large jobs", its source says); the launcher then composes each job again to run it. Our
-``experiments.settings.compose`` composes and validates every job of the command line before Hydra starts (a bad value fails
-with one line, nothing written), so the sweeper's pass is the same work once more: 11 s of the 25 s that a 72-job
-sweep (stragglers, quick) spent before its first job, 2026-12-02. ``experiments.run`` sets ``APAM_PRECHECKED`` to
-the fingerprint of the command line it checked (:func:`fingerprint`); the sweeper skips its pass only for that same
-command line, and behaves exactly as BasicSweeper otherwise (e.g. when another program runs the sweep).
+Built on Hydra's public plugin interface (:class:`hydra.plugins.sweeper.Sweeper`, the launcher from
+:class:`hydra.core.plugins.Plugins`). Jobs are launched in batches of ``max_batch_size`` (null: all at once), in the
+order of Hydra's basic sweeper (the first key varies slowest), with the same override strings, so run ids are
+those of a basic sweep. When another program runs the sweep (the command line was not checked first), every
+batch is composed by the base class's check before it is launched.
+
+:data:`OUTCOME` holds the counts of the last sweep in this process (``jobs``, ``failed``: jobs that raised or
+returned ``failed``), which the entry point turns into its exit code.
 """
 import hashlib
 import os
@@ -17,10 +19,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
+from hydra.core.plugins import Plugins
+from hydra.core.utils import JobStatus
+from hydra.plugins.sweeper import Sweeper
 
 ENV = "APAM_PRECHECKED"
+OUTCOME: Dict[str, int] = {}
 
 
 def fingerprint(argv: Sequence[str]) -> str:
@@ -28,14 +33,49 @@ def fingerprint(argv: Sequence[str]) -> str:
     return hashlib.sha256("\0".join(argv).encode()).hexdigest()[:16]
 
 
-class CheckedSweeper(BasicSweeper):
-    """BasicSweeper whose batches are not composed before launch when ``$APAM_PRECHECKED`` is the fingerprint of this
-    process's command line (experiments/run.py's precheck composed and validated them)."""
+class CheckedSweeper(Sweeper):
+    """See the module docstring. ``max_batch_size``: jobs per launch (None or -1: all); ``params`` is accepted for
+    the basic sweeper's config shape and must be empty."""
 
-    def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
-        if os.environ.get(ENV) == fingerprint(sys.argv[1:]):
-            return
-        super().validate_batch_is_legal(batch)
+    def __init__(self, max_batch_size: Optional[int] = None, params: Optional[Dict[str, str]] = None) -> None:
+        super().__init__()
+        if params:
+            raise ValueError("hydra.sweeper.params: not supported by the checked sweeper; give sweeps on the "
+                             "command line")
+        self.max_batch_size = max_batch_size
+        self.launcher = None
+
+    def setup(self, *, hydra_context, task_function, config) -> None:
+        self.hydra_context, self.config = hydra_context, config
+        self.launcher = Plugins.instance().instantiate_launcher(hydra_context=hydra_context,
+                                                                task_function=task_function, config=config)
+
+    def sweep(self, arguments):
+        from experiments.settings.compose import job_overrides  # the harness, imported when a sweep runs
+
+        jobs, _ = job_overrides(list(arguments), multirun=True)
+        n = len(jobs) if self.max_batch_size in (None, -1) else int(self.max_batch_size)
+        checked = os.environ.get(ENV) == fingerprint(sys.argv[1:])
+        returns = []
+        OUTCOME.clear()
+        OUTCOME.update(jobs=len(jobs), failed=0)
+        for start in range(0, len(jobs), max(1, n)):
+            batch = jobs[start:start + max(1, n)]
+            if not checked:
+                self.validate_batch_is_legal(batch)
+            results = self.launcher.launch(batch, initial_job_idx=start)
+            OUTCOME["failed"] += sum(1 for r in results if _failed(r))
+            returns.append(results)
+        return returns
+
+
+def _failed(ret) -> bool:
+    if ret.status != JobStatus.COMPLETED:
+        return True
+    try:
+        return ret.return_value == "failed"
+    except Exception:  # noqa: BLE001 - a job whose return value raises failed
+        return True
 
 
 @dataclass

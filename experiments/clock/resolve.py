@@ -1,0 +1,157 @@
+"""The costs a run needs from the machine's calibration, resolved before its engine starts.
+
+The runner (experiments/runner.py) calls :func:`resolve` once per run: the simulated engine gets its
+:class:`~experiments.clock.costmodel.CostModel` (and, for the twin of an emulated run, the wake-up lateness samples);
+a real engine with emulated compute and no ``engine.compute_base_s`` gets this machine's gradient cost as its base.
+An entry the calibration lacks is measured here, on first use (:mod:`experiments.clock.measure`), and stored; no
+engine measures anything.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from experiments.clock.calibration import (GRAD_ENGINE, TRANSPORTS, Calibration, grad_key, idle_key, lateness_key,
+                                           message_keys, rule_calibration_key, update_key)
+from experiments.clock.costmodel import COST_KEYS, CostModel
+from experiments.clock.measure import (REPEATS, measure_grad_samples, measure_lateness_samples,
+                                       measure_message_terms, measure_update_s, p1_run_samples, probe_grad_samples)
+from experiments.settings.schema import RunSettings
+
+
+@dataclass(frozen=True)
+class RunCosts:
+    """What the runner resolved from the calibration for one run.
+
+    Attributes:
+        costs: the simulated engine's cost model (None on the real engines).
+        lateness: seconds by which emulated waits end late, the samples the simulated twin of an emulated run draws
+            from (None: real compute).
+        base_s: real engines with emulated compute: the mean seconds of one gradient at ``batch_size`` (None: real
+            compute).
+        calibration: the calibration file these came from.
+    """
+
+    costs: CostModel | None = None
+    lateness: tuple[float, ...] | None = None
+    base_s: float | None = None
+    calibration: str = ""
+
+
+def calibration_of(settings: RunSettings) -> Calibration:
+    """The run's calibration file: ``engine.calibration`` where the engine has one and it is set, else this
+    machine's (:func:`experiments.clock.calibration.machine_path`)."""
+    return Calibration(getattr(settings.engine, "calibration", None) or None)
+
+
+def resolve(settings: RunSettings, problem, rule, calibration: Calibration | None = None) -> RunCosts:
+    """Every cost the run's engine needs (see the module docstring), measuring entries the calibration lacks."""
+    cal = calibration or calibration_of(settings)
+    e = settings.engine
+    if e.name == "simulated":
+        lateness = emulated_lateness(settings, cal)
+        return RunCosts(costs=cost_model(settings, problem, rule, cal),
+                        lateness=None if lateness is None else tuple(lateness), calibration=str(cal.path))
+    if e.compute != "emulated":
+        return RunCosts(calibration=str(cal.path))
+    base = e.compute_base_s
+    if base is None:  # this machine's gradient cost at batch_size
+        b = settings.batch_size
+        base = cal.entry(grad_key(problem, b), lambda: measure_grad_samples(settings, problem, b))["value"]
+    return RunCosts(base_s=float(base), calibration=str(cal.path))
+
+
+def emulated_lateness(settings: RunSettings, calibration: Calibration, measure: bool = True) -> list[float] | None:
+    """The wake-up lateness samples (seconds) that the simulated twin of an emulated run draws from
+    (engines/simulated.py): ``[engine.costs.late_s]`` when the settings fix it, else the samples calibrated for
+    ``engine.compute_base_s`` (:func:`~experiments.clock.measure.measure_lateness_samples`, measured on first use
+    unless ``measure`` is False: then None when missing); None with real compute or without a base."""
+    e = settings.engine
+    if e.compute != "emulated":
+        return None
+    fixed = getattr(getattr(e, "costs", None), "late_s", None)
+    if fixed is not None:
+        return [float(fixed)]
+    base = e.compute_base_s
+    if base is None:
+        return None
+    if not measure:
+        entry = calibration.read()["entries"].get(lateness_key(base))
+        return entry["samples"] if entry else None
+    return calibration.entry(lateness_key(base), lambda: measure_lateness_samples(float(base)))["samples"]
+
+
+def cost_model(settings: RunSettings, problem, rule, calibration: Calibration) -> CostModel:
+    """The simulated clock's costs of a run: ``engine.costs.*`` where set (``grad_s`` at ``batch_size``, other
+    minibatch sizes scaled linearly from it; with ``engine.compute=emulated`` the base ``engine.compute_base_s``),
+    the rest from ``calibration``, measured on first use. The message terms are those of the real engine named by
+    ``engine.transport``; the gradients are priced at every minibatch size the run uses (a split sync round's
+    shares).
+
+    Raises:
+        ValueError: an unknown ``engine.transport``.
+    """
+    e = settings.engine
+    transport = e.transport
+    if transport not in TRANSPORTS:
+        raise ValueError(f"engine.transport={transport!r}: must be one of {', '.join(TRANSPORTS)}")
+    fixed = {k: getattr(e.costs, k) for k in COST_KEYS}
+    if e.compute == "emulated" and e.compute_base_s is not None:
+        fixed["grad_s"] = float(e.compute_base_s)
+    ref_batch = settings.batch_size
+    spread, grad = {}, {}
+    sizes = sorted(set(settings.worker_batches))
+    runs = {}  # (transport, b) -> both sample lists of one set of P = 1 runs (gradient, idle overhead)
+
+    def p1(t: str, b: int) -> tuple[list, list]:
+        if (t, b) not in runs:
+            runs[t, b] = p1_run_samples(settings, t, problem, b)
+        return runs[t, b]
+
+    timing_only = getattr(problem, "timing_only", False)
+    probed = {}  # a timing-only problem: b -> samples of one probe of every size the calibration still lacks
+
+    def probe(b: int) -> list[float]:
+        if b not in probed:
+            have = calibration.read()["entries"]
+            probed.update(probe_grad_samples(problem, [s for s in sizes if s == b or grad_key(problem, s) not in have]))
+        return probed[b]
+
+    for b in sizes:
+        if fixed.get("grad_s") is not None:
+            grad[b] = float(fixed["grad_s"]) * b / ref_batch
+        else:
+            measure = (lambda b=b: probe(b)) if timing_only else (lambda b=b: p1(GRAD_ENGINE, b)[0])
+            entry = calibration.entry(grad_key(problem, b), measure)
+            grad[b], spread[f"grad_s|B={b}"] = entry["value"], entry["spread"]
+    idle_s = fixed.get("overhead_idle_s")
+    if idle_s is None and fixed.get("overhead_s") is None and not timing_only:
+        b = sizes[-1]  # the largest gradient of the run: the one that pollutes the master's caches most
+        entry = calibration.entry(idle_key(transport, problem, b), lambda: p1(transport, b)[1])
+        idle_s, spread["overhead_idle_s"] = entry["value"], entry["spread"]
+    if fixed.get("update_s") is not None:
+        update_s = float(fixed["update_s"])
+    else:
+        key = update_key(rule_calibration_key(rule, problem.dim), problem.dim)
+        entry = calibration.entry(key, lambda: [measure_update_s(rule, problem.dim) for _ in range(REPEATS)])
+        update_s, spread["update_s"] = entry["value"], entry["spread"]
+    lat_key, over_key = message_keys(transport, problem.dim)
+    terms = {}
+    for name, key in (("latency_s", lat_key), ("overhead_s", over_key)):
+        if fixed.get(name) is not None:
+            terms[name] = float(fixed[name])
+            continue
+        if key not in calibration.read()["entries"]:
+            lat, over = [], []
+
+            def both():
+                if not lat:
+                    lat[:], over[:] = measure_message_terms(settings, transport, problem.dim)
+                return lat, over
+
+            calibration.entry(lat_key, lambda: both()[0])
+            calibration.entry(over_key, lambda: both()[1])
+        entry = calibration.entry(key, lambda: [])
+        terms[name], spread[name] = entry["value"], entry["spread"]
+    source = "config" if all(fixed.get(k) is not None for k in ("latency_s", "overhead_s")) else transport
+    return CostModel(grad=grad, update_s=update_s, latency_s=terms["latency_s"], overhead_s=terms["overhead_s"],
+                     transport=source, spread=spread, overhead_idle_s=None if idle_s is None else float(idle_s))

@@ -1,0 +1,222 @@
+"""One run, top to bottom: settings, skip or go, problem and rule, costs, engine, results.
+
+:func:`execute` is what ``python -m experiments.run`` (experiments/run.py) calls for every job of a run or a sweep,
+and what the Python API (experiments/__init__.py) calls: build and check the typed settings (nothing written on bad
+input); skip the run when its results exist (``force=true`` reruns); build the problem and the update rule; write
+the resolved config and the provenance; resolve the costs the engine needs from the calibration; train, evaluating
+at ``eval_every`` epochs (never timed); write ``trace.csv``, ``staleness.csv`` and the run's row in ``summary.csv``
+-- also when the run diverged or failed.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+import traceback
+
+import torch
+from omegaconf import OmegaConf
+
+from experiments.clock import speedprobe
+from experiments.clock.calibration import calibrated_probe
+from experiments.clock.resolve import calibration_of, emulated_lateness, resolve
+from experiments.engines import EngineResult, get_engine
+from experiments.engines.emulation import COMPUTE_TIMES_COLUMNS, compute_times_rows, expected_late
+from experiments.errors import ConfigError, Interrupted
+from experiments.settings.build import build_settings, make_rule, resolved
+from experiments.settings.preflight import check_device, check_writable
+from experiments.store import provenance
+from experiments.store.sink import RunSink, make_run_id
+from experiments.store.summary import constant_columns, summary_row
+from experiments.sweeps.tuning import setting_key, tuned_factor
+from experiments.training.recorder import Diverged, Recorder
+from problems import build_problem
+from problems.data import DataError, data_root
+
+
+def interrupted_message(signum: int) -> str:
+    """The summary row's message of a run stopped by a signal: ``interrupted (SIGTERM)`` / ``interrupted (SIGINT)``."""
+    import signal
+
+    return f"interrupted ({signal.Signals(signum).name})"
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` -> CUDA where present, else CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def make_problem(settings, device: torch.device):
+    """The run's problem (:func:`problems.build_problem` from the settings' problem block).
+
+    Raises:
+        ConfigError: missing or bad data, or a problem setting the problem itself refuses (one line naming it).
+    """
+    try:
+        problem = build_problem(settings.problem.spec, data_root=data_root(), device=device)
+    except (DataError, ValueError) as exc:
+        raise ConfigError(f"problem={settings.problem.name}: {str(exc).strip().splitlines()[0]}") from None
+    if settings.batch_size > problem.num_train:
+        raise ConfigError(f"batch_size={settings.batch_size}: larger than the {problem.num_train} training examples "
+                          f"of problem={settings.problem.name}")
+    return problem
+
+
+def job_event(event: str, run_id: str, settings) -> None:
+    """Append one JSON line to the file ``$APAM_JOB_EVENTS`` names, when set: a job's ``start`` (after its problem is
+    built, before its config is written) or ``end`` (after its summary row), with its run id, engine, clock, process
+    id and ``time.time()`` in seconds. How a scheduler's behaviour is checked (wall-clock jobs never overlap
+    anything); one short line per ``write`` in append mode, so jobs in several processes share the file."""
+    path = os.environ.get("APAM_JOB_EVENTS")
+    if path:
+        import json
+        import time
+
+        line = json.dumps({"event": event, "run_id": run_id, "experiment": settings.experiment_id,
+                           "engine": settings.engine.name, "clock": settings.engine.clock, "pid": os.getpid(),
+                           "t": time.time()})
+        with open(path, "a") as f:
+            f.write(line + "\n")
+
+
+def _skip(settings, config: dict, overrides: list[str], run_id: str, sink: RunSink) -> tuple[bool, str | None]:
+    """(skip the run?, its step-size tuning setting or None). A run is skipped when it finished with the same
+    config (``force=true`` reruns it), or when its step-size factor is not the one its tuning seed chose
+    (experiments/sweeps/tuning.py; a run of an earlier choice is then removed)."""
+    tuning = setting_key(overrides, settings.lr_tuning_seed) if settings.lr_tuning_seed is not None else None
+    if tuning is not None and settings.seed != settings.lr_tuning_seed:
+        best = tuned_factor(sink.summary_path, tuning, settings.lr_tuning_seed)
+        if best is None:
+            raise ConfigError(f"lr_tuning_seed={settings.lr_tuning_seed}: no finished run of that seed for "
+                              f"{settings.experiment_id}/{run_id} in {sink.summary_path}: run the tuning seed first")
+        if settings.algorithm.lr_factor != best:
+            retired = sink.retire()  # an earlier tuning's choice: its results must not stay beside the current one's
+            print(f"[skip] {settings.experiment_id}/{run_id}: algorithm.lr_factor={settings.algorithm.lr_factor:g} "
+                  f"is not the factor seed {settings.lr_tuning_seed} chose ({best:g}; lr_tuning_seed)"
+                  f"{'; its results from an earlier choice removed' if retired else ''}", file=sys.stderr)
+            return True, tuning
+    if sink.finished() and not settings.force:
+        changes = sink.config_changes(config)
+        if not changes:
+            print(f"[skip] {settings.experiment_id}/{run_id}: finished earlier (force=true reruns)", file=sys.stderr)
+            return True, tuning
+        print(f"[rerun] {settings.experiment_id}/{run_id}: finished with another config ({'; '.join(changes[:3])}"
+              f"{'; ...' if len(changes) > 3 else ''})", file=sys.stderr)
+    return False, tuning
+
+
+def execute(cfg, overrides: list[str]) -> str:
+    """Run one job of a composed config; return its status (``ok``, ``diverged``, ``failed`` or ``skipped``;
+    ``worker`` on a torchrun worker rank of engine=distributed, which writes nothing).
+
+    Args:
+        cfg: the composed config (a DictConfig from Hydra, or a mapping).
+        overrides: the job's command-line overrides (they name the run: :func:`experiments.store.sink.make_run_id`).
+
+    Raises:
+        ConfigError: bad input found before any work (nothing written).
+        Interrupted: a signal stopped the run (it is recorded first).
+    """
+    settings = build_settings(cfg)
+    check_writable(settings.results_dir)
+    check_device(settings.device)
+    config = resolved(cfg)
+    run_id = make_run_id(overrides, settings.seed)
+    sink = RunSink(settings.results_dir, settings.experiment_id, run_id)
+    skip, tuning = _skip(settings, config, overrides, run_id, sink)
+    if skip:
+        return "skipped"
+    torch.set_num_threads(settings.threads)
+    device = resolve_device(settings.device)
+    problem = make_problem(settings, device)
+    rule = make_rule(settings)
+    if settings.engine.name == "distributed" and int(os.environ.get("RANK", "0")) > 0:
+        from experiments.engines.distributed import serve  # a torchrun worker rank: gradients for rank 0, no files
+
+        serve(problem, settings, resolve(settings, problem, rule))
+        return "worker"
+    p = settings.problem
+    # f* only where it is unique and cheap to certify (l2 > 0: strongly convex); else traces leave opt_gap empty
+    opt = problem.optimum() if p.kind.startswith("logreg") and p.l2 > 0 else None
+    job_event("start", run_id, settings)
+    sink.write_config(OmegaConf.to_yaml(OmegaConf.create(config)), provenance.collect(settings.threads, str(device)))
+    recorder = Recorder(problem, constant_columns(settings, run_id), eval_every=settings.eval_every,
+                        total_epochs=settings.total_epochs(problem.num_train),
+                        f_star=opt[0] if opt is not None else None, clock=settings.engine.clock,
+                        divergence_factor=settings.divergence_factor, progress=settings.progress)
+    result, status, message, signum, probe = None, "ok", "", None, (math.nan, math.nan)
+    try:
+        costs = resolve(settings, problem, rule)  # before the engine starts: no engine measures anything
+        if settings.engine.clock == "wall":  # how fast the machine is now, against its calibration
+            probe = (speedprobe.measure(), calibrated_probe(calibration_of(settings)))
+        result = get_engine(settings.engine.name).run(problem, rule, settings, recorder, costs)
+        status, message = result.status, result.message
+    except Diverged as exc:
+        status, message = "diverged", str(exc)
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: recorded like a failure, then the sweep stops
+        signum = Interrupted.signum_of(exc)
+        status, message = "failed", interrupted_message(signum)
+    except Exception as exc:  # recorded, not hidden: the row says what happened
+        traceback.print_exc()
+        status, message = "failed", f"{type(exc).__name__}: {exc}".splitlines()[0]
+    finally:
+        recorder.close()
+    if result is None and recorder.master is not None:  # stopped mid-run: the summary stops where the trace does
+        result, message = _partial(recorder, problem.num_train, message)
+    _write(sink, settings, run_id, recorder, result, status, message, problem.num_train, probe, tuning)
+    if signum is not None:
+        raise Interrupted(signum)
+    return status
+
+
+def _partial(recorder, num_train: int, message: str) -> tuple[EngineResult, str]:
+    """The result of a run stopped mid-way, as it was at its last evaluation (so that the summary row's updates
+    and staleness agree with its trace), and the message saying so."""
+    m, last = recorder.master, (recorder.rows[-1] if recorder.rows else {})
+    message += (f" after {m.version} updates; trace and summary stop at the last evaluation "
+                f"(update {last.get('updates', 0)}, epoch {last.get('epoch', 0.0):.3g})")
+    result = EngineResult(updates=last.get("updates", 0), gradients=last.get("gradients", 0),
+                          samples=int(round(last.get("epoch", 0.0) * num_train)),
+                          time_s=last.get("time_s", math.nan), histogram=recorder.histogram_at_last_row())
+    return result, message
+
+
+def _late_expected(settings, result) -> float:
+    """Late wake-ups the calibrated wake-up lateness gives for a measured emulated run's targets
+    (:func:`experiments.engines.emulation.expected_late`); NaN for other runs, or when the calibration has no
+    lateness samples for the run's base (nothing is measured here) or cannot be read."""
+    if result is None or result.late_wakeups is None or not result.compute_times:
+        return math.nan
+    try:
+        samples = emulated_lateness(settings, calibration_of(settings), measure=False)
+    except (OSError, ValueError, KeyError, ConfigError):  # an unreadable calibration file: unknown, not a failure
+        return math.nan
+    return expected_late([t for _, _, _, t in result.compute_times], samples or [])
+
+
+def _write(sink, settings, run_id, recorder, result, status, message, num_train, probe, tuning) -> None:
+    """Trace, staleness, compute times, provenance additions and the summary row; then one line on stderr."""
+    sink.write_trace(recorder.rows, result.histogram if result is not None else {})
+    if result is not None and (result.costs or result.provenance):
+        sink.add_provenance({"costs": result.costs, **result.provenance})
+    if result is not None and result.compute_times:
+        sink.write_compute_times(compute_times_rows(result.compute_times), COMPUTE_TIMES_COLUMNS)
+    row = summary_row(settings, run_id, recorder.rows, result, status, message, num_train, probe,
+                      _late_expected(settings, result))
+    if tuning is not None:
+        row["tuning_setting"] = tuning  # where the other seeds look up the factor this seed chose
+    sink.append_summary(row)
+    job_event("end", run_id, settings)
+
+    def num(v, fmt):
+        return "--" if v is None or v != v else format(v, fmt)
+
+    print(f"[{status}] {settings.experiment_id}/{run_id}: {row['updates']} updates, {num(row['epochs'], '.3g')} "
+          f"epochs, {num(row['time_s'], '.4g')} s ({settings.engine.clock}), train loss "
+          f"{num(row['final_train_loss'], '.4g')}, test acc {num(row['final_test_acc'], '.4f')}, "
+          f"delay={row['delay_model']} mean staleness {num(row['staleness_mean'], '.3g')}" + (
+              f", {row['overruns']} overruns, {row['late_wakeups']} late wake-ups (calibrated: "
+              f"{num(row['late_expected'], '.3g')})" if row['overruns'] == row['overruns'] else "")
+          + (f" -- {message}" if message else ""), file=sys.stderr)

@@ -1,0 +1,123 @@
+"""Build the typed settings of a run from a composed config, once: the one validation layer every entry path uses.
+
+``build_settings(cfg)`` takes what Hydra composed (a DictConfig or a plain mapping), resolves it, leaves out the
+lookup tables an experiment indexes into (:data:`EXPERIMENT_KEYS`), validates every key's type and bounds and the
+rules between keys (:mod:`experiments.settings.schema`), builds the update rule once (it checks its own
+hyperparameters), and returns a frozen :class:`~experiments.settings.schema.RunSettings`. Any failure is one
+:class:`~experiments.errors.ConfigError` line naming the key and the value.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from omegaconf import DictConfig, OmegaConf
+from pydantic import ValidationError
+
+from algorithms import build_rule
+from experiments.errors import ConfigError
+from experiments.settings.schema import RunSettings
+
+EXPERIMENT_KEYS = frozenset({"profiles", "points", "point", "compute_models", "compute_model", "by_kind", "report",
+                             "real_engine"})
+"""Top-level keys an experiment yaml (conf/experiment/*.yaml) may set to compute other keys from (a sweep's
+``point`` picks workers and compute mode from ``points``; ``real_engine`` holds keys the real engine options read)
+or to describe itself (``report``): what a run takes from them shows in the keys they set, so they are not settings
+of the run."""
+TAGGED_UNIONS = {"problem", "engine", "delay"}
+"""Blocks whose class is chosen by a key (problem.kind, engine.name, delay.model): pydantic's error locations name
+the chosen class after the block, which is not a config key."""
+
+
+def resolved(cfg) -> dict:
+    """The composed config as a plain, resolved dict (interpolations evaluated).
+
+    Raises:
+        ConfigError: an interpolation that does not resolve (names the key).
+    """
+    if isinstance(cfg, DictConfig):
+        try:
+            return OmegaConf.to_container(cfg, resolve=True)
+        except Exception as exc:  # OmegaConf's InterpolationResolutionError and friends
+            raise ConfigError(str(exc).strip().splitlines()[0]) from None
+    if isinstance(cfg, Mapping):
+        return dict(cfg)
+    raise TypeError(f"a composed config is a DictConfig or a mapping, not {type(cfg).__name__}")
+
+
+def build_settings(cfg) -> RunSettings:
+    """The run's :class:`RunSettings` from a composed config (DictConfig or mapping); see the module docstring.
+
+    Raises:
+        ConfigError: the first bad key, as ``key=value: why``.
+    """
+    data = {k: v for k, v in resolved(cfg).items() if k not in EXPERIMENT_KEYS}
+    try:
+        settings = RunSettings.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(describe(exc.errors()[0])) from None
+    make_rule(settings)
+    return settings
+
+
+def make_rule(settings: RunSettings):
+    """The run's update rule: :func:`algorithms.build_rule` with the algorithm's hyperparameters (``lr_factor``
+    applied).
+
+    Raises:
+        ConfigError: a hyperparameter the rule rejects (``algorithm: <the rule's message>``).
+    """
+    alg = settings.algorithm
+    try:
+        return build_rule(alg.rule, **alg.hyperparameters)
+    except ValueError as exc:
+        raise ConfigError(f"algorithm: {exc}") from None
+
+
+# ---------------------------------------------------------------------- one line per pydantic error
+_PLAIN = {
+    "int_type": "must be an integer", "int_parsing": "must be an integer", "int_from_float": "must be an integer",
+    "float_type": "must be a number", "float_parsing": "must be a number", "finite_number": "must be a finite number",
+    "bool_type": "must be true or false", "bool_parsing": "must be true or false", "string_type": "must be a string",
+    "extra_forbidden": "no such config key", "missing": "is required", "dict_type": "must be a mapping",
+    "tuple_type": "must be a list", "list_type": "must be a list", "model_type": "must be a mapping",
+}
+
+
+def describe(error: dict) -> str:
+    """One line for one pydantic error: ``key=value: why``, the key dotted as on the command line."""
+    loc = list(error.get("loc", ()))
+    if len(loc) >= 2 and loc[0] in TAGGED_UNIONS and isinstance(loc[1], str):
+        loc.pop(1)  # the class the tag chose, not a key
+    key = "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else str(p)) for i, p in enumerate(loc))
+    kind, ctx, value = error.get("type", ""), error.get("ctx") or {}, error.get("input")
+    if kind == "value_error":  # our own validators name the key and the value themselves
+        return re.sub(r"^Value error, ", "", error["msg"])
+    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        op = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}[kind]
+        bound = next(iter(ctx.values()))
+        bound = f"{bound:g}" if isinstance(bound, float) else bound
+        why = f"must be {'an integer' if isinstance(bound, int) and isinstance(value, int) else 'a number'} {op} " \
+              f"{bound}"
+    elif kind == "literal_error":
+        why = f"must be {ctx.get('expected', '').replace(chr(39), '')}"
+    elif kind == "union_tag_invalid":
+        why = f"must be one of {ctx.get('expected_tags', '').replace(chr(39), '')}"
+        value = ctx.get("tag", value)
+    elif kind in ("too_long", "too_short"):
+        why = f"must have {ctx.get('max_length', ctx.get('min_length'))} items"
+    else:
+        why = _PLAIN.get(kind, error.get("msg", "is not valid"))
+    return f"{key}={_show(value)}: {why}"
+
+
+def _show(value) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}: {_show(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_show(v) for v in value) + "]"
+    return str(value)

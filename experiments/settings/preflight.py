@@ -1,0 +1,61 @@
+"""Checks of a run's surroundings before anything is written: the results folder, the device, the data.
+
+The settings themselves are checked when they are built (experiments/settings/build.py); these checks look at the
+machine: whether ``results_dir`` can be written, whether CUDA exists, whether every data set the jobs read is
+there. Each failure is one :class:`~experiments.errors.ConfigError` line.
+"""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import torch
+
+from experiments.errors import ConfigError
+from problems.data import DataError, data_root, stage
+
+
+def check_writable(results_dir: str) -> None:
+    """``results_dir`` is a folder (or can become one) that this process may write; nothing is left behind.
+
+    Raises:
+        ConfigError: it exists and is not a folder, a parent is not a folder, or the nearest existing folder is not
+            writable.
+    """
+    p = Path(str(results_dir)).absolute()
+    probe = p
+    while not probe.exists():
+        probe = probe.parent
+    if probe == p and not p.is_dir():
+        raise ConfigError(f"results_dir={results_dir}: exists and is not a folder")
+    if not probe.is_dir():
+        raise ConfigError(f"results_dir={results_dir}: {probe} is not a folder")
+    try:  # os.access says yes to root everywhere; a real (removed at once) file says whether writing works
+        tempfile.TemporaryFile(dir=probe).close()
+    except OSError:
+        raise ConfigError(f"results_dir={results_dir}: {probe} is not writable") from None
+
+
+def check_device(device: str) -> None:
+    """``device=cuda`` needs CUDA on this machine. Raises ConfigError."""
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device=cuda: CUDA is not available on this machine")
+
+
+def check_data(settings_list) -> None:
+    """Every image data set the jobs read is there and valid, each checked once (staged where it can be got, as the
+    run would; a staged set costs a read of its headers). LIBSVM files are checked to exist by the settings.
+
+    Raises:
+        ConfigError: ``problem=<name>: <the data error, naming the file and how to get it>``.
+    """
+    seen = set()
+    for s in settings_list:
+        dataset = getattr(s.problem, "dataset", None)
+        if dataset is None or dataset in seen:
+            continue
+        seen.add(dataset)
+        try:
+            stage(str(dataset), data_root())
+        except (DataError, ValueError, OSError) as exc:
+            raise ConfigError(f"problem={s.problem.name}: {str(exc).strip().splitlines()[0]}") from None
