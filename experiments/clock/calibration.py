@@ -137,6 +137,17 @@ def grad_key(problem, batch_size: int) -> str:
     return f"grad|{problem.name}|n={problem.num_train}|d={problem.dim}|B={int(batch_size)}|threads=1|in={where}"
 
 
+def grad_times_key(problem, batch_size: int) -> str:
+    """The calibration key of every measured gradient time of ``problem`` at ``batch_size`` (the samples of the
+    ``measured`` compute-time law), measured where :func:`grad_key`'s gradients are."""
+    return "gradtimes|" + grad_key(problem, batch_size).split("|", 1)[1]
+
+
+def round_key(transport: str, dim: int, workers: int) -> str:
+    """The calibration key of one zero-cost sync round of ``workers`` workers on engine ``transport`` at ``dim``."""
+    return f"round|{_engine_label(transport)}|d={int(dim)}|P={int(workers)}"
+
+
 def update_key(rule_key: str, dim: int) -> str:
     return f"update|{rule_key}|d={int(dim)}|threads=1"
 

@@ -56,6 +56,9 @@ class CostModel:
     transport: str = "shared_memory"
     spread: dict = field(default_factory=dict)
     overhead_idle_s: float | None = None
+    round_s: float | None = None
+    """Sync rounds on shared cores: one measured zero-cost round at the run's P (hand-out, replies, gather and
+    bookkeeping; no update), replacing ``2 latency + overhead_idle + (P - 1) overhead`` (None: that formula)."""
 
     def __post_init__(self) -> None:
         if self.overhead_idle_s is None:
@@ -79,8 +82,11 @@ class CostModel:
         return ((self.overhead_s, self.master_s), (self.overhead_idle_s, self.master_idle_s))
 
     def sync_round_s(self, slowest_s: float, workers: int) -> float:
-        """One sync round: ``2 latency + slowest gradient + overhead_idle + (P - 1) overhead + update`` (the master
-        waited for the round's first gradient)."""
+        """One sync round whose gradients took ``slowest_s`` (the last one done): ``2 latency + slowest +
+        overhead_idle + (P - 1) overhead + update`` (the master waited for the round's first gradient), or with a
+        measured round, ``slowest + round_s + update``."""
+        if self.round_s is not None:
+            return slowest_s + self.round_s + self.update_s
         return (2 * self.latency_s + slowest_s + self.overhead_idle_s + (int(workers) - 1) * self.overhead_s
                 + self.update_s)
 
@@ -95,9 +101,13 @@ class CostModel:
 
     def as_dict(self, batch_size: int) -> dict:
         """The run's costs as flat numbers (seconds) for summary columns and provenance: ``grad_s`` at
-        ``batch_size``, ``update_s``, ``latency_s``, ``overhead_s``, ``master_s``, ``overhead_idle_s``."""
-        return {"grad_s": self.grad_s(batch_size), "update_s": self.update_s, "latency_s": self.latency_s,
-                "overhead_s": self.overhead_s, "master_s": self.master_s, "overhead_idle_s": self.overhead_idle_s}
+        ``batch_size``, ``update_s``, ``latency_s``, ``overhead_s``, ``master_s``, ``overhead_idle_s`` (and
+        ``round_s`` where a sync round was measured)."""
+        out = {"grad_s": self.grad_s(batch_size), "update_s": self.update_s, "latency_s": self.latency_s,
+               "overhead_s": self.overhead_s, "master_s": self.master_s, "overhead_idle_s": self.overhead_idle_s}
+        if self.round_s is not None:
+            out["round_s"] = self.round_s
+        return out
 
 
 def predicted_time_per_epoch(costs: CostModel, workers: int, batch_size: int, num_train: int,

@@ -46,11 +46,11 @@ LATE_MAX_WAIT_S = 0.25  # longest wait the lateness of emulated waits is sampled
 
 
 def derived(base: RunSettings, transport: str, workers: int, updates: int, batch_size: int, lr: float,
-            warmup: int | None = None) -> RunSettings:
+            warmup: int | None = None, sync: bool = False) -> RunSettings:
     """Settings of a calibration run derived from ``base`` (the run being calibrated; its problem block is kept):
-    async SGD with constant step ``lr`` on real engine ``transport`` at its defaults (conf/engine/), forkserver
-    start, the hand-off of :data:`HANDOFF`, real compute, ``warmup`` warm-up updates (None: the engine's), evaluated
-    at the start and end only, on the CPU."""
+    async SGD with constant step ``lr`` (``sync``: its sync form, the global batch split) on real engine
+    ``transport`` at its defaults (conf/engine/), forkserver start, the hand-off of :data:`HANDOFF`, real compute,
+    ``warmup`` warm-up updates (None: the engine's), evaluated at the start and end only, on the CPU."""
     engine = option("engine", transport)
     engine.update(start_method="forkserver", compute="real", compute_base_s=None)
     if transport in HANDOFF:
@@ -59,6 +59,8 @@ def derived(base: RunSettings, transport: str, workers: int, updates: int, batch
         engine["warmup_updates"] = int(warmup)
     algorithm = option("algorithm", "async_sgd")
     algorithm.update(lr=float(lr), lr_schedule="constant", alpha_max=None, lr_factor=1.0)
+    if sync:
+        algorithm.update(protocol="sync", sync_batch="split", master_computes=None)
     data = base.model_dump()
     data.update(workers=int(workers), updates=int(updates), batch_size=int(batch_size), eval_every=1e9,
                 device="cpu", engine=engine, algorithm=algorithm, delay=option("delay", "timing"), progress=False)
@@ -134,14 +136,15 @@ def _grad_probe(problem, batch_sizes: list[int], reps: int, repeats: int, queue)
 
 
 def p1_run_samples(base: RunSettings, transport: str, problem, batch_size: int,
-                   repeats: int = REPEATS) -> tuple[list, list]:
-    """(gradient samples, idle-overhead samples), seconds, ``repeats`` each, from as many P = 1 runs of ``problem``
+                   repeats: int = REPEATS) -> tuple[list, list, list]:
+    """(gradient samples, idle-overhead samples, every gradient's time), seconds: the first two ``repeats`` long
+    (one per run), the third ``repeats x GRAD_PER_REPEAT`` long, from as many P = 1 runs of ``problem``
     on engine ``transport`` (with its HANDOFF), real compute, async SGD with a vanishing step (the iterate stays at
     its start), ``GRAD_WARMUP`` warm-up updates and ``GRAD_PER_REPEAT`` timed ones each: per run, the median of the
     worker's ``compute_s`` per gradient (experiments/engines/emulation.py) and the master's ``master_busy_s`` less
     the SGD update (engines/driver.py). Raises RuntimeError when a run fails."""
     upd = measure_update_s(_sgd(), problem.dim)
-    grads, idle = [], []
+    grads, idle, every = [], [], []
     n = GRAD_WARMUP + GRAD_PER_REPEAT
     for _ in range(repeats):
         result = _calibration_run(derived(base, transport, 1, n, batch_size, lr=1e-12, warmup=GRAD_WARMUP),
@@ -151,7 +154,8 @@ def p1_run_samples(base: RunSettings, transport: str, problem, batch_size: int,
             raise RuntimeError(f"timing run on engine={transport} logged {len(times)} of {n} gradients")
         grads.append(statistics.median(times[GRAD_WARMUP:]))
         idle.append(max(0.0, result.master_busy_s - upd))
-    return grads, idle
+        every.extend(times[GRAD_WARMUP:])
+    return grads, idle, every
 
 
 
@@ -268,6 +272,21 @@ def p1_latency_s(base: RunSettings, transport: str, dim: int, updates: int | Non
     compute = statistics.median(c[2] for c in result.compute_times)
     return max(0.0, (per_update - compute - result.master_busy_s) / 2)
 
+
+
+def round_samples(base: RunSettings, transport: str, dim: int, workers: int, repeats: int = REPEATS) -> list[float]:
+    """``repeats`` samples, seconds, of one sync round of ``workers`` zero-cost workers on engine ``transport`` at
+    dimension ``dim`` (the hand-out of the iterate to every worker, their replies, the gather and the master's
+    bookkeeping; the SGD update at ``dim`` subtracted), each the mean over one run's timed rounds. On a machine with
+    fewer cores than processes the rounds include waking processes that wait for a core."""
+    upd = measure_update_s(_sgd(), dim)
+    out = []
+    for _ in range(repeats):
+        settings = derived(base, transport, workers, engine_updates(dim), batch_size=workers, lr=0.001, sync=True)
+        result = _calibration_run(settings, ZeroCostProblem(dim))
+        rounds = max(1, (result.timed_samples or 0) // settings.samples_per_update)
+        out.append(max(0.0, result.time_s / rounds - upd))
+    return out
 
 
 def measure_message_terms(base: RunSettings, transport: str, dim: int,

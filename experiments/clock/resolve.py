@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from experiments.clock.calibration import (GRAD_ENGINE, TRANSPORTS, Calibration, grad_key, idle_key, lateness_key,
-                                           message_keys, rule_calibration_key, update_key)
+from experiments.clock.calibration import (GRAD_ENGINE, TRANSPORTS, Calibration, grad_key, grad_times_key, idle_key,
+                                           lateness_key, message_keys, round_key, rule_calibration_key, update_key)
 from experiments.clock.costmodel import COST_KEYS, CostModel
 from experiments.clock.measure import (REPEATS, measure_grad_samples, measure_lateness_samples,
-                                       measure_message_terms, measure_update_s, p1_run_samples, probe_grad_samples)
+                                       measure_message_terms, measure_update_s, p1_run_samples, probe_grad_samples,
+                                       round_samples)
 from experiments.settings.schema import RunSettings
 
 
@@ -28,12 +29,15 @@ class RunCosts:
             from (None: real compute).
         base_s: real engines with emulated compute: the mean seconds of one gradient at ``batch_size`` (None: real
             compute).
+        xi: the ``measured`` compute-time law's draws: this machine's gradient times at the run's batch size over
+            their median (None under every other law).
         calibration: the calibration file these came from.
     """
 
     costs: CostModel | None = None
     lateness: tuple[float, ...] | None = None
     base_s: float | None = None
+    xi: tuple[float, ...] | None = None
     calibration: str = ""
 
 
@@ -47,17 +51,34 @@ def resolve(settings: RunSettings, problem, rule, calibration: Calibration | Non
     """Every cost the run's engine needs (see the module docstring), measuring entries the calibration lacks."""
     cal = calibration or calibration_of(settings)
     e = settings.engine
+    xi = measured_law(settings, problem, cal)
     if e.name == "simulated":
         lateness = emulated_lateness(settings, cal)
         return RunCosts(costs=cost_model(settings, problem, rule, cal),
-                        lateness=None if lateness is None else tuple(lateness), calibration=str(cal.path))
+                        lateness=None if lateness is None else tuple(lateness), xi=xi, calibration=str(cal.path))
     if e.compute != "emulated":
         return RunCosts(calibration=str(cal.path))
     base = e.compute_base_s
     if base is None:  # this machine's gradient cost at batch_size
         b = settings.batch_size
         base = cal.entry(grad_key(problem, b), lambda: measure_grad_samples(settings, problem, b))["value"]
-    return RunCosts(base_s=float(base), calibration=str(cal.path))
+    return RunCosts(base_s=float(base), xi=xi, calibration=str(cal.path))
+
+
+def measured_law(settings: RunSettings, problem, calibration: Calibration) -> tuple[float, ...] | None:
+    """The draws of the ``measured`` compute-time law (``delay.law=measured``): every gradient time this machine's
+    calibration measured at the run's largest minibatch, over their median (so the law's base is the calibrated
+    median ``grad_s``); None under another law. A timing-only problem's probe gives its repeats' medians."""
+    if settings.delay.model != "timing" or settings.delay.law != "measured":
+        return None
+    b = max(settings.worker_batches)
+    if getattr(problem, "timing_only", False):
+        samples = calibration.entry(grad_key(problem, b), lambda: probe_grad_samples(problem, [b])[b])["samples"]
+    else:
+        samples = calibration.entry(grad_times_key(problem, b),
+                                    lambda: p1_run_samples(settings, GRAD_ENGINE, problem, b)[2])["samples"]
+    med = sorted(samples)[len(samples) // 2]
+    return tuple(float(v) / med for v in samples)
 
 
 def emulated_lateness(settings: RunSettings, calibration: Calibration, measure: bool = True) -> list[float] | None:
@@ -100,9 +121,9 @@ def cost_model(settings: RunSettings, problem, rule, calibration: Calibration) -
     ref_batch = settings.batch_size
     spread, grad = {}, {}
     sizes = sorted(set(settings.worker_batches))
-    runs = {}  # (transport, b) -> both sample lists of one set of P = 1 runs (gradient, idle overhead)
+    runs = {}  # (transport, b) -> the sample lists of one set of P = 1 runs (gradient, idle overhead, every time)
 
-    def p1(t: str, b: int) -> tuple[list, list]:
+    def p1(t: str, b: int) -> tuple[list, list, list]:
         if (t, b) not in runs:
             runs[t, b] = p1_run_samples(settings, t, problem, b)
         return runs[t, b]
@@ -123,6 +144,8 @@ def cost_model(settings: RunSettings, problem, rule, calibration: Calibration) -
             measure = (lambda b=b: probe(b)) if timing_only else (lambda b=b: p1(GRAD_ENGINE, b)[0])
             entry = calibration.entry(grad_key(problem, b), measure)
             grad[b], spread[f"grad_s|B={b}"] = entry["value"], entry["spread"]
+            if not timing_only and runs.get((GRAD_ENGINE, b)):  # measured together: keep every gradient's time
+                calibration.entry(grad_times_key(problem, b), lambda b=b: p1(GRAD_ENGINE, b)[2])
     idle_s = fixed.get("overhead_idle_s")
     if idle_s is None and fixed.get("overhead_s") is None and not timing_only:
         b = sizes[-1]  # the largest gradient of the run: the one that pollutes the master's caches most
@@ -152,6 +175,13 @@ def cost_model(settings: RunSettings, problem, rule, calibration: Calibration) -
             calibration.entry(over_key, lambda: both()[1])
         entry = calibration.entry(key, lambda: [])
         terms[name], spread[name] = entry["value"], entry["spread"]
+    round_s = None
+    P = settings.workers
+    if settings.algorithm.protocol == "sync" and settings.shared_cores() is not None and fixed.get("overhead_s") is None:
+        entry = calibration.entry(round_key(transport, problem.dim, P),
+                                  lambda: round_samples(settings, transport, problem.dim, P))
+        round_s, spread["round_s"] = entry["value"], entry["spread"]
     source = "config" if all(fixed.get(k) is not None for k in ("latency_s", "overhead_s")) else transport
     return CostModel(grad=grad, update_s=update_s, latency_s=terms["latency_s"], overhead_s=terms["overhead_s"],
-                     transport=source, spread=spread, overhead_idle_s=None if idle_s is None else float(idle_s))
+                     transport=source, spread=spread, overhead_idle_s=None if idle_s is None else float(idle_s),
+                     round_s=round_s)

@@ -269,7 +269,7 @@ def serve(problem, settings, costs=None) -> None:
     _check_world(settings)
     rank = int(os.environ["RANK"])
     spec = with_emulation([WorkerSpec.of(settings, rank - 1)], settings,
-                          costs.base_s if costs is not None else None)[0]
+                          *((costs.base_s, costs.xi) if costs is not None else (None, None)))[0]
     worker_process_setup(spec)
     stream = BatchStream(problem.num_train, spec.batch, spec.seed)
     backend = choose_backend(settings, problem.device)
@@ -545,7 +545,7 @@ def run(problem, rule, settings, recorder, costs=None):
                 store, spec, cleanup = _store_for_local(e, world)
                 tensors, payload = split_problem(problem)  # the Process arguments stay small: see workers.py (start-up)
                 specs = with_emulation([WorkerSpec.of(settings, w, pin=True) for w in range(P)], settings,
-                                       costs.base_s if costs is not None else None)
+                                       *((costs.base_s, costs.xi) if costs is not None else (None, None)))
                 for w in range(P):
                     parent, child = ctx.Pipe(duplex=True)
                     p = ctx.Process(target=_spawned_worker, name=f"apam-rank-{w + 1}", daemon=True,

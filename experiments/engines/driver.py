@@ -35,9 +35,11 @@ from collections import deque
 
 from experiments.engines import EngineResult, warmup_updates
 from experiments.engines.transport import Arrival, Lost
+from experiments.engines.workers import worker_seed
 from experiments.engines.emulation import LATE, OVERRAN, log_arrival
 from experiments.errors import WorkerLost
 from experiments.training.master import Master
+from experiments.training.sampling import BatchStream
 from experiments.training.recorder import Diverged
 
 
@@ -105,6 +107,11 @@ class MasterLoop:
         self._counts, self.overruns, self.late_wakeups = [0] * self.P, 0, 0
         self.evaluation = e.evaluation
         self.snapshot_budget = float(e.snapshot_mb) * 2**20
+        own = self.protocol == "async" and bool(settings.algorithm.master_computes)
+        # the authors' master computes gradients too: its minibatches from the stream of an agent after the workers
+        self.own_stream = BatchStream(problem.num_train, settings.batch_size, worker_seed(settings.seed, self.P)) \
+            if own else None
+        self.own_gradients = 0
 
     # ------------------------------------------------------------------ pieces
     def evaluate(self) -> None:
@@ -150,15 +157,16 @@ class MasterLoop:
             self.late_wakeups += 1
         self.recorder.check_loss(ev.loss, self.samples)
 
-    def _events(self, deadlines: dict[int, float]) -> list:
-        """The transport's next events; a worker past its deadline becomes a Lost event, also while the others
-        keep answering (it is cut off within one wait of its deadline, not when the rest run out of work).
+    def _events(self, deadlines: dict[int, float], poll: bool = False) -> list:
+        """The transport's next events (``poll``: those already there, without waiting); a worker past its deadline
+        becomes a Lost event, also while the others keep answering (it is cut off within one wait of its deadline,
+        not when the rest run out of work).
 
         ``deadlines`` (worker -> monotonic seconds) is in deadline order: every entry is ``issue time +
         engine.timeout_s`` and is inserted when its gradient is handed out (after its previous entry was deleted), so
         the first is the earliest -- O(1) per wait instead of a min over the P workers (1 us at P = 32)."""
         first = next(iter(deadlines.values())) if deadlines else None
-        timeout = None if first is None else max(0.0, first - time.monotonic())
+        timeout = 0.0 if poll else (None if first is None else max(0.0, first - time.monotonic()))
         timed, t0 = self.clock.started, time.perf_counter()
         events = self.transport.wait(timeout)
         if timed:
@@ -226,11 +234,32 @@ class MasterLoop:
                 issued[0] += 1
                 issued[1] += self.batches[w]
 
+        def own_gradient() -> None:
+            """The authors' master: no worker gradient is waiting, so it computes one at its own iterate
+            (staleness 0) and applies it."""
+            loss, g = self.problem.loss_grad(m.x, self.own_stream.next())
+            issued[0] += 1
+            issued[1] += self.batches[0]
+            self.own_gradients += 1
+            self.recorder.check_loss(loss, self.samples)
+            m.receive(g, m.version)
+            self._applied(self.batches[0])
+
         self.evaluate()
         self._applied(0)
         fill()
-        while deadlines:
-            for ev in self._events(deadlines):
+        def own_ok() -> bool:
+            return self.own_stream is not None and not draining and can_issue(0)
+
+        while deadlines or own_ok():
+            events = self._events(deadlines, poll=own_ok())
+            if not events and own_ok():
+                own_gradient()
+                if not draining and self.recorder.due(self.samples):
+                    draining = not (self.evaluation == "snapshot" and self.snapshot())
+                fill()
+                continue
+            for ev in events:
                 if isinstance(ev, Lost):
                     if ev.worker in deadlines:  # its unfinished gradient goes to another worker
                         del deadlines[ev.worker]

@@ -96,16 +96,18 @@ class EmulationSpec:
     delay: object
     base_s: float | None
     wait: str = "sleep"
+    xi: tuple | None = None
 
     def build(self, worker: int) -> Emulator:
         """Worker ``worker``'s emulator; its targets come from its own generator (module docstring)."""
         if self.base_s is None:
             return Emulator(worker)
-        times = ComputeTimes.of_delay(self.workers, self.delay, seed=self.seed + 1 + STREAM_SEED_STRIDE * worker)
+        times = ComputeTimes.of_delay(self.workers, self.delay, seed=self.seed + 1 + STREAM_SEED_STRIDE * worker,
+                                      xi=self.xi)
         return Emulator(worker, self.base_s, times, self.wait)
 
 
-def with_emulation(specs: list, settings, base_s: float | None) -> list:
+def with_emulation(specs: list, settings, base_s: float | None, xi=None) -> list:
     """The engine's :class:`experiments.engines.workers.WorkerSpec` list with the emulation spec attached (every
     worker reports its compute seconds; emulated ones also wait for their targets).
 
@@ -116,13 +118,14 @@ def with_emulation(specs: list, settings, base_s: float | None) -> list:
             :class:`experiments.clock.resolve.RunCosts`); None with real compute. A worker with a smaller minibatch
             (sync, split batch) gets ``base * b_w / batch_size``, as the simulated engine scales a fixed gradient
             cost.
+        xi: the ``measured`` compute-time law's draws (:class:`experiments.clock.resolve.RunCosts`), else None.
     """
     B = settings.batch_size
     wait = getattr(settings.engine, "compute_wait", "sleep")
 
     def spec_for(s):
         return EmulationSpec(settings.workers, settings.seed, settings.delay,
-                             None if base_s is None else base_s * s.batch / B, wait)
+                             None if base_s is None else base_s * s.batch / B, wait, xi)
 
     return [replace(s, emulation=spec_for(s)) for s in specs]
 

@@ -503,7 +503,7 @@ def run(problem, rule, settings, recorder, costs=None):
     e = settings.engine
     P = settings.workers
     specs = with_emulation([WorkerSpec.of(settings, w, pin=True) for w in range(P)], settings,
-                           costs.base_s if costs is not None else None)
+                           *((costs.base_s, costs.xi) if costs is not None else (None, None)))
     handoff = choose_handoff(e.handoff, specs)
     x0 = problem.init_params(settings.seed)
     with sigterm_as_interrupt():

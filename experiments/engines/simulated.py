@@ -46,13 +46,22 @@ from __future__ import annotations
 import functools
 import heapq
 
-from experiments.engines import EngineResult, warmup_updates
+from experiments.engines import EngineResult, cores, warmup_updates
 from experiments.training.delays import ArtificialDelay, ComputeTimes, IterateRing
 from experiments.training.master import Master
 from experiments.training.sampling import BatchStream
 from problems.base import Problem
 
 ARTIFICIAL_DELAYS = ("none", "fixed", "uniform")
+
+
+def _master_times(settings, seed: int, xi) -> ComputeTimes:
+    """The compute-time law of the authors' master's own gradients: the run's law for one agent, without the
+    workers' spread or slowdown."""
+    d = settings.delay
+    if d.model == "timing":
+        d = d.model_copy(update={"slow_workers": 0, "slowdown": 1.0, "spread": "equal"})
+    return ComputeTimes.of_delay(1, d, seed=seed, xi=xi)
 
 
 class WarmupClock:
@@ -92,7 +101,7 @@ def run(problem, rule, settings, recorder, costs) -> EngineResult:
     protocol = settings.algorithm.protocol
     batches = settings.worker_batches
     model = costs.costs
-    times = EmulatedTimes(ComputeTimes.of_delay(P, settings.delay, seed=seed + 1), costs.lateness, seed=seed + 3)
+    times = EmulatedTimes(ComputeTimes.of_delay(P, settings.delay, seed=seed + 1, xi=costs.xi), costs.lateness, seed=seed + 3)
     stream = BatchStream(N, B, seed)
     master = Master(rule, problem.init_params(seed), protocol, P, policy=settings.algorithm.policy)
     recorder.attach(master)
@@ -104,13 +113,19 @@ def run(problem, rule, settings, recorder, costs) -> EngineResult:
                         master.take_staleness())
 
     evaluate(0.0, 0)
+    args = (problem, settings, limits, master, stream, model, times, recorder, evaluate, warm)
+    C = settings.shared_cores()
+    emulated = settings.engine.compute == "emulated"
+    own = settings.algorithm.master_computes
     if protocol == "sync":
-        loop = _run_sync
+        clock, samples = _run_sync(*args) if C is None else cores.run_sync(*args, emulated, C)
     elif settings.delay.model in ARTIFICIAL_DELAYS:
-        loop = _run_artificial
+        clock, samples = _run_artificial(*args)
+    elif C is None and not own:
+        clock, samples = _run_timing(*args)
     else:
-        loop = _run_timing
-    clock, samples = loop(problem, settings, limits, master, stream, model, times, recorder, evaluate, warm)
+        own_times = _master_times(settings, seed + 4, costs.xi) if own else None
+        clock, samples = cores.run_async(*args, emulated, C or P + 2, own_times)
     if recorder.rows[-1]["gradients"] != master.gradients:
         evaluate(clock, samples)
     return EngineResult(updates=master.version, gradients=master.gradients, samples=samples, time_s=warm.time(clock),

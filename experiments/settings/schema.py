@@ -11,6 +11,7 @@ line naming the key and the value.
 from __future__ import annotations
 
 import math
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
@@ -179,6 +180,10 @@ class Algorithm(Frozen):
     policy: Policy
     sync_batch: Literal["split", "full"] | None = None
     """Sync protocol only: ``split`` the global batch across the workers, or a ``full`` batch each."""
+    master_computes: bool | None = None
+    """Async protocol only: the master computes a minibatch gradient itself whenever no worker gradient is waiting
+    (the authors' OpenMP code, RPI-OPT/APAM ``OpenMP/test/LR_APAM.cc``), so P workers and the master are P + 1
+    compute agents, the paper's thread count."""
 
     @model_validator(mode="after")
     def _protocol(self) -> Algorithm:
@@ -186,6 +191,8 @@ class Algorithm(Frozen):
             raise ValueError("algorithm.sync_batch=null: a sync algorithm needs split or full")
         if self.protocol == "async" and self.sync_batch is not None:
             raise ValueError(f"algorithm.sync_batch={self.sync_batch}: a sync algorithm's key, not {self.name}'s")
+        if self.protocol == "sync" and self.master_computes:
+            raise ValueError("algorithm.master_computes=true: the master computing gradients is an async setting")
         if self.protocol == "sync" and self.policy.name != "none":
             raise ValueError(f"algorithm.policy.name={self.policy.name}: staleness policies apply to async "
                              "algorithms only (a sync round has tau = 0)")
@@ -231,7 +238,7 @@ class TimingDelay(Frozen):
     """Staleness from the workers' compute-time law (experiments/training/delays.py:ComputeTimes)."""
 
     model: Literal["timing"]
-    law: Literal["constant", "exponential", "lognormal", "pareto", "replay"]
+    law: Literal["constant", "exponential", "lognormal", "pareto", "replay", "measured"]
     sigma: NonNegativeFloat
     slow_workers: NonNegativeInt
     slowdown: PositiveFloat
@@ -286,6 +293,9 @@ class Simulated(EngineBase):
     clock: Literal["simulated"]
     transport: Literal["shared_memory", "distributed"]
     calibration: str | None
+    cores: PositiveInt | Literal["dedicated"] | None
+    """Cores the master and the P workers share: null = this machine's, ``dedicated`` = one per process (as many
+    as it takes; the dedicated-core clock), or a number (>= P + 1 gives every process its own)."""
     costs: Costs
 
     @model_validator(mode="after")
@@ -402,6 +412,9 @@ class RunSettings(Frozen):
                              "delay never reached is a degenerate run)")
         if d.model == "timing" and d.slow_workers > self.workers:
             raise ValueError(f"delay.slow_workers={d.slow_workers}: must be <= workers ({self.workers})")
+        if alg.master_computes and d.model in ARTIFICIAL:
+            raise ValueError(f"algorithm.master_computes=true: with delay={d.model} no compute timing says when the "
+                             "master is idle (use delay=timing)")
         if alg.policy.name in ("ringmaster", "rennala") and self.updates is not None:
             raise ValueError(f"updates={self.updates}: policy {alg.policy.name} discards gradients, so a run's "
                              "length must be given in epochs (gradients computed), not in updates")
@@ -443,6 +456,16 @@ class RunSettings(Frozen):
         if self.updates is not None:
             return float(self.updates), math.inf
         return math.inf, float(self.epochs) * num_train
+
+    def shared_cores(self) -> int | None:
+        """The cores the run's processes share, when they share them: ``engine.cores`` (null: this machine's);
+        None when every process has a core of its own -- ``dedicated``, at least P + 1 cores, a real engine (its
+        processes share whatever the machine has, measured), or emulated compute (a waiting worker takes no core)."""
+        e = self.engine
+        if e.name != "simulated" or e.cores == "dedicated" or e.compute == "emulated":
+            return None
+        c = int(e.cores) if e.cores is not None else (os.cpu_count() or 1)
+        return None if c >= self.workers + 1 else c
 
     def total_epochs(self, num_train: int) -> float:
         """The run's length in epochs (``updates`` x batch_size / N when the length is given in updates)."""

@@ -94,7 +94,7 @@ class IterateRing:
         return x
 
 
-LAWS = ("constant", "exponential", "lognormal", "pareto", "replay")
+LAWS = ("constant", "exponential", "lognormal", "pareto", "replay", "measured")
 SPREADS = ("equal", "sqrt", "linear")
 REPLAY_COLUMNS = ("worker", "index", "compute_s", "target_s")
 
@@ -111,6 +111,9 @@ class ComputeTimes:
     - xi, mean 1 under every random law: ``constant`` (xi = 1), ``exponential`` (Exp(1)), ``lognormal``
       (exp(sigma Z - sigma^2/2), Z ~ N(0,1)), ``pareto`` (heavy-tailed: xi = (a-1)/a * (1 + Lomax(a)), a classical
       Pareto with tail index a = ``shape`` > 1 and mean 1; infinite variance for a <= 2).
+    - ``measured``: xi drawn uniformly from ``samples``, this machine's measured gradient times over their median
+      (:func:`experiments.clock.resolve.measured_law`): the measured distribution's shape, tail included, at the
+      calibrated median ``base_s``;
     - ``replay``: the compute times recorded from a real-engine run (``<run_dir>/compute_times.csv``, columns
       ``worker,index,compute_s,target_s``): worker w's ``compute_s`` in ``index`` order, in seconds as recorded
       (``base_s``, spread and slowdown are ignored: the recording already has them). When a worker's recording is
@@ -127,6 +130,7 @@ class ComputeTimes:
         spread: one of SPREADS.
         shape: Pareto tail index a (> 1).
         replay: path of the recorded compute times (``law=replay`` only).
+        samples: the draws of xi (``law=measured`` only).
 
     Raises:
         ValueError naming ``delay.<key>`` (or the replay file) and the value: an unknown law or spread, shape <= 1,
@@ -136,7 +140,7 @@ class ComputeTimes:
 
     def __init__(self, workers: int, law: str = "constant", sigma: float = 0.0, slow_workers: int = 0,
                  slowdown: float = 1.0, seed: int = 0, spread: str = "equal", shape: float = 1.5,
-                 replay: str | None = None) -> None:
+                 replay: str | None = None, samples=None) -> None:
         if law not in LAWS:
             raise ValueError(f"delay.law={law!r}: must be one of {', '.join(LAWS)}")
         if spread not in SPREADS:
@@ -155,6 +159,9 @@ class ComputeTimes:
             self.factor = np.arange(1, self.workers + 1, dtype=float)
         self.factor[: int(slow_workers)] *= float(slowdown)
         self._rng = np.random.default_rng(seed)
+        if law == "measured" and not samples:
+            raise ValueError("delay.law=measured: no measured gradient times to draw from")
+        self._samples = np.asarray(samples, dtype=float) if samples else None
         self.cycled: set[int] = set()
         self._replay: list[list[float]] = []
         self._next: list[int] = []
@@ -165,16 +172,17 @@ class ComputeTimes:
             self._next = [0] * self.workers
 
     @classmethod
-    def of_delay(cls, workers: int, delay, seed: int) -> "ComputeTimes":
+    def of_delay(cls, workers: int, delay, seed: int, xi=None) -> "ComputeTimes":
         """The compute-time law of a run's ``delay`` settings block (:mod:`experiments.settings.schema`): its law,
         sigma, slow workers, slowdown, spread, shape and replay file under ``delay=timing``; constant equal workers
-        under every other delay model (the artificial delays choose staleness by rule, not by timing). One builder
-        for the simulated engine and the emulated compute of the real engines, so both draw from the same law."""
+        under every other delay model (the artificial delays choose staleness by rule, not by timing). ``xi``: the
+        ``measured`` law's draws. One builder for the simulated engine and the emulated compute of the real engines,
+        so both draw from the same law."""
         if delay.model != "timing":
             return cls(int(workers), seed=int(seed))
         return cls(int(workers), law=delay.law, sigma=delay.sigma, slow_workers=delay.slow_workers,
                    slowdown=delay.slowdown, seed=int(seed), spread=delay.spread, shape=delay.shape,
-                   replay=delay.replay)
+                   replay=delay.replay, samples=xi)
 
     def mean_s(self, worker: int, base_s: float) -> float:
         """Expected seconds of one gradient of ``worker`` (the replayed mean under ``law=replay``)."""
@@ -193,6 +201,8 @@ class ComputeTimes:
         elif self.law == "pareto":
             a = self.shape
             xi = (a - 1.0) / a * (1.0 + float(self._rng.pareto(a)))
+        elif self.law == "measured":
+            xi = float(self._samples[self._rng.integers(len(self._samples))])
         else:
             return self._draw_replay(worker)
         return float(base_s * self.factor[worker] * xi)
