@@ -1,12 +1,11 @@
-"""The async_methods experiment (issue 14): its config composes for every profile, its table picks the best step
-factor per method, the figure and the report section come from summary.csv alone."""
+"""The async_methods experiment: its config composes for every profile, its table picks the best step factor per
+method, the figures come from summary.csv alone (the report's section: tests/report/test_report_async.py)."""
 import math
 
 import pandas as pd
 import pytest
 
 from conftest import compose_cfg
-from experiments.report_async import section_async_methods
 from experiments.settings.validate import validate
 from plots.async_methods import best_times, compute_model, draw_async_methods, ranks
 
@@ -80,24 +79,12 @@ def test_compute_model_labels():
     assert compute_model(dict(compute_spread="equal", compute_law="constant", straggler_slowdown=1.0)) == "equal"
 
 
-def test_figure_and_report_section_from_the_summary_alone(tmp_path):
+def test_figure_from_the_summary_alone(tmp_path):
     exp = tmp_path / "async_methods"
     exp.mkdir()
     _summary().to_csv(exp / "summary.csv", index=False)
     written = draw_async_methods(exp)
     assert [p.name for p in written] == ["async_methods-logreg_fmnist.png"] and written[0].stat().st_size > 0
-    claims = []
-    text = section_async_methods("async_methods", _summary(), None, None, claims)
-    assert "| apam | 1.1 (#2, x1 edge) | 2.0 |" in text  # 1 is the grid {1, 2}'s smallest
-    assert "| rennala_sgd | 0.8 (#1, 50% discarded) | 1.0 |" in text
-    assert "| sync_amsgrad | not reached (#3) | 3.0 |" in text
-    assert ("Ranking by mean rank (methods that reached the target at least once): rennala_sgd (1.0), apam (2.0); "
-            "never reached it: sync_amsgrad.") in text
-    assert claims and "2. of the 2 methods" in claims[0][2] and "1.38x the fastest" in claims[0][2]
-    claims = []
-    never = _summary().assign(time_to_target_s=lambda d: d["time_to_target_s"].where(d["algorithm"] != "apam"))
-    section_async_methods("async_methods", never, None, None, claims)
-    assert "APAM did not reach the target" in claims[0][2] and "rennala_sgd" in claims[0][2]
 
 
 def test_figure_takes_equal_seeds_whose_mean_lies_an_ulp_above_their_max(tmp_path):
@@ -148,42 +135,11 @@ def test_engine_pairs_put_each_measured_run_beside_the_simulated_clock_of_its_en
     assert pairs.loc[("shared_memory", "rennala_sgd"), "overrun_frac"] == 0
 
 
-def test_engine_check_section_judges_rank_agreement_and_skips_overrun_columns(tmp_path):
-    from experiments.report_async import section_async_methods_real
+def test_engine_check_figure_never_mixes_measured_and_simulated_times(tmp_path):
     from plots.async_methods import draw_engine_check
 
-    claims = []
-    text = section_async_methods_real("async_methods_real", _engine_summary(), None, None, claims)
-    assert "| apam | 1 (#2) | 1 (#2) | 1 (#2) | 1 (#2) |" in text
-    assert "distributed: Kendall tau 1.00, fastest measured rennala_sgd, simulated rennala_sgd" in text
-    goal = [c for c in claims if c[0].startswith("goal")]
-    assert len(goal) == 1 and goal[0][1] is True and goal[0][2].startswith("2 of 2 columns counted")
-    claims = []  # the same agreement from one seed: a ranking that may turn on a millisecond
-    section_async_methods_real("async_methods_real", _engine_summary(seeds=1), None, None, claims)
-    assert [c for c in claims if c[0].startswith("goal")][0][1] == (
-        "inconclusive (1 seed(s) < 3; agreement on every counted column)")
-    claims = []
-    section_async_methods_real("async_methods_real", _engine_summary(swap_on_distributed=True), None, None, claims)
-    goal = [c for c in claims if c[0].startswith("goal")][0]
-    assert goal[1] is False and "distributed / equal: tau 0.33, fastest apam measured, rennala_sgd simulated" in goal[2]
-    claims = []  # 10% of apam's gradients overran on both engines: no column tests the clock
-    text = section_async_methods_real("async_methods_real", _engine_summary(overrun_apam=10), None, None, claims)
-    assert "10% not run as asked" in text and "**Flagged:**" in text
-    assert [c for c in claims if c[0].startswith("goal")][0][1].startswith("inconclusive (every column")
     exp = tmp_path / "async_methods_real"
     exp.mkdir()
     _engine_summary().to_csv(exp / "summary.csv", index=False)
     assert [p.name for p in draw_engine_check(exp)] == ["engine_check-logreg_fmnist.png"]
     assert draw_async_methods(exp) == []  # never mixes measured and simulated times in one bar chart
-
-
-def test_engine_check_counts_a_tie_for_fastest_as_agreement():
-    from experiments.report_async import section_async_methods_real
-
-    s = _engine_summary()
-    sim_rennala = (s["clock"] == "simulated") & (s["algorithm"] == "rennala_sgd")
-    s.loc[sim_rennala, "time_to_target_s"] = 1.0  # simulated: rennala and apam tie; measured: rennala fastest
-    claims = []
-    text = section_async_methods_real("async_methods_real", s, None, None, claims)
-    assert "fastest measured rennala_sgd, simulated apam = rennala_sgd" in text
-    assert [c for c in claims if c[0].startswith("goal")][0][1] is True

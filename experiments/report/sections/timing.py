@@ -1,23 +1,24 @@
-"""The report section of ``paper_timing`` (issue 12 item 5): the paper's Sec. 5.1 table as a timing check.
+"""Section ``paper_timing``: the paper's Sec. 5.1 table as a timing check.
 
-Every gradient takes the paper's serial cost per iteration (10.15 ms, emulated on the real engines, the same base on
-the simulated clock); the speed-ups measured here and simulated stand beside the paper's, and the paper's flattening
-is turned into the master cost per update it implies. Hooked into experiments/report.py (``TITLES``, ``SECTIONS``).
+Every gradient takes the paper's serial cost per iteration (emulated on the real engines, the same base on the
+simulated clock); the speed-ups measured here and simulated stand beside the paper's, and the paper's flattening is
+turned into the master cost per update it implies.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pandas as pd
 
-from experiments import claims as C
+from experiments.engines.emulation import OVERRUN_FLAG
+from experiments.report import rules as R
+from experiments.report.load import Experiment
+from experiments.report.markdown import table
+from experiments.report.sections.base import Section
+from experiments.report.verdict import Claim, Verdict, finding, inconclusive
+from plots.validation import FLAG_MEANING, overrun_fraction
 
-TITLE = ("Sec. 5.1 table as a timing check -- the paper's cost per iteration on our engines",
-         "APAM on `logreg_rcv1like` (rcv1's dimension, 47,236: the paper's update and message sizes); every "
-         "gradient takes the paper's serial seconds per iteration, 320.99 s / (100 x 20,242 / 64) = 10.15 ms, "
-         "emulated on both real engines (computed for real, then the worker waits for its target) and the same base "
-         "on the simulated clock; 416 updates a run, time per epoch only (the loss is not the point). LeNet5 has no "
-         "such check: the paper gives no serial time for it")
 ENGINES = ("shared_memory", "distributed")
 """The measured engines; each one's simulated twin is engine=simulated with ``transport`` = that engine."""
 
@@ -33,8 +34,7 @@ def _speedups(sp: pd.DataFrame, clock: str, engine: str) -> pd.Series:
 
 
 def _overrun_pct(ok: pd.DataFrame, engine: str) -> pd.Series:
-    from plots.validation import overrun_fraction
-
+    """Per worker count, the largest share (%) of a measured run's gradients on ``engine`` that overran."""
     rows = ok[(ok["engine"] == engine) & (ok["clock"] == "wall")]
     return (100 * overrun_fraction(rows)).groupby(rows["workers"]).max()
 
@@ -42,21 +42,19 @@ def _overrun_pct(ok: pd.DataFrame, engine: str) -> pd.Series:
 def implied_master_s(base_s: float, paper_speedup: float) -> float:
     """The master's seconds per update that a master-bound run would need to reach only ``paper_speedup`` when each
     gradient takes ``base_s`` (seconds) at one thread: T(P) per update = base_s / speed-up, and a saturated master
-    applies one update per master time (the closed form's plateau, experiments/costmodel.py)."""
+    applies one update per master time (the closed form's plateau, experiments/clock/costmodel.py)."""
     return base_s / paper_speedup
 
 
-def section_paper_timing(exp, summary: pd.DataFrame, sp: pd.DataFrame, paper: pd.DataFrame, claims: list) -> str:
-    """Markdown: per worker count, the paper's speed-up, and per real engine the measured and the simulated speed-up
-    and the measured runs' overrun % (above 5%: flagged, plots.validation.FLAG_MEANING); ``claims`` gets the
-    two-sided comparison with the paper (measured, shared_memory) and a finding on the master cost the paper's
-    flattening implies."""
-    from experiments.engines.emulation import OVERRUN_FLAG
-    from plots.validation import FLAG_MEANING
-
+def section_paper_timing(data: Experiment) -> Section:
+    """Per worker count, the paper's speed-up, and per real engine the measured and the simulated speed-up and the
+    measured runs' overrun % (above OVERRUN_FLAG: flagged, plots.validation.FLAG_MEANING); the claims: the two-sided
+    comparison with the paper (measured, shared_memory) and a finding on the master cost the paper's flattening
+    implies."""
+    summary, sp, paper = data.summary, data.speedup, data.paper
     ok = summary[summary["status"] == "ok"]
     if ok.empty:
-        return ""
+        return Section()
     paper_sp = (paper[(paper["metric"] == "speedup") & (paper["algorithm"] == "apam")].set_index("workers")["value"]
                 if not paper.empty else pd.Series(dtype=float))
     measured = {e: _speedups(sp, "wall", e) for e in ENGINES}
@@ -70,27 +68,28 @@ def section_paper_timing(exp, summary: pd.DataFrame, sp: pd.DataFrame, paper: pd
             row[f"{e} simulated"] = simulated[e].get(p, math.nan)
             row[f"{e} overrun %"] = overruns[e].get(p, math.nan)
         rows.append(row)
-    table = pd.DataFrame(rows)
-    from experiments.report import md_table  # the layer above: imported at call time (report imports this module)
-
     base = float(pd.to_numeric(ok["compute_base_s"], errors="coerce").dropna().iloc[0]) \
         if "compute_base_s" in ok and pd.to_numeric(ok["compute_base_s"], errors="coerce").notna().any() else math.nan
     clean = {e: measured[e][[p for p in measured[e].index if not overruns[e].get(p, 0.0) > 100 * OVERRUN_FLAG]]
              for e in ENGINES}
     sm = clean["shared_memory"]
-    text = ("apam at the paper's cost per iteration: measured speed-up (shared_memory, runs without an overrun flag) "
-            f"against the paper's; rule: within {C.PAPER_BAND:.0%} at every common worker count (more above: a "
-            "finding)")
-    key = {"key": "apam: measured speed-up at the paper's cost"}
+    claim = Claim(key="apam: measured speed-up at the paper's cost", verdict=Verdict.judged(None),
+                  text="apam at the paper's cost per iteration: measured speed-up (shared_memory, runs without an "
+                       "overrun flag) against the paper's",
+                  rule=f"within {R.PAPER_BAND:.0%} at every common worker count (more above: a finding)",
+                  evidence="the paper's speed-ups are missing")
     if paper_sp.empty:
-        claims.append((text, None, "the paper's speed-ups are missing", key))
+        claims = [claim]
     elif sm.empty:
         n = int(((ok["engine"] == "shared_memory") & (ok["clock"] == "wall")).sum())
-        claims.append((text, f"inconclusive (all {n} measured shared_memory runs flagged)" if n else None,
-                       f"no measured shared_memory run without an overrun flag (flag: {FLAG_MEANING})", key))
+        claims = [replace(claim, verdict=inconclusive(f"all {n} measured shared_memory runs flagged") if n
+                          else Verdict.judged(None),
+                          evidence=f"no measured shared_memory run without an overrun flag (flag: {FLAG_MEANING})")]
     else:
-        verdict, ev = C.compare_to_paper(sm, paper_sp)
-        claims.append((text, verdict, ev, key))
+        comp = R.compare_to_paper(sm, paper_sp)
+        decided = {"decided_by": f"speed-up at P = {comp.at}", "ours": f"{comp.ours:.2f}",
+                   "paper": f"{comp.paper:.2f}"} if comp.at is not None else {}
+        claims = [replace(claim, verdict=comp.verdict or Verdict.judged(None), evidence=comp.evidence, **decided)]
     notes = []
     top = int(paper_sp.index.max()) if len(paper_sp) else None
     if top is not None and math.isfinite(base):
@@ -104,8 +103,11 @@ def section_paper_timing(exp, summary: pd.DataFrame, sp: pd.DataFrame, paper: pd
               + (", ".join(meas_top) or f"no run at {top} workers without an overrun flag")
               + f"; a master-bound run flattens there if its master spends {1e3 * m_paper:.2f} ms per update "
               f"(ours, calibrated: {ours_text or 'not recorded'})")
-        claims.append((f"finding: the master cost per update that the paper's speed-up at {top} threads implies",
-                       None, ev, {"key": "finding: implied master cost"}))
+        claims.append(Claim(key="finding: implied master cost", verdict=finding(), evidence=ev,
+                            text=f"finding: the master cost per update that the paper's speed-up at {top} threads "
+                                 "implies",
+                            decided_by=f"master time per update at {top} threads", paper=f"{1e3 * m_paper:.2f} ms",
+                            ours=", ".join(f"{t} {1e6 * v:.0f} us" for t, v in sorted(ours_m.items()))))
         if ours_m:
             ratios = ", ".join(f"{m_paper / v:.1f}x ({t})" for t, v in sorted(ours_m.items()) if v > 0)
             notes.append(f"At {base * 1e3:.2f} ms per gradient, the paper's {paper_sp[top]:.2f}x at {top} threads "
@@ -116,4 +118,4 @@ def section_paper_timing(exp, summary: pd.DataFrame, sp: pd.DataFrame, paper: pd
     notes.append("Simulated columns: engine=simulated with the costs of the measured engine's transport (its twin). "
                  f"Measured runs flagged (above {100 * OVERRUN_FLAG:.0f}% of their gradients: {FLAG_MEANING}) do "
                  "not count in the claims.")
-    return md_table(table) + "\n" + "\n\n".join(n for n in notes if n) + "\n"
+    return Section(table(pd.DataFrame(rows)) + "\n" + "\n\n".join(n for n in notes if n) + "\n", tuple(claims))

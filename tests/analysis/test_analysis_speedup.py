@@ -1,10 +1,12 @@
-"""speedup.csv: T(1)/T(P) per group, efficiency, failed runs left out, time-to-target only where reached."""
+"""speedup.csv (experiments.analysis.speedup): T(1)/T(P) per group, efficiency, failed runs left out, time-to-target
+only where reached; ``python -m experiments.aggregate DIR`` writes it."""
 import math
 
 import pandas as pd
 import pytest
 
-from experiments.aggregate import speedup_table
+from experiments import aggregate
+from experiments.analysis.speedup import mean_speedup, speedup_table
 
 
 def _row(alg, p, tpe, ttt, seed=0, status="ok", engine="simulated"):
@@ -36,3 +38,16 @@ def test_failed_runs_are_left_out_and_counted():
 
 def test_groups_without_p1_give_no_rows():
     assert speedup_table(pd.DataFrame([_row("apam", 2, 4.0, 20.0)])).empty
+
+
+def test_mean_speedup_by_workers_and_the_aggregate_command(tmp_path, capsys):
+    rows = [_row("apam", 1, 8.0, 40.0), _row("apam", 4, 2.0, 10.0), _row("apam", 4, 2.0, 10.0, engine="other")]
+    sp = speedup_table(pd.DataFrame(rows))
+    assert mean_speedup(sp, "apam").to_dict() == {1: 1.0, 4: 4.0}
+    assert mean_speedup(sp, "sync_amsgrad").empty and mean_speedup(pd.DataFrame(), "apam").empty
+    exp = tmp_path / "e"
+    exp.mkdir()
+    pd.DataFrame(rows).assign(engine="simulated").to_csv(exp / "summary.csv", index=False)
+    assert aggregate.main([str(exp)]) == 0 and capsys.readouterr().out.strip() == str(exp / "speedup.csv")
+    assert pd.read_csv(exp / "speedup.csv")["speedup"].tolist() == [1.0, 4.0, 1.0, 4.0]   # per epoch, to target
+    assert aggregate.main([str(tmp_path / "missing")]) == 2 and "no such file" in capsys.readouterr().err

@@ -1,0 +1,12 @@
+"""Numbers computed from an experiment folder's CSVs, shared by the report (experiments/report) and the figures.
+
+- :mod:`.speedup`: speed-up and efficiency against P = 1 from summary.csv (speedup.csv, CONTRACT.md).
+- :mod:`.staleness`: the runs' staleness histograms and the total variation distance between a measured run's and
+  its simulated twin's.
+- :mod:`.compute_times`: how late emulated waits ended and how long real gradients took (compute_times.csv).
+- :mod:`.configs`: what the runs' config.yaml files say (each algorithm's step sizes).
+- :mod:`.costs`: the cost model's master saturation P* from the summary's ``cost_*`` columns.
+
+Every function reads CSVs or frames and returns frames or plain numbers; none writes, except
+:func:`.speedup.write_speedup`.
+"""

@@ -1,0 +1,26 @@
+"""Per measured run, what its gradients' compute times say (``runs/<run_id>/compute_times.csv``, written by
+experiments/engines/emulation.py: one row per gradient with ``compute_s`` and, when emulated, ``target_s``)."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+
+def lateness(exp_dir: Path) -> pd.DataFrame:
+    """Per measured run of ``exp_dir`` with ``<run>/compute_times.csv``: ``late us``, the median of
+    ``compute_s - target_s`` over its gradients (microseconds its emulated waits ended after their targets; NaN with
+    real compute), and ``grad us``, the median ``compute_s`` of its gradients with real compute (microseconds; NaN
+    when emulated). Columns run_id, late us, grad us; empty when no run has compute times."""
+    rows = []
+    for f in sorted((Path(exp_dir) / "runs").glob("*/compute_times.csv")):
+        c = pd.read_csv(f)
+        if c.empty:
+            continue
+        target = pd.to_numeric(c["target_s"], errors="coerce")
+        emulated = target.notna().any()
+        rows.append({"run_id": f.parent.name,
+                     "late us": 1e6 * float((c["compute_s"] - target).median()) if emulated else math.nan,
+                     "grad us": math.nan if emulated else 1e6 * float(c["compute_s"].median())})
+    return pd.DataFrame(rows, columns=["run_id", "late us", "grad us"])

@@ -1,0 +1,102 @@
+"""``python -m experiments.report DIR [--profile P] [--no-figures]``: write DIR/REPORT.md and DIR/verdicts.csv from
+the CSVs of a results folder (``make reproduce``'s, or a folder of your own runs: ``results_dir=DIR``), after
+redrawing its figures (``python -m plots DIR``).
+
+DIR holds one folder per experiment (``DIR/<experiment>/summary.csv``, CONTRACT.md). The paper's claims are judged
+for the experiments of conf/experiment/ (their rules: experiments/report/sections); any other experiment folder gets
+a section of its runs' means and speed-ups. With ``DIR/reproduce_status.json`` (written by ``make reproduce``) the
+report lists every experiment of the profile, present or not, as ``make reproduce`` does; without it, the folders
+present. Exit status: 0 report written (and every figure drawn); 1 a figure could not be drawn (the report names
+it); 2 bad input (no such folder, not a results folder), with a one-line error.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import plots
+from experiments.report.load import PAPER_DIR, experiment_folders, run_profile, statuses
+from experiments.report.writer import ORDER, write_report
+
+PROFILES = ("smoke", "quick", "long", "paper")
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(
+        prog="python -m experiments.report",
+        description="Write DIR/REPORT.md (every claim's verdict first, then one section per experiment) and "
+                    "DIR/verdicts.csv from the CSVs of a results folder, after redrawing its figures.",
+        epilog="DIR is a results folder: results/ (make reproduce), results-long/, or the results_dir of your own "
+               "runs (python -m experiments.run ... results_dir=DIR). Exit status: 0 written, 1 a figure not drawn "
+               "(named in the report), 2 bad input.")
+    ap.add_argument("results_dir", type=Path, metavar="DIR", help="results folder holding <experiment>/summary.csv")
+    ap.add_argument("--profile", choices=PROFILES, default=None,
+                    help="the profile the runs were made with (default: the one their status file or configs name, "
+                         "else quick); names the report and its column in the verdicts per profile")
+    ap.add_argument("--no-figures", action="store_true", help="write the report without redrawing the figures")
+    return ap.parse_args(argv)
+
+
+def check(results_dir: Path) -> str | None:
+    """Why ``results_dir`` is no results folder (None when it is one)."""
+    if not results_dir.is_dir():
+        return f"{results_dir}: no such folder"
+    if (results_dir / "summary.csv").exists():
+        return (f"{results_dir}: an experiment folder, not a results folder: give the folder above it "
+                f"({results_dir.parent})")
+    if not experiment_folders(results_dir) and not statuses(results_dir):
+        return f"{results_dir}: not a results folder (no <experiment>/summary.csv below it)"
+    return None
+
+
+def draw(exp_dir: Path) -> dict:
+    """Redraw every figure of ``exp_dir``: ``{"figures": [...]}`` plus ``"figures_missing": [{"figure",
+    "reason"}]`` for each figure that could not be drawn (as reproduce_status.json records them)."""
+    try:
+        drawn, missing = plots.draw_experiment(exp_dir, paper_dir=PAPER_DIR), []
+    except plots.FigureError as exc:
+        drawn, missing = exc.written, [{"figure": f, "reason": r} for f, r in exc.failures]
+    except Exception as exc:  # noqa: BLE001 -- the experiment's data cannot be read: no figure at all, named
+        text = str(exc).strip()
+        drawn, missing = [], [{"figure": "all", "reason": f"{type(exc).__name__}: "
+                                                          f"{text.splitlines()[0] if text else ''}"}]
+    out = {"figures": [str(p) for p in drawn]}
+    if missing:
+        out["figures_missing"] = missing
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    problem = check(args.results_dir)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    results_dir = args.results_dir
+    status = statuses(results_dir)
+    present = experiment_folders(results_dir)
+    # a make reproduce folder lists its whole profile; a folder of one's own runs, the experiments it holds
+    names = ORDER if status else [e for e in ORDER if e in present]
+    names += [e for e in present if e not in names]
+    profile = args.profile or run_profile(results_dir) or "quick"
+    for name in present:  # runs without a make reproduce call behind them: no status to tell
+        status.setdefault(name, {"status": "runs found", "message": ""})
+    missing = []
+    if not args.no_figures:
+        for name in present:
+            drawn = draw(results_dir / name)
+            entry = {k: v for k, v in status[name].items() if k not in ("figures", "figures_missing")}
+            status[name] = entry | ({"figures_missing": drawn["figures_missing"]} if "figures_missing" in drawn
+                                    else {})
+            missing += [f"{name}/{m['figure']}" for m in drawn.get("figures_missing", [])]
+    path = write_report(results_dir, profile, status, names)
+    print(path)
+    if missing:
+        print(f"error: {len(missing)} figure(s) not drawn (named in {path}): {', '.join(missing)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

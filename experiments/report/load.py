@@ -1,0 +1,143 @@
+"""What the report reads: an experiment folder's CSVs, the paper's numbers, the experiment's own yaml, and a results
+folder's bookkeeping (reproduce_status.json, the runs' provenance).
+
+Layout (CONTRACT.md): ``<results>/<experiment>/summary.csv`` (one row per run), ``speedup.csv``,
+``runs/<run_id>/{config.yaml,trace.csv,staleness.csv,compute_times.csv,provenance.json}``; the paper's numbers are
+``results/paper/<experiment>.csv`` of the repository; an experiment's title and setting are the ``report`` block of
+``conf/experiment/<experiment>.yaml``.
+"""
+from __future__ import annotations
+
+import functools
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+from omegaconf import OmegaConf
+
+from experiments.analysis import compute_times, configs, staleness
+
+REPO = Path(__file__).resolve().parents[2]
+PAPER_DIR = REPO / "results" / "paper"
+CONF_DIR = REPO / "conf" / "experiment"
+STATUS_FILE = "reproduce_status.json"
+
+
+def read_csv(path: Path) -> pd.DataFrame:
+    """The CSV at ``path``; an empty frame when there is none."""
+    return pd.read_csv(path) if Path(path).exists() else pd.DataFrame()
+
+
+def ok_rows(summary: pd.DataFrame) -> pd.DataFrame:
+    """The summary rows of runs that finished with status ``ok``."""
+    return summary[summary["status"] == "ok"] if not summary.empty else summary
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One experiment folder's data. ``summary``, ``speedup`` and ``paper`` are read at once; the per-run files
+    (traces, staleness histograms, compute times, configs) when a section first asks for them. Built from frames
+    alone (``folder`` None) for tests: the per-run files are then empty unless given."""
+
+    name: str
+    summary: pd.DataFrame
+    speedup: pd.DataFrame = field(default_factory=pd.DataFrame)
+    paper: pd.DataFrame = field(default_factory=pd.DataFrame)
+    folder: Path | None = None
+    given: dict = field(default_factory=dict)  # per-run frames given instead of read: traces, hists, late, steps
+
+    @property
+    def ok(self) -> pd.DataFrame:
+        return ok_rows(self.summary)
+
+    def _runs(self, key, read, empty):
+        if key in self.given:
+            return self.given[key]
+        return read(self.folder) if self.folder is not None else empty
+
+    @functools.cached_property
+    def traces(self) -> pd.DataFrame:
+        """Every run's trace.csv, one frame (empty without runs)."""
+        def read(folder):
+            files = sorted((folder / "runs").glob("*/trace.csv"))
+            return pd.concat([pd.read_csv(f) for f in files], ignore_index=True) if files else pd.DataFrame()
+        return self._runs("traces", read, pd.DataFrame())
+
+    @functools.cached_property
+    def hists(self) -> pd.DataFrame:
+        """Every run's staleness histogram (:func:`experiments.analysis.staleness.histograms`)."""
+        return self._runs("hists", staleness.histograms, pd.DataFrame())
+
+    @functools.cached_property
+    def late(self) -> pd.DataFrame:
+        """Per measured run, its waits' lateness and real gradients' time (experiments.analysis.compute_times)."""
+        return self._runs("late", compute_times.lateness, pd.DataFrame())
+
+    @functools.cached_property
+    def steps(self) -> dict:
+        """Each algorithm's step sizes (:func:`experiments.analysis.configs.step_sizes`)."""
+        return self._runs("steps", configs.step_sizes, {})
+
+
+def load_experiment(results_dir: Path, name: str, paper_dir: Path = PAPER_DIR) -> Experiment:
+    """The experiment folder ``<results_dir>/<name>`` (its summary empty when it has none)."""
+    folder = Path(results_dir) / name
+    return Experiment(name, read_csv(folder / "summary.csv"), read_csv(folder / "speedup.csv"),
+                      read_csv(Path(paper_dir) / f"{name}.csv"), folder)
+
+
+@functools.cache
+def report_block(name: str) -> dict:
+    """The ``report`` block of ``conf/experiment/<name>.yaml``: ``title``, ``setting`` and optionally ``note`` (said
+    after the section's tables), ``paper_label`` (what its results/paper file holds) and ``beyond_scale`` (what a
+    profile changes in it besides scale); {} for an experiment without a yaml or a block."""
+    path = CONF_DIR / f"{name}.yaml"
+    if not path.exists():
+        return {}
+    return dict(OmegaConf.to_container(OmegaConf.load(path)).get("report") or {})
+
+
+def profiles_of(name: str) -> dict:
+    """The sweeps of each profile of experiment ``name`` (``profiles`` of its yaml; {} without)."""
+    path = CONF_DIR / f"{name}.yaml"
+    return (OmegaConf.to_container(OmegaConf.load(path)).get("profiles") or {}) if path.exists() else {}
+
+
+def experiment_folders(results_dir: Path) -> list[str]:
+    """The experiment folders below ``results_dir``: those holding a summary.csv, sorted."""
+    return sorted(p.parent.name for p in Path(results_dir).glob("*/summary.csv"))
+
+
+def statuses(results_dir: Path) -> dict:
+    """``reproduce_status.json`` of ``results_dir`` (each experiment's last ``make reproduce`` call); {} without."""
+    path = Path(results_dir) / STATUS_FILE
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def run_profile(results_dir: Path) -> str | None:
+    """The profile the runs below ``results_dir`` were made with: the most common ``profile`` of the status file,
+    else of the runs' config.yaml files; None when neither says."""
+    named = Counter(str(s["profile"]) for s in statuses(results_dir).values() if s.get("profile"))
+    if not named:
+        for f in sorted(Path(results_dir).glob("*/runs/*/config.yaml")):
+            profile = OmegaConf.load(f).get("profile")
+            if profile:
+                named[str(profile)] += 1
+                break  # one run's config says it: every run of a folder shares the profile it was called with
+    return named.most_common(1)[0][0] if named else None
+
+
+def run_commits(results_dir: Path) -> str:
+    """The code commits named in the runs' provenance.json (most runs first), e.g. ```abc123` (120 runs)``: the
+    report depends on its CSVs only, so redrawing it from unchanged results gives the same bytes."""
+    counts = Counter()
+    for f in sorted(Path(results_dir).glob("*/runs/*/provenance.json")):
+        try:
+            counts[json.loads(f.read_text()).get("git_commit", "unknown")] += 1
+        except (OSError, ValueError):
+            counts["unreadable provenance"] += 1
+    if not counts:
+        return "(no run recorded)"
+    return ", ".join(f"`{c}` ({n} runs)" for c, n in sorted(counts.items(), key=lambda t: (-t[1], t[0])))

@@ -1,0 +1,81 @@
+"""The report's verdicts per profile: each claim's verdict in every profile whose results sit beside this one
+(``results/``, ``results-long/``, ``results-paper/``), read from their verdicts.csv, so that a verdict that changes
+with scale shows; and what else than scale differs between two profiles' runs."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from experiments.report.load import CONF_DIR, profiles_of, report_block
+from experiments.report.markdown import table
+from experiments.report.verdict import FINDING, Verdict
+
+PROFILE_DIRS = {"quick": "results", "long": "results-long", "paper": "results-paper"}
+
+
+def same_settings(a: str, b: str) -> list[str]:
+    """The experiments whose sweeps in profiles ``a`` and ``b`` are the same (``profiles:`` of
+    conf/experiment/<id>.yaml): a verdict that differs between them there comes from run-to-run spread or another
+    calibration, not from scale."""
+    out = []
+    for path in sorted(CONF_DIR.glob("*.yaml")):
+        prof = profiles_of(path.stem)
+        if a in prof and b in prof and prof[a] == prof[b]:
+            out.append(path.stem)
+    return out
+
+
+def short(row) -> str:
+    """A verdicts.csv row's verdict in a few words: its class, and a finding's gist (the number it found). Reads the
+    long verdict strings of older verdicts.csv files too."""
+    if "verdict_class" in row and isinstance(row.get("verdict_class"), str):
+        verdict = Verdict(str(row["verdict"]), "")
+        gist = row.get("ours") if isinstance(row.get("ours"), str) else ""
+    else:
+        verdict, gist = Verdict.parse(row["verdict"]), ""  # an older file: its finding's gist is not told apart
+    return f"{verdict.cls} ({gist})" if verdict.cls == FINDING and gist else verdict.cls
+
+
+def side_by_side(results_dir: Path, profile: str, current: pd.DataFrame, order: list[str]) -> tuple[str, list, str]:
+    """(table, folders, note) of the verdicts per profile, read from the sibling folders' verdicts.csv (this
+    profile's from ``current``), rows in the experiments' ``order``; profiles never run have no column; ("", [], "")
+    without any verdict."""
+    frames = {}
+    for prof, folder in PROFILE_DIRS.items():
+        if prof == profile:
+            frames[prof] = current
+            continue
+        path = Path(results_dir).parent / folder / "verdicts.csv"
+        if path.exists() and path.resolve() != (Path(results_dir) / "verdicts.csv").resolve():
+            frames[prof] = pd.read_csv(path)
+    if profile not in PROFILE_DIRS:
+        frames[profile] = current
+    names, table_ = {}, None
+    for prof, df in frames.items():
+        df = df.drop_duplicates(["experiment", "claim"])
+        if "name" in df:
+            names.update({(e, c): n for e, c, n in zip(df["experiment"], df["claim"], df["name"]) if isinstance(n, str)
+                          and (e, c) not in names})
+        df = pd.DataFrame({"experiment": df["experiment"], "claim": df["claim"],
+                           prof: [short(r) for r in df.to_dict("records")]})
+        table_ = df if table_ is None else table_.merge(df, on=["experiment", "claim"], how="outer")
+    if table_ is None or table_.empty:
+        return "", [], ""
+    rank = {e: i for i, e in enumerate(order)}
+    table_ = table_.sort_values(["experiment", "claim"],
+                                key=lambda c: c.map(lambda e: rank.get(e, len(rank))) if c.name == "experiment" else c)
+    table_["claim"] = [names.get((e, c), c) for e, c in zip(table_["experiment"], table_["claim"])]
+    table_ = table_.fillna("not run")
+    experiments = set(table_["experiment"])
+    same = [e for e in (same_settings("quick", "long") if {"quick", "long"} <= set(frames) else [])
+            if e in experiments]
+    note = (f" The long profile runs the quick settings for {', '.join(same)}: a verdict of theirs that differs "
+            "between the two comes from run-to-run spread, the other calibration or other code, not from scale."
+            if same else "")
+    beyond = [f"{e} {report_block(e)['beyond_scale']}" for e in order
+              if e in experiments and report_block(e).get("beyond_scale")]
+    note += (" Besides scale, the profiles differ in calibration (each folder's calibration.json) and may differ in "
+             "the code that made the runs (each report's header lists its commits)"
+             + (f"; {'; '.join(beyond)}" if beyond else "") + ".")
+    return table(table_), [f"`{PROFILE_DIRS.get(p, p)}/`" for p in frames], note

@@ -1,0 +1,62 @@
+"""The async_methods and async_methods_real sections: APAM's rank among today's asynchronous methods, and whether
+the simulated clock ranks them as the real engines do; from summary.csv alone."""
+import pandas as pd
+
+from experiments.report.load import Experiment
+from experiments.report.sections.async_methods import section_async_methods, section_async_methods_real
+from experiments.report.verdict import FINDING, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
+from mdtable import row
+from test_async_methods import _engine_summary, _summary  # the summaries the figures' tests draw (tests/)
+
+
+def _section(fn, name, summary: pd.DataFrame):
+    section = fn(Experiment(name, summary))
+    return section.body, section.claims
+
+
+def test_section_ranks_the_methods_from_the_summary_alone():
+    text, claims = _section(section_async_methods, "async_methods", _summary())
+    assert row(text, "apam") == ["apam", "1.1 (#2, x1 edge)", "2.0"]  # 1 is the grid {1, 2}'s smallest
+    assert row(text, "rennala_sgd") == ["rennala_sgd", "0.8 (#1, 50% discarded)", "1.0"]
+    assert row(text, "sync_amsgrad") == ["sync_amsgrad", "not reached (#3)", "3.0"]
+    assert ("Ranking by mean rank (methods that reached the target at least once): rennala_sgd (1.0), apam (2.0); "
+            "never reached it: sync_amsgrad.") in text
+    [claim] = claims
+    assert claim.verdict.cls == FINDING and "2. of the 2 methods" in claim.evidence
+    assert "1.38x the fastest" in claim.evidence and str(claim.verdict) == "finding (APAM 2. of 2, mean rank 2.0)"
+    never = _summary().assign(time_to_target_s=lambda d: d["time_to_target_s"].where(d["algorithm"] != "apam"))
+    [claim] = _section(section_async_methods, "async_methods", never)[1]
+    assert "APAM did not reach the target" in claim.evidence and "rennala_sgd" in claim.evidence
+
+
+def _goal(claims):
+    return next(c for c in claims if c.key.startswith("goal"))
+
+
+def test_engine_check_section_judges_rank_agreement_and_skips_overrun_columns():
+    text, claims = _section(section_async_methods_real, "async_methods_real", _engine_summary())
+    assert row(text, "apam") == ["apam", "1 (#2)", "1 (#2)", "1 (#2)", "1 (#2)"]
+    assert "distributed: Kendall tau 1.00, fastest measured rennala_sgd, simulated rennala_sgd" in text
+    goal = _goal(claims)
+    assert goal.verdict.cls == REPRODUCED and goal.evidence.startswith("2 of 2 columns counted")
+    # the same agreement from one seed: a ranking that may turn on a millisecond
+    goal = _goal(_section(section_async_methods_real, "async_methods_real", _engine_summary(seeds=1))[1])
+    assert str(goal.verdict) == "inconclusive (1 seed(s) < 3; agreement on every counted column)"
+    goal = _goal(_section(section_async_methods_real, "async_methods_real",
+                          _engine_summary(swap_on_distributed=True))[1])
+    assert goal.verdict.cls == NOT_REPRODUCED
+    assert "distributed / equal: tau 0.33, fastest apam measured, rennala_sgd simulated" in goal.evidence
+    # 10% of apam's gradients overran on both engines: no column tests the clock
+    text, claims = _section(section_async_methods_real, "async_methods_real", _engine_summary(overrun_apam=10))
+    assert "10% not run as asked" in text and "**Flagged:**" in text
+    goal = _goal(claims)
+    assert goal.verdict.cls == INCONCLUSIVE and goal.verdict.conditions.startswith("every column")
+
+
+def test_engine_check_counts_a_tie_for_fastest_as_agreement():
+    s = _engine_summary()
+    sim_rennala = (s["clock"] == "simulated") & (s["algorithm"] == "rennala_sgd")
+    s.loc[sim_rennala, "time_to_target_s"] = 1.0  # simulated: rennala and apam tie; measured: rennala fastest
+    text, claims = _section(section_async_methods_real, "async_methods_real", s)
+    assert "fastest measured rennala_sgd, simulated apam = rennala_sgd" in text
+    assert _goal(claims).verdict.cls == REPRODUCED
