@@ -1,7 +1,15 @@
-"""Shared test helpers: a tiny exact problem and Hydra config composition."""
+"""Shared test helpers: a tiny exact problem, Hydra config composition into typed settings, engine runs, and the
+command-line entry point (``python -m experiments.run``) run cheaply many times.
+
+Tests are laid out by room (tests/settings, training, engines, clock, store, sweeps, problems, algorithms, plots,
+analysis, report, entry); helpers that tests of several rooms share live here (test modules import them from
+``conftest``)."""
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -12,6 +20,8 @@ import torch  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 torch.set_num_threads(1)
+HAS_FMNIST = (REPO / "data" / "FashionMNIST" / "raw").is_dir()
+needs_fmnist = pytest.mark.skipif(not HAS_FMNIST, reason="Fashion-MNIST not staged (make data)")
 
 
 class QuadraticProblem:
@@ -90,6 +100,111 @@ def run_engine(problem, rule, settings, recorder, calibration=None):
 
     costs = resolve(settings, problem, rule, calibration)
     return get_engine(settings.engine.name).run(problem, rule, settings, recorder, costs)
+
+
+def plain_rule(settings):
+    """The update rule the engine tests train with: SGD for an SGD algorithm, else torch-variant AMSGrad, at the
+    settings' step size (``algorithm.lr`` with ``lr_factor`` applied) -- the rule :func:`serial_amsgrad` runs."""
+    from algorithms import build_rule
+
+    lr = settings.algorithm.hyperparameters["lr"]
+    if settings.algorithm.rule == "sgd":
+        return build_rule("sgd", lr=lr)
+    return build_rule("amsgrad", variant="torch", lr=lr)
+
+
+def recorder_for(problem, settings, clock: str, recorder_cls=None):
+    """A Recorder of ``problem`` evaluating every ``settings.eval_every`` epochs, no progress bar."""
+    from experiments.training.recorder import Recorder
+
+    return (recorder_cls or Recorder)(problem, {"run_id": "t"}, eval_every=settings.eval_every, total_epochs=None,
+                                      f_star=None, clock=clock, progress=False)
+
+
+# the simulated engine's fixed costs in the engine tests (seconds): no calibration is read or measured
+GRAD, UPD, LAT, OVER = 0.01, 0.0001, 0.0002, 0.00015
+COSTS = [f"engine.costs.grad_s={GRAD}", f"engine.costs.update_s={UPD}", f"engine.costs.latency_s={LAT}",
+         f"engine.costs.overhead_s={OVER}"]
+
+
+def run_sim(tmp_path, overrides, problem=None, rule=None):
+    """A simulated run of ``problem`` (default a QuadraticProblem) at batch 8, async SGD with constant step 0.05 and
+    the fixed COSTS, then ``overrides``; returns (EngineResult, Recorder, RunSettings). ``rule``: default
+    :func:`plain_rule`."""
+    problem = problem or QuadraticProblem()
+    settings = settings_for([f"results_dir={tmp_path}", "batch_size=8", "algorithm=async_sgd", "algorithm.lr=0.05",
+                             "algorithm.lr_schedule=constant", "eval_every=1", *COSTS, *overrides])
+    rec = recorder_for(problem, settings, "simulated")
+    result = run_engine(problem, rule or plain_rule(settings), settings, rec)
+    return result, rec, settings
+
+
+# ---------------------------------------------------------------------- the command line, many times
+_ENTRY_SERVER = r"""
+import json, os, runpy, sys, traceback
+import experiments.run as entry  # imported once (torch, Hydra, pydantic); every request runs in a fork of this
+for line in sys.stdin:
+    req = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        code = 70
+        try:
+            os.chdir(req["cwd"])
+            os.environ.update(req["env"])
+            fd = os.open(req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(fd, 2)
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            sys.argv = [entry.__file__, *req["argv"]]
+            del sys.modules["experiments.run"]  # its imports stay: run_module executes it afresh as __main__
+            try:  # as `python -m experiments.run` runs it (Hydra finds conf/ from the __main__ module's file)
+                runpy.run_module("experiments.run", run_name="__main__", alter_sys=True)
+                code = 0
+            except SystemExit as exc:
+                if exc.code is None or isinstance(exc.code, int):
+                    code = exc.code or 0
+                else:
+                    print(exc.code, file=sys.stderr)
+                    code = 1
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            try:
+                sys.stderr.flush()
+                sys.stdout.flush()
+            finally:
+                os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    print(json.dumps({"code": os.waitstatus_to_exitcode(status)}), flush=True)
+"""
+
+
+@pytest.fixture(scope="session")
+def entry_point(tmp_path_factory):
+    """``call(argv, env=None, cwd=REPO) -> (exit code, stderr)``: ``python -m experiments.run *argv``, each call in
+    a fresh process forked from one interpreter that imported the entry point's modules once (a cold start costs
+    seconds, a fork milliseconds). ``env``: variables to set for that call."""
+    folder = tmp_path_factory.mktemp("entry")
+    server = subprocess.Popen([sys.executable, "-c", _ENTRY_SERVER], cwd=REPO, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    calls = iter(range(10**9))
+
+    def call(argv, env=None, cwd=REPO):
+        err = folder / f"{next(calls)}.stderr"
+        server.stdin.write(json.dumps({"argv": [str(a) for a in argv], "env": dict(env or {}), "cwd": str(cwd),
+                                       "stderr": str(err)}) + "\n")
+        server.stdin.flush()
+        reply = server.stdout.readline()
+        assert reply, "the entry-point server died"
+        return json.loads(reply)["code"], err.read_text()
+
+    yield call
+    server.stdin.close()
+    try:
+        server.wait(30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
 
 
 def child_pids(parent: int) -> set[int]:

@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 
 from algorithms import build_rule
-from conftest import REPO, QuadraticProblem, child_pids, compose_cfg
+from conftest import REPO, QuadraticProblem, child_pids, recorder_for, run_engine, settings_for
 from experiments.engines import distributed, shared_memory
 from experiments.engines.workers import load_problem, split_problem
 from experiments.errors import WorkerLost
@@ -42,19 +42,18 @@ class BulkyQuadratic(QuadraticProblem):
         self.blob = np.arange(2**17, dtype=np.float64)
 
 
-def _cfg(tmp_path, engine: str, overrides: list[str]):
-    return compose_cfg([f"results_dir={tmp_path}", f"engine={engine}", "engine.timeout_s=30", "batch_size=8",
-                        "algorithm=async_sgd", "algorithm.lr=0.05", "algorithm.lr_schedule=constant",
-                        "eval_every=0.5", *overrides])
+def _settings(tmp_path, engine: str, overrides: list[str]):
+    return settings_for([f"results_dir={tmp_path}", f"engine={engine}", "engine.timeout_s=30", "batch_size=8",
+                         "algorithm=async_sgd", "algorithm.lr=0.05", "algorithm.lr_schedule=constant",
+                         "eval_every=0.5", *overrides])
 
 
 def _run(tmp_path, engine: str, overrides: list[str], problem=None, recorder_cls=Recorder):
     """Run ``engine`` on ``problem`` (a QuadraticProblem by default) in this process; (EngineResult, recorder)."""
     problem = problem or QuadraticProblem()
-    cfg = _cfg(tmp_path, engine, overrides)
-    rec = recorder_cls(problem, {"run_id": "t"}, eval_every=cfg.eval_every, total_epochs=None, f_star=None,
-                       clock="wall", progress=False)
-    result = ENGINES[engine].run(problem, build_rule("sgd", lr=cfg.algorithm.lr), cfg, rec)
+    settings = _settings(tmp_path, engine, overrides)
+    rec = recorder_for(problem, settings, "wall", recorder_cls)
+    result = run_engine(problem, build_rule("sgd", lr=settings.algorithm.lr), settings, rec)
     return result, rec
 
 
@@ -226,11 +225,12 @@ class Announcing(Recorder):
 def test_distributed_leaves_no_store_folder_when_its_master_is_killed(tmp_path):
     """SIGKILL of the master runs no clean-up: the rendezvous store must be nothing that needs one. Its workers see
     the master gone and leave at once."""
-    code = ("import sys, pathlib; sys.path[:0] = [sys.argv[1], sys.argv[2]];"
+    code = ("import sys, pathlib; sys.path[:0] = [sys.argv[1], sys.argv[2], sys.argv[4]];"
             "from test_engine_faults import _run, Announcing;"
             "_run(pathlib.Path(sys.argv[3]), 'distributed', ['workers=2', 'updates=100000000', 'eval_every=20'],"
             "     recorder_cls=Announcing)")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(REPO), str(REPO / "tests"), str(tmp_path)],
+    proc = subprocess.Popen([sys.executable, "-c", code, str(REPO), str(REPO / "tests"), str(tmp_path),
+                             str(REPO / "tests" / "engines")],
                             cwd=REPO, env={**os.environ, "TMPDIR": str(tmp_path)}, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     workers: set[int] = set()

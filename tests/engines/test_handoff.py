@@ -8,11 +8,11 @@ import os
 import pytest
 import torch
 
-from conftest import QuadraticProblem, compose_cfg
+from conftest import QuadraticProblem, recorder_for, run_engine, settings_for
 from experiments.engines import shared_memory
+from experiments.engines.transport import Arrival
 from experiments.engines.workers import FaultPlan, WorkerSpec, worker_cpus
 from experiments.errors import ConfigError
-from experiments.training.recorder import Recorder
 
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
@@ -61,7 +61,7 @@ def _stress(P: int, handoff: str, requests: int) -> None:
             events = t.wait(30.0)
             assert events, "no reply within 30 s"
             for ev in events:
-                assert isinstance(ev, shared_memory.Arrival), ev
+                assert isinstance(ev, Arrival), ev
                 w = ev.worker
                 k = outstanding.pop(w)        # a second reply to one request would fail here (KeyError)
                 assert ev.version == k
@@ -154,12 +154,12 @@ def test_a_run_records_its_handoff_and_matches_the_other_mode(tmp_path, handoff)
     results = {}
     for mode in (handoff, "block"):
         problem = QuadraticProblem()
-        cfg = compose_cfg([f"results_dir={tmp_path}", "engine=shared_memory", "++engine.start_method=forkserver",
-                           f"engine.handoff={mode}", "workers=1", "updates=200", "batch_size=8", "eval_every=1e9",
-                           "algorithm=apam", "algorithm.lr=0.05", "algorithm.lr_schedule=constant"])
-        rec = Recorder(problem, {"run_id": "t"}, eval_every=cfg.eval_every, total_epochs=None, f_star=None,
-                       clock="wall", progress=False)
-        result = shared_memory.run(problem, build_rule("amsgrad", variant="torch", lr=0.05), cfg, rec)
+        settings = settings_for([f"results_dir={tmp_path}", "engine=shared_memory", "++engine.start_method=forkserver",
+                                 f"engine.handoff={mode}", "workers=1", "updates=200", "batch_size=8",
+                                 "eval_every=1e9", "algorithm=apam", "algorithm.lr=0.05",
+                                 "algorithm.lr_schedule=constant"])
+        rec = recorder_for(problem, settings, "wall")
+        result = run_engine(problem, build_rule("amsgrad", variant="torch", lr=0.05), settings, rec)
         assert result.status == "ok" and result.updates == 200 and result.handoff == mode
         results[mode] = rec.rows[-1]["train_loss"]
     assert results[handoff] == results["block"]
@@ -190,12 +190,11 @@ def test_a_blocking_p1_master_runs_beside_its_worker(tmp_path, monkeypatch, hand
     monkeypatch.setattr(shared_memory, "drive", drive)
     before = os.sched_getaffinity(0)
     problem = QuadraticProblem()
-    cfg = compose_cfg([f"results_dir={tmp_path}", "engine=shared_memory", "++engine.start_method=forkserver",
-                       f"engine.handoff={handoff}", f"engine.colocate={str(colocate).lower()}", "workers=1",
-                       "updates=50", "batch_size=8", "eval_every=1e9"])
-    rec = Recorder(problem, {"run_id": "t"}, eval_every=cfg.eval_every, total_epochs=None, f_star=None, clock="wall",
-                   progress=False)
-    result = shared_memory.run(problem, build_rule("amsgrad", variant="torch", lr=0.05), cfg, rec)
+    settings = settings_for([f"results_dir={tmp_path}", "engine=shared_memory", "++engine.start_method=forkserver",
+                             f"engine.handoff={handoff}", f"engine.colocate={str(colocate).lower()}", "workers=1",
+                             "updates=50", "batch_size=8", "eval_every=1e9"])
+    rec = recorder_for(problem, settings, "wall")
+    result = run_engine(problem, build_rule("amsgrad", variant="torch", lr=0.05), settings, rec)
     assert result.status == "ok" and result.handoff == handoff
     assert seen == [set(worker_cpu) if handoff == "block" and colocate else before]
     assert os.sched_getaffinity(0) == before

@@ -17,15 +17,15 @@ import pytest
 import torch
 
 from algorithms import build_rule
-from conftest import REPO, QuadraticProblem, child_pids, compose_cfg, serial_amsgrad
+from conftest import (HAS_FMNIST, REPO, QuadraticProblem, child_pids, recorder_for, run_engine, serial_amsgrad,
+                      settings_for)
 from experiments.engines import distributed, shared_memory
 from experiments.engines.driver import WallClock, drive
 from experiments.engines.loopback import LoopbackTransport
-from experiments.engines.workers import FaultPlan, WorkerSpec, worker_batches, worker_cpus, worker_seed
+from experiments.engines.workers import FaultPlan, WorkerSpec, worker_cpus, worker_seed
 from experiments.training.recorder import Recorder
 
 ENGINES = {"shared_memory": shared_memory, "distributed": distributed}
-HAS_FMNIST = (REPO / "data" / "FashionMNIST" / "raw").is_dir()
 
 
 class SlowEvalQuadratic(QuadraticProblem):
@@ -53,20 +53,23 @@ class FailingQuadratic(QuadraticProblem):
         return super().loss_grad(x, idx)
 
 
-def run_engine(tmp_path, engine: str, overrides: list[str], problem=None):
+def run_real(tmp_path, engine: str, overrides: list[str], problem=None):
+    """A run of real engine ``engine`` (forkserver workers) of ``problem`` (default a QuadraticProblem) at batch 8,
+    async SGD with constant step 0.05, then ``overrides``; checks no worker process is left. Returns (EngineResult,
+    Recorder, RunSettings)."""
     problem = problem or QuadraticProblem()
-    cfg = compose_cfg([f"results_dir={tmp_path}", f"engine={engine}", "++engine.start_method=forkserver",
-                       "engine.timeout_s=30", "batch_size=8", "algorithm=async_sgd", "algorithm.lr=0.05",
-                       "algorithm.lr_schedule=constant", "eval_every=0.5", *overrides])
-    if cfg.algorithm.rule == "sgd":
-        rule = build_rule("sgd", lr=cfg.algorithm.lr)
+    settings = settings_for([f"results_dir={tmp_path}", f"engine={engine}", "++engine.start_method=forkserver",
+                             "engine.timeout_s=30", "batch_size=8", "algorithm=async_sgd", "algorithm.lr=0.05",
+                             "algorithm.lr_schedule=constant", "eval_every=0.5", *overrides])
+    lr = settings.algorithm.hyperparameters["lr"]
+    if settings.algorithm.rule == "sgd":  # this module's build_rule (a test may wrap it)
+        rule = build_rule("sgd", lr=lr)
     else:
-        rule = build_rule("amsgrad", variant="torch", lr=cfg.algorithm.lr)
-    rec = Recorder(problem, {"run_id": "t"}, eval_every=cfg.eval_every, total_epochs=None, f_star=None,
-                   clock="wall", progress=False)
-    result = ENGINES[engine].run(problem, rule, cfg, rec)
+        rule = build_rule("amsgrad", variant="torch", lr=lr)
+    rec = recorder_for(problem, settings, "wall")
+    result = run_engine(problem, rule, settings, rec)
     assert_no_leftovers(ENGINES[engine].LAST_WORKER_PIDS)
-    return result, rec, cfg
+    return result, rec, settings
 
 
 def pid_gone(pid: int) -> bool:
@@ -100,7 +103,7 @@ def gap(problem, rows, i):
 @pytest.mark.parametrize("engine", ENGINES)
 def test_async_applies_exactly_k_gradients_and_is_stale(tmp_path, engine):
     problem = QuadraticProblem()
-    result, rec, _ = run_engine(tmp_path, engine, ["workers=2", "updates=300"], problem)
+    result, rec, _ = run_real(tmp_path, engine, ["workers=2", "updates=300"], problem)
     assert (result.status, result.message) == ("ok", "")
     assert result.updates == result.gradients == 300
     assert sum(result.histogram.values()) == 300
@@ -117,7 +120,7 @@ def test_async_applies_exactly_k_gradients_and_is_stale(tmp_path, engine):
 @pytest.mark.parametrize("engine", ENGINES)
 def test_sync_averages_p_gradients_per_update_and_is_never_stale(tmp_path, engine):
     problem = QuadraticProblem()
-    result, rec, _ = run_engine(tmp_path, engine, ["workers=2", "updates=120", "algorithm=sync_amsgrad",
+    result, rec, _ = run_real(tmp_path, engine, ["workers=2", "updates=120", "algorithm=sync_amsgrad",
                                                    "algorithm.lr=0.1"], problem)
     assert result.status == "ok"
     assert result.updates == 120 and result.gradients == 240
@@ -132,9 +135,9 @@ def test_one_worker_is_the_serial_loop_bit_for_bit(tmp_path, engine):
     """P = 1: worker 0 draws the serial loop's batches (same seed) and the master applies every gradient at the
     version it was computed at, so x equals the single-process AMSGrad loop exactly."""
     problem = QuadraticProblem()
-    result, rec, cfg = run_engine(tmp_path, engine, ["workers=1", "epochs=2", "algorithm=apam",
-                                                     "algorithm.lr=0.01"], problem)
-    x = serial_amsgrad(problem, cfg.seed, epochs=2, lr=0.01)
+    result, rec, settings = run_real(tmp_path, engine, ["workers=1", "epochs=2", "algorithm=apam",
+                                                        "algorithm.lr=0.01"], problem)
+    x = serial_amsgrad(problem, settings.seed, epochs=2, lr=0.01)
     assert result.updates == 64 and result.samples == 512
     assert dict(result.histogram) == {0: 64}
     assert torch.equal(rec.master.x, x)
@@ -142,7 +145,7 @@ def test_one_worker_is_the_serial_loop_bit_for_bit(tmp_path, engine):
 
 @pytest.mark.timeout(120)
 def test_epochs_stop_hands_out_exactly_the_samples_asked(tmp_path):
-    result, rec, _ = run_engine(tmp_path, "shared_memory", ["workers=2", "epochs=1.5"])
+    result, rec, _ = run_real(tmp_path, "shared_memory", ["workers=2", "epochs=1.5"])
     assert result.updates == result.gradients == 48  # 1.5 x 256 / 8
     epochs = [r["epoch"] for r in rec.rows]
     assert epochs[-1] == 1.5 and epochs == sorted(epochs) and len(epochs) >= 4
@@ -151,7 +154,7 @@ def test_epochs_stop_hands_out_exactly_the_samples_asked(tmp_path):
 @pytest.mark.timeout(120)
 def test_wall_clock_excludes_evaluation(tmp_path):
     """Four evaluations of 0.25 s each: the clock must not see them (the gradients themselves take microseconds)."""
-    result, rec, _ = run_engine(tmp_path, "shared_memory", ["workers=2", "updates=96", "engine.warmup_updates=0",
+    result, rec, _ = run_real(tmp_path, "shared_memory", ["workers=2", "updates=96", "engine.warmup_updates=0",
                                                             "eval_every=1"], SlowEvalQuadratic(0.25))
     updates = [r["updates"] for r in rec.rows]  # an evaluation waits for the gradient still being computed
     assert len(updates) == 4 and updates[0] == 0 and updates[-1] == 96
@@ -169,8 +172,8 @@ def test_snapshot_evaluation_keeps_the_steady_state_staleness_that_draining_lowe
     going, so only the start ramps up. Both evaluate at the same points (the snapshot's copy is the x of then)."""
     common = ["workers=4", "updates=96", "engine.warmup_updates=0", "eval_every=0.25", "engine.compute=emulated",
               "engine.compute_base_s=0.004"]
-    snap, rec_s, _ = run_engine(tmp_path / "s", engine, common + ["engine.evaluation=snapshot"])
-    drain, rec_d, _ = run_engine(tmp_path / "d", engine, common + ["engine.evaluation=drain"])
+    snap, rec_s, _ = run_real(tmp_path / "s", engine, common + ["engine.evaluation=snapshot"])
+    drain, rec_d, _ = run_real(tmp_path / "d", engine, common + ["engine.evaluation=drain"])
     assert [r["updates"] for r in rec_s.rows] == [0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96]
     assert [r["updates"] for r in rec_d.rows][1:] >= [8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96]
     tau_s = sum(k * n for k, n in snap.histogram.items()) / snap.updates
@@ -211,7 +214,7 @@ def test_recorder_snapshots_copy_x_and_flush_in_order_keeping_rows_before_a_dive
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("engine", ENGINES)
 def test_async_goes_on_without_a_killed_worker(tmp_path, engine):
-    result, rec, _ = run_engine(tmp_path, engine, ["workers=2", "updates=400", "engine.fault.kill_worker=1",
+    result, rec, _ = run_real(tmp_path, engine, ["workers=2", "updates=400", "engine.fault.kill_worker=1",
                                                    "engine.fault.at_update=100"])
     assert result.status == "ok"
     assert "worker 1 lost" in result.message and "killed by SIGKILL" in result.message
@@ -224,7 +227,7 @@ def test_async_goes_on_without_a_killed_worker(tmp_path, engine):
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("engine", ENGINES)
 def test_async_fails_on_worker_loss_when_configured(tmp_path, engine):
-    result, rec, _ = run_engine(tmp_path, engine, ["workers=2", "updates=400", "engine.fault.kill_worker=0",
+    result, rec, _ = run_real(tmp_path, engine, ["workers=2", "updates=400", "engine.fault.kill_worker=0",
                                                    "engine.fault.at_update=50", "engine.on_worker_loss=fail"])
     assert result.status == "failed"
     assert result.message.startswith("WorkerLost: worker 0 lost") and "on_worker_loss=fail" in result.message
@@ -236,7 +239,7 @@ def test_async_fails_on_worker_loss_when_configured(tmp_path, engine):
 @pytest.mark.parametrize("engine", ENGINES)
 def test_sync_fails_at_once_when_a_worker_dies(tmp_path, engine):
     t0 = time.monotonic()
-    result, rec, _ = run_engine(tmp_path, engine, ["workers=2", "updates=400", "algorithm=sync_amsgrad",
+    result, rec, _ = run_real(tmp_path, engine, ["workers=2", "updates=400", "algorithm=sync_amsgrad",
                                                    "engine.fault.kill_worker=1", "engine.fault.at_update=40"])
     assert time.monotonic() - t0 < 30  # well within engine.timeout_s=30: a dead worker is seen at once
     assert result.status == "failed"
@@ -246,7 +249,7 @@ def test_sync_fails_at_once_when_a_worker_dies(tmp_path, engine):
 
 @pytest.mark.timeout(120)
 def test_shared_memory_cuts_off_a_silent_worker_after_the_timeout(tmp_path):
-    result, _, _ = run_engine(tmp_path, "shared_memory", ["workers=2", "updates=300", "engine.timeout_s=1.5",
+    result, _, _ = run_real(tmp_path, "shared_memory", ["workers=2", "updates=300", "engine.timeout_s=1.5",
                                                           "engine.fault.kill_worker=0", "engine.fault.at_update=60",
                                                           "engine.fault.mode=hang"])
     assert result.status == "ok" and result.updates == 300
@@ -262,9 +265,9 @@ def test_shared_memory_run_leaves_no_file_descriptor_open(tmp_path, handoff):
     if handoff == "spin" and not shared_memory.spin_allowed():
         pytest.skip("spin needs x86-64")
     run = ["workers=2", "updates=20", f"engine.handoff={handoff}"]
-    run_engine(tmp_path, "shared_memory", run)  # the forkserver's own socket, imports
+    run_real(tmp_path, "shared_memory", run)  # the forkserver's own socket, imports
     before = set(os.listdir("/proc/self/fd"))
-    run_engine(tmp_path, "shared_memory", run)
+    run_real(tmp_path, "shared_memory", run)
     assert set(os.listdir("/proc/self/fd")) - before == set()
 
 
@@ -291,13 +294,13 @@ def test_a_silent_worker_is_cut_off_at_its_deadline_while_the_others_keep_arrivi
     answered, and it is lost then (about 300 updates in: 0.3 s at two updates per 2 ms wait), not when the others
     run out of work at update 1000."""
     problem = QuadraticProblem()
-    cfg = compose_cfg([f"results_dir={tmp_path}", "engine=shared_memory", "workers=3", "updates=1000",
-                       "engine.timeout_s=0.3", "engine.warmup_updates=0", "batch_size=8", "algorithm=async_sgd",
-                       "algorithm.lr=0.001", "algorithm.lr_schedule=constant", "eval_every=1e9"])
-    rec = Recorder(problem, {"run_id": "t"}, eval_every=cfg.eval_every, total_epochs=None, f_star=None,
-                   clock="wall", progress=False)
+    settings = settings_for([f"results_dir={tmp_path}", "engine=shared_memory", "workers=3", "updates=1000",
+                             "engine.timeout_s=0.3", "engine.warmup_updates=0", "batch_size=8", "algorithm=async_sgd",
+                             "algorithm.lr=0.001", "algorithm.lr_schedule=constant", "eval_every=1e9"])
+    assert settings.worker_batches == [8, 8, 8]  # what the driver hands each worker
+    rec = recorder_for(problem, settings, "wall")
     transport = SilentWorkerTransport(problem.dim)
-    result = drive(problem, build_rule("sgd", lr=0.001), cfg, rec, transport, [8, 8, 8])
+    result = drive(problem, build_rule("sgd", lr=0.001), settings, rec, transport)
     assert result.updates == 1000 and result.gradients == 1000
     lost_at = int(re.search(r"worker 0 lost at update (\d+) \(sent no gradient within engine.timeout_s=0.3 s\)",
                             result.message).group(1))
@@ -311,7 +314,7 @@ def test_a_silent_worker_is_cut_off_at_its_deadline_while_the_others_keep_arrivi
 @pytest.mark.timeout(120)
 def test_distributed_fails_within_the_timeout_when_a_worker_is_silent(tmp_path):
     t0 = time.monotonic()
-    result, _, _ = run_engine(tmp_path, "distributed", ["workers=2", "updates=300", "engine.timeout_s=2",
+    result, _, _ = run_real(tmp_path, "distributed", ["workers=2", "updates=300", "engine.timeout_s=2",
                                                         "engine.fault.kill_worker=0", "engine.fault.at_update=60",
                                                         "engine.fault.mode=hang"])
     assert result.status == "failed"
@@ -323,7 +326,7 @@ def test_distributed_fails_within_the_timeout_when_a_worker_is_silent(tmp_path):
 @pytest.mark.parametrize("engine", ENGINES)
 def test_an_error_in_a_worker_ends_the_run_with_its_message(tmp_path, engine):
     with pytest.raises(RuntimeError, match=r"worker [01] failed: ValueError: boom at a small iterate"):
-        run_engine(tmp_path, engine, ["workers=2", "updates=400", "algorithm.lr=0.2"], FailingQuadratic())
+        run_real(tmp_path, engine, ["workers=2", "updates=400", "algorithm.lr=0.2"], FailingQuadratic())
     assert_no_leftovers(ENGINES[engine].LAST_WORKER_PIDS)
 
 
@@ -346,11 +349,13 @@ def test_wall_clock_pauses_and_starts_late(monkeypatch):
 
 def test_worker_streams_and_batches():
     assert worker_seed(7, 0) == 7 and len({worker_seed(7, w) for w in range(64)}) == 64
-    cfg = compose_cfg(["workers=3", "batch_size=10", "algorithm=sync_amsgrad"])
-    assert worker_batches(cfg) == [4, 3, 3]
-    cfg = compose_cfg(["workers=3", "batch_size=10", "algorithm=sync_amsgrad", "algorithm.sync_batch=full"])
-    assert worker_batches(cfg) == [10, 10, 10]
-    assert worker_batches(compose_cfg(["workers=2", "batch_size=10"])) == [10, 10]
+    assert settings_for(["workers=3", "batch_size=10", "algorithm=sync_amsgrad"]).worker_batches == [4, 3, 3]
+    full = settings_for(["workers=3", "batch_size=10", "algorithm=sync_amsgrad", "algorithm.sync_batch=full"])
+    assert full.worker_batches == [10, 10, 10]
+    assert settings_for(["workers=2", "batch_size=10"]).worker_batches == [10, 10]
+    spec = WorkerSpec.of(settings_for(["engine=shared_memory", "workers=3", "batch_size=10", "seed=7",
+                                       "algorithm=sync_amsgrad"]), 2)
+    assert (spec.worker, spec.batch, spec.seed) == (2, 3, worker_seed(7, 2))
 
 
 def test_worker_cpus_one_block_each_or_none():
@@ -360,19 +365,25 @@ def test_worker_cpus_one_block_each_or_none():
     assert worker_cpus(n + 1, 1) == [None] * (n + 1)  # more workers than CPUs: no pinning
     assert worker_cpus(1, n) == [tuple(allowed)]
     assert worker_cpus(2, 1, enabled=False) == [None, None]
-    cfg = compose_cfg(["engine=shared_memory", "workers=1"])
-    assert WorkerSpec.from_cfg(cfg, 0).cpus is None  # pinned only where the master starts the worker itself
-    assert WorkerSpec.from_cfg(cfg, 0, pin=True).cpus == (allowed[0],)
+    settings = settings_for(["engine=shared_memory", "workers=1"])
+    assert WorkerSpec.of(settings, 0).cpus is None  # pinned only where the master starts the worker itself
+    assert WorkerSpec.of(settings, 0, pin=True).cpus == (allowed[0],)
+    unpinned = settings_for(["engine=shared_memory", "workers=1", "engine.pin_workers=false"])
+    assert WorkerSpec.of(unpinned, 0, pin=True).cpus is None  # engine.pin_workers=false: never
 
 
-def test_fault_plan_from_config():
-    plan = FaultPlan.from_cfg(compose_cfg(["engine=shared_memory", "workers=2", "engine.fault.kill_worker=1",
-                                           "engine.fault.at_update=5"]))
+def test_fault_plan_from_the_settings():
+    from experiments.errors import ConfigError
+
+    settings = settings_for(["engine=shared_memory", "workers=2", "engine.fault.kill_worker=1",
+                             "engine.fault.at_update=5"])
+    plan = FaultPlan.of(settings.engine.fault)
     assert plan == FaultPlan(1, 5, "kill")
     plan.maybe_fail(0, 10)  # another worker: nothing happens
     plan.maybe_fail(1, 4)   # too early: nothing happens
-    with pytest.raises(ValueError, match="engine.fault.mode=explode"):
-        FaultPlan.from_cfg(compose_cfg(["engine=shared_memory", "engine.fault.mode=explode"]))
+    assert FaultPlan.of(settings_for(["engine=shared_memory", "engine.fault.mode=hang"]).engine.fault).mode == "hang"
+    with pytest.raises(ConfigError, match="engine.fault.mode=explode"):  # refused when the settings are built
+        settings_for(["engine=shared_memory", "engine.fault.mode=explode"])
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -415,21 +426,23 @@ def test_distributed_on_a_named_address_takes_a_free_port_when_the_configured_on
         taken.bind((ip, 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        cfg = compose_cfg(["engine=distributed", f"engine.master_addr={ip}", f"engine.master_port={port}"])
-        store, spec, tmpdir = distributed._store_for_local(cfg, 3)
+        settings = settings_for(["engine=distributed", f"engine.master_addr={ip}", f"engine.master_port={port}"])
+        store, spec, tmpdir = distributed._store_for_local(settings.engine, 3)
         assert spec[:2] == ("tcp", ip) and spec[2] != port and tmpdir is None
         del store
-        result, _, _ = run_engine(tmp_path, "distributed", ["workers=2", "updates=50", f"engine.master_addr={ip}",
+        result, _, _ = run_real(tmp_path, "distributed", ["workers=2", "updates=50", f"engine.master_addr={ip}",
                                                             f"engine.master_port={port}"])
     assert result.status == "ok" and result.updates == 50
 
 
 def test_bad_start_method_is_a_config_error(tmp_path):
+    from experiments.engines.workers import process_context
     from experiments.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="engine.start_method=fork"):
-        cfg = compose_cfg([f"results_dir={tmp_path}", "engine=shared_memory", "engine.start_method=fork"])
-        shared_memory.run(QuadraticProblem(), build_rule("sgd", lr=0.1), cfg, None)
+    with pytest.raises(ConfigError, match="engine.start_method=fork"):  # refused before any engine starts
+        settings_for([f"results_dir={tmp_path}", "engine=shared_memory", "engine.start_method=fork"])
+    with pytest.raises(ValueError, match="engine.start_method=fork"):  # and by the engines' own context
+        process_context("fork")
 
 
 # ---------------------------------------------------------------------- command line
@@ -567,7 +580,7 @@ def test_master_busy_counts_the_update_and_not_the_wait_for_gradients(tmp_path, 
     update and well under the 24+ ms an update takes (it waits for the gradient the rest of the time)."""
     real_build = build_rule
     monkeypatch.setattr(sys.modules[__name__], "build_rule", lambda *a, **k: _SlowStep(real_build(*a, **k), 0.004))
-    result, _, _ = run_engine(tmp_path, engine, ["workers=1", "updates=30", "engine.compute=emulated",
+    result, _, _ = run_real(tmp_path, engine, ["workers=1", "updates=30", "engine.compute=emulated",
                                                  "engine.compute_base_s=0.02"])
     per_update = result.time_s / (result.timed_samples / 8)  # batch 8: the clock starts after the warm-up
     assert per_update > 0.024

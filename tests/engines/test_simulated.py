@@ -4,26 +4,7 @@ import pytest
 import torch
 
 from algorithms import build_rule
-from conftest import QuadraticProblem, compose_cfg, serial_amsgrad
-from experiments.engines import simulated
-from experiments.training.master import Master
-from experiments.training.recorder import Recorder
-
-GRAD, UPD, LAT, OVER = 0.01, 0.0001, 0.0002, 0.00015
-COSTS = [f"engine.costs.grad_s={GRAD}", f"engine.costs.update_s={UPD}", f"engine.costs.latency_s={LAT}",
-         f"engine.costs.overhead_s={OVER}"]
-
-
-def run_sim(tmp_path, overrides, problem=None):
-    problem = problem or QuadraticProblem()
-    cfg = compose_cfg([f"results_dir={tmp_path}", "batch_size=8", "algorithm=async_sgd", "algorithm.lr=0.05",
-                       "algorithm.lr_schedule=constant", "eval_every=1", *COSTS, *overrides])
-    rule = build_rule("sgd", lr=cfg.algorithm.lr) if cfg.algorithm.rule == "sgd" else build_rule(
-        "amsgrad", variant="torch", lr=cfg.algorithm.lr)
-    rec = Recorder(problem, {"run_id": "t"}, eval_every=cfg.eval_every, total_epochs=None, f_star=None,
-                   clock="simulated", progress=False)
-    result = simulated.run(problem, rule, cfg, rec)
-    return result, rec, cfg
+from conftest import COSTS, GRAD, LAT, OVER, UPD, QuadraticProblem, run_sim, serial_amsgrad, settings_for
 
 
 def test_fixed_delay_gives_exactly_tau_after_warmup(tmp_path):
@@ -56,9 +37,9 @@ def test_timing_equal_workers_give_staleness_p_minus_1(tmp_path, P):
 
 def test_p1_equals_the_serial_loop_exactly(tmp_path):
     problem = QuadraticProblem()
-    result, rec, cfg = run_sim(tmp_path, ["delay=timing", "workers=1", "epochs=3", "algorithm=apam",
-                                          "algorithm.lr=0.01"], problem)
-    x = serial_amsgrad(problem, cfg.seed, epochs=3, lr=0.01)
+    result, rec, settings = run_sim(tmp_path, ["delay=timing", "workers=1", "epochs=3", "algorithm=apam",
+                                               "algorithm.lr=0.01"], problem)
+    x = serial_amsgrad(problem, settings.seed, epochs=3, lr=0.01)
     assert torch.equal(rec.master.x, x)
     assert set(rec.master.histogram) == {0}
 
@@ -141,13 +122,6 @@ def test_artificial_delay_ring_is_bounded(tmp_path):
     assert result.updates == 50
 
 
-def test_split_batch_sizes():
-    from experiments.training.sampling import split_batch
-
-    assert split_batch(10, 4) == [3, 3, 2, 2]
-    assert sum(split_batch(64, 32)) == 64
-
-
 @pytest.mark.parametrize("P", [1, 4])
 def test_sync_round_cost_and_p1_equals_async(tmp_path, P):
     sync, _, _ = run_sim(tmp_path, ["algorithm=sync_amsgrad", "algorithm.lr=0.01", "algorithm.sync_batch=full",
@@ -187,13 +161,9 @@ def test_every_gradient_is_computed_at_the_iterate_its_staleness_names(tmp_path,
     # random compute times: workers overtake each other, staleness varies; each applied gradient must equal the
     # master's iterate exactly tau updates back (no copy of x is taken: this checks the hand-out path's aliasing)
     problem = _IterateAsGradient()
-    cfg = compose_cfg([f"results_dir={tmp_path}", "batch_size=8", "algorithm=async_sgd", "algorithm.lr=0.05",
-                       "algorithm.lr_schedule=constant", "eval_every=1000", *COSTS, "delay=timing",
-                       "delay.law=lognormal", "delay.sigma=1.0", f"workers={P}", "updates=300"])
     rule = _Recording(build_rule("sgd", lr=0.05))
-    rec = Recorder(problem, {"run_id": "t"}, eval_every=1000, total_epochs=None, f_star=None, clock="simulated",
-                   progress=False)
-    simulated.run(problem, rule, cfg, rec)
+    _, rec, _ = run_sim(tmp_path, ["eval_every=1000", "delay=timing", "delay.law=lognormal", "delay.sigma=1.0",
+                                   f"workers={P}", "updates=300"], problem, rule=rule)
     taus = []
     for k, g in enumerate(rule.grads):
         v = next(v for v in range(k, -1, -1) if torch.equal(rule.iterates[v], g))
@@ -209,41 +179,6 @@ def test_async_hands_out_exactly_the_gradients_the_run_asks_for(tmp_path, length
     want = 250 if length == "updates=250" else -(-3 * problem.num_train // 8)
     assert result.updates == result.gradients == problem.grad_calls == want  # none computed and thrown away
     assert result.samples == 8 * want
-
-
-def test_uniform_choice_respects_the_warm_up_window_and_is_flat():
-    from collections import Counter
-
-    from experiments.training.delays import ArtificialDelay
-
-    delay = ArtificialDelay("uniform", max_delay=4, seed=0)
-    for k in range(4):  # fewer than D iterates exist yet: tau in {0, ..., k}
-        assert all(0 <= delay.choose(k) <= k for _ in range(50))
-    n = 20000  # several blocks of draws
-    late = Counter(delay.choose(1000) for _ in range(n))
-    assert set(late) == set(range(5)) and all(abs(c / n - 0.2) < 0.015 for c in late.values())
-    a, b = ArtificialDelay("uniform", max_delay=4, seed=3), ArtificialDelay("uniform", max_delay=4, seed=3)
-    ks = [0, 1, 2, 3] * 10 + [1000] * 9000
-    assert [a.choose(k) for k in ks] == [b.choose(k) for k in ks]  # the same seed, the same staleness sequence
-
-
-def test_calibration_keys_name_the_implementation_that_runs():
-    from omegaconf import OmegaConf
-
-    from experiments.clock.calibration import rule_calibration_key
-
-    def key(variant, impl, dim):
-        alg = OmegaConf.create({"rule": "amsgrad", "variant": variant, "impl": impl})
-        return rule_calibration_key(alg, build_rule("amsgrad", variant=variant, impl=impl), dim)
-
-    assert key("torch", "auto", 784) == key("torch", "fused", 784) == "amsgrad-torch-fused"
-    assert key("torch", "eager", 784) == "amsgrad-torch-eager"
-    assert key("paper", "auto", 784) == key("paper", "auto", 2**17) == key("paper", "native", 784) \
-        == "amsgrad-paper-native"
-    assert key("paper", "eager", 784) == "amsgrad-paper-eager"
-    assert key("paper", "auto", 2**19) == key("paper", "compiled", 2**17) == "amsgrad-paper-compiled"
-    sgd = OmegaConf.create({"rule": "sgd"})
-    assert rule_calibration_key(sgd, build_rule("sgd", lr=0.1), 784) == "sgd"
 
 
 class _NaNAfter(QuadraticProblem):
@@ -275,7 +210,7 @@ def test_the_free_lunch_is_refused_in_one_line(tmp_path):
 
     from conftest import REPO
 
-    assert compose_cfg([]).delay.model == "timing"
+    assert settings_for([]).delay.model == "timing"
     proc = subprocess.run([sys.executable, "-m", "experiments.run", "workers=4", "delay=none",
                            f"results_dir={tmp_path}/r"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2

@@ -1,11 +1,12 @@
-"""Compute-time models of experiments/training/delays.py:ComputeTimes (issue 14): spreads, heavy tails, replay."""
+"""Delay models of experiments/training/delays.py: the compute-time laws of ComputeTimes (issue 14: spreads, heavy
+tails, replay; built from a run's delay settings) and the artificial delays' choice of iterate."""
 import math
 
 import numpy as np
 import pytest
 
 from experiments.training.delays import ComputeTimes, load_compute_times
-from test_simulated import run_sim
+from conftest import run_sim, settings_for
 
 
 def test_sqrt_and_linear_spreads_give_worker_i_sqrt_i_or_i_times_the_base():
@@ -34,6 +35,20 @@ def test_pareto_has_mean_one_and_a_heavy_tail():
     assert (x > 10 * 2 / 3).mean() == pytest.approx(10.0**-3, rel=0.3)  # P(X > 10 x_m) = 10^-a
     with pytest.raises(ValueError, match="delay.shape=1.0"):
         ComputeTimes(1, law="pareto", shape=1.0)
+
+
+def test_the_law_is_the_run_s_delay_settings_and_constant_under_an_artificial_delay():
+    """ComputeTimes.of_delay: one builder from a run's delay settings for the simulated engine and emulated compute."""
+    timing = settings_for(["workers=3", "delay=timing", "delay.law=lognormal", "delay.sigma=0.5", "delay.spread=sqrt",
+                           "delay.slow_workers=1", "delay.slowdown=4"])
+    t = ComputeTimes.of_delay(3, timing.delay, seed=7)
+    ref = ComputeTimes(3, law="lognormal", sigma=0.5, slow_workers=1, slowdown=4.0, spread="sqrt", seed=7)
+    order = [0, 1, 2] * 20
+    assert [t.draw(w, 1.0) for w in order] == [ref.draw(w, 1.0) for w in order]
+    assert len({t.draw(0, 1.0) for _ in range(5)}) == 5  # really drawn
+    fixed = settings_for(["workers=3", "delay=fixed", "delay.tau=2"])
+    equal = ComputeTimes.of_delay(3, fixed.delay, seed=7)
+    assert [equal.draw(w, 0.5) for w in order] == [0.5] * len(order)
 
 
 def _write(tmp_path, rows, name="compute_times.csv"):
@@ -88,3 +103,19 @@ def test_the_simulated_engine_replays_the_recorded_times(tmp_path, monkeypatch):
     assert per_worker[0] == [0.010, 0.030, 0.010, 0.030, 0.010, 0.030][: len(per_worker[0])]
     assert set(per_worker[1]) == {0.020}
     assert len(drawn) == 8
+
+
+def test_uniform_choice_respects_the_warm_up_window_and_is_flat():
+    from collections import Counter
+
+    from experiments.training.delays import ArtificialDelay
+
+    delay = ArtificialDelay("uniform", max_delay=4, seed=0)
+    for k in range(4):  # fewer than D iterates exist yet: tau in {0, ..., k}
+        assert all(0 <= delay.choose(k) <= k for _ in range(50))
+    n = 20000  # several blocks of draws
+    late = Counter(delay.choose(1000) for _ in range(n))
+    assert set(late) == set(range(5)) and all(abs(c / n - 0.2) < 0.015 for c in late.values())
+    a, b = ArtificialDelay("uniform", max_delay=4, seed=3), ArtificialDelay("uniform", max_delay=4, seed=3)
+    ks = [0, 1, 2, 3] * 10 + [1000] * 9000
+    assert [a.choose(k) for k in ks] == [b.choose(k) for k in ks]  # the same seed, the same staleness sequence

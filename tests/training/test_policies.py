@@ -10,12 +10,11 @@ import torch
 
 from algorithms import build_rule
 from algorithms.base import UpdateRule
-from conftest import QuadraticProblem
+from conftest import QuadraticProblem, run_sim, settings_for
 from experiments.training import policies
 from experiments.training.master import Master
 from experiments.training.policies import PolicyError, build_policy
 from experiments.training.sampling import BatchStream
-from test_simulated import run_sim
 
 LR = 0.5
 
@@ -173,21 +172,9 @@ def test_a_rule_that_needs_staleness_fails_loudly_without_it():
         rule.step(torch.zeros(1), torch.ones(1), rule.init(torch.zeros(1)))
 
 
-def test_the_simulated_engine_hands_the_rule_the_fixed_delay(tmp_path, monkeypatch):
+def test_the_simulated_engine_hands_the_rule_the_fixed_delay(tmp_path):
     rule = _tau_logger()
-    import experiments.engines.simulated as sim
-
-    from experiments.training.recorder import Recorder
-    from conftest import compose_cfg
-
-    cfg = compose_cfg([f"results_dir={tmp_path}", "batch_size=8", "algorithm=async_sgd", "eval_every=1",
-                       "engine.costs.grad_s=0.01", "engine.costs.update_s=0.0001", "engine.costs.latency_s=0.0002",
-                       "engine.costs.overhead_s=0.0001",
-                       "delay=fixed", "delay.tau=3", "updates=10", "workers=2"])
-    problem = QuadraticProblem()
-    rec = Recorder(problem, {"run_id": "t"}, eval_every=1, total_epochs=None, f_star=None, clock="simulated",
-                   progress=False)
-    sim.run(problem, rule, cfg, rec)
+    run_sim(tmp_path, ["delay=fixed", "delay.tau=3", "updates=10", "workers=2"], rule=rule)
     assert [t for t, _ in rule.seen] == [0, 1, 2] + [3] * 7
     assert {w for _, w in rule.seen} <= {0, 1}
 
@@ -213,18 +200,18 @@ def _hand_fixed_delay(problem, tau, K, lr, scale_of, seed=0, B=8):
 
 def test_mishchenko2022_on_a_fixed_delay_run_equals_its_formula(tmp_path):
     problem = QuadraticProblem()
-    _, rec, cfg = run_sim(tmp_path, ["delay=fixed", "delay.tau=4", "updates=40", "workers=2",
+    _, rec, settings = run_sim(tmp_path, ["delay=fixed", "delay.tau=4", "updates=40", "workers=2",
                                      "algorithm.policy.name=mishchenko2022", "algorithm.policy.tau_c=2"], problem)
-    x, scales = _hand_fixed_delay(problem, 4, 40, cfg.algorithm.lr, lambda k, t, s: 1.0 if t <= 2 else 2 / t)
+    x, scales = _hand_fixed_delay(problem, 4, 40, settings.algorithm.lr, lambda k, t, s: 1.0 if t <= 2 else 2 / t)
     assert scales[:5] == [1.0, 1.0, 1.0, 2 / 3, 0.5] and set(scales[5:]) == {0.5}
     assert torch.equal(rec.master.x, x)
 
 
 def test_wu2022_on_a_fixed_delay_run_equals_its_formula(tmp_path):
     problem = QuadraticProblem()
-    _, rec, cfg = run_sim(tmp_path, ["delay=fixed", "delay.tau=2", "updates=30", "workers=2",
+    _, rec, settings = run_sim(tmp_path, ["delay=fixed", "delay.tau=2", "updates=30", "workers=2",
                                      "algorithm.policy.name=wu2022"], problem)
-    x, scales = _hand_fixed_delay(problem, 2, 30, cfg.algorithm.lr,
+    x, scales = _hand_fixed_delay(problem, 2, 30, settings.algorithm.lr,
                                   lambda k, t, s: max(0.0, 1.0 - sum(s[k - t:k])))
     assert scales[:7] == [1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0]  # one full step every tau + 1 updates
     assert torch.equal(rec.master.x, x)
@@ -281,12 +268,9 @@ def test_rennala_on_a_timing_run_applies_only_fresh_gradients_in_rounds_of_s(tmp
 
 def test_discarding_policies_refuse_a_length_in_updates(tmp_path):
     from experiments.errors import ConfigError
-    from experiments.settings.validate import validate
-    from conftest import compose_cfg
 
-    cfg = compose_cfg([f"results_dir={tmp_path}", "algorithm.policy.name=rennala", "updates=100"])
     with pytest.raises(ConfigError, match="updates=100"):
-        validate(cfg)
+        settings_for([f"results_dir={tmp_path}", "algorithm.policy.name=rennala", "updates=100"])
 
 
 def test_a_discarded_gradient_costs_the_master_no_update_time(tmp_path):

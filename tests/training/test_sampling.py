@@ -3,7 +3,7 @@ boundaries, whatever path (the fast slice inside a permutation, or the one that 
 import pytest
 import torch
 
-from experiments.training.sampling import BatchStream
+from experiments.training.sampling import BatchStream, split_batch
 
 
 def reference(num_train: int, seed: int, epochs: int) -> torch.Tensor:
@@ -44,3 +44,15 @@ def test_same_seed_same_batches_other_seed_other_batches():
 def test_bad_sizes_are_refused(num_train, batch):
     with pytest.raises(ValueError, match="num_train >= 1 and batch_size >= 1"):
         BatchStream(num_train, batch, 0)
+
+
+def test_split_batch_sizes():
+    assert split_batch(10, 4) == [3, 3, 2, 2]
+    assert sum(split_batch(64, 32)) == 64
+
+
+def test_the_settings_split_a_sync_batch_as_split_batch_does():
+    from conftest import settings_for
+
+    s = settings_for(["workers=4", "batch_size=10", "algorithm=sync_amsgrad"])
+    assert s.worker_batches == split_batch(10, 4) == [3, 3, 2, 2] and s.samples_per_update == 10
