@@ -21,6 +21,7 @@ from experiments.clock import speedprobe
 from experiments.clock.calibration import calibrated_probe
 from experiments.clock.resolve import calibration_of, emulated_lateness, resolve
 from experiments.engines import EngineResult, get_engine
+from experiments.engines.driver import TIMELINE_COLUMNS
 from experiments.engines.emulation import COMPUTE_TIMES_COLUMNS, compute_times_rows, expected_late
 from experiments.errors import ConfigError, Interrupted
 from experiments.settings.build import build_settings, make_rule, resolved
@@ -203,6 +204,8 @@ def _write(sink, settings, run_id, recorder, result, status, message, num_train,
         sink.add_provenance({"costs": result.costs, **result.provenance})
     if result is not None and result.compute_times:
         sink.write_compute_times(compute_times_rows(result.compute_times), COMPUTE_TIMES_COLUMNS)
+    if result is not None and result.timeline:
+        sink.write_table("timeline.csv", [dict(zip(TIMELINE_COLUMNS, r)) for r in result.timeline], TIMELINE_COLUMNS)
     row = summary_row(settings, run_id, recorder.rows, result, status, message, num_train, probe,
                       _late_expected(settings, result))
     if tuning is not None:

@@ -43,6 +43,8 @@ class EngineResult:
             (receive, update, hand out work, bookkeeping; the measured counterpart of the model's ``master_s``
             for async, ``update_s + P overhead_s`` for sync); None on the simulated engine.
         provenance: what the run's provenance.json should add (the simulated clock: calibration file and spreads).
+        timeline: real engines: one row per gradient the master took (engines/driver.py:TIMELINE_COLUMNS), the
+            input of the trace-driven twin (engines/twin.py).
     """
 
     updates: int
@@ -60,6 +62,7 @@ class EngineResult:
     compute_times: list | None = None
     master_busy_s: float | None = None
     provenance: dict = field(default_factory=dict)
+    timeline: list | None = None
 
 
 def get_engine(name: str):

@@ -22,7 +22,8 @@ receive-from-any-source does not notice a dead peer until the timeout, while a r
 once (a broken connection), and the others carry on.
 
 Messages: one flat tensor of ``HEADER + d`` entries in the problem's dtype, both ways: header (command, version,
-loss, length, and for a gradient its compute seconds, target seconds and timing code: emulation.py) then x or g.
+loss, length, and for a gradient its compute seconds, target seconds, timing code (emulation.py) and the time it
+was sent) then x or g.
 Master -> worker: ``compute`` (x at a version), ``hold`` (the master is busy
 evaluating; sent every ``timeout_s / 4`` s so that a waiting worker's receive does not time out), ``stop``.
 Worker -> master: ``gradient`` (version, loss, g), ``bye`` (answer to stop: all ranks leave together), ``error``
@@ -66,7 +67,7 @@ from experiments.engines.workers import (WorkerSpec, _Fd, await_ready, deliver, 
 from experiments.errors import ConfigError, WorkerLost
 from experiments.training.sampling import BatchStream
 
-HEADER = 7
+HEADER = 9
 COMPUTE, HOLD, STOP, GRADIENT, BYE, ERROR = 1, 2, 3, 4, 5, 6
 _INT_OF = {torch.float32: torch.int32, torch.float64: torch.int64, torch.float16: torch.int16,
            torch.bfloat16: torch.int16}
@@ -83,6 +84,19 @@ def _put(buf: torch.Tensor, cmd: int, version: int = 0, loss: float = 0.0, lengt
 def _get(buf: torch.Tensor) -> tuple[int, int, float, int]:
     h = buf[:HEADER].view(_INT_OF[buf.dtype])
     return int(h[0]), int(h[1]), float(buf[2]), int(h[3])
+
+
+def _put_time(buf: torch.Tensor, t: float) -> None:
+    """A ``time.perf_counter()`` reading into header words 7-8, in whole microseconds (two 31-bit halves: the
+    header's integer view may be 32 bits wide)."""
+    us = int(t * 1e6)
+    h = buf[:HEADER].view(_INT_OF[buf.dtype])
+    h[7], h[8] = us >> 31, us & 0x7FFFFFFF
+
+
+def _get_time(buf: torch.Tensor) -> float:
+    h = buf[:HEADER].view(_INT_OF[buf.dtype])
+    return ((int(h[7]) << 31) | int(h[8])) / 1e6
 
 
 def _put_text(buf: torch.Tensor, text: str) -> None:
@@ -214,6 +228,7 @@ def _serve_loop(problem, spec: WorkerSpec, buf_device: torch.device, stream) -> 
             sbuf[HEADER:].copy_(g)
             _put(sbuf, GRADIENT, version, float(loss))
             sbuf[4], sbuf[5], sbuf[:HEADER].view(_INT_OF[sbuf.dtype])[6] = emu.finish(t0)
+            _put_time(sbuf, time.perf_counter())
             dist.send(sbuf, dst=0)
             idx = stream.next()
     except Exception as exc:
@@ -394,7 +409,7 @@ class DistTransport:
         if cmd == GRADIENT:
             buf = self.rbuf[w]
             timing = int(buf[:HEADER].view(_INT_OF[buf.dtype])[6])
-            return Arrival(w, version, loss, float(buf[4]), float(buf[5]), timing)
+            return Arrival(w, version, loss, float(buf[4]), float(buf[5]), timing, _get_time(buf))
         if cmd == ERROR:
             raise RuntimeError(f"worker {w} failed: {_get_text(self.rbuf[w], length)}")
         return None  # a bye

@@ -43,6 +43,20 @@ from experiments.training.sampling import BatchStream
 from experiments.training.recorder import Diverged
 
 
+TIMELINE_COLUMNS = ["worker", "issued_s", "arrived_s", "compute_s", "start_s", "end_s", "prompt", "sent_s"]
+"""One row per gradient the master took (a real engine's ``timeline.csv``; experiments/engines/twin.py replays it):
+the worker (-1: the master's own gradient), when its iterate was handed out, when the master's wait returned with it,
+the seconds the worker spent on it (emulated wait included), when the master began and ended its part (async: the
+receive, the update and the hand-out of the worker's next iterate; sync: the round, from its first hand-out to its
+update), seconds since the master loop began, evaluation included; and ``prompt``: 1 when the master was waiting
+for it (its wait blocked and it was the first event the wait returned), so that ``arrived_s`` is when it came,
+0 when it had been waiting while the master was busy; ``sent_s``: when the worker sent it (the same clock)."""
+
+
+PROMPT_WAIT_S = 5e-6
+"""A wait that blocked longer than this returned an event that came while the master waited."""
+
+
 class WallClock:
     """Wall-clock seconds (``time.perf_counter``) since :meth:`start`, minus the paused intervals; 0 before start."""
 
@@ -112,6 +126,11 @@ class MasterLoop:
         self.own_stream = BatchStream(problem.num_train, settings.batch_size, worker_seed(settings.seed, self.P)) \
             if own else None
         self.own_gradients = 0
+        self.t0 = time.perf_counter()
+        self.timeline: list = []  # one row per gradient the master took: TIMELINE_COLUMNS, seconds since t0
+        self._issued_at = [0.0] * self.P
+        self._waited_until = 0.0
+        self._prompt: int | None = None  # the worker whose gradient ended a blocking wait
 
     # ------------------------------------------------------------------ pieces
     def evaluate(self) -> None:
@@ -169,8 +188,10 @@ class MasterLoop:
         timeout = 0.0 if poll else (None if first is None else max(0.0, first - time.monotonic()))
         timed, t0 = self.clock.started, time.perf_counter()
         events = self.transport.wait(timeout)
+        self._waited_until = time.perf_counter()
+        self._prompt = events[0].worker if events and self._waited_until - t0 > PROMPT_WAIT_S else None
         if timed:
-            self.wait_s += time.perf_counter() - t0
+            self.wait_s += self._waited_until - t0
         now = time.monotonic()
         if first is None or first > now:
             return events
@@ -196,6 +217,13 @@ class MasterLoop:
         if not self.live:
             raise WorkerLost(f"{note}: no worker left")
         self.notes.append(note)
+
+    def _log(self, worker: int, issued: float, arrived: float, compute_s: float, start: float, end: float,
+             prompt: bool, sent: float = float("nan")) -> None:
+        """One timeline row (:data:`TIMELINE_COLUMNS`), times in seconds since the loop began."""
+        t0 = self.t0
+        self.timeline.append((worker, issued - t0, arrived - t0, compute_s, start - t0, end - t0, int(prompt),
+                              sent - t0))
 
     def master_busy_s(self) -> float | None:
         """The master's mean seconds per timed update outside its waits for arrivals: receiving, the update,
@@ -229,6 +257,7 @@ class MasterLoop:
         def fill() -> None:
             while idle and not draining and can_issue(idle[0]):
                 w = idle.popleft()
+                self._issued_at[w] = time.perf_counter()
                 self.transport.issue(w, m.x, m.version)
                 deadlines[w] = time.monotonic() + self.timeout
                 issued[0] += 1
@@ -237,13 +266,16 @@ class MasterLoop:
         def own_gradient() -> None:
             """The authors' master: no worker gradient is waiting, so it computes one at its own iterate
             (staleness 0) and applies it."""
+            start = time.perf_counter()
             loss, g = self.problem.loss_grad(m.x, self.own_stream.next())
+            computed = time.perf_counter()
             issued[0] += 1
             issued[1] += self.batches[0]
             self.own_gradients += 1
             self.recorder.check_loss(loss, self.samples)
             m.receive(g, m.version)
             self._applied(self.batches[0])
+            self._log(-1, start, start, computed - start, start, time.perf_counter(), True)
 
         self.evaluate()
         self._applied(0)
@@ -273,6 +305,7 @@ class MasterLoop:
                 if w not in deadlines or w not in self.live:
                     continue
                 del deadlines[w]
+                start, issued_at = time.perf_counter(), self._issued_at[w]
                 self._arrived(ev)
                 m.receive(self.transport.gradient(w), ev.version, worker=w)
                 self._applied(self.batches[w])
@@ -280,6 +313,8 @@ class MasterLoop:
                 if not draining and self.recorder.due(self.samples):
                     draining = not (self.evaluation == "snapshot" and self.snapshot())
                 fill()  # hand w its next gradient at once, before applying the other arrivals
+                self._log(w, issued_at, self._waited_until, ev.compute_s, start, time.perf_counter(),
+                          self._prompt == w, ev.sent_s)
             if draining and not deadlines:
                 self.evaluate()
                 draining = False
@@ -299,9 +334,12 @@ class MasterLoop:
         while not done():
             version = m.version
             deadlines = {}
+            round_start = time.perf_counter()
             for w in range(self.P):
+                self._issued_at[w] = time.perf_counter()
                 self.transport.issue(w, m.x, version)
                 deadlines[w] = time.monotonic() + self.timeout
+            arrivals = []
             while deadlines:
                 for ev in self._events(deadlines):
                     if isinstance(ev, Lost):
@@ -309,11 +347,16 @@ class MasterLoop:
                     elif ev.worker in deadlines:
                         del deadlines[ev.worker]
                         self._arrived(ev)
+                        arrivals.append((ev.worker, self._waited_until, ev.compute_s, self._prompt == ev.worker,
+                                         ev.sent_s))
             for w in range(self.P):  # in worker order: the round's mean does not depend on arrival order
                 m.receive(self.transport.gradient(w), version, worker=w)
             self._applied(sum(self.batches))
             if self.recorder.due(self.samples):
                 self.evaluate()
+            end = time.perf_counter()
+            for w, arrived, compute_s, prompt, sent in arrivals:
+                self._log(w, self._issued_at[w], arrived, compute_s, round_start, end, prompt, sent)
         self._finish()
 
 
@@ -355,5 +398,5 @@ def drive(problem, rule, settings, recorder, transport) -> EngineResult:
                         histogram=m.histogram, status=status, message=message,
                         timed_samples=loop.samples - loop.samples_at_start if loop.clock.started else 0,
                         overruns=loop.overruns if loop.emulated else None,
-                        late_wakeups=loop.late_wakeups if loop.emulated else None, compute_times=loop.compute_log,
+                        late_wakeups=loop.late_wakeups if loop.emulated else None, compute_times=loop.compute_log, timeline=loop.timeline,
                         master_busy_s=loop.master_busy_s())

@@ -85,11 +85,12 @@ from experiments.engines.workers import (WorkerSpec, _Fd, await_ready, busy_cpus
 from experiments.errors import ConfigError
 from experiments.training.sampling import BatchStream
 
-_GRAD = struct.Struct("<cqdddb")  # b"G", version, minibatch loss, compute_s, target_s, timing code (emulation.py)
+_GRAD = struct.Struct("<cqddddb")  # b"G", version, loss, compute_s, target_s, sent_s, timing code (emulation.py)
 ROW = 8                         # int64 words per worker row of ctrl and replies: 64 bytes, a cache line of its own
 VERSION, SEQ = 0, 1             # words of worker w's row of the shared control block ctrl (P, ROW) int64
-_REPLY = struct.Struct("<qdddq")  # spin: words 0-4 of a replies row: version, loss, compute_s, target_s, timing code
-REPLY_DONE = 5                  # spin: word of a replies row counting the gradients the worker has put there
+_REPLY = struct.Struct("<qddddq")  # spin: words 0-5 of a replies row: version, loss, compute_s, target_s, sent_s,
+                                   # timing code
+REPLY_DONE = 6                  # spin: word of a replies row counting the gradients the worker has put there
 SPIN_S = 200e-6                 # how long a spinning side polls before it blocks (covers one master update)
 STARTUP_TIMEOUT_S = 300.0       # a worker process must be up (imports, problem received) within this
 LAST_WORKER_PIDS: list[int] = []  # process ids of the latest run's workers (tests check that none is left)
@@ -193,9 +194,11 @@ def _worker_main(spec: WorkerSpec, tensors: list, xs: torch.Tensor, grads: torch
             g_slot.copy_(g)
             compute_s, target_s, timing = emu.finish(t0)
             if reply is None:
-                conn.send_bytes(_GRAD.pack(b"G", version, float(loss), compute_s, target_s, timing))
+                conn.send_bytes(_GRAD.pack(b"G", version, float(loss), compute_s, target_s, time.perf_counter(),
+                                           timing))
             else:  # the fields, then the count the master spins on (program order; see the module docstring)
-                _REPLY.pack_into(reply_bytes, row_at, version, float(loss), compute_s, target_s, timing)
+                _REPLY.pack_into(reply_bytes, row_at, version, float(loss), compute_s, target_s, time.perf_counter(),
+                                 timing)
                 reply[done_at] += 1
                 os.write(master_wake.fd, _ONE)  # wakes the master if it has stopped spinning and blocked
             idx = stream.next()
@@ -390,7 +393,9 @@ class SharedMemoryTransport:
             if done != seen[w]:
                 seen[w] = done
                 if w not in self._dropped:
-                    out.append(Arrival(w, *_REPLY.unpack_from(self._rep_bytes, w * ROW * 8)))
+                    version, loss, compute_s, target_s, sent_s, timing = _REPLY.unpack_from(self._rep_bytes,
+                                                                                            w * ROW * 8)
+                    out.append(Arrival(w, version, loss, compute_s, target_s, timing, sent_s))
         return out
 
     def wait(self, timeout: float | None) -> list:
@@ -429,8 +434,8 @@ class SharedMemoryTransport:
             if msg is None:
                 events.append(Lost(w, describe_exit(self.procs[w])))
             elif msg:
-                _, version, loss, compute_s, target_s, timing = _GRAD.unpack(msg)
-                events.append(Arrival(w, version, loss, compute_s, target_s, timing))
+                _, version, loss, compute_s, target_s, sent_s, timing = _GRAD.unpack(msg)
+                events.append(Arrival(w, version, loss, compute_s, target_s, timing, sent_s))
                 if fd == self.procs[w].sentinel:  # it sent its last gradient, then died
                     events.append(Lost(w, describe_exit(self.procs[w])))
         return events

@@ -46,7 +46,7 @@ from __future__ import annotations
 import functools
 import heapq
 
-from experiments.engines import EngineResult, cores, warmup_updates
+from experiments.engines import EngineResult, cores, twin, warmup_updates
 from experiments.training.delays import ArtificialDelay, ComputeTimes, IterateRing
 from experiments.training.master import Master
 from experiments.training.sampling import BatchStream
@@ -117,7 +117,11 @@ def run(problem, rule, settings, recorder, costs) -> EngineResult:
     C = settings.shared_cores()
     emulated = settings.engine.compute == "emulated"
     own = settings.algorithm.master_computes
-    if protocol == "sync":
+    if settings.engine.trace is not None:  # the trace-driven twin (engines/twin.py)
+        timeline = twin.Timeline(settings.engine.trace, P, protocol)
+        loop = twin.run_sync if protocol == "sync" else twin.run_async
+        clock, samples = loop(problem, settings, limits, master, stream, timeline, recorder, evaluate, warm)
+    elif protocol == "sync":
         clock, samples = _run_sync(*args) if C is None else cores.run_sync(*args, emulated, C)
     elif settings.delay.model in ARTIFICIAL_DELAYS:
         clock, samples = _run_artificial(*args)
@@ -131,9 +135,11 @@ def run(problem, rule, settings, recorder, costs) -> EngineResult:
     return EngineResult(updates=master.version, gradients=master.gradients, samples=samples, time_s=warm.time(clock),
                         timed_samples=samples - warm.samples0 if warm.warmup > 0 else None,
                         histogram=master.histogram,
-                        costs=model.as_dict(batches[0]),
-                        provenance={"cost_source": model.transport, "cost_spread": model.spread,
+                        costs=model.as_dict(batches[0]) if model is not None else {},
+                        provenance={"cost_source": model.transport if model is not None else "trace",
+                                    "cost_spread": model.spread if model is not None else {},
                                     "calibration": costs.calibration,
+                                    **({"trace": settings.engine.trace} if settings.engine.trace else {}),
                                     **({"emulated_late_s_median": times.median_s} if times.samples is not None
                                        else {})})
 

@@ -24,6 +24,7 @@ class Arrival(NamedTuple):
     compute_s: float = math.nan  # seconds the gradient took in the worker, emulated wait included
     target_s: float = math.nan   # its emulated target (NaN: real compute)
     timing: int = 0              # timing code (emulation.ON_TIME, OVERRAN: computation over its target, LATE wake-up)
+    sent_s: float = math.nan     # when the worker sent it (time.perf_counter: the same clock in every process)
 
 
 class Lost(NamedTuple):

@@ -297,9 +297,13 @@ class Simulated(EngineBase):
     """Cores the master and the P workers share: null = this machine's, ``dedicated`` = one per process (as many
     as it takes; the dedicated-core clock), or a number (>= P + 1 gives every process its own)."""
     costs: Costs
+    trace: str | None
+    """A real run's timeline.csv: the trace-driven twin replays its times (experiments/engines/twin.py)."""
 
     @model_validator(mode="after")
     def _emulated(self) -> Simulated:
+        if self.trace is not None and not Path(self.trace).is_file():
+            raise ValueError(f"engine.trace={self.trace}: no such file (a real run's timeline.csv)")
         if self.compute == "emulated":
             if self.compute_base_s is None:
                 raise ValueError("engine.compute_base_s=null: engine=simulated with engine.compute=emulated needs "

@@ -154,8 +154,12 @@ class RunSink:
 
     def write_compute_times(self, rows: list[dict], columns: list[str]) -> None:
         """``compute_times.csv``: one row per gradient of a real engine (experiments/engines/emulation.py)."""
+        self.write_table("compute_times.csv", rows, columns)
+
+    def write_table(self, name: str, rows: list[dict], columns: list[str]) -> None:
+        """A CSV file ``name`` in the run's folder, one row per dict, ``columns`` first."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        _atomic_write(self.run_dir / "compute_times.csv", _csv_text(rows, columns))
+        _atomic_write(self.run_dir / name, _csv_text(rows, columns))
 
     def write_trace(self, rows: list[dict], histogram: Counter) -> None:
         """``trace.csv`` (contract columns first) and ``staleness.csv`` (``staleness, count``)."""
