@@ -1,15 +1,20 @@
-"""The cost model's layers: the machine's calibration file (reuse, keys, spread) and the closed form."""
+"""The cost model's layers: the machine's calibration file (reuse, keys, spread; clock/calibration.py), the
+measurements (clock/measure.py), the run's cost model from its settings and the file (clock/resolve.py) and the
+closed form (clock/costmodel.py)."""
 import json
 import math
 
 import pytest
-from omegaconf import OmegaConf
 
 from algorithms import build_rule
-from conftest import QuadraticProblem
+from conftest import QuadraticProblem, recorder_for, run_engine, settings_for
 from experiments.clock import calibration as cal_mod
-from experiments.clock.calibration import Calibration, cost_model, grad_key, message_keys, update_key
+from experiments.clock import measure
+from experiments.clock import resolve as resolve_mod
+from experiments.clock.calibration import Calibration, grad_key, message_keys, update_key
 from experiments.clock.costmodel import CostModel, predicted_time_per_epoch, saturation_workers
+from experiments.clock.resolve import cost_model
+from experiments.errors import ConfigError
 
 
 def test_an_entry_is_measured_once_then_reused_with_its_spread(tmp_path):
@@ -39,9 +44,9 @@ def test_the_machine_file_does_not_depend_on_the_results_folder(tmp_path, monkey
     assert Calibration().path == tmp_path / "x.json"
 
 
-def _alg(name):
-    return OmegaConf.create({"rule": "sgd"} if name == "sgd" else {"rule": "amsgrad", "variant": "torch",
-                                                                     "impl": "eager"})
+def _costs(*fixed, batch_size=8, extra=()):
+    """Settings of a simulated run with ``engine.costs.<k>=<v>`` for each ``(k, v)`` of ``fixed``."""
+    return settings_for([f"batch_size={batch_size}", *(f"engine.costs.{k}={v}" for k, v in fixed), *extra])
 
 
 def test_message_terms_are_keyed_by_engine_and_dimension_not_by_rule(tmp_path, monkeypatch):
@@ -55,14 +60,15 @@ def test_message_terms_are_keyed_by_engine_and_dimension_not_by_rule(tmp_path, m
         entries[cal_mod.idle_key(t, problem, 8)] = {"value": 3e-5 if t == "shared_memory" else 9e-5,
                                                     "samples": [1], "spread": 0.3}
     path.write_text(json.dumps({"machine": {}, "entries": entries}))
-    monkeypatch.setattr(cal_mod, "measure_message_terms", lambda *a, **k: pytest.fail("must reuse the file"))
-    monkeypatch.setattr(cal_mod, "p1_run_samples", lambda *a, **k: pytest.fail("must reuse the file"))
-    fixed = {"grad_s": 1e-3, "update_s": 1e-6}
+    monkeypatch.setattr(resolve_mod, "measure_message_terms", lambda *a, **k: pytest.fail("must reuse the file"))
+    monkeypatch.setattr(resolve_mod, "p1_run_samples", lambda *a, **k: pytest.fail("must reuse the file"))
+    fixed = (("grad_s", 1e-3), ("update_s", 1e-6))
     costs = {}
     for rule_name in ("sgd", "amsgrad"):
         rule = build_rule("sgd", lr=0.1) if rule_name == "sgd" else build_rule("amsgrad", variant="torch", impl="eager")
         for t in ("shared_memory", "distributed"):
-            costs[rule_name, t] = cost_model(problem, rule, [8], fixed, Calibration(path), _alg(rule_name), 8, t)
+            settings = _costs(*fixed, extra=[f"engine.transport={t}"])
+            costs[rule_name, t] = cost_model(settings, problem, rule, Calibration(path))
     for t, (lat, over, idle) in {"shared_memory": (1e-5, 2e-5, 3e-5), "distributed": (4e-5, 8e-5, 9e-5)}.items():
         for r in ("sgd", "amsgrad"):
             assert (costs[r, t].latency_s, costs[r, t].overhead_s, costs[r, t].overhead_idle_s) == (lat, over, idle)
@@ -70,18 +76,42 @@ def test_message_terms_are_keyed_by_engine_and_dimension_not_by_rule(tmp_path, m
     assert "sgd" not in message_keys("shared_memory", 8)[0] and "d=8" in message_keys("shared_memory", 8)[0]
     assert update_key("amsgrad-torch-eager", 8) != update_key("sgd", 8)
     assert "B=8" in grad_key(problem, 8) and "d=8" in grad_key(problem, 8)
-    with pytest.raises(ValueError, match="engine.transport='tcp'"):
-        cost_model(problem, build_rule("sgd", lr=0.1), [8], fixed, Calibration(path), _alg("sgd"), 8, "tcp")
+    with pytest.raises(ConfigError, match="engine.transport=tcp"):  # refused when the settings are built
+        _costs(*fixed, extra=["engine.transport=tcp"])
+    settings = _costs(*fixed)
+    tcp = settings.model_copy(update={"engine": settings.engine.model_copy(update={"transport": "tcp"})})
+    with pytest.raises(ValueError, match="engine.transport='tcp'"):  # and by the cost model itself
+        cost_model(tcp, problem, build_rule("sgd", lr=0.1), Calibration(path))
 
 
 def test_fixed_costs_never_touch_the_calibration_file(tmp_path):
     path = tmp_path / "none.json"
-    fixed = {"grad_s": 2e-3, "update_s": 1e-6, "latency_s": 3e-6, "overhead_s": 4e-6}
-    c = cost_model(QuadraticProblem(), build_rule("sgd", lr=0.1), [8, 4], fixed, Calibration(path), _alg("sgd"), 8)
+    fixed = (("grad_s", 2e-3), ("update_s", 1e-6), ("latency_s", 3e-6), ("overhead_s", 4e-6))
+    rule = build_rule("sgd", lr=0.1)
+    c = cost_model(_costs(*fixed), QuadraticProblem(), rule, Calibration(path))
+    # a split sync round of 8 over 3 workers: minibatches of 3, 3, 2, priced linearly from grad_s at batch_size 8
+    split = cost_model(_costs(*fixed, extra=["algorithm=sync_amsgrad", "workers=3"]), QuadraticProblem(), rule,
+                       Calibration(path))
     assert not path.exists()
-    assert c.grad == {4: 1e-3, 8: 2e-3} and c.transport == "config"
+    assert c.grad == {8: 2e-3} and split.grad == {2: pytest.approx(5e-4), 3: pytest.approx(7.5e-4)}
+    assert c.transport == split.transport == "config"
     assert c.as_dict(8) == {"grad_s": 2e-3, "update_s": 1e-6, "latency_s": 3e-6, "overhead_s": 4e-6,
                             "master_s": pytest.approx(5e-6), "overhead_idle_s": 4e-6}  # fixed overhead: both
+
+
+def test_calibration_keys_name_the_implementation_that_runs():
+    from experiments.clock.calibration import rule_calibration_key
+
+    def key(variant, impl, dim):
+        return rule_calibration_key(build_rule("amsgrad", variant=variant, impl=impl), dim)
+
+    assert key("torch", "auto", 784) == key("torch", "fused", 784) == "amsgrad-torch-fused"
+    assert key("torch", "eager", 784) == "amsgrad-torch-eager"
+    assert key("paper", "auto", 784) == key("paper", "auto", 2**17) == key("paper", "native", 784) \
+        == "amsgrad-paper-native"
+    assert key("paper", "eager", 784) == "amsgrad-paper-eager"
+    assert key("paper", "auto", 2**19) == key("paper", "compiled", 2**17) == "amsgrad-paper-compiled"
+    assert rule_calibration_key(build_rule("sgd", lr=0.1), 784) == "sgd"
 
 
 def test_closed_form_sync_and_saturation():
@@ -114,55 +144,49 @@ def test_a_run_copies_its_costs_into_provenance(tmp_path):
 
 
 def test_the_simulated_partner_of_an_emulated_run_costs_its_base(tmp_path):
-    from conftest import compose_cfg
-    from experiments.engines import simulated
-    from experiments.errors import ConfigError
-    from experiments.training.recorder import Recorder
-    from experiments.run import _compute_columns
-    from experiments.settings.validate import validate
+    from experiments.store.summary import compute_columns
 
     over = [f"results_dir={tmp_path}", "batch_size=8", "algorithm=async_sgd", "algorithm.lr=0.01",
             "algorithm.lr_schedule=constant", "workers=4", "updates=100", "engine.compute=emulated",
             "engine.compute_base_s=0.02", "engine.costs.update_s=1e-5", "engine.costs.latency_s=1e-5",
-            "engine.costs.overhead_s=2e-5", "engine.costs.late_s=1e-4"]
-    cfg = compose_cfg(over)
-    validate(cfg)
-    assert _compute_columns(cfg) == {"compute": "emulated", "compute_base_s": 0.02, "transport": "shared_memory"}
+            "engine.costs.overhead_s=2e-5", "engine.costs.late_s=1e-4", "eval_every=1"]
+    settings = settings_for(over)
+    assert compute_columns(settings) == {"compute": "emulated", "compute_base_s": 0.02, "transport": "shared_memory"}
     problem = QuadraticProblem()
-    rec = Recorder(problem, {"run_id": "t"}, eval_every=1, total_epochs=None, f_star=None, clock="simulated",
-                   progress=False)
-    result = simulated.run(problem, build_rule("sgd", lr=0.01), cfg, rec)
+    rec = recorder_for(problem, settings, "simulated")
+    result = run_engine(problem, build_rule("sgd", lr=0.01), settings, rec)
     assert result.costs["grad_s"] == 0.02 and result.costs["master_s"] == pytest.approx(3e-5)
     # every emulated wait ends late_s late (a twin of a worker that sleeps, then wakes late): 4 workers in rounds
     cycle = 0.02 + 1e-4 + 2 * 1e-5 + 3e-5
     assert result.time_s == pytest.approx(100 / 4 * cycle, abs=4 * 3e-5)
     assert result.provenance["cost_source"] == "config"
     with pytest.raises(ConfigError, match="engine.costs.grad_s"):
-        validate(compose_cfg(over + ["engine.costs.grad_s=0.01"]))
+        settings_for(over + ["engine.costs.grad_s=0.01"])
     with pytest.raises(ConfigError, match="engine.compute_base_s"):
-        validate(compose_cfg(over[:-4] + ["engine.compute_base_s=null"]))
+        settings_for(over[:-5] + ["engine.compute_base_s=null"])
 
 
 def test_shared_memory_message_terms_are_measured_with_the_blocking_handoff(monkeypatch):
     """Both runs (P = 1 and saturated) use the same hand-off, the one named in the key: with ``auto`` a quiet machine
     spins at P = 1 and blocks when saturated. The latency is what a P = 1 run's update leaves after the worker's
     own time per gradient and the master's busy time: (0.1 - 0.01 - 0.02) / 2."""
-    import experiments.engines as engines
-
     seen = {}
 
     class FakeEngine:
-        def run(self, problem, rule, cfg, recorder):
-            seen.setdefault(cfg.engine.name, []).append(cfg.engine.get("handoff"))
+        def run(self, problem, rule, settings, recorder, costs=None):
+            e = settings.engine
+            seen.setdefault(e.name, []).append((getattr(e, "handoff", None), e.compute, settings.workers))
             return type("R", (), {"status": "ok", "time_s": 1.0, "timed_samples": 10, "samples": 10,
                                   "master_busy_s": 0.02,
                                   "compute_times": [(0, i, 0.01, float("nan")) for i in range(10)]})()
 
-    monkeypatch.setattr(engines, "get_engine", lambda name: FakeEngine())
+    monkeypatch.setattr(measure, "get_engine", lambda name: FakeEngine())
+    base = settings_for(["engine.compute=emulated", "engine.compute_base_s=0.5"])  # the run being calibrated
     for t in ("shared_memory", "distributed"):
-        assert cal_mod.seconds_per_update(t, 8, 1, updates=10) == pytest.approx(0.1)
-        assert cal_mod.p1_latency_s(t, 8, updates=10) == pytest.approx(0.035)
-    assert seen["shared_memory"] == ["block", "block"]
+        assert measure.seconds_per_update(base, t, 8, 1, updates=10) == pytest.approx(0.1)
+        assert measure.p1_latency_s(base, t, 8, updates=10) == pytest.approx(0.035)
+    assert seen["shared_memory"] == [("block", "real", 1), ("block", "real", 1)]  # real compute, whatever the run's
+    assert seen["distributed"] == [(None, "real", 1), (None, "real", 1)]
     assert message_keys("shared_memory", 8) == ("latency|shared_memory-block|d=8|net",
                                                 "overhead|shared_memory-block|d=8")
     assert message_keys("distributed", 8) == ("latency|distributed|d=8|net", "overhead|distributed|d=8")
@@ -176,14 +200,15 @@ def test_gradients_are_timed_inside_a_real_run_and_timing_only_ones_in_the_probe
     from problems.timing import TimingOnlyCNN, fake_images
 
     problem = QuadraticProblem()
-    samples = cal_mod.engine_grad_samples(problem, 8, repeats=3)
+    base = settings_for([])
+    samples = measure.engine_grad_samples(base, problem, 8, repeats=3)
     assert len(samples) == 3 and all(0 < s < 0.05 for s in samples)
     assert grad_key(problem, 8).endswith("|in=shared_memory-block")
     px, py = fake_images(4, (1, 28, 28), 10, seed=0)
     timing = TimingOnlyCNN(LeNet5, px, py, num_train=100)
     assert grad_key(timing, 2).endswith("|in=probe")
-    monkeypatch.setattr(cal_mod, "engine_grad_samples", lambda *a, **k: pytest.fail("a timing-only problem"))
-    probe = cal_mod.measure_grad_samples(timing, 2, reps=2, repeats=2)
+    monkeypatch.setattr(measure, "engine_grad_samples", lambda *a, **k: pytest.fail("a timing-only problem"))
+    probe = measure.measure_grad_samples(base, timing, 2, reps=2, repeats=2)
     assert len(probe) == 2 and all(s > 1e-5 for s in probe)  # a real LeNet5 gradient, not the free one
 
 
@@ -198,26 +223,34 @@ def test_a_timing_only_problem_is_probed_once_for_every_size_it_lacks(tmp_path, 
     path = tmp_path / "cal.json"
     path.write_text(json.dumps({"machine": {}, "entries": {
         grad_key(timing, 4): {"value": 7e-3, "samples": [7e-3], "spread": 0.0}}}))
-    calls, real_probe = [], cal_mod.probe_grad_samples
+    calls, real_probe = [], resolve_mod.probe_grad_samples
 
     def counted(problem, sizes, *a, **k):
         calls.append(list(sizes))
         return real_probe(problem, sizes, reps=2, repeats=2)
 
-    monkeypatch.setattr(cal_mod, "probe_grad_samples", counted)
-    fixed = {"update_s": 1e-6, "latency_s": 1e-6, "overhead_s": 1e-6}
-    c = cost_model(timing, build_rule("sgd", lr=0.1), [32, 4, 1], fixed, Calibration(path), _alg("sgd"), 32)
-    assert calls == [[1, 32]]                                 # both missing sizes, one process
-    assert c.grad[4] == 7e-3                                   # kept from the file
-    assert 1e-5 < c.grad[1] < c.grad[32]                       # real LeNet5 gradients: 32 images cost more than 1
-    assert len(Calibration(path).read()["entries"][grad_key(timing, 32)]["samples"]) == 2
+    monkeypatch.setattr(resolve_mod, "probe_grad_samples", counted)
+    fixed = (("update_s", 1e-6), ("latency_s", 1e-6), ("overhead_s", 1e-6))
+    rule, cal = build_rule("sgd", lr=0.1), Calibration(path)
+
+    def costs(batch_size, *extra):
+        return cost_model(_costs(*fixed, batch_size=batch_size, extra=extra), timing, rule, cal)
+
+    split = costs(33, "algorithm=sync_amsgrad", "workers=2")  # a split round: minibatches of 17 and 16
+    assert calls == [[16, 17]]                                 # both missing sizes, one process
+    assert costs(4).grad[4] == 7e-3                            # kept from the file
+    one = costs(1)
+    assert calls == [[16, 17], [1]]                            # only the size the file lacked
+    assert costs(33, "algorithm=sync_amsgrad", "workers=2").grad == split.grad and len(calls) == 2  # reused
+    assert 1e-5 < one.grad[1] < split.grad[16]                 # real LeNet5 gradients: 16 images cost more than 1
+    assert len(Calibration(path).read()["entries"][grad_key(timing, 17)]["samples"]) == 2
 
 
 def test_lateness_of_long_waits_is_sampled_at_the_cap(monkeypatch):
     """An emulated wait of seconds is sampled at LATE_MAX_WAIT_S (its lateness is the wake-up, not the wait), as many
     times as the budget allows at that length; a short wait is sampled at its own length."""
     waits = []
-    monkeypatch.setattr(cal_mod.time, "sleep", waits.append)
-    assert len(cal_mod.measure_lateness_samples(5.728)) == 8 and set(waits) == {cal_mod.LATE_MAX_WAIT_S}
+    monkeypatch.setattr(measure.time, "sleep", waits.append)
+    assert len(measure.measure_lateness_samples(5.728)) == 8 and set(waits) == {measure.LATE_MAX_WAIT_S}
     waits.clear()
-    assert len(cal_mod.measure_lateness_samples(0.05)) == 40 and set(waits) == {0.05}
+    assert len(measure.measure_lateness_samples(0.05)) == 40 and set(waits) == {0.05}
