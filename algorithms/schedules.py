@@ -42,7 +42,8 @@ class Schedule:
 def build_schedule(name: str, lr: float, alpha_max: float | None = None) -> Schedule:
     """Return the schedule ``name`` (one of SCHEDULES) with base step ``lr`` and optional cap ``alpha_max``.
 
-    Raises ValueError naming the bad value: unknown name, lr <= 0 or non-finite, alpha_max <= 0 or non-finite.
+    Raises ValueError naming the bad value: unknown name, lr <= 0 or non-finite, alpha_max <= 0 or non-finite, or a
+    constant step above its cap (``lr > alpha_max``: the cap would silently replace the step given).
     """
     if name not in SCHEDULES:
         raise ValueError(f"unknown lr_schedule {name!r}; known: {', '.join(SCHEDULES)}")
@@ -50,4 +51,7 @@ def build_schedule(name: str, lr: float, alpha_max: float | None = None) -> Sche
         raise ValueError(f"lr must be a finite number > 0, got lr={lr!r}")
     if alpha_max is not None and not (math.isfinite(alpha_max) and alpha_max > 0):
         raise ValueError(f"alpha_max must be None or a finite number > 0, got alpha_max={alpha_max!r}")
+    if name == "constant" and alpha_max is not None and lr > alpha_max:
+        raise ValueError(f"alpha_max={alpha_max!r}: a constant step lr={lr!r} above its cap would be replaced by it "
+                         "(set alpha_max=null, or lr <= alpha_max)")
     return Schedule(name=name, lr=float(lr), alpha_max=None if alpha_max is None else float(alpha_max))
