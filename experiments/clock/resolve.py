@@ -73,7 +73,7 @@ def measured_law(settings: RunSettings, problem, calibration: Calibration) -> tu
     median ``grad_s``); None under another law. A timing-only problem's probe gives its repeats' medians."""
     if settings.delay.model != "timing" or settings.delay.law != "measured":
         return None
-    b = max(settings.worker_batches)
+    b = max(settings.worker_batches, default=settings.batch_size)
     if getattr(problem, "timing_only", False):
         samples = calibration.entry(grad_key(problem, b), lambda: probe_grad_samples(problem, [b])[b])["samples"]
     else:
@@ -122,7 +122,8 @@ def cost_model(settings: RunSettings, problem, rule, calibration: Calibration) -
         fixed["grad_s"] = float(e.compute_base_s)
     ref_batch = settings.batch_size
     spread, grad = {}, {}
-    sizes = sorted(set(settings.worker_batches))
+    own = {settings.batch_size} if settings.algorithm.master_computes else set()  # the master's own gradients
+    sizes = sorted(set(settings.worker_batches) | own)
     runs = {}  # (transport, b) -> the sample lists of one set of P = 1 runs (gradient, idle overhead, every time)
 
     def p1(t: str, b: int) -> tuple[list, list, list]:

@@ -59,7 +59,7 @@ import torch
 import torch.distributed as dist
 
 from experiments.engines.driver import drive
-from experiments.engines.transport import Arrival, Lost
+from experiments.engines.transport import Arrival, Lost, NoWorkers
 from experiments.engines.emulation import with_emulation, worker_emulator
 from experiments.engines.workers import (WorkerSpec, _Fd, await_ready, deliver, describe_exit, load_problem,
                                        process_context, reap, receive, report_worker_error,
@@ -543,6 +543,8 @@ def run(problem, rule, settings, recorder, costs=None):
     """
     e = settings.engine
     P = settings.workers
+    if P == 0:  # the authors' master alone: no process to start, no message to move
+        return drive(problem, rule, settings, recorder, NoWorkers())
     world = P + 1
     backend = choose_backend(settings, problem.device)
     x0 = problem.init_params(settings.seed)

@@ -126,6 +126,7 @@ class MasterLoop:
         self.own_stream = BatchStream(problem.num_train, settings.batch_size, worker_seed(settings.seed, self.P)) \
             if own else None
         self.own_gradients = 0
+        self.own_batch = settings.batch_size
         self.t0 = time.perf_counter()
         self.timeline: list = []  # one row per gradient the master took: TIMELINE_COLUMNS, seconds since t0
         self._issued_at = [0.0] * self.P
@@ -270,11 +271,11 @@ class MasterLoop:
             loss, g = self.problem.loss_grad(m.x, self.own_stream.next())
             computed = time.perf_counter()
             issued[0] += 1
-            issued[1] += self.batches[0]
+            issued[1] += self.own_batch
             self.own_gradients += 1
             self.recorder.check_loss(loss, self.samples)
             m.receive(g, m.version)
-            self._applied(self.batches[0])
+            self._applied(self.own_batch)
             self._log(-1, start, start, computed - start, start, time.perf_counter(), True)
 
         self.evaluate()

@@ -77,7 +77,7 @@ from contextlib import contextmanager, nullcontext
 import torch
 
 from experiments.engines.driver import drive
-from experiments.engines.transport import Arrival, Lost
+from experiments.engines.transport import Arrival, Lost, NoWorkers
 from experiments.engines.emulation import with_emulation, worker_emulator
 from experiments.engines.workers import (WorkerSpec, _Fd, await_ready, busy_cpus, deliver, describe_exit, load_problem,
                                        process_context, reap, receive, report_worker_error,
@@ -507,6 +507,8 @@ def run(problem, rule, settings, recorder, costs=None):
     """
     e = settings.engine
     P = settings.workers
+    if P == 0:  # the authors' master alone: no process to start, no message to move
+        return drive(problem, rule, settings, recorder, NoWorkers())
     specs = with_emulation([WorkerSpec.of(settings, w, pin=True) for w in range(P)], settings,
                            *((costs.base_s, costs.xi) if costs is not None else (None, None)))
     handoff = choose_handoff(e.handoff, specs)

@@ -99,7 +99,6 @@ def run(problem, rule, settings, recorder, costs) -> EngineResult:
     """
     P, B, N, seed = settings.workers, settings.batch_size, problem.num_train, settings.seed
     protocol = settings.algorithm.protocol
-    batches = settings.worker_batches
     model = costs.costs
     times = EmulatedTimes(ComputeTimes.of_delay(P, settings.delay, seed=seed + 1, xi=costs.xi), costs.lateness, seed=seed + 3)
     stream = BatchStream(N, B, seed)
@@ -135,7 +134,7 @@ def run(problem, rule, settings, recorder, costs) -> EngineResult:
     return EngineResult(updates=master.version, gradients=master.gradients, samples=samples, time_s=warm.time(clock),
                         timed_samples=samples - warm.samples0 if warm.warmup > 0 else None,
                         histogram=master.histogram,
-                        costs=model.as_dict(batches[0]) if model is not None else {},
+                        costs=model.as_dict(settings.batch_size) if model is not None else {},
                         provenance={"cost_source": model.transport if model is not None else "trace",
                                     "cost_spread": model.spread if model is not None else {},
                                     "calibration": costs.calibration,

@@ -6,7 +6,7 @@ implement it (shared_memory.py, distributed.py) and an in-process one serves tes
 from __future__ import annotations
 
 import math
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from typing import NamedTuple, Protocol
 
 import torch
@@ -63,3 +63,28 @@ class Transport(Protocol):
 
     def close(self) -> None:
         """Stop every worker and free the transport's resources; no process is left behind."""
+
+
+class NoWorkers:
+    """The transport of a run without worker processes (``workers=0``: the authors' master alone computes every
+    gradient): nothing to hand out, nothing ever arrives."""
+
+    cuts_off_silent = True
+
+    def issue(self, w: int, x: torch.Tensor, version: int) -> None:
+        raise RuntimeError("a run without workers hands out no work")
+
+    def wait(self, timeout: float | None) -> list:
+        return []
+
+    def gradient(self, w: int) -> torch.Tensor:
+        raise RuntimeError("a run without workers receives no gradient")
+
+    def drop(self, w: int) -> None:
+        pass
+
+    def hold(self) -> AbstractContextManager:
+        return nullcontext()
+
+    def close(self) -> None:
+        pass

@@ -38,6 +38,13 @@ class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
 
+def machine_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS has one, else the CPU count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 # ---------------------------------------------------------------------------------------------------- problem
 class ProblemBase(Frozen):
     """Keys every problem has (conf/problem/*.yaml)."""
@@ -356,7 +363,8 @@ class RunSettings(Frozen):
 
     experiment_id: str
     """The experiment's folder under results_dir: a plain name (letters, digits, ``._+-``), never a path."""
-    workers: PositiveInt
+    workers: NonNegativeInt
+    """Worker processes P (0 only with ``algorithm.master_computes``: the master alone, the paper's one thread)."""
     seed: int = Field(ge=0, lt=SEED_LIMIT)
     epochs: PositiveFloat
     updates: PositiveInt | None
@@ -400,6 +408,9 @@ class RunSettings(Frozen):
     def _together(self) -> RunSettings:
         """Rules that involve two blocks."""
         alg, d, e, p = self.algorithm, self.delay, self.engine, self.problem
+        if self.workers == 0 and not alg.master_computes:
+            raise ValueError("workers=0: needs algorithm.master_computes=true (the master alone computes and applies "
+                             "every gradient); otherwise workers >= 1")
         if alg.protocol == "sync" and alg.sync_batch == "split" and self.batch_size < self.workers:
             raise ValueError(f"batch_size={self.batch_size}: a split sync batch needs batch_size >= workers "
                              f"({self.workers})")
@@ -444,6 +455,11 @@ class RunSettings(Frozen):
         return [B] * P
 
     @property
+    def agents(self) -> int:
+        """Compute agents: the P workers, plus the master where it computes gradients too (the paper's threads)."""
+        return self.workers + (1 if self.algorithm.master_computes else 0)
+
+    @property
     def samples_per_update(self) -> int:
         """Samples one update consumes: the round's (sync) or one gradient's (async)."""
         return sum(self.worker_batches) if self.algorithm.protocol == "sync" else self.batch_size
@@ -468,7 +484,7 @@ class RunSettings(Frozen):
         e = self.engine
         if e.name != "simulated" or e.cores == "dedicated" or e.compute == "emulated":
             return None
-        c = int(e.cores) if e.cores is not None else (os.cpu_count() or 1)
+        c = int(e.cores) if e.cores is not None else machine_cores()
         return None if c >= self.workers + 1 else c
 
     def total_epochs(self, num_train: int) -> float:

@@ -35,7 +35,7 @@ class Master:
         rule: an update rule from :func:`algorithms.build_rule` (``init``/``step``).
         x0: initial iterate, shape (d,), float32; copied.
         protocol: ``"async"`` or ``"sync"``.
-        workers: number of workers P >= 1 (the sync round size).
+        workers: number of workers P >= 1 (the sync round size; async: >= 0, the master alone computing).
         policy: None, a :class:`experiments.training.policies.Policy`, or the ``algorithm.policy`` config (name and keys;
             built with :func:`experiments.training.policies.build_policy`).
 
@@ -48,8 +48,8 @@ class Master:
     def __init__(self, rule, x0: torch.Tensor, protocol: str, workers: int, policy=None) -> None:
         if protocol not in ("async", "sync"):
             raise ValueError(f"protocol={protocol!r}: must be 'async' or 'sync'")
-        if workers < 1:
-            raise ValueError(f"workers={workers}: must be >= 1")
+        if workers < (0 if protocol == "async" else 1):
+            raise ValueError(f"workers={workers}: must be >= 1 (async: >= 0, the master alone computing)")
         self.rule = rule
         self.protocol = protocol
         self.workers = int(workers)
