@@ -19,6 +19,7 @@ from omegaconf import OmegaConf
 
 from experiments.clock import speedprobe
 from experiments.clock.calibration import calibrated_probe
+from experiments.clock.predict import KINDS, predict
 from experiments.clock.resolve import calibration_of, emulated_lateness, resolve
 from experiments.engines import EngineResult, get_engine
 from experiments.engines.driver import TIMELINE_COLUMNS
@@ -166,7 +167,8 @@ def execute(cfg, overrides: list[str]) -> str:
         recorder.close()
     if result is None and recorder.master is not None:  # stopped mid-run: the summary stops where the trace does
         result, message = _partial(recorder, problem.num_train, message)
-    _write(sink, settings, run_id, recorder, result, status, message, problem.num_train, probe, tuning)
+    predictions = _predictions(settings, problem, sink, result) if status == "ok" else {}
+    _write(sink, settings, run_id, recorder, result, status, message, problem.num_train, probe, tuning, predictions)
     if signum is not None:
         raise Interrupted(signum)
     return status
@@ -197,8 +199,31 @@ def _late_expected(settings, result) -> float:
     return expected_late([t for _, _, _, t in result.compute_times], samples or [])
 
 
-def _write(sink, settings, run_id, recorder, result, status, message, num_train, probe, tuning) -> None:
-    """Trace, staleness, compute times, provenance additions and the summary row; then one line on stderr."""
+def _predictions(settings, problem, sink, result) -> dict:
+    """A measured run with ``engine.predict``: the simulated clock's three predictions of it
+    (experiments/clock/predict.py), after writing its timeline (the twin's input); {} otherwise."""
+    if settings.engine.name == "simulated" or not settings.engine.predict or result is None:
+        return {}
+    path = None
+    if result.timeline:
+        sink.write_table("timeline.csv", [dict(zip(TIMELINE_COLUMNS, r)) for r in result.timeline], TIMELINE_COLUMNS)
+        path = str(sink.run_dir / "timeline.csv")
+    out = {}
+    for kind in KINDS:
+        if kind == "twin" and path is None:
+            continue
+        try:
+            out[kind] = predict(settings, problem, make_rule(settings), kind, timeline=path)
+        except (RuntimeError, ValueError, OSError) as exc:  # the measured run stands; its prediction is missing
+            print(f"warning: {settings.experiment_id}: no {kind} prediction ({str(exc).splitlines()[0]})",
+                  file=sys.stderr)
+    return out
+
+
+def _write(sink, settings, run_id, recorder, result, status, message, num_train, probe, tuning,
+           predictions: dict) -> None:
+    """Trace, staleness, compute times, timeline, predictions, provenance additions and the summary row; then one
+    line on stderr."""
     sink.write_trace(recorder.rows, result.histogram if result is not None else {})
     if result is not None and (result.costs or result.provenance):
         sink.add_provenance({"costs": result.costs, **result.provenance})
@@ -206,8 +231,15 @@ def _write(sink, settings, run_id, recorder, result, status, message, num_train,
         sink.write_compute_times(compute_times_rows(result.compute_times), COMPUTE_TIMES_COLUMNS)
     if result is not None and result.timeline:
         sink.write_table("timeline.csv", [dict(zip(TIMELINE_COLUMNS, r)) for r in result.timeline], TIMELINE_COLUMNS)
+    if predictions:
+        sink.write_table("predicted_staleness.csv", [{"prediction": k, "staleness": tau, "count": n}
+                                                     for k, p in predictions.items()
+                                                     for tau, n in sorted(p.histogram.items())],
+                         ["prediction", "staleness", "count"])
     row = summary_row(settings, run_id, recorder.rows, result, status, message, num_train, probe,
                       _late_expected(settings, result))
+    for kind, p in predictions.items():
+        row[f"{kind}_time_per_epoch_s"] = p.time_per_epoch_s
     if tuning is not None:
         row["tuning_setting"] = tuning  # where the other seeds look up the factor this seed chose
     sink.append_summary(row)

@@ -1,8 +1,10 @@
 """``speedup.csv`` from ``summary.csv`` (CONTRACT.md): speed-up and efficiency against P = 1.
 
 For every (problem, algorithm, engine, clock, delay and straggler settings, batch size, compute mode and emulated
-base, transport) group that has a P = 1 run,
-``speedup = T(1) / T(P)`` and ``efficiency = speedup / P``, where T is the mean over seeds of either the time per
+base, transport, shared cores, master computing) group that has a run with one compute agent,
+``speedup = T(1) / T(P)`` and ``efficiency = speedup / P``, P counting compute agents (``agents``: the workers,
+plus the master where it computes gradients too, ``algorithm.master_computes``; the speed-up of the paper's threads),
+where T is the mean over seeds of either the time per
 epoch (``basis=time_per_epoch``, the paper's basis: time for a fixed number of epochs) or the time to reach the
 problem's target loss (``basis=time_to_target``; rows only where every seed reached it). Runs whose status is not
 ``ok`` are left out of T and counted in ``n_failed``. Times are seconds on the runs' clock.
@@ -15,10 +17,11 @@ from pathlib import Path
 import pandas as pd
 
 GROUP = ["experiment", "problem", "algorithm", "engine", "clock", "delay_model", "max_delay", "straggler_sigma",
-         "straggler_slowdown", "batch_size", "compute", "compute_base_s", "transport"]
+         "straggler_slowdown", "batch_size", "compute", "compute_base_s", "transport", "cores", "master_computes"]
 COLUMNS = ["experiment", "problem", "algorithm", "engine", "clock", "workers", "basis", "time_s", "speedup",
            "efficiency", "final_train_loss", "final_test_acc", "n_seeds", "n_failed", "delay_model", "max_delay",
-           "straggler_sigma", "straggler_slowdown", "batch_size", "compute", "compute_base_s", "transport"]
+           "straggler_sigma", "straggler_slowdown", "batch_size", "compute", "compute_base_s", "transport", "cores",
+           "master_computes", "agents"]
 BASES = {"time_per_epoch": "time_per_epoch_s", "time_to_target": "time_to_target_s"}
 
 
@@ -34,13 +37,16 @@ def speedup_table(summary: pd.DataFrame) -> pd.DataFrame:
     for col in keys:  # a missing key reads "" (such a column becomes object, as pandas' own upcast did)
         if df[col].isna().any():
             df[col] = df[col].astype(object).where(df[col].notna(), "")
+    if "agents" not in df:  # runs recorded before the authors' master: every worker a compute agent
+        df["agents"] = df["workers"]
+    df["agents"] = pd.to_numeric(df["agents"], errors="coerce").fillna(pd.to_numeric(df["workers"]))
     out = []
     for gkey, g in df.groupby(keys, dropna=False, sort=True):
         ok = g[g["status"] == "ok"]
         for basis, col in BASES.items():
             per_p = {}
-            for p, gp in g.groupby("workers"):
-                okp = ok[ok["workers"] == p]
+            for p, gp in g.groupby("agents"):
+                okp = ok[ok["agents"] == p]
                 vals = pd.to_numeric(okp[col], errors="coerce")
                 if basis == "time_to_target" and (vals.isna().any() or okp.empty):
                     continue
@@ -53,7 +59,8 @@ def speedup_table(summary: pd.DataFrame) -> pd.DataFrame:
             for p in sorted(per_p):
                 t, okp, failed = per_p[p]
                 sp = t1 / t if t > 0 else float("nan")
-                out.append({**dict(zip(keys, gkey)), "workers": p, "basis": basis, "time_s": t, "speedup": sp,
+                out.append({**dict(zip(keys, gkey)), "workers": int(okp["workers"].iloc[0]), "agents": p,
+                            "basis": basis, "time_s": t, "speedup": sp,
                             "efficiency": sp / p,
                             "final_train_loss": pd.to_numeric(okp["final_train_loss"], errors="coerce").mean(),
                             "final_test_acc": pd.to_numeric(okp["final_test_acc"], errors="coerce").mean(),

@@ -29,13 +29,19 @@ GRAD_ENGINE = "shared_memory"
 """Where gradients are timed: a P = 1 run of this engine, with its :data:`HANDOFF`."""
 TRANSPORTS = ("shared_memory", "distributed")
 HANDOFF = {"shared_memory": "block"}
-"""The hand-off the message terms and gradients of an engine are measured with. On shared_memory ``block`` is what
-the engine does whenever processes outnumber cores; a spinning hand-off is not calibrated."""
+"""The hand-off gradients are timed with, and an engine's default hand-off for its message terms. shared_memory's
+``block`` is what it does whenever processes outnumber cores; its ``spin`` (every process a core of its own: the
+engine's ``handoff=auto`` on a quiet machine) is calibrated apart (:func:`message_keys`)."""
+HANDOFFS = {"shared_memory": ("block", "spin")}
+"""The hand-offs an engine has (engines without one: none)."""
 
 
-def _engine_label(transport: str) -> str:
-    """``transport`` as calibration keys name it: with the hand-off it is measured with, where it has one."""
-    return f"{transport}-{HANDOFF[transport]}" if transport in HANDOFF else transport
+def _engine_label(transport: str, handoff: str | None = None) -> str:
+    """``transport`` as calibration keys name it: with the hand-off it is measured with (``handoff``, default the
+    engine's :data:`HANDOFF`), where it has one."""
+    if transport not in HANDOFF:
+        return transport
+    return f"{transport}-{handoff or HANDOFF[transport]}"
 
 
 def machine_id() -> dict:
@@ -152,17 +158,17 @@ def update_key(rule_key: str, dim: int) -> str:
     return f"update|{rule_key}|d={int(dim)}|threads=1"
 
 
-def message_keys(transport: str, dim: int) -> tuple[str, str]:
+def message_keys(transport: str, dim: int, handoff: str | None = None) -> tuple[str, str]:
     """(latency key, overhead key) of engine ``transport`` at dimension ``dim``: no rule in them; on
     ``shared_memory`` the hand-off they were measured with (:data:`HANDOFF`)."""
-    name = _engine_label(transport)
+    name = _engine_label(transport, handoff)
     return f"latency|{name}|d={int(dim)}|net", f"overhead|{name}|d={int(dim)}"
 
 
-def idle_key(transport: str, problem, batch_size: int) -> str:
+def idle_key(transport: str, problem, batch_size: int, handoff: str | None = None) -> str:
     """The calibration key of the master's overhead per gradient it waited for, on engine ``transport``, with the
     gradients of ``problem`` at ``batch_size`` (module docstring)."""
-    return (f"overhead_idle|{_engine_label(transport)}|{problem.name}|n={problem.num_train}|d={problem.dim}"
+    return (f"overhead_idle|{_engine_label(transport, handoff)}|{problem.name}|n={problem.num_train}|d={problem.dim}"
             f"|B={int(batch_size)}")
 
 

@@ -46,15 +46,16 @@ LATE_MAX_WAIT_S = 0.25  # longest wait the lateness of emulated waits is sampled
 
 
 def derived(base: RunSettings, transport: str, workers: int, updates: int, batch_size: int, lr: float,
-            warmup: int | None = None, sync: bool = False) -> RunSettings:
+            warmup: int | None = None, sync: bool = False, handoff: str | None = None) -> RunSettings:
     """Settings of a calibration run derived from ``base`` (the run being calibrated; its problem block is kept):
     async SGD with constant step ``lr`` (``sync``: its sync form, the global batch split) on real engine
-    ``transport`` at its defaults (conf/engine/), forkserver start, the hand-off of :data:`HANDOFF`, real compute,
+    ``transport`` at its defaults (conf/engine/), forkserver start, the hand-off ``handoff`` (default the engine's
+    :data:`HANDOFF`), real compute,
     ``warmup`` warm-up updates (None: the engine's), evaluated at the start and end only, on the CPU."""
     engine = option("engine", transport)
     engine.update(start_method="forkserver", compute="real", compute_base_s=None)
     if transport in HANDOFF:
-        engine["handoff"] = HANDOFF[transport]
+        engine["handoff"] = handoff or HANDOFF[transport]
     if warmup is not None:
         engine["warmup_updates"] = int(warmup)
     algorithm = option("algorithm", "async_sgd")
@@ -135,8 +136,8 @@ def _grad_probe(problem, batch_sizes: list[int], reps: int, repeats: int, queue)
 
 
 
-def p1_run_samples(base: RunSettings, transport: str, problem, batch_size: int,
-                   repeats: int = REPEATS) -> tuple[list, list, list]:
+def p1_run_samples(base: RunSettings, transport: str, problem, batch_size: int, repeats: int = REPEATS,
+                   handoff: str | None = None) -> tuple[list, list, list]:
     """(gradient samples, idle-overhead samples, every gradient's time), seconds: the first two ``repeats`` long
     (one per run), the third ``repeats x GRAD_PER_REPEAT`` long, from as many P = 1 runs of ``problem``
     on engine ``transport`` (with its HANDOFF), real compute, async SGD with a vanishing step (the iterate stays at
@@ -147,8 +148,8 @@ def p1_run_samples(base: RunSettings, transport: str, problem, batch_size: int,
     grads, idle, every = [], [], []
     n = GRAD_WARMUP + GRAD_PER_REPEAT
     for _ in range(repeats):
-        result = _calibration_run(derived(base, transport, 1, n, batch_size, lr=1e-12, warmup=GRAD_WARMUP),
-                                  problem)
+        result = _calibration_run(derived(base, transport, 1, n, batch_size, lr=1e-12, warmup=GRAD_WARMUP,
+                                          handoff=handoff), problem)
         times = [c[2] for c in sorted(result.compute_times or [], key=lambda c: c[1])]
         if len(times) < n or result.master_busy_s is None:
             raise RuntimeError(f"timing run on engine={transport} logged {len(times)} of {n} gradients")
@@ -202,11 +203,13 @@ def probe_grad_samples(problem, batch_sizes, reps: int = 15, repeats: int = REPE
 
 
 class ZeroCostProblem:
-    """A problem of dimension ``dim`` whose gradient costs nothing (a fresh zero vector): what remains of an update
-    on a real engine is the transport and the master. Module-level, so worker processes can unpickle it."""
+    """A problem of dimension ``dim`` (and ``num_train`` examples) whose gradient costs nothing (a fresh zero
+    vector): what remains of an update on a real engine is the transport and the master; on the simulated engine,
+    a run's timing without its learning (experiments/clock/predict.py). Module-level, so worker processes can
+    unpickle it."""
 
-    def __init__(self, dim: int) -> None:
-        self.name, self.dim, self.num_train, self.device = "zero_cost", int(dim), 1_000_000, torch.device("cpu")
+    def __init__(self, dim: int, num_train: int = 1_000_000) -> None:
+        self.name, self.dim, self.num_train, self.device = "zero_cost", int(dim), int(num_train), torch.device("cpu")
 
     def init_params(self, seed: int) -> torch.Tensor:
         return torch.zeros(self.dim)
@@ -235,11 +238,13 @@ def seconds_per_update(base: RunSettings, transport: str, dim: int, workers: int
 
 
 
-def _zero_cost_run(base: RunSettings, transport: str, dim: int, workers: int, updates: int | None) -> tuple:
+def _zero_cost_run(base: RunSettings, transport: str, dim: int, workers: int, updates: int | None,
+                   handoff: str | None = None) -> tuple:
     """(EngineResult, seconds per timed update) of a run of ``workers`` zero-cost workers on engine ``transport``
     (``updates``: default :func:`engine_updates`)."""
     updates = engine_updates(dim) if updates is None else updates
-    result = _calibration_run(derived(base, transport, workers, updates, batch_size=1, lr=0.001), ZeroCostProblem(dim))
+    result = _calibration_run(derived(base, transport, workers, updates, batch_size=1, lr=0.001, handoff=handoff),
+                              ZeroCostProblem(dim))
     timed = result.timed_samples if result.timed_samples is not None else result.samples
     return result, result.time_s / max(1, timed)
 
@@ -264,11 +269,12 @@ def _sgd(lr: float = 0.001):
 
 
 
-def p1_latency_s(base: RunSettings, transport: str, dim: int, updates: int | None = None) -> float:
+def p1_latency_s(base: RunSettings, transport: str, dim: int, updates: int | None = None,
+                 handoff: str | None = None) -> float:
     """One latency sample, seconds: a P = 1 run of zero-cost gradients on engine ``transport`` at ``dim``, its
     seconds per timed update less the worker's median ``compute_s`` and the master's ``master_busy_s``, halved
     (clipped at 0; see the module docstring)."""
-    result, per_update = _zero_cost_run(base, transport, dim, 1, updates)
+    result, per_update = _zero_cost_run(base, transport, dim, 1, updates, handoff)
     compute = statistics.median(c[2] for c in result.compute_times)
     return max(0.0, (per_update - compute - result.master_busy_s) / 2)
 
@@ -289,14 +295,22 @@ def round_samples(base: RunSettings, transport: str, dim: int, workers: int, rep
     return out
 
 
-def measure_message_terms(base: RunSettings, transport: str, dim: int,
-                          repeats: int = REPEATS) -> tuple[list[float], list[float]]:
-    """(latency samples, overhead samples), seconds, each ``repeats`` long, on engine ``transport`` at ``dim``:
-    ``overhead = T(SATURATE_P) - update_sgd`` (``T(P)``: the seconds per update with P zero-cost workers) and the
-    latency of :func:`p1_latency_s` (see the module docstring)."""
+def measure_message_terms(base: RunSettings, transport: str, dim: int, repeats: int = REPEATS,
+                          handoff: str | None = None) -> tuple[list[float], list[float]]:
+    """(latency samples, overhead samples), seconds, each ``repeats`` long, on engine ``transport`` at ``dim``: the
+    latency of :func:`p1_latency_s`; the overhead ``T(SATURATE_P) - update_sgd`` (``T(P)``: the seconds per update
+    with P zero-cost workers, so that gradients queue at the master). A spinning hand-off (``handoff=spin``) needs a
+    core per process, so it cannot be saturated with more workers than cores: its overhead is the master's busy time
+    per update of the same P = 1 runs, less the update (the master finds the gradient at once: no wake-up)."""
     upd = measure_update_s(_sgd(), dim)
     lat, over = [], []
     for _ in range(repeats):
-        lat.append(p1_latency_s(base, transport, dim))
-        over.append(max(0.0, seconds_per_update(base, transport, dim, SATURATE_P) - upd))
+        if handoff == "spin":
+            result, per_update = _zero_cost_run(base, transport, dim, 1, None, handoff)
+            compute = statistics.median(c[2] for c in result.compute_times)
+            lat.append(max(0.0, (per_update - compute - result.master_busy_s) / 2))
+            over.append(max(0.0, result.master_busy_s - upd))
+        else:
+            lat.append(p1_latency_s(base, transport, dim, handoff=handoff))
+            over.append(max(0.0, seconds_per_update(base, transport, dim, SATURATE_P) - upd))
     return lat, over

@@ -126,10 +126,10 @@ def cost_model(settings: RunSettings, problem, rule, calibration: Calibration) -
     sizes = sorted(set(settings.worker_batches) | own)
     runs = {}  # (transport, b) -> the sample lists of one set of P = 1 runs (gradient, idle overhead, every time)
 
-    def p1(t: str, b: int) -> tuple[list, list, list]:
-        if (t, b) not in runs:
-            runs[t, b] = p1_run_samples(settings, t, problem, b)
-        return runs[t, b]
+    def p1(t: str, b: int, h: str | None = None) -> tuple[list, list, list]:
+        if (t, b, h) not in runs:
+            runs[t, b, h] = p1_run_samples(settings, t, problem, b, handoff=h)
+        return runs[t, b, h]
 
     timing_only = getattr(problem, "timing_only", False)
     probed = {}  # a timing-only problem: b -> samples of one probe of every size the calibration still lacks
@@ -147,12 +147,13 @@ def cost_model(settings: RunSettings, problem, rule, calibration: Calibration) -
             measure = (lambda b=b: probe(b)) if timing_only else (lambda b=b: p1(GRAD_ENGINE, b)[0])
             entry = calibration.entry(grad_key(problem, b), measure)
             grad[b], spread[f"grad_s|B={b}"] = entry["value"], entry["spread"]
-            if not timing_only and runs.get((GRAD_ENGINE, b)):  # measured together: keep every gradient's time
+            if not timing_only and runs.get((GRAD_ENGINE, b, None)):  # measured together: keep every gradient's time
                 calibration.entry(grad_times_key(problem, b), lambda b=b: p1(GRAD_ENGINE, b)[2])
+    handoff = settings.modelled_handoff()
     idle_s = fixed.get("overhead_idle_s")
     if idle_s is None and fixed.get("overhead_s") is None and not timing_only:
         b = sizes[-1]  # the largest gradient of the run: the one that pollutes the master's caches most
-        entry = calibration.entry(idle_key(transport, problem, b), lambda: p1(transport, b)[1])
+        entry = calibration.entry(idle_key(transport, problem, b, handoff), lambda: p1(transport, b, handoff)[1])
         idle_s, spread["overhead_idle_s"] = entry["value"], entry["spread"]
     if fixed.get("update_s") is not None:
         update_s = float(fixed["update_s"])
@@ -160,7 +161,7 @@ def cost_model(settings: RunSettings, problem, rule, calibration: Calibration) -
         key = update_key(rule_calibration_key(rule, problem.dim), problem.dim)
         entry = calibration.entry(key, lambda: [measure_update_s(rule, problem.dim) for _ in range(REPEATS)])
         update_s, spread["update_s"] = entry["value"], entry["spread"]
-    lat_key, over_key = message_keys(transport, problem.dim)
+    lat_key, over_key = message_keys(transport, problem.dim, handoff)
     terms = {}
     for name, key in (("latency_s", lat_key), ("overhead_s", over_key)):
         if fixed.get(name) is not None:
@@ -171,7 +172,7 @@ def cost_model(settings: RunSettings, problem, rule, calibration: Calibration) -
 
             def both():
                 if not lat:
-                    lat[:], over[:] = measure_message_terms(settings, transport, problem.dim)
+                    lat[:], over[:] = measure_message_terms(settings, transport, problem.dim, handoff=handoff)
                 return lat, over
 
             calibration.entry(lat_key, lambda: both()[0])

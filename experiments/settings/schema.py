@@ -300,6 +300,9 @@ class Simulated(EngineBase):
     clock: Literal["simulated"]
     transport: Literal["shared_memory", "distributed"]
     calibration: str | None
+    handoff: Literal["auto", "spin", "block"]
+    """The hand-off of the modelled shared_memory engine: ``auto`` as that engine does (it spins when every process
+    has a core of its own, else blocks), or fixed."""
     cores: PositiveInt | Literal["dedicated"] | None
     """Cores the master and the P workers share: null = this machine's, ``dedicated`` = one per process (as many
     as it takes; the dedicated-core clock), or a number (>= P + 1 gives every process its own)."""
@@ -334,6 +337,8 @@ class RealEngine(EngineBase):
     on_worker_loss: Literal["continue", "fail"]
     fault: Fault
     compute_wait: Literal["sleep", "spin"]
+    predict: bool
+    """After the run, the simulated clock's predictions of it (experiments/clock/predict.py) in its summary row."""
 
 
 class SharedMemory(RealEngine):
@@ -486,6 +491,18 @@ class RunSettings(Frozen):
             return None
         c = int(e.cores) if e.cores is not None else machine_cores()
         return None if c >= self.workers + 1 else c
+
+    def modelled_handoff(self) -> str | None:
+        """The hand-off whose message costs the simulated clock charges: ``engine.handoff``, or for ``auto`` what the
+        modelled shared_memory engine would do on the clock's cores -- ``spin`` when the P workers and the master
+        each have one (``dedicated``, or at least P + 1), else ``block``; None for a transport without hand-offs."""
+        e = self.engine
+        if e.name != "simulated" or e.transport != "shared_memory":
+            return None
+        if e.handoff != "auto":
+            return e.handoff
+        c = e.cores if e.cores is not None else machine_cores()
+        return "spin" if c == "dedicated" or int(c) >= self.workers + 1 else "block"
 
     def total_epochs(self, num_train: int) -> float:
         """The run's length in epochs (``updates`` x batch_size / N when the length is given in updates)."""

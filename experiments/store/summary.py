@@ -5,6 +5,8 @@ One row per run, written by the runner (experiments/runner.py) also when the run
 """
 from __future__ import annotations
 
+from experiments.settings.schema import machine_cores
+
 NAN = float("nan")
 
 
@@ -25,8 +27,23 @@ def constant_columns(settings, run_id: str) -> dict:
         "lr_factor": s.algorithm.lr_factor,
         "compute_spread": d.spread if timing else "equal",
         "compute_law": d.law if timing else "constant",
+        "master_computes": bool(s.algorithm.master_computes),
+        "agents": s.agents,
+        "cores": cores_column(s),
         **compute_columns(s),
     }
+
+
+def cores_column(settings) -> object:
+    """``cores``: the cores the run's processes shared -- a real engine's: this machine's (measured runs share what
+    the machine has); the simulated clock's: ``engine.cores`` (null: this machine's, as a number), or ``dedicated``
+    (every process a core of its own)."""
+    e = settings.engine
+    if e.name != "simulated":
+        return machine_cores()
+    if e.cores == "dedicated":
+        return "dedicated"
+    return int(e.cores) if e.cores is not None else machine_cores()
 
 
 def compute_columns(settings) -> dict:
