@@ -1,51 +1,12 @@
-"""The async_methods experiment: its config composes for every profile, its table picks the best step factor per
-method, the figures come from summary.csv alone (the report's section: tests/report/test_report_async.py)."""
+"""The async_methods experiment's figures: its table picks the best step factor per method, the figures come from
+summary.csv alone (its config: tests/entry/test_experiments.py; the report's section:
+tests/report/test_report_async.py)."""
 import math
 
 import pandas as pd
 import pytest
 
-from conftest import compose_cfg
-from experiments.settings.validate import validate
 from plots.async_methods import best_times, compute_model, draw_async_methods, ranks
-
-
-@pytest.mark.parametrize("model,expect", [
-    ("equal", dict(law="constant", sigma=0.0, slow_workers=0, slowdown=1.0, spread="equal")),
-    ("sqrt", dict(spread="sqrt")),
-    ("straggler8", dict(slow_workers=1, slowdown=8.0)),
-    ("lognormal1", dict(law="lognormal", sigma=1.0)),
-])
-def test_compute_models_set_the_delay_block(tmp_path, model, expect):
-    cfg = compose_cfg(["experiment=async_methods", f"compute_model={model}", f"results_dir={tmp_path}"])
-    for k, v in expect.items():
-        assert cfg.delay[k] == v
-    validate(cfg)
-
-
-@pytest.mark.parametrize("problem,max_train,target", [("logreg_fmnist", None, 0.45), ("lenet5_fmnist", 2000, 2.15)])
-def test_per_problem_sizes(tmp_path, problem, max_train, target):
-    cfg = compose_cfg(["experiment=async_methods", f"problem={problem}", f"results_dir={tmp_path}"])
-    assert cfg.problem.max_train == max_train and cfg.problem.target_loss == target
-
-
-@pytest.mark.parametrize("algorithm,policy", [("apam_ringmaster", "ringmaster"), ("rennala_sgd", "rennala"),
-                                              ("async_sgd_wu", "wu2022"), ("apam_mishchenko", "mishchenko2022")])
-def test_method_options_are_a_rule_plus_a_policy(tmp_path, algorithm, policy):
-    cfg = compose_cfg(["experiment=async_methods", f"algorithm={algorithm}", "workers=32", f"results_dir={tmp_path}"])
-    assert cfg.algorithm.name == algorithm and cfg.algorithm.policy.name == policy
-    if policy == "ringmaster":
-        assert cfg.algorithm.policy.R == 32
-    validate(cfg)
-
-
-def test_lr_factor_multiplies_every_alpha_k(tmp_path):
-    from experiments.settings.validate import build_rule_from_config
-
-    base = build_rule_from_config(compose_cfg([f"results_dir={tmp_path}"]).algorithm)  # logreg: inv_sqrt, capped
-    twice = build_rule_from_config(compose_cfg([f"results_dir={tmp_path}", "algorithm.lr_factor=2"]).algorithm)
-    for k in (1, 10, 10**6, 10**8):
-        assert twice.lr_at(k) == pytest.approx(2 * base.lr_at(k), rel=1e-15)
 
 
 def _summary():

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # bare `pytest` (not `python -m pytest`) with an editable install made before plots/
     sys.path.insert(0, str(ROOT))
 

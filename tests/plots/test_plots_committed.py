@@ -10,7 +10,7 @@ import pytest
 
 from plots.__main__ import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results"
 COMMITTED = sorted(p.name for p in RESULTS.iterdir()
                    if p.is_dir() and p.name != "paper" and (p / "summary.csv").exists()) if RESULTS.is_dir() else []

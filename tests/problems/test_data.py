@@ -27,7 +27,7 @@ from problems import data
 from problems.data import DataError, load_libsvm, load_vision, stage_cifar10, stage_fashion_mnist, stage_mnist
 from problems.datasets import idx
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 FILES = idx.FILES
 N_TRAIN, N_TEST = 5, 3
 
