@@ -427,7 +427,9 @@ def test_sgd_inv_sqrt_schedule_values():
 def test_schedule_values():
     const = build_schedule("constant", 0.3)
     assert [const(k) for k in (1, 2, 100)] == [0.3, 0.3, 0.3]
-    assert build_schedule("constant", 0.3, alpha_max=0.1)(5) == 0.1
+    assert build_schedule("constant", 0.1, alpha_max=0.3)(5) == 0.1  # at or under its cap: the step as given
+    with pytest.raises(ValueError, match="alpha_max=0.1: a constant step lr=0.3 above its cap"):
+        build_schedule("constant", 0.3, alpha_max=0.1)  # above it: refused, not silently capped (434facae)
     inv = build_schedule("inv_sqrt", 10.0, alpha_max=0.01)  # the paper's logistic regression
     assert inv(1) == 0.01 and inv(10**6) == 0.01
     assert inv(10**6 + 1) == pytest.approx(10 / math.sqrt(10**6 + 1), rel=1e-15)

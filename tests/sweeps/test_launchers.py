@@ -152,26 +152,83 @@ def test_reproduce_jobs_runs_simulated_jobs_side_by_side_and_wall_clock_jobs_alo
     assert len(_table(out / "model_validation" / "summary.csv")) == 12
 
 
-def test_the_sweeper_skips_composing_only_the_command_line_precheck_checked(monkeypatch):
-    """hydra/sweeper=checked (the default) is Hydra's basic sweeper; it leaves out its own composition of a batch
-    only when experiments.run's precheck has composed and validated this very command line."""
-    from hydra import compose, initialize_config_dir
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+class _Launcher:
+    """A launcher that records the batches it is handed and returns ``statuses`` (one per job, in order): a return
+    value, or an exception for a job that raised."""
 
+    def __init__(self, *statuses) -> None:
+        self.launched, self.statuses = [], list(statuses)
+
+    def launch(self, batch, initial_job_idx):
+        from hydra.core.utils import JobReturn, JobStatus
+
+        self.launched.append(([list(job) for job in batch], initial_job_idx))
+        out = []
+        for job in batch:
+            status = self.statuses.pop(0) if self.statuses else "ok"
+            failed = isinstance(status, Exception)
+            out.append(JobReturn(overrides=list(job), status=JobStatus.FAILED if failed else JobStatus.COMPLETED,
+                                 _return_value=status))
+        return out
+
+
+def test_the_sweeper_launches_the_checked_jobs_and_composes_only_unchecked_ones(monkeypatch):
+    """hydra/sweeper=checked (the default) launches the jobs of job_overrides in Hydra's basic order, in batches of
+    max_batch_size; it leaves out composing a batch first only when experiments.run's precheck has composed and
+    checked this very command line."""
+    from hydra import compose, initialize_config_dir
+    from hydra.plugins.sweeper import Sweeper
+
+    import hydra_plugins.apam_sweeper as plugin
     from hydra_plugins.apam_sweeper import ENV, CheckedSweeper, fingerprint
 
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         sweeper = compose("config", return_hydra_config=True).hydra.sweeper
     assert sweeper._target_ == "hydra_plugins.apam_sweeper.CheckedSweeper"
     composed = []
-    monkeypatch.setattr(BasicSweeper, "validate_batch_is_legal", lambda self, batch: composed.append(batch))
+    monkeypatch.setattr(Sweeper, "validate_batch_is_legal", lambda self, batch: composed.append(
+        [list(job) for job in batch]))
     monkeypatch.setattr(sys, "argv", ["run.py", "-m", "workers=1,2"])
-    s = CheckedSweeper(max_batch_size=None)
+    jobs = [["workers=1"], ["workers=2"]]
+
+    def sweep(max_batch_size=None, *statuses):
+        s = CheckedSweeper(max_batch_size=max_batch_size)
+        s.launcher = _Launcher(*statuses)
+        s.sweep(["workers=1,2"])
+        return s.launcher.launched
+
     monkeypatch.setenv(ENV, fingerprint(["-m", "workers=1,2"]))
-    s.validate_batch_is_legal([["workers=1"], ["workers=2"]])
-    assert composed == []
+    assert sweep() == [(jobs, 0)] and composed == []
+    # read through the module: Hydra's plugin scan re-executes it (a new OUTCOME dict; PORTING_NOTES note 4)
+    assert plugin.OUTCOME == {"jobs": 2, "failed": 0}
     monkeypatch.setenv(ENV, fingerprint(["-m", "workers=1,4"]))   # checked another command line
-    s.validate_batch_is_legal([["workers=1"], ["workers=2"]])
+    assert sweep() == [(jobs, 0)] and composed == [jobs]
     monkeypatch.delenv(ENV)
-    s.validate_batch_is_legal([["workers=1"]])
-    assert composed == [[["workers=1"], ["workers=2"]], [["workers=1"]]]
+    assert sweep(1) == [([jobs[0]], 0), ([jobs[1]], 1)]  # batches of one, numbered as Hydra numbers jobs
+    assert composed == [jobs, [jobs[0]], [jobs[1]]]
+    # a job that returned "failed" or raised counts as failed: the entry point exits 1 on it
+    sweep(None, "failed", RuntimeError("boom"))
+    assert plugin.OUTCOME == {"jobs": 2, "failed": 2}
+    sweep(None, "ok", "diverged")
+    assert plugin.OUTCOME == {"jobs": 2, "failed": 0}
+    with pytest.raises(ValueError, match="hydra.sweeper.params"):
+        CheckedSweeper(params={"workers": "1,2"})
+
+
+@needs_data
+@pytest.mark.timeout(300)
+@pytest.mark.xfail(reason="PORTING_NOTES: experiments.run reads a stale OUTCOME (Hydra's plugin scan re-executes "
+                          "hydra_plugins.apam_sweeper): a sweep with a failed run exits 0 (note 4)", strict=False)
+def test_a_sweep_with_a_failed_run_runs_the_others_and_exits_1(tmp_path):
+    """The second job's worker is killed at update 1 with engine.on_worker_loss=fail: its run is recorded as failed,
+    the other runs to its end, and the sweep's exit code says a run failed."""
+    cmd = [sys.executable, "-m", "experiments.run", "-m", "problem=logreg_fmnist", "engine=shared_memory",
+           "workers=1", "updates=20", "engine.on_worker_loss=fail", "engine.fault.kill_worker=0",
+           "engine.fault.at_update=100000,1", f"results_dir={tmp_path}"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=280)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "1 of 2 runs failed" in proc.stderr
+    rows = _table(tmp_path / "adhoc" / "summary.csv")
+    assert sorted(r["status"] for r in rows) == ["failed", "ok"]
+    failed = next(r for r in rows if r["status"] == "failed")
+    assert "engine.fault.at_update-1_" in failed["run_id"] and failed["message"].startswith("WorkerLost: worker 0")
