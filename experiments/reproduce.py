@@ -42,7 +42,9 @@ def plan_sweeps(experiment: str, profile: str, results_dir: Path, extra: list[st
 
     One sweep when every job has the same clock; otherwise one per clock, each naming its engines
     (``engine=simulated`` and ``engine=shared_memory,distributed``): the job overrides, hence the run ids, are those
-    of the whole sweep. With ``lr_tuning_seed`` set (experiments/sweeps/tuning.py), each of those is split again: the tuning
+    of the whole sweep. A profile's ``wall:`` block (``profiles.<p>.wall`` in conf/experiment/<id>.yaml) sets keys
+    of its wall-clock sweep only: the worker counts measured on real engines, where the simulated sweep predicts
+    more. With ``lr_tuning_seed`` set (experiments/sweeps/tuning.py), each of those is split again: the tuning
     seed's sweep, then the other seeds' (which run only the factor it chose). The clocks and seeds are read from a
     pairwise cover of the sweep (:func:`experiments.settings.compose.job_cover`: a clock set by one swept value or by two
     together is seen) rather than from every job; a sweep whose cover does not compose stays whole (the child then
@@ -55,12 +57,13 @@ def plan_sweeps(experiment: str, profile: str, results_dir: Path, extra: list[st
     base = [f"experiment={experiment}", f"profile={profile}", f"results_dir={results_dir}", *extra]
     try:
         combos = job_cover(base + profile_sweep(base), strength=2)  # every pair of values of two keys, in a few jobs
-        clock_of, seeds, tuning = {}, set(), None  # engine option (e.g. simulated_distributed) -> its clock
+        clock_of, seeds, tuning, wall = {}, set(), None, {}  # engine option -> its clock
         for combo, cfg in zip(combos, compose_jobs(combos)):
             option = next((o.split("=", 1)[1] for o in combo if o.startswith("engine=")), cfg.engine.name)
             clock_of[option] = cfg.engine.clock
             seeds.add(int(cfg.seed))
             tuning = cfg.get("lr_tuning_seed")
+            wall = dict((cfg.get("profiles") or {}).get(profile, {}).get("wall") or {})
     except ConfigError:
         return [(base, False)]
     clocks = sorted(set(clock_of.values()), key=lambda c: c != "simulated")
@@ -69,6 +72,10 @@ def plan_sweeps(experiment: str, profile: str, results_dir: Path, extra: list[st
     else:
         plan = [(base + ["engine=" + ",".join(e for e in clock_of if clock_of[e] == c)], c == "simulated")
                 for c in clocks]
+    if wall:  # the profile's keys for its wall-clock sweep only (e.g. the worker counts measured on this machine)
+        given = {o.split("=", 1)[0] for o in base}
+        extra_wall = [f"{k}={v}" for k, v in wall.items() if k not in given]
+        plan = [(overrides + ([] if simulated else extra_wall), simulated) for overrides, simulated in plan]
     if tuning is None or tuning not in seeds:
         return plan
     # step sizes tuned on one seed (experiments/sweeps/tuning.py): its sweep first, then the other seeds'

@@ -106,7 +106,8 @@ def profile_sweep(overrides: list[str], source: Source = DEFAULT) -> list[str]:
         return []  # the precheck names the bad override
     sweep = (cfg.get("profiles") or {}).get(cfg.get("profile")) or {}
     given = {k.lstrip("+~") for k in expanded}
-    return [f"{k}={v}" for k, v in OmegaConf.to_container(sweep, resolve=True).items() if k not in given]
+    return [f"{k}={v}" for k, v in OmegaConf.to_container(sweep, resolve=True).items()
+            if k not in given and k != "wall"]  # wall: the wall-clock sweep's own keys (experiments/reproduce.py)
 
 
 def _checked(overrides: list[str], multirun: bool) -> list[list[str]]:
