@@ -1,1 +1,23 @@
-"""The runner: entry point, validation, master logic, engines, results sink, sweeps and report (see docs/INTERFACES.md)."""
+"""The APAM harness: run experiments, load their results (docs/api.md).
+
+    from experiments import load, run
+    result = run(["workers=4", "epochs=1"], results_dir="scratch")
+    df = load("scratch")
+
+Rooms: ``settings`` (typed settings, built once from the command line), ``training`` (the master, staleness
+policies, delays, sampling, the recorder), ``engines`` (simulated, shared_memory, distributed), ``clock`` (the
+simulated clock's cost model, stored costs, measurement, predictions), ``store`` (results on disk), ``sweeps``,
+``analysis`` (numbers from CSVs), ``report``; entry points ``run``, ``reproduce``, ``calibrate``, ``aggregate``.
+"""
+
+__all__ = ["RunResult", "load", "run"]
+
+
+def __getattr__(name: str):
+    # The API imports torch and the engines: loaded on first use, so that ``import experiments.errors`` (the sweeper
+    # plugin, the settings) stays light.
+    if name in __all__:
+        from experiments import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'experiments' has no attribute {name!r}")

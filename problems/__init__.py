@@ -10,10 +10,12 @@ Data loading lives in `problems.data` (imported lazily here, only when a problem
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Mapping
 from pathlib import Path
 
 import torch
+from hydra.utils import get_object
 
 from problems.base import Problem
 from problems.cnn import MODELS, AllCNN, CNNProblem, LeNet5, resnet18_cifar
@@ -52,15 +54,14 @@ def _opt_int(cfg, key: str, minimum: int = 1) -> int | None:
 
 
 def _vision_logreg(cfg, root: Path, device: torch.device) -> LogisticRegression:
-    from problems.data import load_vision
-
-    dataset = str(_req(cfg, "dataset", "logreg"))
+    spec = _req(cfg, "dataset", "logreg")
+    dataset = str(spec.get("_target_")) if _instantiable(spec) else str(spec)
     classes = list(_req(cfg, "classes", "logreg"))
     if len(classes) != 2 or classes[0] == classes[1]:
         raise ValueError(f"problem.classes must be two different class indices, got {classes}")
     neg, pos = (int(c) for c in classes)
     max_train = _opt_int(cfg, "max_train")
-    data = load_vision(dataset, root)
+    data = _dataset(spec, root)
 
     def binary(x: torch.Tensor, y: torch.Tensor, what: str) -> tuple[torch.Tensor, torch.Tensor]:
         keep = (y == neg) | (y == pos)
@@ -116,26 +117,64 @@ def _rcv1like_logreg(cfg, root: Path, device: torch.device) -> LogisticRegressio
                            "zero_based": False}, root, device)
 
 
-def _model_name(cfg, kind: str) -> str:
-    model = str(_req(cfg, "model", kind))
-    if model not in MODELS:
-        raise ValueError(f"unknown problem.model {model!r}; expected one of {', '.join(MODELS)}")
-    return model
+def _model_name(cfg, kind: str):
+    """``problem.model``: a built-in net's name (one of MODELS), or a mapping with ``_target_`` (any callable that
+    returns a ``torch.nn.Module``; its other keys are its arguments)."""
+    model = _req(cfg, "model", kind)
+    if _instantiable(model):
+        return dict(model)
+    if str(model) not in MODELS:
+        raise ValueError(f"unknown problem.model {model!r}; expected one of {', '.join(MODELS)}, or a mapping with "
+                         "_target_ naming your own module's net")
+    return str(model)
 
 
-def _model_factory(model: str, channels: int, side: int, classes: int):
-    """A zero-argument factory of net ``model`` for (channels, side, side) images and ``classes`` classes."""
-    if model == "lenet5":
-        return functools.partial(LeNet5, in_channels=channels, num_classes=classes, image_size=side)
-    return functools.partial(MODELS[model], in_channels=channels, num_classes=classes)
+def _instantiable(spec) -> bool:
+    return isinstance(spec, Mapping) and "_target_" in spec
+
+
+def _target(spec: Mapping):
+    """The callable a ``_target_`` names (Hydra's ``get_object``), with the mapping's other keys bound to it."""
+    try:
+        target = get_object(str(spec["_target_"]))
+    except Exception as exc:  # ImportError, AttributeError: one line naming the target
+        raise ValueError(f"_target_={spec['_target_']}: cannot be imported ({str(exc).splitlines()[0]})") from None
+    return functools.partial(target, **{k: v for k, v in spec.items() if k != "_target_"})
+
+
+def _model_factory(model, channels: int, side: int, classes: int):
+    """A zero-argument factory of net ``model`` (a built-in name or a ``_target_`` mapping) for (channels, side,
+    side) images and ``classes`` classes: the shape is passed as ``in_channels``, ``num_classes`` and
+    ``image_size``, each where the callable takes it and the mapping does not set it."""
+    build = _target(model) if isinstance(model, Mapping) else MODELS[model]
+    shape = {"in_channels": channels, "num_classes": classes, "image_size": side}
+    params = inspect.signature(build).parameters
+    takes_any = any(p.kind == p.VAR_KEYWORD for p in params.values())
+    bound = getattr(build, "keywords", {})
+    return functools.partial(build, **{k: v for k, v in shape.items()
+                                        if (k in params or takes_any) and k not in bound})
+
+
+def _dataset(spec, root: Path):
+    """``problem.dataset``: a built-in image set's name (problems.data.load_vision), or a mapping with ``_target_``:
+    a callable called with ``root`` (the data folder) that returns an object with ``train_x, train_y, test_x,
+    test_y`` tensors (images (N, C, H, W) float in [0, 1] or uint8, labels (N,) int64), as load_vision's."""
+    from problems.data import load_vision
+
+    if _instantiable(spec):
+        data = _target(spec)(root=root)
+        for field in ("train_x", "train_y", "test_x", "test_y"):
+            if not hasattr(data, field):
+                raise ValueError(f"problem.dataset _target_={spec['_target_']}: its result has no {field}")
+        return data
+    return load_vision(str(spec), root)
 
 
 def _cnn(cfg, root: Path, device: torch.device) -> CNNProblem:
-    from problems.data import load_vision
-
     model = _model_name(cfg, "cnn")
-    dataset = str(_req(cfg, "dataset", "cnn"))
-    data = load_vision(dataset, root)
+    spec = _req(cfg, "dataset", "cnn")
+    dataset = str(spec.get("_target_")).rsplit(".", 1)[-1] if _instantiable(spec) else str(spec)
+    data = _dataset(spec, root)
     xtr, ytr, xte, yte = data.train_x, data.train_y, data.test_x, data.test_y
     max_train, max_test = _opt_int(cfg, "max_train"), _opt_int(cfg, "max_test")
     if max_train is not None:
@@ -152,7 +191,8 @@ def _cnn(cfg, root: Path, device: torch.device) -> CNNProblem:
     channels, side = int(xtr.shape[1]), int(xtr.shape[2])
     classes = len(getattr(data, "classes", None) or []) or int(max(ytr.max(), yte.max())) + 1
     factory = _model_factory(model, channels, side, classes)
-    return CNNProblem(factory, xtr, ytr, xte, yte, device=device, name=str(_get(cfg, "name") or f"{model}_{dataset}"),
+    label = model if isinstance(model, str) else str(model["_target_"]).rsplit(".", 1)[-1]
+    return CNNProblem(factory, xtr, ytr, xte, yte, device=device, name=str(_get(cfg, "name") or f"{label}_{dataset}"),
                       eval_batch_size=_opt_int(cfg, "eval_batch_size") or 1000)
 
 

@@ -52,7 +52,7 @@ def check_data(settings_list) -> None:
     seen = set()
     for s in settings_list:
         dataset = getattr(s.problem, "dataset", None)
-        if dataset is None or dataset in seen:
+        if not isinstance(dataset, str) or dataset in seen:  # a _target_ data set loads itself when the run starts
             continue
         seen.add(dataset)
         try:

@@ -71,14 +71,15 @@ class LogregVision(ProblemBase):
     """Binary logistic regression on two classes of an image data set."""
 
     kind: Literal["logreg"]
-    dataset: str
+    dataset: Union[str, Annotated[dict[str, Any], Field(strict=False)]]
+    """A built-in image set (fashion_mnist, mnist, cifar10) or a mapping with ``_target_`` (problems/__init__.py)."""
     classes: tuple[NonNegativeInt, NonNegativeInt] = Field(strict=False)
     row_norm: Literal["unit"] | None
     l2: NonNegativeFloat
 
     @model_validator(mode="after")
     def _two_classes(self) -> LogregVision:
-        n = VISION_CLASSES.get(self.dataset, 10)
+        n = VISION_CLASSES.get(self.dataset, 10) if isinstance(self.dataset, str) else 10**9
         a, b = self.classes
         if a == b or a >= n or b >= n:
             raise ValueError(f"problem.classes={list(self.classes)}: must be two different class indices in "
@@ -123,8 +124,9 @@ class Cnn(ProblemBase):
     """A convolutional net on an image data set (problems/cnn.py)."""
 
     kind: Literal["cnn"]
-    model: str
-    dataset: str
+    model: Union[str, Annotated[dict[str, Any], Field(strict=False)]]
+    """A built-in net (lenet5, allcnn, resnet18) or a mapping with ``_target_``: your own module's net."""
+    dataset: Union[str, Annotated[dict[str, Any], Field(strict=False)]]
     standardize: bool
 
 
@@ -132,7 +134,7 @@ class CnnTiming(ProblemBase):
     """A net at its true size and gradient cost without its data: time per epoch only (problems/timing.py)."""
 
     kind: Literal["cnn_timing"]
-    model: str
+    model: Union[str, Annotated[dict[str, Any], Field(strict=False)]]
     image_shape: tuple[PositiveInt, PositiveInt, PositiveInt] = Field(strict=False)
     classes: PositiveInt
     num_train: PositiveInt

@@ -1,0 +1,86 @@
+"""The harness from Python: run one experiment setting, load results into pandas.
+
+    from experiments import load, run
+
+    result = run(["problem=logreg_fmnist", "algorithm=apam", "workers=4", "epochs=1"], results_dir="scratch")
+    result.status, result.summary["time_per_epoch_s"], result.trace[["epoch", "train_loss"]]
+    df = load("scratch")                      # every run's summary row, all experiments of the folder
+    df.groupby("workers")["time_per_epoch_s"].mean()
+
+``run`` takes the same ``KEY=VALUE`` overrides as ``python -m experiments.run`` (without ``-m``: one run), checks them
+the same way (a bad value raises :class:`experiments.errors.ConfigError` with the one-line message, nothing written)
+and writes the same files under ``results_dir``; ``load`` reads them back.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from experiments.runner import execute
+from experiments.settings.compose import compose_jobs, precheck
+from experiments.store.sink import RunSink, make_run_id
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One run's outcome.
+
+    Attributes:
+        status: ``ok``, ``diverged``, ``failed`` or ``skipped`` (finished earlier with the same config; ``force=true``
+            reruns).
+        run_id: the run's id (its folder's name).
+        run_dir: the run's folder (config.yaml, provenance.json, trace.csv, staleness.csv, ...).
+        summary: its row of the experiment's summary.csv (column names of docs/INTERFACES.md).
+        trace: its trace.csv: one row per evaluation point (epoch, updates, time_s, losses, accuracies, staleness).
+    """
+
+    status: str
+    run_id: str
+    run_dir: Path
+    summary: dict
+    trace: pd.DataFrame
+
+
+def run(overrides: list[str] | tuple[str, ...] = (), results_dir: str | Path | None = None) -> RunResult:
+    """Run one setting (``overrides``: Hydra ``KEY=VALUE`` strings, as on the command line) and return its result.
+
+    Args:
+        overrides: the setting, e.g. ``["workers=8", "engine=simulated_dedicated"]``; no sweeps (``a,b`` values).
+        results_dir: where the run's files go (default: the config's ``results_dir``, ``results``).
+
+    Raises:
+        ConfigError: a bad key or value, or missing data (the message names it; nothing is written).
+    """
+    overrides = list(overrides) + ([f"results_dir={results_dir}"] if results_dir is not None else [])
+    settings = precheck(overrides, multirun=False)[0]
+    cfg = compose_jobs([overrides])[0]
+    status = execute(cfg, overrides)
+    run_id = make_run_id(overrides, settings.seed)
+    sink = RunSink(settings.results_dir, settings.experiment_id, run_id)
+    row = sink.summary_row() or {}
+    trace_path = sink.run_dir / "trace.csv"
+    trace = pd.read_csv(trace_path) if trace_path.exists() else pd.DataFrame()
+    return RunResult(status, run_id, sink.run_dir, row, trace)
+
+
+def load(results_dir: str | Path, experiment: str | None = None) -> pd.DataFrame:
+    """Every run's summary row under ``results_dir`` as one DataFrame (columns of docs/INTERFACES.md).
+
+    ``results_dir`` may be a results folder (``results/``: every ``<experiment>/summary.csv`` below it, one frame) or
+    one experiment's folder (``results/lr_speedup``); ``experiment`` picks one experiment of a results folder. Empty
+    (no columns) when there is no summary.
+
+    Raises:
+        FileNotFoundError: ``results_dir`` does not exist.
+    """
+    root = Path(results_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root}: no such results folder")
+    if (root / "summary.csv").is_file():
+        paths = [root / "summary.csv"]
+    else:
+        paths = sorted(p for p in root.glob("*/summary.csv") if experiment is None or p.parent.name == experiment)
+    frames = [pd.read_csv(p) for p in paths]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
