@@ -1,5 +1,5 @@
-"""Every experiment config composes into valid settings for every profile (and the async_methods experiment's
-options set what they say); sweeps run, resume, and survive an interruption."""
+"""Every experiment config composes into valid settings for every profile; sweeps run, resume, and survive an
+interruption (the async_methods experiment's own options: tests/test_async_methods.py)."""
 import csv
 import signal
 import subprocess
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, settings_for
+from conftest import REPO
 from experiments.errors import ConfigError
 from experiments.reproduce import EXPERIMENTS
-from experiments.settings.build import build_settings, make_rule
+from experiments.settings.build import build_settings
 from experiments.settings.compose import compose_jobs, job_cover, job_overrides, profile_sweep
 
 DATA = REPO / "data" / "FashionMNIST" / "raw"
@@ -73,46 +73,6 @@ def test_a_job_cover_of_one_key_holds_its_values_and_checks_like_job_overrides()
     assert job_cover([], strength=2) == [[]]
     with pytest.raises(ConfigError, match=r"\+foo=1: no such config key"):
         job_cover(["+foo=1,2", "workers=1,2"], strength=2)
-
-
-# ---------------------------------------------------------------------- async_methods: its options
-@pytest.mark.parametrize("model,expect", [
-    ("equal", dict(law="constant", sigma=0.0, slow_workers=0, slowdown=1.0, spread="equal")),
-    ("sqrt", dict(spread="sqrt")),
-    ("straggler8", dict(slow_workers=1, slowdown=8.0)),
-    ("lognormal1", dict(law="lognormal", sigma=1.0)),
-])
-def test_compute_models_set_the_delay_block(tmp_path, model, expect):
-    settings = settings_for(["experiment=async_methods", f"compute_model={model}", f"results_dir={tmp_path}"])
-    for k, v in expect.items():
-        assert getattr(settings.delay, k) == v
-
-
-@pytest.mark.parametrize("problem,max_train,target", [("logreg_fmnist", None, 0.45), ("lenet5_fmnist", 2000, 2.15)])
-def test_per_problem_sizes(tmp_path, problem, max_train, target):
-    settings = settings_for(["experiment=async_methods", f"problem={problem}", f"results_dir={tmp_path}"])
-    assert settings.problem.max_train == max_train and settings.problem.target_loss == target
-
-
-@pytest.mark.parametrize("algorithm,policy", [("apam_ringmaster", "ringmaster"), ("rennala_sgd", "rennala"),
-                                              ("async_sgd_wu", "wu2022"), ("apam_mishchenko", "mishchenko2022")])
-def test_method_options_are_a_rule_plus_a_policy(tmp_path, algorithm, policy):
-    settings = settings_for(["experiment=async_methods", f"algorithm={algorithm}", "workers=32",
-                             f"results_dir={tmp_path}"])
-    assert settings.algorithm.name == algorithm and settings.algorithm.policy.name == policy
-    if policy == "ringmaster":
-        assert settings.algorithm.policy.R == 32
-
-
-def test_lr_factor_multiplies_every_alpha_k(tmp_path):
-    base = make_rule(settings_for([f"results_dir={tmp_path}"]))  # logreg: inv_sqrt, capped
-    settings = settings_for([f"results_dir={tmp_path}", "algorithm.lr_factor=2"])
-    twice = make_rule(settings)
-    for k in (1, 10, 10**6, 10**8):
-        assert twice.lr_at(k) == pytest.approx(2 * base.lr_at(k), rel=1e-15)
-    hp = settings.algorithm.hyperparameters  # the factor applied once, to both alpha_k's
-    assert (hp["lr"], hp["alpha_max"]) == (2 * settings.algorithm.lr, 2 * settings.algorithm.alpha_max)
-    assert "lr_factor" not in hp and "policy" not in hp
 
 
 # ---------------------------------------------------------------------- sweeps from the command line

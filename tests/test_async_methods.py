@@ -1,12 +1,52 @@
-"""The async_methods experiment's figures: its table picks the best step factor per method, the figures come from
-summary.csv alone (its config: tests/entry/test_experiments.py; the report's section:
-tests/report/test_report_async.py)."""
+"""The async_methods experiment: its config composes for every profile, its table picks the best step factor per
+method, the figures come from summary.csv alone (the report's section: tests/report/test_report_async.py)."""
 import math
 
 import pandas as pd
 import pytest
 
+from conftest import settings_for
+from experiments.settings.build import make_rule
 from plots.async_methods import best_times, compute_model, draw_async_methods, ranks
+
+
+@pytest.mark.parametrize("model,expect", [
+    ("equal", dict(law="constant", sigma=0.0, slow_workers=0, slowdown=1.0, spread="equal")),
+    ("sqrt", dict(spread="sqrt")),
+    ("straggler8", dict(slow_workers=1, slowdown=8.0)),
+    ("lognormal1", dict(law="lognormal", sigma=1.0)),
+])
+def test_compute_models_set_the_delay_block(tmp_path, model, expect):
+    settings = settings_for(["experiment=async_methods", f"compute_model={model}", f"results_dir={tmp_path}"])
+    for k, v in expect.items():
+        assert getattr(settings.delay, k) == v
+
+
+@pytest.mark.parametrize("problem,max_train,target", [("logreg_fmnist", None, 0.45), ("lenet5_fmnist", 2000, 2.15)])
+def test_per_problem_sizes(tmp_path, problem, max_train, target):
+    settings = settings_for(["experiment=async_methods", f"problem={problem}", f"results_dir={tmp_path}"])
+    assert settings.problem.max_train == max_train and settings.problem.target_loss == target
+
+
+@pytest.mark.parametrize("algorithm,policy", [("apam_ringmaster", "ringmaster"), ("rennala_sgd", "rennala"),
+                                              ("async_sgd_wu", "wu2022"), ("apam_mishchenko", "mishchenko2022")])
+def test_method_options_are_a_rule_plus_a_policy(tmp_path, algorithm, policy):
+    settings = settings_for(["experiment=async_methods", f"algorithm={algorithm}", "workers=32",
+                             f"results_dir={tmp_path}"])
+    assert settings.algorithm.name == algorithm and settings.algorithm.policy.name == policy
+    if policy == "ringmaster":
+        assert settings.algorithm.policy.R == 32
+
+
+def test_lr_factor_multiplies_every_alpha_k(tmp_path):
+    base = make_rule(settings_for([f"results_dir={tmp_path}"]))  # logreg: inv_sqrt, capped
+    settings = settings_for([f"results_dir={tmp_path}", "algorithm.lr_factor=2"])
+    twice = make_rule(settings)
+    for k in (1, 10, 10**6, 10**8):
+        assert twice.lr_at(k) == pytest.approx(2 * base.lr_at(k), rel=1e-15)
+    hp = settings.algorithm.hyperparameters  # the factor applied once, to both alpha_k's
+    assert (hp["lr"], hp["alpha_max"]) == (2 * settings.algorithm.lr, 2 * settings.algorithm.alpha_max)
+    assert "lr_factor" not in hp and "policy" not in hp
 
 
 def _summary():
