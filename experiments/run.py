@@ -29,7 +29,8 @@ from experiments.errors import ConfigError, Interrupted  # noqa: E402
 from experiments.aggregate import write_speedup  # noqa: E402
 from experiments.runner import execute  # noqa: E402
 from experiments.settings.compose import Source, compose_jobs, expand_overrides, precheck, profile_sweep  # noqa: E402
-from hydra_plugins.apam_sweeper import ENV, OUTCOME, fingerprint  # noqa: E402
+from experiments.sweeps import OUTCOME  # noqa: E402
+from hydra_plugins.apam_sweeper import ENV, fingerprint  # noqa: E402
 
 NO_RUN_FLAGS = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc",
                 "--resolve", "-p", "--package")

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from algorithms import build_rule
 from experiments.errors import ConfigError
 from experiments.settings.schema import RunSettings
+from experiments.training.delays import ComputeTimes
 
 EXPERIMENT_KEYS = frozenset({"profiles", "points", "point", "compute_models", "compute_model", "by_kind", "report",
                              "real_engine"})
@@ -57,6 +58,11 @@ def build_settings(cfg) -> RunSettings:
     except ValidationError as exc:
         raise ConfigError(describe(exc.errors()[0])) from None
     make_rule(settings)
+    if settings.delay.model == "timing" and settings.delay.law == "replay":
+        try:  # the file's columns and its workers, read once here rather than when the run starts
+            ComputeTimes.of_delay(settings.workers, settings.delay, seed=0)
+        except ValueError as exc:
+            raise ConfigError(str(exc).splitlines()[0]) from None
     return settings
 
 
@@ -68,8 +74,12 @@ def make_rule(settings: RunSettings):
         ConfigError: a hyperparameter the rule rejects (``algorithm: <the rule's message>``).
     """
     alg = settings.algorithm
+    hp = alg.hyperparameters
+    if hp.get("lr_schedule") == "inv_sqrt" and hp.get("alpha_max") is None:
+        raise ConfigError("algorithm.alpha_max=null: lr_schedule=inv_sqrt needs its cap (alpha_k = min(lr / sqrt(k), "
+                          "alpha_max), the paper's Sec. 5.1 rule); without it the first step is lr itself")
     try:
-        return build_rule(alg.rule, **alg.hyperparameters)
+        return build_rule(alg.rule, **hp)
     except ValueError as exc:
         raise ConfigError(f"algorithm: {exc}") from None
 

@@ -9,8 +9,8 @@ order of Hydra's basic sweeper (the first key varies slowest), with the same ove
 those of a basic sweep. When another program runs the sweep (the command line was not checked first), every
 batch is composed by the base class's check before it is launched.
 
-:data:`OUTCOME` holds the counts of the last sweep in this process (``jobs``, ``failed``: jobs that raised or
-returned ``failed``), which the entry point turns into its exit code.
+``experiments.sweeps.OUTCOME`` holds the counts of the last sweep in this process (``jobs``, ``failed``: jobs that
+raised or returned ``failed``), which the entry point turns into its exit code.
 """
 import hashlib
 import os
@@ -25,7 +25,6 @@ from hydra.core.utils import JobStatus
 from hydra.plugins.sweeper import Sweeper
 
 ENV = "APAM_PRECHECKED"
-OUTCOME: Dict[str, int] = {}
 
 
 def fingerprint(argv: Sequence[str]) -> str:
@@ -52,6 +51,7 @@ class CheckedSweeper(Sweeper):
 
     def sweep(self, arguments):
         from experiments.settings.compose import job_overrides  # the harness, imported when a sweep runs
+        from experiments.sweeps import OUTCOME
 
         jobs, _ = job_overrides(list(arguments), multirun=True)
         n = len(jobs) if self.max_batch_size in (None, -1) else int(self.max_batch_size)
