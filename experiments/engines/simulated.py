@@ -100,7 +100,10 @@ def run(problem, rule, settings, recorder, costs) -> EngineResult:
     P, B, N, seed = settings.workers, settings.batch_size, problem.num_train, settings.seed
     protocol = settings.algorithm.protocol
     model = costs.costs
-    times = EmulatedTimes(ComputeTimes.of_delay(P, settings.delay, seed=seed + 1, xi=costs.xi), costs.lateness, seed=seed + 3)
+    trace = settings.engine.trace is not None  # the twin replays recorded times: no law to draw from
+    law = ComputeTimes(P, seed=seed + 1) if trace else ComputeTimes.of_delay(P, settings.delay, seed=seed + 1,
+                                                                              xi=costs.xi)
+    times = EmulatedTimes(law, costs.lateness, seed=seed + 3)
     stream = BatchStream(N, B, seed)
     master = Master(rule, problem.init_params(seed), protocol, P, policy=settings.algorithm.policy)
     recorder.attach(master)
@@ -116,7 +119,7 @@ def run(problem, rule, settings, recorder, costs) -> EngineResult:
     C = settings.shared_cores()
     emulated = settings.engine.compute == "emulated"
     own = settings.algorithm.master_computes
-    if settings.engine.trace is not None:  # the trace-driven twin (engines/twin.py)
+    if trace:  # the trace-driven twin (engines/twin.py)
         timeline = twin.Timeline(settings.engine.trace, P, protocol)
         loop = twin.run_sync if protocol == "sync" else twin.run_async
         clock, samples = loop(problem, settings, limits, master, stream, timeline, recorder, evaluate, warm)
@@ -134,7 +137,7 @@ def run(problem, rule, settings, recorder, costs) -> EngineResult:
     return EngineResult(updates=master.version, gradients=master.gradients, samples=samples, time_s=warm.time(clock),
                         timed_samples=samples - warm.samples0 if warm.warmup > 0 else None,
                         histogram=master.histogram,
-                        costs=model.as_dict(settings.batch_size) if model is not None else {},
+                        costs=model.as_dict(max(model.grad)) if model is not None else {},
                         provenance={"cost_source": model.transport if model is not None else "trace",
                                     "cost_spread": model.spread if model is not None else {},
                                     "calibration": costs.calibration,
