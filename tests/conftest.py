@@ -102,6 +102,21 @@ def run_engine(problem, rule, settings, recorder, calibration=None):
     return get_engine(settings.engine.name).run(problem, rule, settings, recorder, costs)
 
 
+def pinned(overrides: list[str]) -> list[str]:
+    """``overrides`` on the clock whose numbers the engine tests compute by hand: equal, constant compute times
+    (``delay.law=constant`` under ``delay=timing``) and, on the simulated engine, a core for every process
+    (``engine.cores=dedicated``) -- the defaults model this machine (its measured gradient times, its cores),
+    which a closed form cannot. An override that sets either key, or another delay or engine, wins."""
+    keys = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
+    groups = {o.split("=", 1)[0]: o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] in ("delay", "engine")}
+    pins = []
+    if groups.get("delay", "timing") == "timing" and "delay.law" not in keys:
+        pins.append("delay.law=constant")
+    if groups.get("engine", "simulated").startswith("simulated") and "engine.cores" not in keys:
+        pins.append("engine.cores=dedicated")
+    return pins + list(overrides)
+
+
 def plain_rule(settings):
     """The update rule the engine tests train with: SGD for an SGD algorithm, else torch-variant AMSGrad, at the
     settings' step size (``algorithm.lr`` with ``lr_factor`` applied) -- the rule :func:`serial_amsgrad` runs."""
@@ -128,12 +143,13 @@ COSTS = [f"engine.costs.grad_s={GRAD}", f"engine.costs.update_s={UPD}", f"engine
 
 
 def run_sim(tmp_path, overrides, problem=None, rule=None):
-    """A simulated run of ``problem`` (default a QuadraticProblem) at batch 8, async SGD with constant step 0.05 and
-    the fixed COSTS, then ``overrides``; returns (EngineResult, Recorder, RunSettings). ``rule``: default
-    :func:`plain_rule`."""
+    """A simulated run of ``problem`` (default a QuadraticProblem) at batch 8, async SGD with constant step 0.05
+    (uncapped: ``algorithm.alpha_max=null``) and the fixed COSTS on the :func:`pinned` clock, then ``overrides``;
+    returns (EngineResult, Recorder, RunSettings). ``rule``: default :func:`plain_rule`."""
     problem = problem or QuadraticProblem()
-    settings = settings_for([f"results_dir={tmp_path}", "batch_size=8", "algorithm=async_sgd", "algorithm.lr=0.05",
-                             "algorithm.lr_schedule=constant", "eval_every=1", *COSTS, *overrides])
+    settings = settings_for(pinned([f"results_dir={tmp_path}", "batch_size=8", "algorithm=async_sgd",
+                                    "algorithm.lr=0.05", "algorithm.lr_schedule=constant", "algorithm.alpha_max=null",
+                                    "eval_every=1", *COSTS, *overrides]))
     rec = recorder_for(problem, settings, "simulated")
     result = run_engine(problem, rule or plain_rule(settings), settings, rec)
     return result, rec, settings

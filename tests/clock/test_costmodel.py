@@ -7,7 +7,7 @@ import math
 import pytest
 
 from algorithms import build_rule
-from conftest import QuadraticProblem, recorder_for, run_engine, settings_for
+from conftest import QuadraticProblem, pinned, recorder_for, run_engine, settings_for
 from experiments.clock import calibration as cal_mod
 from experiments.clock import measure
 from experiments.clock import resolve as resolve_mod
@@ -46,19 +46,21 @@ def test_the_machine_file_does_not_depend_on_the_results_folder(tmp_path, monkey
 
 def _costs(*fixed, batch_size=8, extra=()):
     """Settings of a simulated run with ``engine.costs.<k>=<v>`` for each ``(k, v)`` of ``fixed``."""
-    return settings_for([f"batch_size={batch_size}", *(f"engine.costs.{k}={v}" for k, v in fixed), *extra])
+    return settings_for(pinned([f"batch_size={batch_size}", *(f"engine.costs.{k}={v}" for k, v in fixed), *extra]))
 
 
-def test_message_terms_are_keyed_by_engine_and_dimension_not_by_rule(tmp_path, monkeypatch):
+def test_message_terms_are_keyed_by_engine_hand_off_and_dimension_not_by_rule(tmp_path, monkeypatch):
     problem = QuadraticProblem()
     path = tmp_path / "cal.json"
+    # (transport, modelled hand-off) -> (latency, overhead, idle overhead); shared_memory's hand-offs calibrated apart
+    terms = {("shared_memory", "block"): (1e-5, 2e-5, 3e-5), ("shared_memory", "spin"): (5e-6, 6e-6, 7e-6),
+             ("distributed", None): (4e-5, 8e-5, 9e-5)}
     entries = {}
-    for t in ("shared_memory", "distributed"):
-        lat, over = message_keys(t, problem.dim)
-        entries[lat] = {"value": 1e-5 if t == "shared_memory" else 4e-5, "samples": [1], "spread": 0.1}
-        entries[over] = {"value": 2e-5 if t == "shared_memory" else 8e-5, "samples": [1], "spread": 0.2}
-        entries[cal_mod.idle_key(t, problem, 8)] = {"value": 3e-5 if t == "shared_memory" else 9e-5,
-                                                    "samples": [1], "spread": 0.3}
+    for (t, h), (lat_s, over_s, idle_s) in terms.items():
+        lat, over = message_keys(t, problem.dim, h)
+        entries[lat] = {"value": lat_s, "samples": [1], "spread": 0.1}
+        entries[over] = {"value": over_s, "samples": [1], "spread": 0.2}
+        entries[cal_mod.idle_key(t, problem, 8, h)] = {"value": idle_s, "samples": [1], "spread": 0.3}
     path.write_text(json.dumps({"machine": {}, "entries": entries}))
     monkeypatch.setattr(resolve_mod, "measure_message_terms", lambda *a, **k: pytest.fail("must reuse the file"))
     monkeypatch.setattr(resolve_mod, "p1_run_samples", lambda *a, **k: pytest.fail("must reuse the file"))
@@ -66,13 +68,20 @@ def test_message_terms_are_keyed_by_engine_and_dimension_not_by_rule(tmp_path, m
     costs = {}
     for rule_name in ("sgd", "amsgrad"):
         rule = build_rule("sgd", lr=0.1) if rule_name == "sgd" else build_rule("amsgrad", variant="torch", impl="eager")
-        for t in ("shared_memory", "distributed"):
-            settings = _costs(*fixed, extra=[f"engine.transport={t}"])
-            costs[rule_name, t] = cost_model(settings, problem, rule, Calibration(path))
-    for t, (lat, over, idle) in {"shared_memory": (1e-5, 2e-5, 3e-5), "distributed": (4e-5, 8e-5, 9e-5)}.items():
+        for t, h in terms:
+            settings = _costs(*fixed, extra=[f"engine.transport={t}", f"engine.handoff={h or 'block'}"])
+            assert settings.modelled_handoff() == h
+            costs[rule_name, t, h] = cost_model(settings, problem, rule, Calibration(path))
+    for key, (lat, over, idle) in terms.items():
         for r in ("sgd", "amsgrad"):
-            assert (costs[r, t].latency_s, costs[r, t].overhead_s, costs[r, t].overhead_idle_s) == (lat, over, idle)
-            assert costs[r, t].spread == {"latency_s": 0.1, "overhead_s": 0.2, "overhead_idle_s": 0.3}
+            c = costs[(r, *key)]
+            assert (c.latency_s, c.overhead_s, c.overhead_idle_s) == (lat, over, idle)
+            assert c.spread == {"latency_s": 0.1, "overhead_s": 0.2, "overhead_idle_s": 0.3}
+    # handoff=auto on a core for every process (the pinned clock): the spinning hand-off's terms, as the engine spins
+    auto = cost_model(_costs(*fixed, extra=["engine.handoff=auto"]), problem, build_rule("sgd", lr=0.1),
+                      Calibration(path))
+    assert (auto.latency_s, auto.overhead_s) == terms["shared_memory", "spin"][:2]
+    assert message_keys("shared_memory", 8) == message_keys("shared_memory", 8, "block")  # block: the default
     assert "sgd" not in message_keys("shared_memory", 8)[0] and "d=8" in message_keys("shared_memory", 8)[0]
     assert update_key("amsgrad-torch-eager", 8) != update_key("sgd", 8)
     assert "B=8" in grad_key(problem, 8) and "d=8" in grad_key(problem, 8)
@@ -150,7 +159,7 @@ def test_the_simulated_partner_of_an_emulated_run_costs_its_base(tmp_path):
             "algorithm.lr_schedule=constant", "workers=4", "updates=100", "engine.compute=emulated",
             "engine.compute_base_s=0.02", "engine.costs.update_s=1e-5", "engine.costs.latency_s=1e-5",
             "engine.costs.overhead_s=2e-5", "engine.costs.late_s=1e-4", "eval_every=1"]
-    settings = settings_for(over)
+    settings = settings_for(pinned(over))
     assert compute_columns(settings) == {"compute": "emulated", "compute_base_s": 0.02, "transport": "shared_memory"}
     problem = QuadraticProblem()
     rec = recorder_for(problem, settings, "simulated")
@@ -236,14 +245,14 @@ def test_a_timing_only_problem_is_probed_once_for_every_size_it_lacks(tmp_path, 
     def costs(batch_size, *extra):
         return cost_model(_costs(*fixed, batch_size=batch_size, extra=extra), timing, rule, cal)
 
-    split = costs(33, "algorithm=sync_amsgrad", "workers=2")  # a split round: minibatches of 17 and 16
-    assert calls == [[16, 17]]                                 # both missing sizes, one process
+    split = costs(65, "algorithm=sync_amsgrad", "workers=2")  # a split round: minibatches of 33 and 32
+    assert calls == [[32, 33]]                                 # both missing sizes, one process
     assert costs(4).grad[4] == 7e-3                            # kept from the file
     one = costs(1)
-    assert calls == [[16, 17], [1]]                            # only the size the file lacked
-    assert costs(33, "algorithm=sync_amsgrad", "workers=2").grad == split.grad and len(calls) == 2  # reused
-    assert 1e-5 < one.grad[1] < split.grad[16]                 # real LeNet5 gradients: 16 images cost more than 1
-    assert len(Calibration(path).read()["entries"][grad_key(timing, 17)]["samples"]) == 2
+    assert calls == [[32, 33], [1]]                            # only the size the file lacked
+    assert costs(65, "algorithm=sync_amsgrad", "workers=2").grad == split.grad and len(calls) == 2  # reused
+    assert 1e-5 < one.grad[1] < split.grad[32]                 # real LeNet5 gradients: 32 images cost more than 1
+    assert len(Calibration(path).read()["entries"][grad_key(timing, 33)]["samples"]) == 2
 
 
 def test_lateness_of_long_waits_is_sampled_at_the_cap(monkeypatch):

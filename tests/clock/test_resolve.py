@@ -6,7 +6,8 @@ import json
 import pytest
 
 from algorithms import build_rule
-from conftest import GRAD, LAT, OVER, UPD, QuadraticProblem, compose_cfg, needs_fmnist, recorder_for, settings_for
+from conftest import (GRAD, LAT, OVER, UPD, QuadraticProblem, compose_cfg, needs_fmnist, pinned, recorder_for,
+                      settings_for)
 from experiments.clock import measure
 from experiments.clock import resolve as resolve_mod
 from experiments.clock.calibration import Calibration, grad_key, lateness_key
@@ -35,9 +36,9 @@ def no_calibration(monkeypatch):
 
 def test_a_simulated_run_takes_the_costs_it_is_handed_and_never_touches_the_calibration(tmp_path, no_calibration):
     # no engine.costs.* set: every cost would come from the calibration, were the engine to look
-    settings = settings_for([f"results_dir={tmp_path}", "batch_size=8", "algorithm=async_sgd", "algorithm.lr=0.05",
-                             "algorithm.lr_schedule=constant", "workers=1", "updates=50", "eval_every=1",
-                             f"engine.calibration={tmp_path}/cal.json"])
+    settings = settings_for(pinned([f"results_dir={tmp_path}", "batch_size=8", "algorithm=async_sgd",
+                                    "algorithm.lr=0.05", "algorithm.lr_schedule=constant", "workers=1", "updates=50",
+                                    "eval_every=1", f"engine.calibration={tmp_path}/cal.json"]))
     assert settings.engine.costs.grad_s is None and settings.engine.costs.update_s is None
     problem = QuadraticProblem()
     costs = RunCosts(costs=MODEL, calibration="resolved-before")
@@ -71,7 +72,7 @@ def test_the_runner_resolves_the_costs_before_the_engine_starts(tmp_path, monkey
 
     monkeypatch.setattr(runner, "resolve", resolved)
     monkeypatch.setattr(simulated, "run", run)
-    overrides = [f"results_dir={tmp_path}", "problem.max_train=256", "batch_size=8", "workers=1", "updates=20"]
+    overrides = pinned([f"results_dir={tmp_path}", "problem.max_train=256", "batch_size=8", "workers=1", "updates=20"])
     assert runner.execute(compose_cfg(overrides), overrides) == "ok"
     assert order == ["resolve", "engine"]
     provenance = json.loads(next((tmp_path / "adhoc" / "runs").glob("*/provenance.json")).read_text())
@@ -90,18 +91,18 @@ def test_resolve_gives_each_engine_what_it_needs_from_the_calibration(tmp_path, 
     cal = Calibration(path)
     costs = ["engine.costs.update_s=1e-6", "engine.costs.latency_s=2e-6", "engine.costs.overhead_s=3e-6"]
     # simulated: the cost model, gradients from the file; an emulated twin's lateness samples too
-    sim = resolve(settings_for(["batch_size=8", *costs]), problem, rule, cal)
+    sim = resolve(settings_for(pinned(["batch_size=8", *costs])), problem, rule, cal)
     assert sim.costs.grad == {8: 3e-3} and sim.lateness is None and sim.base_s is None
     assert sim.calibration == str(path)
-    twin = resolve(settings_for(["batch_size=8", *costs, "engine.compute=emulated", "engine.compute_base_s=0.02"]),
-                   problem, rule, cal)
+    twin = resolve(settings_for(pinned(["batch_size=8", *costs, "engine.compute=emulated",
+                                        "engine.compute_base_s=0.02"])), problem, rule, cal)
     assert twin.costs.grad == {8: 0.02} and twin.lateness == (1e-4, 2e-4)
     # a real engine: nothing for real compute, the calibrated gradient as the base of emulated compute
-    real = resolve(settings_for(["engine=shared_memory", "batch_size=8"]), problem, rule, cal)
+    real = resolve(settings_for(pinned(["engine=shared_memory", "batch_size=8"])), problem, rule, cal)
     assert (real.costs, real.lateness, real.base_s) == (None, None, None)
-    emulated = resolve(settings_for(["engine=shared_memory", "batch_size=8", "engine.compute=emulated"]), problem,
-                       rule, cal)
+    emulated = resolve(settings_for(pinned(["engine=shared_memory", "batch_size=8", "engine.compute=emulated"])),
+                       problem, rule, cal)
     assert emulated.base_s == 3e-3 and emulated.costs is None
-    given = resolve(settings_for(["engine=shared_memory", "batch_size=8", "engine.compute=emulated",
-                                  "engine.compute_base_s=0.05"]), problem, rule, cal)
+    given = resolve(settings_for(pinned(["engine=shared_memory", "batch_size=8", "engine.compute=emulated",
+                                         "engine.compute_base_s=0.05"])), problem, rule, cal)
     assert given.base_s == 0.05

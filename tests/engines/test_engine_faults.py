@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 
 from algorithms import build_rule
-from conftest import REPO, QuadraticProblem, child_pids, recorder_for, run_engine, settings_for
+from conftest import REPO, QuadraticProblem, child_pids, pinned, recorder_for, run_engine, settings_for
 from experiments.engines import distributed, shared_memory
 from experiments.engines.workers import load_problem, split_problem
 from experiments.errors import WorkerLost
@@ -43,9 +43,9 @@ class BulkyQuadratic(QuadraticProblem):
 
 
 def _settings(tmp_path, engine: str, overrides: list[str]):
-    return settings_for([f"results_dir={tmp_path}", f"engine={engine}", "engine.timeout_s=30", "batch_size=8",
-                         "algorithm=async_sgd", "algorithm.lr=0.05", "algorithm.lr_schedule=constant",
-                         "eval_every=0.5", *overrides])
+    return settings_for(pinned([f"results_dir={tmp_path}", f"engine={engine}", "engine.timeout_s=30", "batch_size=8",
+                                "algorithm=async_sgd", "algorithm.lr=0.05", "algorithm.lr_schedule=constant",
+                                "algorithm.alpha_max=null", "eval_every=0.5", *overrides]))
 
 
 def _run(tmp_path, engine: str, overrides: list[str], problem=None, recorder_cls=Recorder):
@@ -200,11 +200,13 @@ class ZombieWatch(Recorder):
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_lost_worker_is_reaped_while_the_master_goes_on(tmp_path, engine):
     ZombieWatch.zombies = []
-    result, rec = _run(tmp_path, engine, ["++engine.start_method=forkserver", "workers=2", "updates=240",
+    # 960 updates: the master notices the death once the kernel has torn the worker down (a few ms, 100-200 quadratic
+    # updates on a loaded machine; with 240 the run could end two evaluations after it), then goes on
+    result, rec = _run(tmp_path, engine, ["++engine.start_method=forkserver", "workers=2", "updates=960",
                                           "eval_every=0.5", "engine.fault.kill_worker=1", "engine.fault.at_update=40",
                                           "engine.on_worker_loss=continue"], recorder_cls=ZombieWatch)
     assert result.status == "ok" and "worker 1 lost" in result.message and "killed by SIGKILL" in result.message
-    assert result.updates == 240
+    assert result.updates == 960
     lost_at = int(result.message.split("lost at update ")[1].split()[0])
     after = [z for z, row in zip(ZombieWatch.zombies, rec.rows) if row["updates"] > lost_at]
     assert len(after) >= 3  # evaluations after the loss, while the master trained on

@@ -8,7 +8,7 @@ import os
 import pytest
 import torch
 
-from conftest import QuadraticProblem, recorder_for, run_engine, settings_for
+from conftest import QuadraticProblem, pinned, recorder_for, run_engine, settings_for
 from experiments.engines import shared_memory
 from experiments.engines.transport import Arrival
 from experiments.engines.workers import FaultPlan, WorkerSpec, worker_cpus
@@ -154,10 +154,11 @@ def test_a_run_records_its_handoff_and_matches_the_other_mode(tmp_path, handoff)
     results = {}
     for mode in (handoff, "block"):
         problem = QuadraticProblem()
-        settings = settings_for([f"results_dir={tmp_path}", "engine=shared_memory", "++engine.start_method=forkserver",
-                                 f"engine.handoff={mode}", "workers=1", "updates=200", "batch_size=8",
-                                 "eval_every=1e9", "algorithm=apam", "algorithm.lr=0.05",
-                                 "algorithm.lr_schedule=constant"])
+        settings = settings_for(pinned([f"results_dir={tmp_path}", "engine=shared_memory",
+                                        "++engine.start_method=forkserver", f"engine.handoff={mode}", "workers=1",
+                                        "updates=200", "batch_size=8", "eval_every=1e9", "algorithm=apam",
+                                        "algorithm.lr=0.05", "algorithm.lr_schedule=constant",
+                                        "algorithm.alpha_max=null"]))
         rec = recorder_for(problem, settings, "wall")
         result = run_engine(problem, build_rule("amsgrad", variant="torch", lr=0.05), settings, rec)
         assert result.status == "ok" and result.updates == 200 and result.handoff == mode
@@ -190,9 +191,10 @@ def test_a_blocking_p1_master_runs_beside_its_worker(tmp_path, monkeypatch, hand
     monkeypatch.setattr(shared_memory, "drive", drive)
     before = os.sched_getaffinity(0)
     problem = QuadraticProblem()
-    settings = settings_for([f"results_dir={tmp_path}", "engine=shared_memory", "++engine.start_method=forkserver",
-                             f"engine.handoff={handoff}", f"engine.colocate={str(colocate).lower()}", "workers=1",
-                             "updates=50", "batch_size=8", "eval_every=1e9"])
+    settings = settings_for(pinned([f"results_dir={tmp_path}", "engine=shared_memory",
+                                    "++engine.start_method=forkserver", f"engine.handoff={handoff}",
+                                    f"engine.colocate={str(colocate).lower()}", "workers=1", "updates=50",
+                                    "batch_size=8", "eval_every=1e9"]))
     rec = recorder_for(problem, settings, "wall")
     result = run_engine(problem, build_rule("amsgrad", variant="torch", lr=0.05), settings, rec)
     assert result.status == "ok" and result.handoff == handoff

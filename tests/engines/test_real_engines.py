@@ -17,8 +17,8 @@ import pytest
 import torch
 
 from algorithms import build_rule
-from conftest import (HAS_FMNIST, REPO, QuadraticProblem, child_pids, recorder_for, run_engine, serial_amsgrad,
-                      settings_for)
+from conftest import (HAS_FMNIST, REPO, QuadraticProblem, child_pids, pinned, recorder_for, run_engine,
+                      serial_amsgrad, settings_for)
 from experiments.engines import distributed, shared_memory
 from experiments.engines.driver import WallClock, drive
 from experiments.engines.loopback import LoopbackTransport
@@ -55,12 +55,13 @@ class FailingQuadratic(QuadraticProblem):
 
 def run_real(tmp_path, engine: str, overrides: list[str], problem=None):
     """A run of real engine ``engine`` (forkserver workers) of ``problem`` (default a QuadraticProblem) at batch 8,
-    async SGD with constant step 0.05, then ``overrides``; checks no worker process is left. Returns (EngineResult,
-    Recorder, RunSettings)."""
+    async SGD with constant step 0.05 (uncapped), equal constant compute times (:func:`conftest.pinned`), then
+    ``overrides``; checks no worker process is left. Returns (EngineResult, Recorder, RunSettings)."""
     problem = problem or QuadraticProblem()
-    settings = settings_for([f"results_dir={tmp_path}", f"engine={engine}", "++engine.start_method=forkserver",
-                             "engine.timeout_s=30", "batch_size=8", "algorithm=async_sgd", "algorithm.lr=0.05",
-                             "algorithm.lr_schedule=constant", "eval_every=0.5", *overrides])
+    settings = settings_for(pinned([f"results_dir={tmp_path}", f"engine={engine}", "++engine.start_method=forkserver",
+                                    "engine.timeout_s=30", "batch_size=8", "algorithm=async_sgd", "algorithm.lr=0.05",
+                                    "algorithm.lr_schedule=constant", "algorithm.alpha_max=null", "eval_every=0.5",
+                                    *overrides]))
     lr = settings.algorithm.hyperparameters["lr"]
     if settings.algorithm.rule == "sgd":  # this module's build_rule (a test may wrap it)
         rule = build_rule("sgd", lr=lr)
@@ -296,7 +297,8 @@ def test_a_silent_worker_is_cut_off_at_its_deadline_while_the_others_keep_arrivi
     problem = QuadraticProblem()
     settings = settings_for([f"results_dir={tmp_path}", "engine=shared_memory", "workers=3", "updates=1000",
                              "engine.timeout_s=0.3", "engine.warmup_updates=0", "batch_size=8", "algorithm=async_sgd",
-                             "algorithm.lr=0.001", "algorithm.lr_schedule=constant", "eval_every=1e9"])
+                             "algorithm.lr=0.001", "algorithm.lr_schedule=constant", "algorithm.alpha_max=null",
+                             "eval_every=1e9"])
     assert settings.worker_batches == [8, 8, 8]  # what the driver hands each worker
     rec = recorder_for(problem, settings, "wall")
     transport = SilentWorkerTransport(problem.dim)

@@ -71,5 +71,8 @@ def test_master_copies_x0_and_checks_arguments():
     assert torch.equal(x0, torch.zeros(2))
     with pytest.raises(ValueError, match="protocol"):
         Master(_sgd(), x0, "gossip", 1)
-    with pytest.raises(ValueError, match="workers=0"):
-        Master(_sgd(), x0, "async", 0)
+    with pytest.raises(ValueError, match="workers=0"):  # a sync round needs a worker
+        Master(_sgd(), x0, "sync", 0)
+    with pytest.raises(ValueError, match="workers=-1"):
+        Master(_sgd(), x0, "async", -1)
+    assert Master(_sgd(), x0, "async", 0).workers == 0  # async: the master alone computing (master_computes)
