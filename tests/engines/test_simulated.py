@@ -53,9 +53,6 @@ def test_same_seed_same_trace_and_different_seed_differs(tmp_path):
     assert a.rows[-1]["train_loss"] != c.rows[-1]["train_loss"]
 
 
-@pytest.mark.xfail(reason="PORTING_NOTES: a simulated sync run with a split batch fails at its end with KeyError: "
-                          "its cost model prices the workers' minibatches, the result asks for batch_size (note 5)",
-                   strict=False)
 def test_sync_is_never_stale_and_averages_p_gradients_per_update(tmp_path):
     result, rec, _ = run_sim(tmp_path, ["algorithm=sync_amsgrad", "algorithm.lr=0.01", "delay=timing",
                                         "workers=4", "epochs=2"])
@@ -94,9 +91,7 @@ def test_time_per_update_matches_the_cost_model(tmp_path, P):
         assert result.time_s == pytest.approx(K * (UPD + OVER), abs=cycle)
 
 
-@pytest.mark.parametrize("protocol", ["async_sgd", pytest.param("sync_amsgrad", marks=pytest.mark.xfail(
-    reason="PORTING_NOTES: a simulated sync run with a split batch fails at its end with KeyError: its cost model "
-           "prices the workers' minibatches, the result asks for batch_size (note 5)", strict=False))])
+@pytest.mark.parametrize("protocol", ["async_sgd", "sync_amsgrad"])
 def test_the_clock_starts_after_the_warm_up_updates_as_on_the_real_engines(tmp_path, protocol):
     """engine.warmup_updates = W: time_s and the timed samples cover the updates after the warm-up, as the real
     engines' wall clock (engines/driver.py); async warms up for at least one round of P updates (P = 8 > W = 5),

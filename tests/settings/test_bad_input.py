@@ -100,13 +100,8 @@ CASES = [
 ]
 BUGS = {
     "problem=lenet5_fmnist algorithm.eps=0": "the torch variant's eps > 0 check was lost with validate.py (note 1)",
-    "algorithm.alpha_max=null": "inv_sqrt without its cap alpha_max is no longer refused (note 2)",
-    f"delay.law=replay delay.replay={REPLAY}/one_worker.csv workers=2": "a replay file's workers and columns are read "
-                                                                         "only when the run starts (note 3)",
-    f"delay.law=replay delay.replay={REPLAY}/no_index.csv": "a replay file's workers and columns are read only when "
-                                                            "the run starts (note 3)",
 }
-"""Rows the entry point gets wrong (a bug in the code, not in the test): the row's id -> why (tests/PORTING_NOTES.md)."""
+"""Rows the entry point gets wrong (a bug in the code, not in the test): row id -> why (tests/PORTING_NOTES.md)."""
 
 
 def _row(args, named):

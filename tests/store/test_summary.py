@@ -40,7 +40,8 @@ def test_the_constant_columns_describe_the_run_s_setting(overrides, expect):
     (["engine.compute=emulated", "engine.compute_base_s=0.02", "engine.transport=distributed"],
      ("emulated", 0.02, "distributed")),                                     # the twin of an emulated run
     (["engine=shared_memory"], ("real", None, "shared_memory")),
-    (["engine=distributed", "engine.compute=emulated", "engine.compute_base_s=0.03"], ("emulated", 0.03, "distributed")),
+    (["engine=distributed", "engine.compute=emulated", "engine.compute_base_s=0.03"],
+     ("emulated", 0.03, "distributed")),
 ])
 def test_the_compute_columns_pair_measured_and_simulated_rows(overrides, expect):
     cols = compute_columns(settings_for(overrides))

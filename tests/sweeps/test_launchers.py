@@ -111,13 +111,26 @@ def test_the_slurm_and_parallel_launcher_configs_compose():
 
 
 def test_plan_splits_a_mixed_experiment_by_clock_and_keeps_the_others_whole(tmp_path):
-    plan = reproduce.plan_sweeps("model_validation", "quick", tmp_path)
-    base = ["experiment=model_validation", "profile=quick", f"results_dir={tmp_path}"]
+    plan = reproduce.plan_sweeps("paper_timing", "quick", tmp_path)
+    base = ["experiment=paper_timing", "profile=quick", f"results_dir={tmp_path}"]
     assert plan == [(base + ["engine=simulated,simulated_distributed"], True),
                     (base + ["engine=shared_memory,distributed"], False)]
+    assert reproduce.plan_sweeps("large_time_per_epoch", "quick", tmp_path) == [
+        (["experiment=large_time_per_epoch", "profile=quick", f"results_dir={tmp_path}"], True)]
+    assert reproduce.plan_sweeps("model_validation", "quick", tmp_path) == [
+        (["experiment=model_validation", "profile=quick", f"results_dir={tmp_path}"], False)]
+    assert reproduce.plan_sweeps("large_time_per_epoch", "quick", tmp_path, ["engine=shared_memory"])[0][1] is False
+
+
+def test_a_profile_s_wall_block_sets_keys_of_its_wall_clock_sweep_only(tmp_path):
+    """lr_speedup quick predicts P = 0..31 on the simulated clocks and measures P = 0, 1 (``wall: {workers: "0,1"}``);
+    a key given on the command line wins over the block."""
+    base = ["experiment=lr_speedup", "profile=quick", f"results_dir={tmp_path}"]
     assert reproduce.plan_sweeps("lr_speedup", "quick", tmp_path) == [
-        (["experiment=lr_speedup", "profile=quick", f"results_dir={tmp_path}"], True)]
-    assert reproduce.plan_sweeps("lr_speedup", "quick", tmp_path, ["engine=shared_memory"])[0][1] is False
+        (base + ["engine=simulated,simulated_dedicated"], True), (base + ["engine=shared_memory", "workers=0,1"], False)]
+    assert reproduce.plan_sweeps("lr_speedup", "quick", tmp_path, ["workers=3"]) == [
+        (base + ["workers=3", "engine=simulated,simulated_dedicated"], True),
+        (base + ["workers=3", "engine=shared_memory"], False)]
 
 
 @needs_data
@@ -179,7 +192,7 @@ def test_the_sweeper_launches_the_checked_jobs_and_composes_only_unchecked_ones(
     from hydra import compose, initialize_config_dir
     from hydra.plugins.sweeper import Sweeper
 
-    import hydra_plugins.apam_sweeper as plugin
+    from experiments.sweeps import OUTCOME
     from hydra_plugins.apam_sweeper import ENV, CheckedSweeper, fingerprint
 
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
@@ -199,8 +212,7 @@ def test_the_sweeper_launches_the_checked_jobs_and_composes_only_unchecked_ones(
 
     monkeypatch.setenv(ENV, fingerprint(["-m", "workers=1,2"]))
     assert sweep() == [(jobs, 0)] and composed == []
-    # read through the module: Hydra's plugin scan re-executes it (a new OUTCOME dict; PORTING_NOTES note 4)
-    assert plugin.OUTCOME == {"jobs": 2, "failed": 0}
+    assert OUTCOME == {"jobs": 2, "failed": 0}
     monkeypatch.setenv(ENV, fingerprint(["-m", "workers=1,4"]))   # checked another command line
     assert sweep() == [(jobs, 0)] and composed == [jobs]
     monkeypatch.delenv(ENV)
@@ -208,17 +220,15 @@ def test_the_sweeper_launches_the_checked_jobs_and_composes_only_unchecked_ones(
     assert composed == [jobs, [jobs[0]], [jobs[1]]]
     # a job that returned "failed" or raised counts as failed: the entry point exits 1 on it
     sweep(None, "failed", RuntimeError("boom"))
-    assert plugin.OUTCOME == {"jobs": 2, "failed": 2}
+    assert OUTCOME == {"jobs": 2, "failed": 2}
     sweep(None, "ok", "diverged")
-    assert plugin.OUTCOME == {"jobs": 2, "failed": 0}
+    assert OUTCOME == {"jobs": 2, "failed": 0}
     with pytest.raises(ValueError, match="hydra.sweeper.params"):
         CheckedSweeper(params={"workers": "1,2"})
 
 
 @needs_data
 @pytest.mark.timeout(300)
-@pytest.mark.xfail(reason="PORTING_NOTES: experiments.run reads a stale OUTCOME (Hydra's plugin scan re-executes "
-                          "hydra_plugins.apam_sweeper): a sweep with a failed run exits 0 (note 4)", strict=False)
 def test_a_sweep_with_a_failed_run_runs_the_others_and_exits_1(tmp_path):
     """The second job's worker is killed at update 1 with engine.on_worker_loss=fail: its run is recorded as failed,
     the other runs to its end, and the sweep's exit code says a run failed."""
@@ -231,4 +241,4 @@ def test_a_sweep_with_a_failed_run_runs_the_others_and_exits_1(tmp_path):
     rows = _table(tmp_path / "adhoc" / "summary.csv")
     assert sorted(r["status"] for r in rows) == ["failed", "ok"]
     failed = next(r for r in rows if r["status"] == "failed")
-    assert "engine.fault.at_update-1_" in failed["run_id"] and failed["message"].startswith("WorkerLost: worker 0")
+    assert failed["run_id"].startswith("engine.fault.at-update-1_") and failed["message"].startswith("WorkerLost: worker 0")
