@@ -32,7 +32,7 @@ def git_commit(repo: Path = REPO) -> str:
                              timeout=10, check=True).stdout.strip()
         status = ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results",
                   ":(exclude)results-*"]
-        dirty = subprocess.run(status, cwd=repo, capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(status, cwd=repo, capture_output=True, text=True, timeout=10, check=False).stdout.strip()
         return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
