@@ -252,6 +252,8 @@ def execute(cfg: DictConfig, overrides: list[str]) -> str:
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: recorded like a failure, then the sweep stops
         signum = Interrupted.signum_of(exc)
         status, message = "failed", interrupted_message(signum)
+    except ConfigError:  # bad input the engine found (an unusable calibration file): one line, exit 2, no row
+        raise
     except Exception as exc:  # recorded, not hidden: the row says what happened
         traceback.print_exc()
         status, message = "failed", f"{type(exc).__name__}: {exc}".splitlines()[0]
@@ -323,6 +325,9 @@ def _hydra_main(cfg: DictConfig) -> None:
         _remove_empty_dirs(Path(cfg.results_dir) / ".hydra")
         _remove_empty_dirs(Path(cfg.results_dir), recursive=False)
         sys.exit(2)
+    except OSError as exc:  # a result file that cannot be written (full disk): one line naming it, exit 1
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)
     if multirun:
         in_process = str(hc.launcher.get("_target_", "")).endswith("BasicLauncher")
         _sweep_bar(cfg.experiment_id, in_process).update(1)
