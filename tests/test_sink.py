@@ -428,3 +428,34 @@ def test_the_runner_repairs_a_damaged_summary_reruns_a_damaged_config_and_refuse
     rc, lines = run()
     assert rc == 2 and lines == [(f"error: {summary}: cannot read this summary (not a regular file (fifo)); fix its "
                                   "permissions or move it away")]
+
+
+FULL_DISK = """
+import errno, os, sys
+from experiments.store import atomic
+real_write = os.write
+def write(fd, data):
+    if os.readlink(f"/proc/self/fd/{fd}").endswith(".tmp"):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    return real_write(fd, data)
+atomic.os = type(sys)("os_full")
+atomic.os.__dict__.update({k: getattr(os, k) for k in dir(os)}, write=write)
+import runpy
+sys.argv = ["experiments.run", *sys.argv[1:]]
+runpy.run_module("experiments.run", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_a_full_disk_ends_the_run_with_one_line_and_leaves_no_temporary_file(tmp_path):
+    data = tmp_path / "d.svm"
+    data.write_text("".join(f"{1 if i % 2 else -1} 1:{(i % 7) / 7:.3f}\n" for i in range(32)))
+    res = tmp_path / "res"
+    cmd = [sys.executable, "-c", FULL_DISK, "problem=logreg_libsvm", f"problem.path={data}", "epochs=1",
+           "batch_size=8", "engine=simulated", "engine.costs.grad_s=0.001", "engine.costs.update_s=0.00001",
+           "engine.costs.latency_s=0.00001", "engine.costs.overhead_s=0.00001", f"results_dir={res}"]
+    p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: [Errno 28] No space left on device: ") and last.endswith("config.yaml'"), last
+    assert not [f for f in res.rglob("*") if f.name.endswith(".tmp") or (f.is_file() and f.stat().st_size == 0
+                                                                       and not f.name.endswith(".lock"))]
