@@ -459,3 +459,28 @@ def test_a_full_disk_ends_the_run_with_one_line_and_leaves_no_temporary_file(tmp
     assert last.startswith("error: [Errno 28] No space left on device: ") and last.endswith("config.yaml'"), last
     assert not [f for f in res.rglob("*") if f.name.endswith(".tmp") or (f.is_file() and f.stat().st_size == 0
                                                                        and not f.name.endswith(".lock"))]
+
+
+def test_provenance_names_the_cpu_model_flags_and_cores(tmp_path, monkeypatch):
+    import os
+    import platform
+
+    from experiments.store import provenance
+
+    x86 = tmp_path / "x86"
+    x86.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\n"
+                   "flags\t\t: sse2 fpu avx2 avx512f\n\nprocessor\t: 1\nmodel name\t: other\nflags\t: x\n")
+    assert provenance.cpu_info(x86) == {"model": "AMD EPYC 7B13", "flags": "avx2 avx512f fpu sse2",
+                                        "cores": os.cpu_count(), "machine": platform.machine(), "source": str(x86)}
+    arm = tmp_path / "arm"
+    arm.write_text("processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd crc32\nCPU part\t: 0xd0c\n")
+    assert provenance.cpu_info(arm)["flags"] == "asimd crc32 fp" and provenance.cpu_info(arm)["model"] == "0xd0c"
+    monkeypatch.setattr(provenance.platform, "processor", lambda: "i386")
+    info = provenance.cpu_info(tmp_path / "no-such-file")  # no /proc/cpuinfo (macOS, Windows)
+    assert (info["model"], info["flags"], info["source"], info["cores"]) == ("i386", None, "platform",
+                                                                              os.cpu_count())
+    monkeypatch.undo()
+    cpu = provenance.collect(1, "cpu")["cpu"]
+    assert cpu["cores"] == os.cpu_count() and cpu["model"]
+    if os.path.exists("/proc/cpuinfo"):
+        assert cpu["source"] == "/proc/cpuinfo" and cpu["flags"]
