@@ -350,3 +350,52 @@ def test_the_runner_records_a_worker_killed_while_starting(tmp_path, engine):
     assert row["message"] == "WorkerLost: worker 0 died while starting (killed by SIGKILL)"
     assert "[failed] adhoc/" in err.decode()
     assert _store_folders(str(tmp_path)) == []
+
+
+# ---------------------------------------------------------------------- nothing outlives the runner
+SUBREAPER = r"""
+import ctypes, json, os, signal, subprocess, sys
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER: what the runner leaves behind becomes our child
+    sys.exit(f"prctl: errno {ctypes.get_errno()}")
+proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+err = proc.communicate()[1].decode(errors="replace")
+left = {}  # taken the moment the runner has been reaped: every process it left is reparented to us by then
+for tid in os.listdir("/proc/self/task"):
+    with open(f"/proc/self/task/{tid}/children") as f:
+        for pid in map(int, f.read().split()):
+            with open(f"/proc/{pid}/stat") as s:
+                state = s.read().rsplit(")", 1)[1].split()[0]
+            with open(f"/proc/{pid}/cmdline", "rb") as c:
+                left[pid] = [state, c.read().replace(b"\0", b" ").decode(errors="replace")[:160]]
+print(json.dumps({"rc": proc.returncode, "left": left, "err": err[-3000:]}))
+for pid in left:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    os.waitpid(pid, 0)
+"""
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("engine,method", [("shared_memory", "forkserver"), ("distributed", "spawn")])
+def test_no_process_outlives_the_runner_after_a_lost_worker(tmp_path, engine, method):
+    """Run the runner under a subreaper: any process it leaves behind (running or defunct: the forkserver, the
+    resource tracker, a worker) is reparented to the subreaper when the runner exits, and listed at that moment.
+    forkserver starts both helpers, spawn the resource tracker alone."""
+    import json
+
+    data = tmp_path / "d.svm"
+    data.write_text("".join(f"{1 if i % 2 else -1} 1:{(i % 7) / 7:.3f} 2:{(i % 3) / 3:.3f}\n" for i in range(64)))
+    cmd = [sys.executable, "-m", "experiments.run", "problem=logreg_libsvm", f"problem.path={data}",
+           f"engine={engine}", f"engine.start_method={method}", "workers=2", "updates=120", "batch_size=8",
+           "engine.fault.kill_worker=1", "engine.fault.at_update=20", "engine.on_worker_loss=continue",
+           f"results_dir={tmp_path / 'res'}"]
+    out = subprocess.run([sys.executable, "-c", SUBREAPER, *cmd], cwd=REPO, capture_output=True, text=True,
+                         timeout=220, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["rc"] == 0, report["err"]
+    assert "worker 1 lost" in report["err"]
+    assert report["left"] == {}, report["left"]
