@@ -3,8 +3,8 @@
 process behind and no temporary folder; a worker lost mid-run is reaped at once (no zombie while the master goes
 on); and the distributed engine runs across two torchrun "nodes" (c10d rendezvous on 127.0.0.1).
 
-These tests use the default start method (spawn), where the master writes each worker's start-up data into a pipe
-(the case that used to hang)."""
+These tests use the spawn start method (pinned: forkserver is the default), where the master writes each worker's
+start-up data into a pipe (the case that used to hang), and where workers are the master's own children."""
 from __future__ import annotations
 
 import glob
@@ -43,9 +43,10 @@ class BulkyQuadratic(QuadraticProblem):
 
 
 def _cfg(tmp_path, engine: str, overrides: list[str]):
+    method = [] if any("engine.start_method=" in o for o in overrides) else ["engine.start_method=spawn"]
     return compose_cfg([f"results_dir={tmp_path}", f"engine={engine}", "engine.timeout_s=30", "batch_size=8",
                         "algorithm=async_sgd", "algorithm.lr=0.05", "algorithm.lr_schedule=constant",
-                        "eval_every=0.5", *overrides])
+                        "eval_every=0.5", *method, *overrides])
 
 
 def _run(tmp_path, engine: str, overrides: list[str], problem=None, recorder_cls=Recorder):
@@ -187,27 +188,55 @@ def test_the_problem_travels_without_its_tensors():
 
 # ---------------------------------------------------------------------- item 7: leftovers
 class ZombieWatch(Recorder):
-    """A Recorder that, at every evaluation point (a snapshot, evaluated later; ``record`` takes one too), notes this
-    process's zombie children (the master goes on meanwhile)."""
+    """A Recorder that, at every evaluation point (a snapshot, evaluated later; ``record`` takes one too), notes the
+    master's version and this process's zombie children (the master goes on meanwhile); once ``after_loss``
+    evaluation points have passed since the master handled the loss (``lost_at``, set by :func:`_watch_losses`), it
+    ends the run: the master hands out no more work. The run's length follows the loss, whenever the loss comes."""
 
-    zombies: list[list[int]] = []
+    zombies: list = []  # (version, zombie pids) per evaluation point
+    loop = None  # the driver's MasterLoop, once it has lost a worker
+    lost_at: int | None = None
+    after_loss = 3
 
-    def snapshot(self, *args, **kwargs):
-        ZombieWatch.zombies.append(sorted(p for p, (state, _) in _children(os.getpid()).items() if state == "Z"))
-        return super().snapshot(*args, **kwargs)
+    def snapshot(self, x, samples, version, *args, **kwargs):
+        ZombieWatch.zombies.append((version, sorted(p for p, (state, _) in _children(os.getpid()).items()
+                                                    if state == "Z")))
+        out = super().snapshot(x, samples, version, *args, **kwargs)
+        after = [v for v, _ in ZombieWatch.zombies if ZombieWatch.lost_at is not None and v > ZombieWatch.lost_at]
+        if len(after) >= ZombieWatch.after_loss:
+            ZombieWatch.loop.max_updates = min(ZombieWatch.loop.max_updates, version)
+        return out
+
+
+def _watch_losses(monkeypatch) -> None:
+    """Note the driver and its version when it handles a lost worker (ZombieWatch ends the run from there)."""
+    from experiments.engines import driver
+
+    real = driver.MasterLoop._lose
+
+    def lose(self, ev):
+        real(self, ev)
+        ZombieWatch.loop, ZombieWatch.lost_at = self, self.master.version
+
+    monkeypatch.setattr(driver.MasterLoop, "_lose", lose)
 
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("engine", ENGINES)
-def test_a_lost_worker_is_reaped_while_the_master_goes_on(tmp_path, engine):
-    ZombieWatch.zombies = []
-    result, rec = _run(tmp_path, engine, ["++engine.start_method=forkserver", "workers=2", "updates=240",
+def test_a_lost_worker_is_reaped_while_the_master_goes_on(tmp_path, engine, monkeypatch):
+    """Worker 1 dies when handed update 40's iterate; when the master notices depends on when worker 1 gets a core
+    (on a loaded machine, well after update 40). The run goes on until three evaluation points after the master
+    handled the loss (ZombieWatch ends it then), and none of them sees a zombie child."""
+    ZombieWatch.zombies, ZombieWatch.loop, ZombieWatch.lost_at = [], None, None
+    _watch_losses(monkeypatch)
+    result, rec = _run(tmp_path, engine, ["++engine.start_method=forkserver", "workers=2", "updates=1000000",
                                           "eval_every=0.5", "engine.fault.kill_worker=1", "engine.fault.at_update=40",
                                           "engine.on_worker_loss=continue"], recorder_cls=ZombieWatch)
     assert result.status == "ok" and "worker 1 lost" in result.message and "killed by SIGKILL" in result.message
-    assert result.updates == 240
     lost_at = int(result.message.split("lost at update ")[1].split()[0])
-    after = [z for z, row in zip(ZombieWatch.zombies, rec.rows) if row["updates"] > lost_at]
+    assert lost_at == ZombieWatch.lost_at >= 40 and result.updates < 1000000  # ended by ZombieWatch
+    assert [v for v, _ in ZombieWatch.zombies] == [row["updates"] for row in rec.rows[:len(ZombieWatch.zombies)]]
+    after = [z for v, z in ZombieWatch.zombies if v > lost_at]
     assert len(after) >= 3  # evaluations after the loss, while the master trained on
     assert after == [[]] * len(after), after
 
@@ -332,7 +361,7 @@ def test_distributed_across_two_torchrun_nodes(tmp_path):
 @pytest.mark.parametrize("engine", ENGINES)
 def test_the_runner_records_a_worker_killed_while_starting(tmp_path, engine):
     cmd = [sys.executable, "-m", "experiments.run", "problem=logreg_fmnist", "algorithm=apam", f"engine={engine}",
-           "workers=2", "updates=50", f"results_dir={tmp_path}"]
+           "engine.start_method=spawn", "workers=2", "updates=50", f"results_dir={tmp_path}"]
     proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, "TMPDIR": str(tmp_path)}, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     killer = SpawnKiller(0, parent=proc.pid)
