@@ -8,7 +8,8 @@
 # Environment: HOGS (CPU-bound processes beside the tests, default 2), PYTEST_ARGS (as for `make test`),
 # STRESS_DIR (where the clone and the logs go; default a new folder under ${TMPDIR:-/tmp}, kept for reading).
 # The clone is of this checkout's HEAD (commit first: uncommitted changes are not in it); its first round builds
-# its own .venv and stages the data (`make test` does both), the later rounds reuse them.
+# its own .venv and stages the data (`make test` does both), the later rounds reuse them. A STRESS_DIR used before
+# keeps its clone, moved to the current HEAD.
 # Prints one line per round (pass/fail, seconds, log file) and the total; exits 0 when every round passed.
 set -u
 
@@ -33,6 +34,9 @@ trap stop_hogs EXIT
 
 if [ ! -d "$clone/.git" ]; then
     git clone --quiet "$repo" "$clone" || { echo "error: cannot clone $repo into $clone" >&2; exit 2; }
+else  # a STRESS_DIR given again: its clone (and .venv) moves to this checkout's HEAD
+    git -C "$clone" fetch --quiet "$repo" HEAD && git -C "$clone" checkout --quiet --detach FETCH_HEAD ||
+        { echo "error: cannot update the clone $clone to $repo's HEAD" >&2; exit 2; }
 fi
 echo "stress: $rounds round(s) of make test in $clone ($(git -C "$clone" rev-parse --short HEAD)), $hogs CPU hog(s)" \
      "beside it${PYTEST_ARGS:+, PYTEST_ARGS=$PYTEST_ARGS}"
