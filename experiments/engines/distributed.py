@@ -5,7 +5,7 @@ Launch:
   ``--nnodes``/``--rdzv-endpoint``): every rank runs the runner; rank 0 trains and writes the results, ranks >= 1
   call :func:`serve` and write nothing. Each rank builds the problem itself.
 - ``python -m experiments.run engine=distributed workers=P ...``: this process is rank 0 and starts P local worker
-  processes (``engine.start_method``, spawn by default) that receive the problem at start (tensors through shared
+  processes (``engine.start_method``, forkserver by default) that receive the problem at start (tensors through shared
   memory) and are pinned to their own CPUs where they fit (``engine.pin_workers``, as in shared_memory). With
   ``engine.master_addr`` on loopback (the default) the rendezvous is a file store on an anonymous in-memory file
   (nothing on disk to clean up, even when the master is killed) and gloo binds to the loopback interface: nothing
@@ -540,7 +540,7 @@ def run(problem, rule, cfg, recorder):
                 with _gloo_interface(os.environ["MASTER_ADDR"]):
                     _init_group(backend, cfg.engine.timeout_s, init_method="env://", rank=0, world_size=world)
             else:
-                method = cfg.engine.get("start_method") or "spawn"
+                method = cfg.engine.get("start_method") or "forkserver"
                 if method not in ("spawn", "forkserver"):
                     raise ConfigError(f"engine.start_method={method}: must be spawn or forkserver")
                 ctx = process_context(method, problem)

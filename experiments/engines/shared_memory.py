@@ -1,7 +1,7 @@
 """The shared-memory engine: a master (this process) and P worker processes on one machine, wall clock (issue 5).
 
-Processes: ``torch.multiprocessing`` with ``engine.start_method`` (``spawn`` by default, or ``forkserver``), so
-nothing the calling process did before (a serial run, threads, CUDA) leaks into the workers. The problem object
+Processes: ``torch.multiprocessing`` with ``engine.start_method`` (``forkserver`` by default, or ``spawn``), so
+nothing the calling process did before (a serial run, threads, CUDA) leaks into the workers (docs/engines.md). The problem object
 is sent to each worker once, at start; its torch tensors travel through shared memory, so the data is neither
 reloaded nor copied (numpy/scipy members are copied once per worker, through the worker's pipe, never blocking the
 master: a worker that dies while starting fails the run at once, ``worker W died while starting (killed by
@@ -499,7 +499,7 @@ def run(problem, rule, cfg, recorder):
         experiments.training.recorder.Diverged: the loss diverged.
         KeyboardInterrupt: Ctrl-C or SIGTERM (all workers are ended first).
     """
-    method = cfg.engine.get("start_method") or "spawn"
+    method = cfg.engine.get("start_method") or "forkserver"
     if method not in ("spawn", "forkserver"):
         raise ConfigError(f"engine.start_method={method}: must be spawn or forkserver")
     P = int(cfg.workers)
