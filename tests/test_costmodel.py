@@ -111,6 +111,7 @@ def test_a_run_copies_its_costs_into_provenance(tmp_path):
     sink.add_provenance({"costs": {"latency_s": 1e-5}, "calibration": "/x.json"})
     data = json.loads((sink.run_dir / "provenance.json").read_text())
     assert data.pop("config_sha256") == __import__("hashlib").sha256(b"a: 1\n").hexdigest()  # the sink's own
+    assert data.pop("config_bytes") == 5
     assert data == {"host": "h", "costs": {"latency_s": 1e-5}, "calibration": "/x.json"}
 
 

@@ -241,11 +241,15 @@ def test_a_damaged_config_makes_a_finished_run_unfinished(tmp_path, capsys, text
     assert a.config_changes({"seed": 0})[0].startswith("config.yaml: ")
 
 
-def test_a_config_cut_at_a_line_end_is_caught_by_its_recorded_sha256(tmp_path):
+def test_a_config_cut_at_a_line_end_is_caught_by_its_recorded_length_and_an_edit_is_a_change(tmp_path):
     a, _, _ = _two_runs(tmp_path)
-    (a.run_dir / "config.yaml").write_text("problem: {name: p}\n")  # still YAML, still ends with a newline
-    assert a.config_damage().startswith("does not match the sha256")
+    path = a.run_dir / "config.yaml"
+    path.write_text("problem: {name: p}\n")  # still YAML, still ends with a newline
+    assert a.config_damage() == "is shorter than written (19 of 27 bytes: truncated)"
     assert not a.finished()
+    path.write_text("problem: {name: q}\nseed: 0\nnote: added by hand\n")  # edited since, not shorter
+    assert a.config_damage() is None and a.finished()
+    assert a.config_changes({"problem": {"name": "p"}, "seed": 0}) == ["problem.name: 'q' -> 'p'"]
 
 
 def test_run_id_changes_only_where_sanitising_loses_information():

@@ -290,18 +290,20 @@ class RunSink:
             return None, "does not end with a newline (truncated)"
         prov = self.run_dir / "provenance.json"
         try:
-            want = json.loads(prov.read_text(encoding="utf-8")).get("config_sha256") if prov.is_file() else None
+            written = json.loads(prov.read_text(encoding="utf-8")) if prov.is_file() else {}
+            want, size = written.get("config_sha256"), written.get("config_bytes")
         except (OSError, ValueError, AttributeError):
-            want = None
-        if want is not None and hashlib.sha256(raw).hexdigest() != want:
-            return None, "does not match the sha256 its provenance.json records (truncated or overwritten)"
+            want = size = None
+        if want is not None and isinstance(size, int) and len(raw) < size and hashlib.sha256(raw).hexdigest() != want:
+            return None, f"is shorter than written ({len(raw)} of {size} bytes: truncated)"
         return data, None
 
     def config_damage(self) -> str | None:
         """Why the run's ``config.yaml`` cannot be trusted (unreadable, not UTF-8 YAML, not a mapping, no final
-        newline, or -- for runs that recorded it -- not the bytes whose sha256 ``provenance.json`` holds); None when
-        it is whole or absent. A run written before ``config_sha256`` was recorded whose file was cut exactly at a
-        line end and still parses is not told from a whole one."""
+        newline, or -- for runs that recorded them -- shorter than the ``config_bytes`` ``provenance.json`` holds and
+        not the bytes of its ``config_sha256``); None when it is whole or absent. A file edited since, no shorter,
+        is whole: :meth:`config_changes` compares it key by key. A run written before ``config_bytes`` was recorded
+        whose file was cut exactly at a line end and still parses is not told from a whole one."""
         if not (self.run_dir / "config.yaml").exists():
             return None
         return self._read_config()[1]
@@ -372,11 +374,12 @@ class RunSink:
 
     def write_config(self, config_yaml: str, provenance: dict) -> None:
         """The resolved config and the provenance (first thing a run writes, after validation); the provenance
-        gains ``config_sha256``, the sha256 of the config's UTF-8 bytes, by which a truncated or overwritten
-        ``config.yaml`` is told from a whole one (:meth:`config_damage`)."""
+        gains ``config_sha256`` and ``config_bytes``, the sha256 and the length of the config's UTF-8 bytes, by
+        which a truncated ``config.yaml`` is told from a whole one (:meth:`config_damage`)."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         _atomic_write(self.run_dir / "config.yaml", config_yaml)
-        provenance = {**provenance, "config_sha256": hashlib.sha256(config_yaml.encode("utf-8")).hexdigest()}
+        raw = config_yaml.encode("utf-8")
+        provenance = {**provenance, "config_sha256": hashlib.sha256(raw).hexdigest(), "config_bytes": len(raw)}
         _atomic_write(self.run_dir / "provenance.json", json.dumps(provenance, indent=1, default=str))
 
     def add_provenance(self, extra: dict) -> None:
