@@ -156,9 +156,9 @@ def _file_problem(path: Path) -> str | None:
 
 def parse_summary(path: Path, runs_dir: Path | None = None) -> tuple[list[str], list[list[str]], str | None]:
     """Read ``summary.csv`` strictly: its header, its data rows (blank lines skipped; a last row cut before its
-    newline left out), and why it is damaged (None
-    when it parses cleanly: a header with ``run_id``, every row as wide as the header and ended by a newline, each
-    run id non-empty and once, and -- with ``runs_dir`` -- each row's run folder present). A missing file is clean and empty.
+    newline left out), and why it is damaged (None when it parses cleanly: a header with ``run_id``, every row as
+    wide as the header and ended by a newline, each run id non-empty and once, and -- with ``runs_dir`` -- each
+    row's run folder present). A missing file is clean and empty.
 
     Raises:
         ConfigError: the file exists but cannot be read (permissions, a folder or a named pipe at its name).
