@@ -46,9 +46,10 @@ Implementations (hyperparameter ``impl``; the arithmetic above is the same, the 
 Hyperparameters: ``variant`` (required: "paper" or "torch"), ``lr`` (default 1e-3), ``beta1`` (0.9),
 ``beta2`` (0.999), ``eps`` (None: 0 for paper, 1e-8 for torch), ``vhat_floor`` (paper only; None: 1e-11),
 ``impl`` ("auto"), ``lr_schedule``, ``alpha_max``, ``bounds`` (see algorithms.base.UpdateRule).
-Errors: HyperparameterError (a ValueError) naming the key and value for beta outside [0, 1), eps < 0, lr <= 0,
-vhat_floor < 0, an unknown variant or impl, an impl the variant has not (``fused`` is torch's, ``compiled`` and
-``native`` the paper's), or vhat_floor given with the torch variant. ``init`` raises RuntimeError for
+Errors: HyperparameterError (a ValueError) naming the key and value for beta outside [0, 1), eps < 0, eps = 0 with
+the torch variant (0/0 on a coordinate whose gradients are all 0), lr <= 0, vhat_floor < 0, an unknown variant or
+impl, an impl the variant has not (``fused`` is torch's, ``compiled`` and ``native`` the paper's), or vhat_floor
+given with the torch variant. ``init`` raises RuntimeError for
 ``impl=fused`` on a device the fused kernel does not support, and for ``impl=native`` off the CPU, for another
 dtype, a non-contiguous x, or where the C kernel cannot be built (the message gives the compiler's reason).
 """
@@ -124,6 +125,11 @@ class AMSGrad(UpdateRule):
         if eps is None:
             eps = 0.0 if variant == "paper" else 1e-8
         self.eps = nonnegative("eps", eps)
+        if variant == "torch" and self.eps == 0.0:  # m / (sqrt(vhat) + 0) is 0/0 = NaN where every gradient was 0
+            raise HyperparameterError(
+                f"eps must be > 0 for variant 'torch' (a coordinate whose gradients are all 0 would become NaN: "
+                f"0/0), got eps={eps!r}"
+            )
         if variant == "torch":
             if vhat_floor is not None:
                 raise HyperparameterError(

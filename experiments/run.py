@@ -70,6 +70,9 @@ def _hydra_main(cfg: DictConfig) -> str:
         _remove_empty_dirs(Path(str(cfg.results_dir)) / ".hydra")
         _remove_empty_dirs(Path(str(cfg.results_dir)), recursive=False)
         sys.exit(2)
+    except OSError as exc:  # a result file that cannot be written (full disk): one line naming it, exit 1
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)
     if multirun:
         in_process = str(hc.launcher.get("_target_", "")).endswith("BasicLauncher")
         _sweep_bar(str(cfg.get("experiment_id")), in_process).update(1)

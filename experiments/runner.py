@@ -160,6 +160,8 @@ def execute(cfg, overrides: list[str]) -> str:
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: recorded like a failure, then the sweep stops
         signum = Interrupted.signum_of(exc)
         status, message = "failed", interrupted_message(signum)
+    except ConfigError:  # bad input found on the way (an unusable calibration file): one line, exit 2, no row
+        raise
     except Exception as exc:  # recorded, not hidden: the row says what happened
         traceback.print_exc()
         status, message = "failed", f"{type(exc).__name__}: {exc}".splitlines()[0]

@@ -19,9 +19,10 @@ from hydra.utils import get_object
 
 from problems.base import Problem
 from problems.cnn import MODELS, AllCNN, CNNProblem, LeNet5, resnet18_cifar
+from problems.datasets.files import DataError
 from problems.logreg import LogisticRegression
 
-__all__ = ["AllCNN", "CNNProblem", "KINDS", "LeNet5", "LogisticRegression", "MODELS", "Problem", "build_problem",
+__all__ = ["KINDS", "MODELS", "AllCNN", "CNNProblem", "LeNet5", "LogisticRegression", "Problem", "build_problem",
            "optimum_cache_dir", "resnet18_cifar"]
 
 KINDS = ("logreg", "logreg_libsvm", "logreg_rcv1like", "cnn", "cnn_timing")
@@ -53,6 +54,19 @@ def _opt_int(cfg, key: str, minimum: int = 1) -> int | None:
     return int(value)
 
 
+def _both_classes(y, shown: str, max_train: int | None) -> None:
+    """Refuse training labels (0/1) of one class only: the model would learn nothing and report a perfect score.
+
+    Raises:
+        DataError: one line naming the data (``shown``) and, when it cut the set, ``problem.max_train``.
+    """
+    values = torch.unique(torch.as_tensor(y)).tolist()
+    if len(values) < 2:
+        cut = f" (the first problem.max_train={max_train})" if max_train is not None else ""
+        raise DataError(f"{shown}: every training example{cut} has label {values[0] if values else '-'}; a binary "
+                        "problem needs both classes")
+
+
 def _vision_logreg(cfg, root: Path, device: torch.device) -> LogisticRegression:
     spec = _req(cfg, "dataset", "logreg")
     dataset = str(spec.get("_target_")) if _instantiable(spec) else str(spec)
@@ -66,7 +80,7 @@ def _vision_logreg(cfg, root: Path, device: torch.device) -> LogisticRegression:
     def binary(x: torch.Tensor, y: torch.Tensor, what: str) -> tuple[torch.Tensor, torch.Tensor]:
         keep = (y == neg) | (y == pos)
         if not bool((y[keep] == neg).any()) or not bool((y[keep] == pos).any()):
-            raise ValueError(f"problem.classes {classes}: {dataset} {what} set lacks one of these classes")
+            raise DataError(f"problem.classes {classes}: {dataset} {what} set lacks one of these classes")
         return x[keep].reshape(int(keep.sum()), -1), (y[keep] == pos).to(torch.int64)
 
     xtr, ytr = binary(data.train_x, data.train_y, "train")
@@ -79,6 +93,7 @@ def _vision_logreg(cfg, root: Path, device: torch.device) -> LogisticRegression:
         raise ValueError(f"problem.row_norm={row_norm!r}: must be null or 'unit'")
     if max_train is not None:
         xtr, ytr = xtr[:max_train], ytr[:max_train]
+    _both_classes(ytr, f"{dataset} classes {neg} (label 0) and {pos} (label 1)", max_train)
     return LogisticRegression(xtr, ytr, xte, yte, l2=float(_get(cfg, "l2", 0.0) or 0.0), device=device,
                               name=str(_get(cfg, "name") or f"logreg_{dataset}_{neg}v{pos}"),
                               init_std=float(_get(cfg, "init_std", 0.0) or 0.0), cache_dir=optimum_cache_dir(root))
@@ -98,6 +113,7 @@ def _libsvm_logreg(cfg, root: Path, device: torch.device) -> LogisticRegression:
     max_train = _opt_int(cfg, "max_train")
     if max_train is not None:
         xtr, ytr = xtr[:max_train], ytr[:max_train]
+        _both_classes(ytr, str(path), max_train)
     test = (data.test_x, data.test_y) if data.has_test else (None, None)
     return LogisticRegression(xtr, ytr, *test, l2=float(_get(cfg, "l2", 0.0) or 0.0), device=device,
                               name=str(_get(cfg, "name") or f"logreg_{path.stem}"),
@@ -233,7 +249,9 @@ def build_problem(cfg, data_root: str | Path, device: torch.device | str = "cpu"
     data_root: the data folder (problems.data.data_root()); optima are cached in `<data_root>/cache`.
     device: where data, parameters and gradients live.
     Raises ValueError for an unknown kind or model, or missing/bad keys; problems.data.DataError (a ValueError)
-    when the data files are missing or bad.
+    when the data files are missing or bad, or degenerate: training labels of one class only (also after
+    ``max_train``), a class of ``classes`` missing from a vision set, a LIBSVM file without features or too wide for
+    this machine's memory (problems/datasets/libsvm.py).
     """
     kind = _get(cfg, "kind")
     root, device = Path(data_root), torch.device(device)

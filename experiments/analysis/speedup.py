@@ -11,10 +11,11 @@ problem's target loss (``basis=time_to_target``; rows only where every seed reac
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pandas as pd
+
+from experiments.store.atomic import atomic_write_text
 
 GROUP = ["experiment", "problem", "algorithm", "engine", "clock", "delay_model", "max_delay", "straggler_sigma",
          "straggler_slowdown", "batch_size", "compute", "compute_base_s", "transport", "cores", "master_computes"]
@@ -75,9 +76,7 @@ def write_speedup(exp_dir: Path) -> Path | None:
         return None
     table = speedup_table(pd.read_csv(summary_path))
     path = Path(exp_dir) / "speedup.csv"
-    tmp = path.with_name(".speedup.csv.tmp")
-    table.to_csv(tmp, index=False)
-    os.replace(tmp, path)
+    atomic_write_text(path, table.to_csv(index=False))  # a temporary name of its own: sweeps may write at once
     return path
 
 

@@ -72,23 +72,134 @@ def machine_path() -> Path:
 class Calibration:
     """A calibration file: measured costs by key, each ``{"value": median s, "samples": [...], "spread": rel}``.
 
+    A damaged file (not UTF-8 JSON, cut short, empty, or not of this shape: an object whose ``entries`` maps keys to
+    objects with a numeric ``value`` and, where present, a list of numeric ``samples``) is set aside as
+    ``<name>.damaged-<n>`` under the file lock and read as empty (its entries are measured again), with one line on
+    stderr naming it. Every write goes through :func:`experiments.store.atomic.atomic_write_text`.
+
     Args:
         path: the JSON file (created on first write; None = :func:`machine_path`).
+
+    Raises:
+        experiments.errors.ConfigError: (from :meth:`read`, :meth:`entry`, :meth:`drop`) the path names something
+            that is not a regular file (a named pipe, a folder, a device: never opened, so never waited on) or a
+            file that cannot be read (permissions), or a damaged file could not be set aside.
     """
 
     def __init__(self, path: Path | str | None = None) -> None:
         self.path = Path(path) if path else machine_path()
         self._lock = FileLock(str(self.path) + ".lock", timeout=600)
 
-    def read(self) -> dict:
-        """The file's content (an empty calibration of this machine when the file does not exist)."""
-        if self.path.exists():
-            return json.loads(self.path.read_text())
+    def _empty(self) -> dict:
         return {"machine": machine_id(), "entries": {}}
+
+    def _load(self) -> tuple[dict | None, str | None]:
+        """The file's content and why it is damaged (``(None, None)`` when there is no file).
+
+        Raises:
+            ConfigError: not a regular file, or not readable.
+        """
+        import stat as stat_mod
+
+        from experiments.errors import ConfigError
+
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None, None
+        except OSError as exc:
+            raise ConfigError(f"{self.path}: cannot read this calibration file ({exc.strerror})") from None
+        if not stat_mod.S_ISREG(st.st_mode):
+            kind = ("a folder" if stat_mod.S_ISDIR(st.st_mode) else "a named pipe" if stat_mod.S_ISFIFO(st.st_mode)
+                    else "a socket" if stat_mod.S_ISSOCK(st.st_mode) else "a device or special file")
+            raise ConfigError(f"{self.path}: the calibration file is {kind}, not a regular file "
+                              "(engine.calibration / APAM_CALIBRATION must name a JSON file)")
+        if not os.access(self.path, os.R_OK):
+            raise ConfigError(f"{self.path}: cannot read this calibration file (permission denied)")
+        try:  # O_NONBLOCK: should the file be swapped for a pipe since the check, opening it does not wait
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+            with os.fdopen(fd, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            return None, None
+        except OSError as exc:
+            raise ConfigError(f"{self.path}: cannot read this calibration file ({exc.strerror})") from None
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            return None, "empty" if not raw.strip() else f"not JSON ({' '.join(str(exc).split())[:80]})"
+        return data, self._shape_problem(data)
+
+    @staticmethod
+    def _shape_problem(data) -> str | None:
+        """Why ``data`` is not a calibration (None when it is)."""
+        def number(v) -> bool:
+            return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+        if not isinstance(data, dict):
+            return f"a JSON {type(data).__name__}, not an object"
+        if not isinstance(data.get("entries"), dict):
+            return "no 'entries' object"
+        if not isinstance(data.get("machine", {}), dict):
+            return "'machine' is not an object"
+        for key, e in data["entries"].items():
+            if not isinstance(e, dict) or not number(e.get("value")):
+                return f"entry {key!r} has no numeric 'value'"
+            samples = e.get("samples", [])
+            if not isinstance(samples, list) or not all(number(v) for v in samples):
+                return f"entry {key!r}: 'samples' is not a list of numbers"
+        return None
+
+    def read(self) -> dict:
+        """The file's content (an empty calibration of this machine when the file does not exist or was damaged
+        and has been set aside).
+
+        Raises:
+            ConfigError: see the class docstring.
+        """
+        data, damage = self._load()
+        if data is None and damage is None:
+            return self._empty()
+        if damage is None:
+            return data
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._lock:  # one process sets the file aside; the others then find it gone or rewritten
+            data, damage = self._load()
+            if damage is None:
+                return data if data is not None else self._empty()
+            self._set_aside(damage)
+            return self._empty()
+
+    def _set_aside(self, damage: str) -> None:
+        """Rename the damaged file to ``<name>.damaged-<n>`` (first free n), with one line on stderr."""
+        import sys
+
+        from experiments.errors import ConfigError
+
+        n = 1
+        while (dest := self.path.with_name(f"{self.path.name}.damaged-{n}")).exists() or dest.is_symlink():
+            n += 1
+        try:
+            os.rename(self.path, dest)
+        except OSError as exc:
+            raise ConfigError(f"{self.path}: damaged calibration file ({damage}) cannot be set aside "
+                              f"({exc.strerror})") from None
+        print(f"warning: {self.path}: damaged calibration file ({damage}); set aside as {dest.name}, its entries "
+              "are measured again", file=sys.stderr)
+
+    def _write(self, data: dict) -> None:
+        from experiments.store.atomic import atomic_write_text
+
+        atomic_write_text(self.path, json.dumps(data, indent=1, sort_keys=True))
 
     def entry(self, key: str, measure) -> dict:
         """The entry under ``key``; ``measure()`` (returning a list of repeated samples, seconds) is called, under
-        the file lock so that parallel jobs measure it once, when it is missing."""
+        the file lock so that parallel jobs measure it once, when it is missing.
+
+        Raises:
+            ConfigError: see the class docstring.
+            OSError: the file could not be written (one line naming it).
+        """
         data = self.read()
         if key in data["entries"]:
             return data["entries"][key]
@@ -102,21 +213,22 @@ class Calibration:
                                         "spread": (max(samples) - min(samples)) / med if med > 0 else 0.0,
                                         "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                         "probe_s": speedprobe.measure()}  # the machine's speed as it measured
-                tmp = self.path.with_suffix(".json.tmp")
-                tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-                os.replace(tmp, self.path)
+                self._write(data)
             return data["entries"][key]
 
     def drop(self, keys=None) -> None:
-        """Forget ``keys`` (all entries when None): they are measured again on next use."""
-        if not self.path.exists():
+        """Forget ``keys`` (all entries when None): they are measured again on next use.
+
+        Raises:
+            ConfigError: see the class docstring.
+        """
+        if not self.path.exists() and not self.path.is_symlink():
+            self._load()  # a dangling or unreadable name still says why
             return
         with self._lock:
             data = self.read()
             data["entries"] = {} if keys is None else {k: v for k, v in data["entries"].items() if k not in keys}
-            tmp = self.path.with_suffix(".json.tmp")
-            tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-            os.replace(tmp, self.path)
+            self._write(data)
 
 
 def calibrated_probe(calibration: Calibration) -> float:

@@ -5,7 +5,7 @@ Launch:
   ``--nnodes``/``--rdzv-endpoint``): every rank runs the runner; rank 0 trains and writes the results, ranks >= 1
   call :func:`serve` and write nothing. Each rank builds the problem itself.
 - ``python -m experiments.run engine=distributed workers=P ...``: this process is rank 0 and starts P local worker
-  processes (``engine.start_method``, spawn by default) that receive the problem at start (tensors through shared
+  processes (``engine.start_method``, forkserver by default) that receive the problem at start (tensors through shared
   memory) and are pinned to their own CPUs where they fit (``engine.pin_workers``, as in shared_memory). With
   ``engine.master_addr`` on loopback (the default) the rendezvous is a file store on an anonymous in-memory file
   (nothing on disk to clean up, even when the master is killed) and gloo binds to the loopback interface: nothing

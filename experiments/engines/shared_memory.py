@@ -1,11 +1,11 @@
 """The shared-memory engine: a master (this process) and P worker processes on one machine, wall clock (issue 5).
 
-Processes: ``torch.multiprocessing`` with ``engine.start_method`` (``spawn`` by default, or ``forkserver``), so
-nothing the calling process did before (a serial run, threads, CUDA) leaks into the workers. The problem object
-is sent to each worker once, at start; its torch tensors travel through shared memory, so the data is neither
-reloaded nor copied (numpy/scipy members are copied once per worker, through the worker's pipe, never blocking the
-master: a worker that dies while starting fails the run at once, ``worker W died while starting (killed by
-SIGKILL)``; :mod:`experiments.engines.workers`, start-up).
+Processes: ``torch.multiprocessing`` with ``engine.start_method`` (``forkserver`` by default, or ``spawn``:
+docs/engines.md), so nothing the calling process did before (a serial run, threads, CUDA) leaks into the workers.
+The problem object is sent to each worker once, at start; its torch tensors travel through shared memory, so the
+data is neither reloaded nor copied (numpy/scipy members are copied once per worker, through the worker's pipe,
+never blocking the master: a worker that dies while starting fails the run at once, ``worker W died while starting
+(killed by SIGKILL)``; :mod:`experiments.engines.workers`, start-up).
 
 Buffers: two preallocated shared tensors of shape (P, d) in the problem's dtype: ``xs[w]`` is the iterate the
 master last handed to worker w, ``grads[w]`` the gradient w computed there; a shared int64 block ``ctrl`` (P, ROW)

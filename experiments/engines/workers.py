@@ -154,7 +154,82 @@ def process_context(method: str, problem=None):
         if problem is not None:
             mods.append(type(problem).__module__)
         ctx.set_forkserver_preload(mods)
+    if not _REAP_AT_EXIT:
+        import atexit
+
+        atexit.register(stop_helper_processes)
+        _REAP_AT_EXIT.append(True)
     return ctx
+
+
+_REAP_AT_EXIT: list = []  # non-empty once stop_helper_processes is registered to run at exit
+HELPER_EXIT_TIMEOUT_S = 10.0  # the longest an exiting master waits for the forkserver and the resource tracker
+
+
+def _wait_exit(pid: int, timeout_s: float) -> bool:
+    """Reap child ``pid`` within ``timeout_s`` seconds (woken by its pidfd where Linux has one); True when reaped."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        fd = None
+    try:
+        while True:
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                return True  # reaped elsewhere, or not ours
+            if done:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if fd is not None:
+                select.select([fd], [], [], left)
+            else:
+                time.sleep(min(0.01, left))
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def stop_helper_processes(timeout_s: float = HELPER_EXIT_TIMEOUT_S) -> list[int]:
+    """Stop and reap the helper processes multiprocessing started for the workers: the forkserver (``forkserver``
+    start method) and the resource tracker (started by every spawn or forkserver start). Run at exit (registered by
+    :func:`process_context`): left to themselves, both notice only after the master has gone that its pipe closed,
+    exit on their own and stay behind as defunct processes until the system's init reaps them. Closing their
+    "alive" pipes ends them now (the forkserver first: it holds the tracker's pipe too); each is waited for up to
+    ``timeout_s`` seconds. Nothing is done while a worker process still runs (it holds the pipes; multiprocessing's
+    own exit handler ends it). Uses multiprocessing's private singletons (``forkserver._forkserver``,
+    ``resource_tracker._resource_tracker``, as its ``_stop`` methods do, but never waiting without a bound).
+    Returns the process ids reaped."""
+    import multiprocessing
+    from multiprocessing import forkserver, resource_tracker, util
+
+    if multiprocessing.active_children():
+        return []
+    reaped = []
+    fs = getattr(forkserver, "_forkserver", None)
+    pid, fd = getattr(fs, "_forkserver_pid", None), getattr(fs, "_forkserver_alive_fd", None)
+    if pid is not None and fd is not None:
+        address = fs._forkserver_address
+        os.close(fd)
+        fs._forkserver_alive_fd, fs._forkserver_pid, fs._forkserver_address = None, None, None
+        if _wait_exit(pid, timeout_s):
+            reaped.append(pid)
+        try:
+            if address and not util.is_abstract_socket_namespace(address):
+                os.unlink(address)
+        except OSError:
+            pass
+    rt = getattr(resource_tracker, "_resource_tracker", None)
+    pid, fd = getattr(rt, "_pid", None), getattr(rt, "_fd", None)
+    if pid is not None and fd is not None:
+        os.close(fd)
+        rt._fd, rt._pid = None, None
+        if _wait_exit(pid, timeout_s):
+            reaped.append(pid)
+    return reaped
 
 
 def keep_freed_memory() -> bool:

@@ -1,5 +1,5 @@
 """Provenance of a run: code version, package versions, the lock file's hash and whether the environment matches
-it, machine, threads (written beside every result)."""
+it, machine and CPU (model, feature flags, cores), threads (written beside every result)."""
 from __future__ import annotations
 
 import hashlib
@@ -32,7 +32,7 @@ def git_commit(repo: Path = REPO) -> str:
                              timeout=10, check=True).stdout.strip()
         status = ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results",
                   ":(exclude)results-*"]
-        dirty = subprocess.run(status, cwd=repo, capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(status, cwd=repo, capture_output=True, text=True, timeout=10, check=False).stdout.strip()
         return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -115,8 +115,41 @@ def lock_info(path: Path = LOCK_FILE) -> dict:
 _LOCK_INFO: dict = {}  # lock_info's last answer in this process, with the file and folder stats it was made for
 
 
+def cpu_info(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict:
+    """The CPU a result was computed on, so that a last-bit difference between machines can be traced to it.
+
+    Returns ``{"model", "flags", "cores", "machine", "source"}``: the model name and the feature flags (sorted,
+    space-separated) of the first processor in ``cpuinfo`` (Linux's ``/proc/cpuinfo``: ``model name`` and ``flags``
+    on x86, ``Features`` and ``CPU part`` or ``Processor`` on ARM; ``source`` is the file), else
+    ``platform.processor()`` as the model and no flags (``source`` ``platform``); ``cores`` is ``os.cpu_count()``
+    (logical processors), ``machine`` ``platform.machine()``.
+    """
+    model = flags = None
+    try:
+        text = Path(cpuinfo).read_text(errors="replace")
+    except OSError:
+        text = None
+    if text is not None:
+        fields: dict[str, str] = {}
+        for line in text.splitlines():
+            if not line.strip():
+                if fields:
+                    break  # the first processor's block is enough
+                continue
+            key, sep, value = line.partition(":")
+            if sep:
+                fields.setdefault(key.strip().lower(), value.strip())
+        model = fields.get("model name") or fields.get("processor name") or fields.get("cpu model") or \
+            fields.get("cpu part") or None
+        raw = fields.get("flags") or fields.get("features")
+        flags = " ".join(sorted(raw.split())) if raw else None
+    source = str(cpuinfo) if model or flags else "platform"
+    return {"model": model or platform.processor() or None, "flags": flags, "cores": os.cpu_count(),
+            "machine": platform.machine(), "source": source}
+
+
 def collect(threads: int, device: str) -> dict:
-    """Everything a reviewer needs to know where a number came from."""
+    """Everything a reviewer needs to know where a number came from (the CPU: :func:`cpu_info`)."""
     import torch
 
     return {
@@ -126,6 +159,7 @@ def collect(threads: int, device: str) -> dict:
         "host": platform.node(),
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
+        "cpu": cpu_info(),
         "threads": threads,
         "torch_threads": torch.get_num_threads(),
         "device": device,

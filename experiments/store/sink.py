@@ -1,10 +1,18 @@
 """The results sink: a run's folder and the experiment's ``summary.csv`` (CONTRACT.md, "Results layout").
 
 ``<results_dir>/<experiment>/runs/<run_id>/`` gets ``config.yaml`` (the resolved config), ``trace.csv`` (one row
-per evaluation point), ``staleness.csv`` (histogram) and ``provenance.json``; the run's row goes into
-``<results_dir>/<experiment>/summary.csv``. Every file is written to a temporary name and renamed, and the summary
-is rewritten under a file lock, so several runs finishing at once leave one header and whole rows, and a rerun
-replaces its old row (exactly one row per run).
+per evaluation point), ``staleness.csv`` (histogram), ``provenance.json`` and ``summary_row.json`` (the run's summary
+row as written); the run's row goes into ``<results_dir>/<experiment>/summary.csv``. Every file is written whole
+under a unique temporary name and renamed (experiments/store/atomic.py), and the summary is rewritten under a file
+lock, so several runs finishing at once leave one header and whole rows, and a rerun replaces its old row (exactly
+one row per run).
+
+A summary that does not parse cleanly -- no ``run_id`` column, a row of another width than the header, a last row
+without its newline, an empty or duplicate run id, a row whose run folder is missing, bytes that are not UTF-8 CSV
+-- is set aside as ``summary.csv.damaged-<n>`` and rebuilt from the run folders, with one line on stderr naming
+it: each folder's ``summary_row.json``, else (runs written before that file existed) the folder's row if the
+damaged file holds it whole; a run with neither has no row and counts as unfinished (it runs again). A summary that
+cannot be read at all (permissions, not a regular file) is a :class:`experiments.errors.ConfigError` naming it.
 """
 from __future__ import annotations
 
@@ -15,10 +23,15 @@ import json
 import math
 import os
 import re
+import stat
+import sys
 from collections import Counter
 from pathlib import Path
 
 from filelock import FileLock
+
+from experiments.errors import ConfigError
+from experiments.store.atomic import atomic_write_text
 
 TRACE_COLUMNS = ["run_id", "problem", "algorithm", "engine", "workers", "delay_model", "max_delay", "batch_size",
                  "seed", "epoch", "updates", "gradients", "clock", "time_s", "train_loss", "train_acc", "test_loss",
@@ -39,12 +52,38 @@ LOOKUP_TABLES = {"profiles", "points", "compute_models", "by_kind", "real_engine
 the keys it sets (workers, engine.compute_base_s, delay.*, epochs), so an edit elsewhere in a table is no change."""
 
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9.+-]+")
+_KEPT_AS_HYPHEN = re.compile(r"[A-Za-z0-9.+=_-]*")
+"""Characters an override may hold for its id fragment to stay as it always was: the fragment turns ``=`` and ``_``
+into ``-`` (config keys and option names are written with ``_``, never with ``-`` in the same place), so nothing
+that tells runs apart is lost."""
+SUMMARY_ROW_FILE = "summary_row.json"
+RUN_FILES = ("config.yaml", "trace.csv", "provenance.json")  # what a finished run's folder holds
+
+
+def _fragment(override: str) -> str:
+    """``key=value`` as it appears in a run id: every run of characters outside ``[A-Za-z0-9.+-]`` (``=`` and ``_``
+    included) becomes one ``-``, and ``-`` at either end is dropped."""
+    return _UNSAFE.sub("-", override.replace("=", "-")).strip("-")
+
+
+def _lossless(override: str) -> bool:
+    """True when :func:`_fragment` keeps everything that tells ``override`` apart from another: only ``=`` and
+    ``_`` are replaced (one character each by one ``-``) and nothing is cut at the ends."""
+    return (_KEPT_AS_HYPHEN.fullmatch(override) is not None
+            and _fragment(override) == override.replace("=", "-").replace("_", "-"))
+
+
 def make_run_id(overrides: list[str], seed: int) -> str:
     """A deterministic run id from the run's command-line overrides and its seed (no timestamps).
 
     Overrides are sorted, keys in ``IGNORED_IN_RUN_ID`` (where results go, how they are shown) dropped, and
     ``seed=<seed>`` always included: ``['workers=4', 'algorithm=apam']`` -> ``algorithm-apam_workers-4_seed-0``.
-    Ids longer than 120 characters are cut and end in a hash of the whole.
+    An override whose fragment loses information (a path's ``/``, spaces, brackets, commas, quotes, runs of
+    replaced characters: :func:`_lossless`) would let two different inputs share an id (``problem.path=/d/a/b`` and
+    ``problem.path=/d/a-b``): then the id ends in ``_h-`` and 10 hex digits of the sha1 of those overrides' exact
+    text, sorted. Ids of overrides that lose nothing are as they always were (the committed results are keyed by
+    them). Ids longer than 120 characters are cut and end in a hash of the whole.
     """
     kept = []
     for o in overrides:
@@ -53,16 +92,17 @@ def make_run_id(overrides: list[str], seed: int) -> str:
             continue
         kept.append(o.lstrip("+~"))
     kept = sorted(kept) + [f"seed={seed}"]
-    rid = "_".join(re.sub(r"[^A-Za-z0-9.+-]+", "-", o.replace("=", "-")).strip("-") for o in kept)
+    rid = "_".join(_fragment(o) for o in kept)
+    lossy = [o for o in kept if not _lossless(o)]
+    if lossy:
+        rid += "_h-" + hashlib.sha1("\n".join(lossy).encode()).hexdigest()[:10]
     if len(rid) > 120:
         rid = rid[:100] + "-" + hashlib.sha1(rid.encode()).hexdigest()[:12]
     return rid
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    atomic_write_text(path, text)
 
 
 def _csv_text(rows: list[dict], columns: list[str]) -> str:
@@ -95,6 +135,105 @@ def _flat(d, prefix: str = "") -> dict:
     return out
 
 
+def _file_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be read as a file (``not a regular file (fifo)``, ``permission denied``), None when it
+    can or when it does not exist. Checked before opening, so a named pipe never blocks the reader."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("folder" if stat.S_ISDIR(st.st_mode) else "fifo" if stat.S_ISFIFO(st.st_mode)
+                else "socket" if stat.S_ISSOCK(st.st_mode) else "device" if stat.S_ISCHR(st.st_mode)
+                or stat.S_ISBLK(st.st_mode) else "special file")
+        return f"not a regular file ({kind})"
+    if not os.access(path, os.R_OK):
+        return "permission denied"
+    return None
+
+
+def parse_summary(path: Path, runs_dir: Path | None = None) -> tuple[list[str], list[list[str]], str | None]:
+    """Read ``summary.csv`` strictly: its header, its data rows (blank lines skipped; a last row cut before its
+    newline left out), and why it is damaged (None when it parses cleanly: a header with ``run_id``, every row as
+    wide as the header and ended by a newline, each run id non-empty and once, and -- with ``runs_dir`` -- each
+    row's run folder present). A missing file is clean and empty.
+
+    Raises:
+        ConfigError: the file exists but cannot be read (permissions, a folder or a named pipe at its name).
+    """
+    why = _file_problem(path)
+    if why is not None:
+        raise ConfigError(f"{path}: cannot read this summary ({why}); fix its permissions or move it away")
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            text = f.read()
+        table = [r for r in csv.reader(io.StringIO(text)) if r]
+    except FileNotFoundError:
+        return [], [], None
+    except PermissionError as exc:
+        raise ConfigError(f"{path}: cannot read this summary ({exc.strerror}); fix its permissions or move it "
+                          "away") from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        return [], [], f"not UTF-8 CSV ({' '.join(str(exc).split())[:120]})"
+    if not table:
+        return [], [], "empty (no header)"
+    if not text.endswith("\n"):  # every row is written with its newline: a file cut inside its last field
+        return table[0], table[1:-1], "the last row does not end with a newline (truncated)"  # that row left out
+    header, rows = table[0], table[1:]
+    if "run_id" not in header:
+        return header, rows, "no run_id column in the header"
+    if len(set(header)) != len(header):
+        return header, rows, "a column named twice in the header"
+    at, seen = header.index("run_id"), set()
+    for n, r in enumerate(rows, start=2):
+        if len(r) != len(header):
+            return header, rows, f"row {n} has {len(r)} fields, the header {len(header)}"
+        rid = r[at]
+        if not rid or rid in seen:
+            return header, rows, f"row {n}: {'empty' if not rid else 'duplicate'} run id {rid!r}"
+        seen.add(rid)
+        if runs_dir is not None and not (runs_dir / rid).is_dir():
+            return header, rows, f"row {n}: no run folder for run id {rid!r}"
+    return header, rows, None
+
+
+def _free_name(path: Path, tag: str) -> Path:
+    """``<path>.<tag>-<n>`` with the smallest n >= 1 that is not taken."""
+    n = 1
+    while path.with_name(f"{path.name}.{tag}-{n}").exists() or path.with_name(f"{path.name}.{tag}-{n}").is_symlink():
+        n += 1
+    return path.with_name(f"{path.name}.{tag}-{n}")
+
+
+def set_aside(path: Path, tag: str = "damaged") -> Path:
+    """Rename a damaged file to ``<path>.<tag>-<n>`` (first free n); return the new name.
+
+    Raises:
+        OSError: the rename failed (one line naming ``path``).
+    """
+    dest = _free_name(path, tag)
+    try:
+        os.rename(path, dest)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot set aside a damaged file ({exc.strerror})", str(path)) from None
+    return dest
+
+
+def _read_row_file(run_dir: Path) -> dict | None:
+    """A run folder's ``summary_row.json`` when it holds the row of this run (a mapping whose ``run_id`` is the
+    folder's name) and the folder holds a run's files; else None."""
+    path = run_dir / SUMMARY_ROW_FILE
+    if _file_problem(path) is not None or not path.is_file():
+        return None
+    try:
+        row = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return row if isinstance(row, dict) and row.get("run_id") == run_dir.name else None
+
+
 class RunSink:
     """Writes one run's files and its summary row.
 
@@ -109,40 +248,138 @@ class RunSink:
         self.run_dir = self.exp_dir / "runs" / run_id
         self.run_id = run_id
         self.summary_path = self.exp_dir / "summary.csv"
+        self._lock = FileLock(str(self.summary_path) + ".lock", timeout=120)  # one object: re-entrant
 
     def finished(self) -> bool:
-        """True when the summary already holds a finished (``ok`` or ``diverged``) row for this run."""
+        """True when the summary already holds a finished (``ok`` or ``diverged``) row for this run, its trace
+        exists and its ``config.yaml`` reads back whole; a damaged ``config.yaml`` makes the run unfinished, with one
+        line on stderr (it runs again and rewrites it).
+
+        Raises:
+            ConfigError: the summary cannot be read (:func:`parse_summary`).
+        """
         row = self.summary_row()
-        return row is not None and row.get("status") in ("ok", "diverged") and (self.run_dir / "trace.csv").exists()
+        if row is None or row.get("status") not in ("ok", "diverged") or not (self.run_dir / "trace.csv").exists():
+            return False
+        damage = self.config_damage()
+        if damage is not None:
+            print(f"[rerun] {self.exp_dir.name}/{self.run_id}: {self.run_dir / 'config.yaml'} {damage}; the run counts "
+                  "as unfinished", file=sys.stderr)
+            return False
+        return True
+
+    def _read_config(self) -> tuple[dict | None, str | None]:
+        """The run's ``config.yaml`` as a mapping, and why it is damaged (None when whole)."""
+        import yaml
+
+        path = self.run_dir / "config.yaml"
+        why = _file_problem(path)
+        if why is not None:
+            return None, f"cannot be read ({why})"
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            return None, f"cannot be read ({exc.strerror})"
+        try:
+            data = yaml.safe_load(raw.decode("utf-8"))
+        except (UnicodeDecodeError, yaml.YAMLError) as exc:
+            return None, f"is not valid YAML ({' '.join(str(exc).split())[:100]})"
+        if not isinstance(data, dict):
+            return None, f"is not a mapping of settings (a {type(data).__name__})"
+        if not raw.endswith(b"\n"):  # a YAML dump ends its last line; a file cut short mostly does not
+            return None, "does not end with a newline (truncated)"
+        prov = self.run_dir / "provenance.json"
+        try:
+            written = json.loads(prov.read_text(encoding="utf-8")) if prov.is_file() else {}
+            want, size = written.get("config_sha256"), written.get("config_bytes")
+        except (OSError, ValueError, AttributeError):
+            want = size = None
+        if want is not None and isinstance(size, int) and len(raw) < size and hashlib.sha256(raw).hexdigest() != want:
+            return None, f"is shorter than written ({len(raw)} of {size} bytes: truncated)"
+        return data, None
+
+    def config_damage(self) -> str | None:
+        """Why the run's ``config.yaml`` cannot be trusted (unreadable, not UTF-8 YAML, not a mapping, no final
+        newline, or -- for runs that recorded them -- shorter than the ``config_bytes`` ``provenance.json`` holds and
+        not the bytes of its ``config_sha256``); None when it is whole or absent. A file edited since, no shorter,
+        is whole: :meth:`config_changes` compares it key by key. A run written before ``config_bytes`` was recorded
+        whose file was cut exactly at a line end and still parses is not told from a whole one."""
+        if not (self.run_dir / "config.yaml").exists():
+            return None
+        return self._read_config()[1]
 
     def config_changes(self, cfg: dict, ignore=IGNORED_IN_RUN_ID | LOOKUP_TABLES) -> list[str]:
         """How the resolved config ``cfg`` (a plain dict) differs from the one this run finished with
         (``config.yaml``): ``"key: old -> new"`` for every dotted key present in both whose value differs (top-level
         keys in ``ignore`` -- where results go, how they are shown -- left out). Keys added or removed since are not
-        changes: a new key's default keeps the old behaviour. [] when there is no config.yaml."""
-        path = self.run_dir / "config.yaml"
-        if not path.exists():
+        changes: a new key's default keeps the old behaviour. [] when there is no config.yaml; one entry
+        ``config.yaml: <why>`` when it is damaged (:meth:`config_damage`)."""
+        if not (self.run_dir / "config.yaml").exists():
             return []
-        import yaml
-
-        old = yaml.safe_load(path.read_text()) or {}
+        old, damage = self._read_config()
+        if damage is not None:
+            return [f"config.yaml: {damage}"]
         a, b = _flat(old), _flat(cfg)
         return [f"{k}: {a[k]!r} -> {b[k]!r}" for k in sorted(a.keys() & b.keys())
                 if k.split(".")[0] not in ignore and a[k] != b[k]]
 
     def summary_row(self) -> dict | None:
-        if not self.summary_path.exists():
-            return None
-        with open(self.summary_path, newline="") as f:
-            for row in csv.DictReader(f):
-                if row.get("run_id") == self.run_id:
-                    return row
+        """This run's row of ``summary.csv`` (column -> text), None when it has none. A damaged summary is repaired
+        first (module docstring).
+
+        Raises:
+            ConfigError: the summary cannot be read.
+        """
+        for row in self._rows():
+            if row.get("run_id") == self.run_id:
+                return row
         return None
 
+    def _rows(self) -> list[dict]:
+        """The summary's rows, repaired under the lock when it does not parse cleanly."""
+        header, rows, damage = parse_summary(self.summary_path, self.exp_dir / "runs")
+        if damage is None:
+            return [dict(zip(header, r)) for r in rows]
+        with self._lock:
+            return self._repaired_rows()
+
+    def _repaired_rows(self) -> list[dict]:
+        """Under the lock: the summary's rows; when it is damaged, it is set aside and rebuilt first."""
+        header, rows, damage = parse_summary(self.summary_path, self.exp_dir / "runs")
+        if damage is None:
+            return [dict(zip(header, r)) for r in rows]
+        whole = {}  # rows of the damaged file that can stand for their runs: full width, named run id
+        if "run_id" in header:
+            at = header.index("run_id")
+            whole = {r[at]: dict(zip(header, r)) for r in rows if len(r) == len(header) and r[at]}
+        order = [r[header.index("run_id")] for r in rows if "run_id" in header and len(r) > header.index("run_id")]
+        runs_dir = self.exp_dir / "runs"
+        folders = sorted(p.name for p in runs_dir.iterdir() if p.is_dir()) if runs_dir.is_dir() else []
+        rebuilt = {}
+        for name in list(dict.fromkeys(order)) + folders:
+            if name in rebuilt or not (runs_dir / name).is_dir():
+                continue
+            row = _read_row_file(runs_dir / name)
+            if row is None and name in whole and all((runs_dir / name / f).exists() for f in RUN_FILES):
+                row = whole[name]
+            if row is not None:
+                rebuilt[name] = row
+        aside = set_aside(self.summary_path)
+        kept = list(rebuilt.values())
+        if kept:
+            _atomic_write(self.summary_path, _csv_text(kept, SUMMARY_COLUMNS))
+        print(f"[repair] {self.summary_path}: {damage}; set aside as {aside.name}, rebuilt with {len(kept)} row(s) "
+              f"from {len(folders)} run folder(s)", file=sys.stderr)
+        return [{k: str(_fmt(r.get(k))) for k in r} for r in kept]
+
     def write_config(self, config_yaml: str, provenance: dict) -> None:
-        """The resolved config and the provenance (first thing a run writes, after validation)."""
+        """The resolved config and the provenance (first thing a run writes, after validation); the provenance
+        gains ``config_sha256`` and ``config_bytes``, the sha256 and the length of the config's UTF-8 bytes, by
+        which a truncated ``config.yaml`` is told from a whole one (:meth:`config_damage`)."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         _atomic_write(self.run_dir / "config.yaml", config_yaml)
+        raw = config_yaml.encode("utf-8")
+        provenance = {**provenance, "config_sha256": hashlib.sha256(raw).hexdigest(), "config_bytes": len(raw)}
         _atomic_write(self.run_dir / "provenance.json", json.dumps(provenance, indent=1, default=str))
 
     def add_provenance(self, extra: dict) -> None:
@@ -181,8 +418,15 @@ class RunSink:
         return removed
 
     def append_summary(self, row: dict) -> None:
-        """Put the run's row into ``summary.csv`` (replacing an older row of the same run), under a file lock."""
-        self.exp_dir.mkdir(parents=True, exist_ok=True)
+        """Put the run's row into ``summary.csv`` (replacing an older row of the same run), under a file lock; the
+        row is first kept as ``<run_dir>/summary_row.json``, from which a damaged summary is rebuilt.
+
+        Raises:
+            ConfigError: the summary cannot be read.
+            OSError: a file could not be written (one line naming it; nothing half-written is left).
+        """
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        _atomic_write(self.run_dir / SUMMARY_ROW_FILE, json.dumps(row, indent=1, default=str) + "\n")
         self._replace_summary_row(row)
 
     def _replace_summary_row(self, row: dict | None) -> bool:
@@ -190,11 +434,8 @@ class RunSink:
         then stays missing). Returns True when a row was dropped."""
         if row is None and not self.summary_path.exists():
             return False
-        with FileLock(str(self.summary_path) + ".lock", timeout=120):
-            rows = []
-            if self.summary_path.exists():
-                with open(self.summary_path, newline="") as f:
-                    rows = list(csv.DictReader(f))
+        with self._lock:
+            rows = self._repaired_rows()
             kept = [r for r in rows if r.get("run_id") != self.run_id]
             dropped = len(kept) != len(rows)
             if row is not None:

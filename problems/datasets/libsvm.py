@@ -21,6 +21,9 @@ from .files import DataError, one_line, stat_signature
 
 LABEL_SETS = ((-1, 1), (0, 1), (1, 2))   # accepted binary label pairs, each mapped to (0, 1)
 LOCATE_LINE_MAX_BYTES = 64 << 20         # look for the bad line (by bisection) only in files up to this size
+MEMORY_FRACTION = 0.5   # a problem's dense vectors plus its data may take at most this share of the machine's memory
+DENSE_VECTORS = 8       # float64-sized dense vectors of the model's width a run holds at once (x, gradient, the
+                        # rule's m, v and vhat, a worker's copy of x and its gradient, the optimum's x*)
 
 
 @dataclass
@@ -80,12 +83,73 @@ def _parse_error(files: list[Path], err: Exception, kw: dict) -> DataError:
     for f in files:
         try:
             load_svmlight_file(str(f), **kw)
+        except PermissionError as e:
+            return DataError(f"{f}: cannot read this LIBSVM file ({e.strerror})")
         except Exception as e:  # noqa: BLE001
-            line = _first_bad_line(f, kw)
+            try:
+                line = _first_bad_line(f, kw)
+            except OSError:
+                line = None
             where = f"{f}:{line}" if line else str(f)
             return DataError(f"{where}: not a valid LIBSVM file ({one_line(e, 160)})")
     names = " and ".join(str(f) for f in files)
     return DataError(f"{names}: do not load together ({one_line(err, 160)})")
+
+
+def machine_memory_bytes() -> int | None:
+    """The machine's physical memory in bytes (``sysconf``: pages x page size); None where it cannot be told."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_fits(shown: str, n_features: int, data_bytes: int = 0, memory: int | None = None) -> None:
+    """Refuse a model width whose dense vectors (``DENSE_VECTORS`` of ``n_features`` float64 entries) plus the
+    data (``data_bytes``) would take more than ``MEMORY_FRACTION`` of the machine's memory -- checked before anything
+    of that width is built, so a file with one huge feature index fails at once instead of paging for minutes.
+
+    Args:
+        shown: the file(s) to name in the message.
+        n_features: the model's width d (the largest feature index + 1).
+        data_bytes: bytes the parsed data take (CSR values, indices and row pointers).
+        memory: the machine's memory in bytes (default :func:`machine_memory_bytes`; no check when unknown).
+
+    Raises:
+        DataError: one line naming the file, the width, what it would need and the limit.
+    """
+    memory = machine_memory_bytes() if memory is None else memory
+    if memory is None:
+        return
+    need = DENSE_VECTORS * 8 * int(n_features) + int(data_bytes)
+    if need > MEMORY_FRACTION * memory:
+        raise DataError(f"{shown}: {int(n_features):,} features (the largest feature index) would need about "
+                        f"{need / 2**30:.3g} GiB for the model's dense vectors and the data, more than "
+                        f"{MEMORY_FRACTION:g} of this machine's {memory / 2**30:.3g} GiB; check the file's indices "
+                        "or set problem.n_features")
+
+
+def _csr_bytes(x) -> int:
+    x = sp.csr_matrix(x)
+    return int(x.data.nbytes + x.indices.nbytes + x.indptr.nbytes)
+
+
+def _check_readable(f: Path) -> None:
+    """Refuse a path that is missing, not a regular file (a folder, a named pipe: never opened) or unreadable."""
+    import stat
+
+    try:
+        st = f.stat()
+    except FileNotFoundError:
+        raise DataError(f"{f}: no such LIBSVM file; give an existing file (problem.path=...)") from None
+    except OSError as e:
+        raise DataError(f"{f}: cannot read this LIBSVM file ({e.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a named pipe" if stat.S_ISFIFO(st.st_mode) else \
+            "a special file"
+        raise DataError(f"{f}: {kind}, not a LIBSVM file; give a regular file (problem.path=...)")
+    if not os.access(f, os.R_OK):
+        raise DataError(f"{f}: cannot read this LIBSVM file (permission denied)")
 
 
 def _label_map(y: np.ndarray, shown: str) -> tuple[int, int] | None:
@@ -121,7 +185,7 @@ def _parse(files: list[Path], kw: dict, cache: Path | None) -> list:
                 return [m for i in range(len(files)) for m in (
                     sp.csr_matrix((z[f"data{i}"], z[f"indices{i}"], z[f"indptr{i}"]), shape=tuple(z[f"shape{i}"])),
                     z[f"y{i}"])]
-        except Exception:  # noqa: BLE001 -- an unreadable cache is parsed again and rewritten
+        except Exception:  # noqa: BLE001, S110 -- an unreadable cache is parsed again and rewritten
             pass
     from sklearn.datasets import load_svmlight_files
 
@@ -155,18 +219,24 @@ def load_libsvm(path: str | Path, n_features: int | None = None, zero_based: boo
     True/False: the files' indices start at 0/1).
     Labels: the union of train and test labels must lie within one of {-1,+1}, {0,1}, {1,2} (checked in that order),
     mapped in increasing order to 0, 1. Without `test_path` the test set is the training set (`has_test=False`).
-    Raises DataError (one line) naming the file: missing path, a parse failure (with the line number when it can be
-    found), no examples, labels that are not binary, or a non-finite feature value.
+    Raises DataError (one line) naming the file: missing path, not a regular file, unreadable, a parse failure (with
+    the line number when it can be found), no examples, labels that are not binary, training labels of one class
+    only, no nonzero feature value (a labels-only file), a non-finite feature value, or a width whose dense vectors
+    would not fit in ``MEMORY_FRACTION`` of the machine's memory (:func:`check_fits`, checked right after the
+    sparse parse and, for a given ``n_features``, before it).
     With ``cache_dir``, the parse is kept under ``cache_dir/libsvm/`` and reused while the files are unchanged
     (:func:`_parsed_cache`); every check above runs on the cached arrays as on a fresh parse.
     """
     files = [Path(path)] + ([Path(test_path)] if test_path is not None else [])
     for f in files:
-        if not f.is_file():
-            raise DataError(f"{f}: no such LIBSVM file; give an existing file (problem.path=...)")
-    kw = dict(n_features=n_features, dtype=dtype, zero_based=zero_based)
+        _check_readable(f)
+    shown = " and ".join(str(f) for f in files)
+    if n_features is not None:
+        check_fits(shown, n_features)
+    kw = {"n_features": n_features, "dtype": dtype, "zero_based": zero_based}
     loaded = _parse(files, kw, _parsed_cache(files, kw, None if cache_dir is None else Path(cache_dir)))
     xs, ys = loaded[0::2], loaded[1::2]
+    check_fits(shown, xs[0].shape[1], sum(_csr_bytes(x) for x in xs))  # the parse is sparse: nothing dense yet
     for f, y in zip(files, ys):
         if y.shape[0] == 0:
             raise DataError(f"{f}: no examples in this LIBSVM file")
@@ -174,6 +244,12 @@ def load_libsvm(path: str | Path, n_features: int | None = None, zero_based: boo
     if pair is None:
         raise DataError(f"{files[0]}: labels {np.unique(ys[0])[:10].tolist()} are not binary "
                         f"(expected one of {{-1,+1}}, {{0,1}}, {{1,2}})")
+    if np.unique(ys[0]).size < 2:
+        raise DataError(f"{files[0]}: every example has label {ys[0][0]:g}; a binary problem needs training "
+                        "examples of both classes")
+    if sp.csr_matrix(xs[0]).count_nonzero() == 0:
+        raise DataError(f"{files[0]}: no nonzero feature value in any example (labels only); a LIBSVM line is "
+                        "'label index:value ...'")
     if len(files) == 2:
         both = _label_map(np.concatenate(ys), f"{files[0]} and {files[1]}")
         if both is None:

@@ -47,13 +47,14 @@ def random_grads(n_steps: int, d: int, dtype: torch.dtype, seed: int) -> list[to
 @pytest.mark.parametrize("impl", ["foreach", "single_tensor"])
 @pytest.mark.parametrize(
     "lr,beta1,beta2,eps",
-    [(1e-3, 0.9, 0.999, 1e-8), (3e-2, 0.5, 0.99, 1e-6), (1e-1, 0.0, 0.9, 0.0), (1e-2, 0.95, 0.0, 1e-8)],
+    [(1e-3, 0.9, 0.999, 1e-8), (3e-2, 0.5, 0.99, 1e-6), (1e-1, 0.0, 0.9, 1e-30), (1e-2, 0.95, 0.0, 1e-8)],
 )
 def test_torch_variant_matches_torch_adam_amsgrad(dtype, ours, impl, lr, beta1, beta2, eps):
+    """eps = 1e-30 stands for eps = 0, which the rule refuses (0/0 on an untouched coordinate)."""
     d, n_steps = 257, 100
     x0 = torch.randn(d, dtype=dtype, generator=torch.Generator().manual_seed(1))
     grads = random_grads(n_steps, d, dtype, seed=2)
-    if eps == 0.0:  # torch divides 0 by 0 on never-touched coordinates; keep every coordinate touched once
+    if eps < 1e-20:  # as good as no eps: keep every coordinate's vhat away from 0 (every coordinate touched once)
         grads[0][:] = 1.0
 
     p = x0.clone().requires_grad_(True)
@@ -504,6 +505,8 @@ def test_clone_state_is_independent_and_reproduces_the_trajectory():
         ("amsgrad", dict(variant="torch", beta1=1.0), ["beta1", "1.0"]),
         ("amsgrad", dict(variant="torch", beta2=-0.1), ["beta2", "-0.1"]),
         ("amsgrad", dict(variant="torch", eps=-1e-8), ["eps", "-1e-08"]),
+        ("amsgrad", {"variant": "torch", "eps": 0}, ["eps=0", "torch", "NaN"]),
+        ("amsgrad", {"variant": "torch", "eps": 0.0, "impl": "fused"}, ["eps=0.0", "torch"]),
         ("amsgrad", dict(variant="paper", vhat_floor=-1.0), ["vhat_floor", "-1.0"]),
         ("amsgrad", dict(variant="torch", vhat_floor=1e-11), ["vhat_floor", "torch"]),
         ("amsgrad", dict(variant="adam"), ["variant", "'adam'"]),
@@ -600,3 +603,14 @@ def test_rules_and_states_survive_pickling(name, kw):
         rule.step(x, g, state)
         rule2.step(x2, g, state2)
     assert torch.equal(x, x2)
+
+
+def test_torch_variant_with_a_positive_eps_keeps_zero_gradient_coordinates_finite():
+    """The reason eps = 0 is refused: a coordinate whose gradients are all 0 stays put (0 / (0 + eps) = 0)."""
+    rule = build_rule("amsgrad", variant="torch", eps=1e-12, lr=0.1)
+    x = torch.tensor([1.0, 2.0])
+    state = rule.init(x)
+    for _ in range(3):
+        x, state = rule.step(x, torch.tensor([0.5, 0.0]), state)
+    assert torch.isfinite(x).all() and x[1].item() == 2.0 and x[0].item() < 1.0
+    assert build_rule("amsgrad", variant="paper", eps=0).eps == 0.0  # the paper's rule skips such coordinates

@@ -149,6 +149,8 @@ def test_a_run_copies_its_costs_into_provenance(tmp_path):
     sink.write_config("a: 1\n", {"host": "h"})
     sink.add_provenance({"costs": {"latency_s": 1e-5}, "calibration": "/x.json"})
     data = json.loads((sink.run_dir / "provenance.json").read_text())
+    assert data.pop("config_sha256") == __import__("hashlib").sha256(b"a: 1\n").hexdigest()  # the sink's own
+    assert data.pop("config_bytes") == 5
     assert data == {"host": "h", "costs": {"latency_s": 1e-5}, "calibration": "/x.json"}
 
 
@@ -263,3 +265,69 @@ def test_lateness_of_long_waits_is_sampled_at_the_cap(monkeypatch):
     assert len(measure.measure_lateness_samples(5.728)) == 8 and set(waits) == {measure.LATE_MAX_WAIT_S}
     waits.clear()
     assert len(measure.measure_lateness_samples(0.05)) == 40 and set(waits) == {0.05}
+
+
+# ---------------------------------------------------------------- damaged or unusable calibration files
+GOOD = {"machine": {}, "entries": {"k": {"value": 2.0, "samples": [1.0, 2.0, 3.0], "spread": 1.0}}}
+
+
+@pytest.mark.parametrize("content", [b"\x00\xffgarbage", json.dumps(GOOD).encode()[:-7], b"", b"  \n",
+                                     b"[1, 2]", b'{"entries": []}', b'{"entries": {"k": {"value": "fast"}}}',
+                                     b'{"entries": {"k": {"value": 1.0, "samples": "x"}}}', b'{"machine": 3, "entries": {}}'])
+def test_a_damaged_calibration_is_set_aside_and_measured_again(tmp_path, capsys, content):
+    path = tmp_path / "cal.json"
+    path.write_bytes(content)
+    cal = Calibration(path)
+    assert cal.read()["entries"] == {}
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"warning: {path}: damaged calibration file (")
+    assert (tmp_path / "cal.json.damaged-1").read_bytes() == content and not path.exists()
+    assert cal.entry("k", lambda: [4.0, 6.0])["value"] == 5.0  # measured again, written whole
+    assert json.loads(path.read_text())["entries"]["k"]["samples"] == [4.0, 6.0]
+    path.write_bytes(content)
+    cal.drop(["k"])  # a second damage: the next free name
+    assert (tmp_path / "cal.json.damaged-2").read_bytes() == content
+    assert json.loads(path.read_text())["entries"] == {}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cal.json", "cal.json.damaged-1", "cal.json.damaged-2",
+                                                          "cal.json.lock"]
+
+
+def test_a_fifo_folder_or_unreadable_calibration_is_a_config_error_and_never_waits(tmp_path, monkeypatch):
+    import os
+
+    from experiments.errors import ConfigError
+
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    for call in (lambda c: c.read(), lambda c: c.entry("k", lambda: [1.0]), lambda c: c.drop()):
+        with pytest.raises(ConfigError, match=r"pipe.json: the calibration file is a named pipe, not a regular file"):
+            call(Calibration(fifo))
+    with pytest.raises(ConfigError, match=r"the calibration file is a folder"):
+        Calibration(tmp_path).read()
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(GOOD))
+    assert Calibration(path).read() == GOOD
+    monkeypatch.setattr(cal_mod.os, "access", lambda p, mode: False)  # as for chmod 000 (root reads anyway)
+    with pytest.raises(ConfigError, match=r"cal.json: cannot read this calibration file \(permission denied\)"):
+        Calibration(path).read()
+    assert path.read_text() == json.dumps(GOOD)  # not set aside: it is not damaged
+
+
+def test_a_fifo_calibration_stops_a_simulated_run_with_one_line_and_exit_2(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    data = tmp_path / "d.svm"
+    data.write_text("".join(f"{1 if i % 2 else -1} 1:{(i % 7) / 7:.3f}\n" for i in range(32)))
+    fifo = tmp_path / "cal.json"
+    os.mkfifo(fifo)
+    cmd = [sys.executable, "-m", "experiments.run", "problem=logreg_libsvm", f"problem.path={data}", "epochs=1",
+           "batch_size=8", "engine=simulated", f"engine.calibration={fifo}", f"results_dir={tmp_path / 'res'}"]
+    p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    assert p.stderr.strip().splitlines()[-1] == (f"error: {fifo}: the calibration file is a named pipe, not a "
+                                                 "regular file (engine.calibration / APAM_CALIBRATION must name a "
+                                                 "JSON file)")

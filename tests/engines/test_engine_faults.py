@@ -3,8 +3,8 @@
 process behind and no temporary folder; a worker lost mid-run is reaped at once (no zombie while the master goes
 on); and the distributed engine runs across two torchrun "nodes" (c10d rendezvous on 127.0.0.1).
 
-These tests use the default start method (spawn), where the master writes each worker's start-up data into a pipe
-(the case that used to hang)."""
+These tests use the spawn start method (pinned: forkserver is the default), where the master writes each worker's
+start-up data into a pipe (the case that used to hang), and where workers are the master's own children."""
 from __future__ import annotations
 
 import glob
@@ -186,14 +186,37 @@ def test_the_problem_travels_without_its_tensors():
 
 # ---------------------------------------------------------------------- item 7: leftovers
 class ZombieWatch(Recorder):
-    """A Recorder that, at every evaluation point (a snapshot, evaluated later; ``record`` takes one too), notes this
-    process's zombie children (the master goes on meanwhile)."""
+    """A Recorder that, at every evaluation point (a snapshot, evaluated later; ``record`` takes one too), notes the
+    master's version and this process's zombie children (the master goes on meanwhile); once ``after_loss``
+    evaluation points have passed since the master handled the loss (``lost_at``, set by :func:`_watch_losses`), it
+    ends the run: the master hands out no more work. The run's length follows the loss, whenever the loss comes."""
 
-    zombies: list[list[int]] = []
+    zombies: list = []  # (version, zombie pids) per evaluation point
+    loop = None  # the driver's MasterLoop, once it has lost a worker
+    lost_at: int | None = None
+    after_loss = 3
 
-    def snapshot(self, *args, **kwargs):
-        ZombieWatch.zombies.append(sorted(p for p, (state, _) in _children(os.getpid()).items() if state == "Z"))
-        return super().snapshot(*args, **kwargs)
+    def snapshot(self, x, samples, version, *args, **kwargs):
+        ZombieWatch.zombies.append((version, sorted(p for p, (state, _) in _children(os.getpid()).items()
+                                                    if state == "Z")))
+        out = super().snapshot(x, samples, version, *args, **kwargs)
+        after = [v for v, _ in ZombieWatch.zombies if ZombieWatch.lost_at is not None and v > ZombieWatch.lost_at]
+        if len(after) >= ZombieWatch.after_loss:
+            ZombieWatch.loop.max_updates = min(ZombieWatch.loop.max_updates, version)
+        return out
+
+
+def _watch_losses(monkeypatch) -> None:
+    """Note the driver and its version when it handles a lost worker (ZombieWatch ends the run from there)."""
+    from experiments.engines import driver
+
+    real = driver.MasterLoop._lose
+
+    def lose(self, ev):
+        real(self, ev)
+        ZombieWatch.loop, ZombieWatch.lost_at = self, self.master.version
+
+    monkeypatch.setattr(driver.MasterLoop, "_lose", lose)
 
 
 @pytest.mark.timeout(120)
@@ -208,7 +231,9 @@ def test_a_lost_worker_is_reaped_while_the_master_goes_on(tmp_path, engine):
     assert result.status == "ok" and "worker 1 lost" in result.message and "killed by SIGKILL" in result.message
     assert result.updates == 960
     lost_at = int(result.message.split("lost at update ")[1].split()[0])
-    after = [z for z, row in zip(ZombieWatch.zombies, rec.rows) if row["updates"] > lost_at]
+    assert lost_at == ZombieWatch.lost_at >= 40 and result.updates < 1000000  # ended by ZombieWatch
+    assert [v for v, _ in ZombieWatch.zombies] == [row["updates"] for row in rec.rows[:len(ZombieWatch.zombies)]]
+    after = [z for v, z in ZombieWatch.zombies if v > lost_at]
     assert len(after) >= 3  # evaluations after the loss, while the master trained on
     assert after == [[]] * len(after), after
 
@@ -334,7 +359,7 @@ def test_distributed_across_two_torchrun_nodes(tmp_path):
 @pytest.mark.parametrize("engine", ENGINES)
 def test_the_runner_records_a_worker_killed_while_starting(tmp_path, engine):
     cmd = [sys.executable, "-m", "experiments.run", "problem=logreg_fmnist", "algorithm=apam", f"engine={engine}",
-           "workers=2", "updates=50", f"results_dir={tmp_path}"]
+           "engine.start_method=spawn", "workers=2", "updates=50", f"results_dir={tmp_path}"]
     proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, "TMPDIR": str(tmp_path)}, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     killer = SpawnKiller(0, parent=proc.pid)
@@ -352,3 +377,52 @@ def test_the_runner_records_a_worker_killed_while_starting(tmp_path, engine):
     assert row["message"] == "WorkerLost: worker 0 died while starting (killed by SIGKILL)"
     assert "[failed] adhoc/" in err.decode()
     assert _store_folders(str(tmp_path)) == []
+
+
+# ---------------------------------------------------------------------- nothing outlives the runner
+SUBREAPER = r"""
+import ctypes, json, os, signal, subprocess, sys
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER: what the runner leaves behind becomes our child
+    sys.exit(f"prctl: errno {ctypes.get_errno()}")
+proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+err = proc.communicate()[1].decode(errors="replace")
+left = {}  # taken the moment the runner has been reaped: every process it left is reparented to us by then
+for tid in os.listdir("/proc/self/task"):
+    with open(f"/proc/self/task/{tid}/children") as f:
+        for pid in map(int, f.read().split()):
+            with open(f"/proc/{pid}/stat") as s:
+                state = s.read().rsplit(")", 1)[1].split()[0]
+            with open(f"/proc/{pid}/cmdline", "rb") as c:
+                left[pid] = [state, c.read().replace(b"\0", b" ").decode(errors="replace")[:160]]
+print(json.dumps({"rc": proc.returncode, "left": left, "err": err[-3000:]}))
+for pid in left:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    os.waitpid(pid, 0)
+"""
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("engine,method", [("shared_memory", "forkserver"), ("distributed", "spawn")])
+def test_no_process_outlives_the_runner_after_a_lost_worker(tmp_path, engine, method):
+    """Run the runner under a subreaper: any process it leaves behind (running or defunct: the forkserver, the
+    resource tracker, a worker) is reparented to the subreaper when the runner exits, and listed at that moment.
+    forkserver starts both helpers, spawn the resource tracker alone."""
+    import json
+
+    data = tmp_path / "d.svm"
+    data.write_text("".join(f"{1 if i % 2 else -1} 1:{(i % 7) / 7:.3f} 2:{(i % 3) / 3:.3f}\n" for i in range(64)))
+    cmd = [sys.executable, "-m", "experiments.run", "problem=logreg_libsvm", f"problem.path={data}",
+           f"engine={engine}", f"engine.start_method={method}", "workers=2", "updates=120", "batch_size=8",
+           "engine.fault.kill_worker=1", "engine.fault.at_update=20", "engine.on_worker_loss=continue",
+           f"results_dir={tmp_path / 'res'}"]
+    out = subprocess.run([sys.executable, "-c", SUBREAPER, *cmd], cwd=REPO, capture_output=True, text=True,
+                         timeout=220, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["rc"] == 0, report["err"]
+    assert "worker 1 lost" in report["err"]
+    assert report["left"] == {}, report["left"]

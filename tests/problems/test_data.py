@@ -606,3 +606,73 @@ def test_non_finite_libsvm_value_names_the_file(tmp_path):
     with pytest.raises(DataError) as info:
         load_libsvm(f)
     assert str(info.value).startswith(f"{f}: 1 non-finite") and "example 2" in str(info.value)
+
+
+# --- degenerate data is refused with the reason: one line naming the file -------------------------------------------
+
+def test_single_class_libsvm_file_is_refused(tmp_path):
+    one = write(tmp_path / "one.svm", "1 1:0.5\n1 2:0.25\n1 1:1\n")
+    with pytest.raises(DataError) as info:
+        load_libsvm(one)
+    assert str(info.value) == (f"{one}: every example has label 1; a binary problem needs training examples of "
+                               "both classes")
+    # a test file of one class is a fair test set
+    d = load_libsvm(write(tmp_path / "tr.svm", "1 1:1\n-1 2:1\n"), test_path=write(tmp_path / "te.svm", "-1 1:1\n"))
+    assert d.test_y.tolist() == [0]
+
+
+def test_labels_only_libsvm_file_is_refused(tmp_path):
+    labels = write(tmp_path / "labels.svm", "1\n-1\n1\n")
+    with pytest.raises(DataError, match=rf"^{labels}: no nonzero feature value in any example \(labels only\)"):
+        load_libsvm(labels)
+
+
+def test_a_huge_feature_index_is_refused_at_once_before_anything_dense(tmp_path, monkeypatch):
+    import time
+
+    from problems.datasets import libsvm
+
+    big = write(tmp_path / "big.svm", "1 1:0.5 2000000000:1\n-1 1:0.1\n")
+    monkeypatch.setattr(np, "zeros", lambda *a, **k: pytest.fail("nothing dense before the check"))
+    t0 = time.monotonic()
+    with pytest.raises(DataError) as info:
+        load_libsvm(big)
+    assert time.monotonic() - t0 < 30
+    msg = str(info.value)
+    assert msg.startswith(f"{big}: 2,000,000,000 features (the largest feature index) would need about 119 GiB")
+    assert "\n" not in msg
+    monkeypatch.undo()
+    # the limit: DENSE_VECTORS float64 vectors of the width plus the data, within MEMORY_FRACTION of the memory
+    memory = 2 * libsvm.DENSE_VECTORS * 8 * 1000
+    libsvm.check_fits("f", 1000, 0, memory=memory)
+    with pytest.raises(DataError, match=r"^f: 1,000 features"):
+        libsvm.check_fits("f", 1000, 1, memory=memory)
+    with pytest.raises(DataError, match=r"^g: 10 features .* more than 0.5 of this machine's"):
+        libsvm.check_fits("g", 10, memory - 10 * 8 * libsvm.DENSE_VECTORS, memory=memory)
+    # a given width is checked before the parse
+    monkeypatch.setattr(libsvm, "_parse", lambda *a: pytest.fail("checked before parsing"))
+    with pytest.raises(DataError, match="4,000,000,000 features"):
+        load_libsvm(write(tmp_path / "ok.svm", "1 1:1\n-1 2:1\n"), n_features=4_000_000_000)
+
+
+def test_an_unreadable_or_special_libsvm_path_is_refused(tmp_path, monkeypatch):
+    from problems.datasets import libsvm
+
+    fifo = tmp_path / "pipe.svm"
+    os.mkfifo(fifo)
+    with pytest.raises(DataError, match=rf"^{fifo}: a named pipe, not a LIBSVM file"):
+        load_libsvm(fifo)
+    with pytest.raises(DataError, match=rf"^{tmp_path}: a folder, not a LIBSVM file"):
+        load_libsvm(tmp_path)
+    f = write(tmp_path / "f.svm", "1 1:1\n-1 2:1\n")
+    monkeypatch.setattr(libsvm.os, "access", lambda p, mode: False)  # as for chmod 000 (root reads anyway)
+    with pytest.raises(DataError, match=rf"^{f}: cannot read this LIBSVM file \(permission denied\)$"):
+        load_libsvm(f)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file whatever its mode")
+def test_a_libsvm_file_without_read_permission_is_refused(tmp_path):
+    f = write(tmp_path / "f.svm", "1 1:1\n-1 2:1\n")
+    f.chmod(0)
+    with pytest.raises(DataError, match="permission denied"):
+        load_libsvm(f)

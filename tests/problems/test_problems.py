@@ -583,3 +583,26 @@ def test_a_timing_only_problem_never_diverges_on_its_nan_losses():
         rec.record(x, 50 * k, k, k, 0.1 * k, (0.0, 0))
         rec.check_loss(float("nan"), 50 * k)
     assert len(rec.rows) == 3
+
+
+def test_training_labels_of_one_class_are_refused(monkeypatch, tmp_path):
+    """A vision logreg whose training labels (after max_train) are all one class, and the same for LIBSVM."""
+    data_mod = pytest.importorskip("problems.data")
+    from problems.data import DataError
+
+    fake = _fake_vision()
+    fake.train_y = torch.where(torch.arange(40) < 20, torch.tensor(2), fake.train_y)  # the first 20 are class 2
+    monkeypatch.setattr(data_mod, "load_vision", lambda name, root=None, **kw: fake)
+    cfg = {"kind": "logreg", "dataset": "fashion_mnist", "classes": [2, 7], "max_train": 20}
+    with pytest.raises(DataError) as info:
+        build_problem(cfg, data_root=tmp_path, device="cpu")
+    assert str(info.value) == ("fashion_mnist classes 2 (label 0) and 7 (label 1): every training example (the "
+                               "first problem.max_train=20) has label 0; a binary problem needs both classes")
+    assert build_problem({**cfg, "max_train": 40}, data_root=tmp_path, device="cpu").num_train > 20
+    fake.train_y = torch.where(fake.train_y == 7, torch.tensor(3), fake.train_y)  # no class 7 at all
+    with pytest.raises(DataError, match=r"problem.classes \[2, 7\]: fashion_mnist train set lacks one"):
+        build_problem({**cfg, "max_train": None}, data_root=tmp_path, device="cpu")
+    path = tmp_path / "cut.svm"
+    path.write_text("1 1:1\n1 2:1\n-1 1:2\n")
+    with pytest.raises(DataError, match=rf"^{path}: every training example \(the first problem.max_train=2\)"):
+        build_problem({"kind": "logreg_libsvm", "path": str(path), "max_train": 2}, data_root=tmp_path, device="cpu")

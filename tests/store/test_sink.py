@@ -5,8 +5,8 @@ import sys
 from collections import Counter
 
 import pytest
-
 from conftest import REPO
+
 from experiments.store.sink import SUMMARY_COLUMNS, TRACE_COLUMNS, RunSink, make_run_id
 
 
@@ -81,7 +81,8 @@ def test_git_commit_is_dirty_for_code_changes_but_not_for_rewritten_results(tmp_
     (tmp_path / "code.py").write_text("x = 1\n")
     git("add", "-A")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "init")
-    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True,
+                         check=True).stdout.strip()
     assert git_commit(tmp_path) == sha
     (tmp_path / "results" / "REPORT.md").write_text("new\n")  # make reproduce rewrote the reference results
     (tmp_path / "results-long" / "REPORT.md").write_text("new\n")  # ... and the long profile's
@@ -109,3 +110,381 @@ def test_config_changes_name_changed_values_and_ignore_tables_and_new_keys(tmp_p
            "results_dir": "b", "profiles": {"quick": {"seed": "0,1,2"}}, "points": {"p1": {"workers": 2}}}
     assert sink.config_changes(new) == ["updates: 400 -> 416"]
     assert sink.config_changes(dict(new, updates=400)) == []
+
+
+# ---------------------------------------------------------------- damaged summaries and configs, atomic writes
+def _finished(tmp_path, rid, **row):
+    """A run as the runner leaves it: config, provenance, trace, then its summary row."""
+    sink = RunSink(tmp_path, "exp", rid)
+    sink.write_config("problem: {name: p}\nseed: 0\n", {"host": "h"})
+    sink.write_trace([{"run_id": rid, "epoch": 1.0}], Counter({0: 2}))
+    sink.append_summary({"experiment": "exp", "run_id": rid, "status": "ok", "message": "", "time_s": 0.5, **row})
+    return sink
+
+
+def _ids(path):
+    with open(path, newline="") as f:
+        return [r["run_id"] for r in csv.DictReader(f)]
+
+
+def _two_runs(tmp_path):
+    a, b = _finished(tmp_path, "r1", final_train_loss=0.25), _finished(tmp_path, "r2", final_train_loss=0.125)
+    return a, b, a.summary_path.read_text()
+
+
+def _damaged(sink):
+    return sorted(p.name for p in sink.exp_dir.glob("summary.csv.damaged-*"))
+
+
+@pytest.mark.parametrize("cut", [-1, -3, -30, -len("exp,r2,") - 40])
+def test_a_truncated_last_row_is_set_aside_and_rebuilt_from_the_run_folders(tmp_path, capsys, cut):
+    a, b, good = _two_runs(tmp_path)
+    a.summary_path.write_text(good[:cut])  # cut inside r2's row (last case: inside its run id)
+    assert a.finished() and b.finished()
+    assert a.summary_path.read_text() == good  # the rebuilt file is the one the runs wrote
+    assert _damaged(a) == ["summary.csv.damaged-1"]
+    assert (a.exp_dir / "summary.csv.damaged-1").read_text() == good[:cut]
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(a.summary_path) in err[0] and "damaged-1" in err[0]
+
+
+def test_a_header_without_run_id_is_rebuilt_not_duplicated(tmp_path):
+    a, b, good = _two_runs(tmp_path)
+    a.summary_path.write_text(good.replace("run_id", "runid", 1))
+    b.append_summary({"experiment": "exp", "run_id": "r2", "status": "ok", "final_train_loss": 0.0625})
+    with open(a.summary_path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["run_id"] for r in rows] == ["r1", "r2"]
+    assert rows[1]["final_train_loss"] == "0.0625" and rows[0]["final_train_loss"] == "0.25"
+
+
+def test_a_duplicated_row_does_not_survive_a_rerun(tmp_path):
+    a, b, good = _two_runs(tmp_path)
+    lines = good.splitlines(keepends=True)
+    a.summary_path.write_text("".join(lines + [lines[1]]))  # r1 twice
+    b.append_summary({"experiment": "exp", "run_id": "r2", "status": "ok", "final_train_loss": 0.5})  # r2 reruns
+    assert _ids(a.summary_path) == ["r1", "r2"]
+    assert a.summary_row()["final_train_loss"] == "0.25" and b.summary_row()["final_train_loss"] == "0.5"
+    a.append_summary({"experiment": "exp", "run_id": "r1", "status": "ok", "final_train_loss": 0.75})
+    assert _ids(a.summary_path) == ["r2", "r1"]  # a rerun's row replaces its old one, at the end
+
+
+@pytest.mark.parametrize("garbage", [b"\x00\x01\xff\xfe garbage\n\x00", b"", b"\n\n", b"run_id\n\"unclosed,\n"])
+def test_garbage_summary_is_rebuilt(tmp_path, garbage):
+    a, _, good = _two_runs(tmp_path)
+    a.summary_path.write_bytes(garbage)
+    assert a.summary_row()["final_train_loss"] == "0.25"
+    assert a.summary_path.read_text() == good and _damaged(a) == ["summary.csv.damaged-1"]
+
+
+def test_a_row_whose_run_folder_is_missing_is_dropped_and_a_second_damage_gets_the_next_name(tmp_path):
+    import shutil
+
+    a, b, _ = _two_runs(tmp_path)
+    shutil.rmtree(b.run_dir)
+    assert not b.finished() and a.finished()
+    assert _ids(a.summary_path) == ["r1"]
+    a.summary_path.write_text("junk\n")
+    assert a.finished() and _damaged(a) == ["summary.csv.damaged-1", "summary.csv.damaged-2"]
+
+
+def test_runs_without_summary_row_json_keep_their_whole_rows(tmp_path):
+    """Runs written before summary_row.json: a whole row of the damaged file stands for its run; a cut one does
+    not, and that run counts as unfinished (it runs again)."""
+    a, b, good = _two_runs(tmp_path)
+    for s in (a, b):
+        (s.run_dir / "summary_row.json").unlink()
+    a.summary_path.write_text(good[:-5])
+    assert a.finished() and not b.finished()
+    assert a.summary_path.read_text() == good.splitlines(keepends=True)[0] + good.splitlines(keepends=True)[1]
+
+
+def test_an_unreadable_summary_is_a_config_error_naming_it(tmp_path, monkeypatch):
+    import os
+
+    from experiments.errors import ConfigError
+    from experiments.store import sink as sink_mod
+
+    a, _, _ = _two_runs(tmp_path)
+    monkeypatch.setattr(sink_mod.os, "access", lambda p, mode: False)  # as for chmod 000 (root reads anyway)
+    with pytest.raises(ConfigError, match=r"summary.csv: cannot read this summary \(permission denied\)"):
+        a.finished()
+    monkeypatch.undo()
+    a.summary_path.unlink()
+    os.mkfifo(a.summary_path)  # a named pipe must not block the reader
+    with pytest.raises(ConfigError, match=r"summary.csv: cannot read this summary \(not a regular file \(fifo\)\)"):
+        a.append_summary({"run_id": "r1", "status": "ok"})
+    a.summary_path.unlink()
+    a.summary_path.mkdir()
+    with pytest.raises(ConfigError, match=r"not a regular file \(folder\)"):
+        a.summary_row()
+
+
+@pytest.mark.skipif(__import__("os").geteuid() == 0, reason="root reads a file whatever its mode")
+def test_a_summary_without_read_permission_is_a_config_error(tmp_path):
+    from experiments.errors import ConfigError
+
+    a, _, _ = _two_runs(tmp_path)
+    a.summary_path.chmod(0)
+    with pytest.raises(ConfigError, match="permission denied"):
+        a.finished()
+
+
+@pytest.mark.parametrize("text", ["problem: {name: p\n", "\x00\x01 garbage \xff", "problem: {name: p}\nseed: 0\n"[:-4],
+                                  "- a list\n", ""])
+def test_a_damaged_config_makes_a_finished_run_unfinished(tmp_path, capsys, text):
+    a, b, _ = _two_runs(tmp_path)
+    (a.run_dir / "config.yaml").write_text(text)
+    assert not a.finished() and b.finished()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("[rerun] exp/r1: ") and "config.yaml" in err[0]
+    assert a.config_changes({"seed": 0})[0].startswith("config.yaml: ")
+
+
+def test_a_config_cut_at_a_line_end_is_caught_by_its_recorded_length_and_an_edit_is_a_change(tmp_path):
+    a, _, _ = _two_runs(tmp_path)
+    path = a.run_dir / "config.yaml"
+    path.write_text("problem: {name: p}\n")  # still YAML, still ends with a newline
+    assert a.config_damage() == "is shorter than written (19 of 27 bytes: truncated)"
+    assert not a.finished()
+    path.write_text("problem: {name: q}\nseed: 0\nnote: added by hand\n")  # edited since, not shorter
+    assert a.config_damage() is None and a.finished()
+    assert a.config_changes({"problem": {"name": "p"}, "seed": 0}) == ["problem.name: 'q' -> 'p'"]
+
+
+def test_run_id_changes_only_where_sanitising_loses_information():
+    assert make_run_id(["problem.path=/d/a/b.svm"], 0) != make_run_id(["problem.path=/d/a-b.svm"], 0)
+    assert make_run_id(["problem.path=/d/a_b.svm"], 0) != make_run_id(["problem.path=/d/a-b.svm"], 0)
+    assert make_run_id(["problem.classes=[0,6]"], 0) != make_run_id(["problem.classes=[0.6]"], 0)
+    lossy = make_run_id(["problem.path=/d/a/b.svm", "workers=2"], 0)
+    assert lossy.startswith("problem.path--d-a-b.svm_workers-2_seed-0_h-") and len(lossy.split("_h-")[1]) == 10
+    # ids that lose nothing are as they always were: '=' and '_' become '-'
+    assert make_run_id(["delay.max_delay=400", "algorithm=sync_amsgrad", "+x=-1.5e-3"], 1) == \
+        "algorithm-sync-amsgrad_delay.max-delay-400_x--1.5e-3_seed-1"
+
+
+def _old_make_run_id(overrides, seed):
+    """make_run_id as it was before lossy overrides got a hash: the committed results are keyed by its ids."""
+    import hashlib
+    import re
+
+    from experiments.store.sink import IGNORED_IN_RUN_ID
+
+    kept = []
+    for o in overrides:
+        key = o.split("=", 1)[0].lstrip("+~")
+        if key in IGNORED_IN_RUN_ID or key.startswith("hydra.") or key == "seed":
+            continue
+        kept.append(o.lstrip("+~"))
+    kept = sorted(kept) + [f"seed={seed}"]
+    rid = "_".join(re.sub(r"[^A-Za-z0-9.+-]+", "-", o.replace("=", "-")).strip("-") for o in kept)
+    if len(rid) > 120:
+        rid = rid[:100] + "-" + hashlib.sha1(rid.encode()).hexdigest()[:12]
+    return rid
+
+
+def _overrides_of(run_id: str, config: dict) -> tuple[list[str], int] | None:
+    """The overrides behind a committed run id, rebuilt with the help of its config.yaml: the id is its overrides'
+    fragments joined by '_' (a fragment holds no '_'), each ``key-value`` with the key's '_' written '-'; the key is
+    the longest key of the stored config (dotted, or a config group) that the fragment starts with, and the value
+    the config's own text where it sanitises to the fragment's rest. None for an id cut to 120 characters."""
+    import re
+
+    from experiments.store.sink import _flat
+
+    if re.search(r"-[0-9a-f]{12}$", run_id) and len(run_id) == 113:
+        return None
+    flat = _flat(config)
+    keys = set(flat) | set(config) | {k.rsplit(".", 1)[0] for k in flat}
+    *frags, last = run_id.split("_")
+    assert last.startswith("seed-"), run_id
+    out = []
+    for f in frags:
+        match = max((k for k in keys if f.startswith(k.replace("_", "-") + "-")), key=len, default=None)
+        assert match is not None, (run_id, f)
+        rest = f[len(match) + 1:]
+        value = flat.get(match)
+        text = str(value) if value is not None and str(value).replace("_", "-") == rest else rest
+        out.append(f"{match}={text}")
+    return out, int(last[len("seed-"):])
+
+
+def test_every_committed_run_id_is_reproduced_from_its_overrides():
+    """The committed results under results*/ are keyed by run id: every id whose overrides can be rebuilt from
+    it and its stored config comes out of make_run_id unchanged (and equal to the old make_run_id's)."""
+    import glob
+
+    import yaml
+
+    checked = cut = 0
+    for summary in sorted(glob.glob(str(REPO / "results*" / "*" / "summary.csv"))):
+        with open(summary, newline="") as f:
+            ids = [r["run_id"] for r in csv.DictReader(f)]
+        assert ids, summary
+        runs = __import__("pathlib").Path(summary).parent / "runs"
+        for rid in ids:
+            assert "/" not in rid and "_h-" not in rid
+            config = yaml.safe_load((runs / rid / "config.yaml").read_text())
+            got = _overrides_of(rid, config)
+            if got is None:
+                cut += 1
+                continue
+            overrides, seed = got
+            assert make_run_id(overrides, seed) == _old_make_run_id(overrides, seed) == rid
+            checked += 1
+    assert checked > 1000 and cut < checked, (checked, cut)  # cut ids (async_methods' long ones) cannot be rebuilt
+
+
+def test_atomic_write_leaves_nothing_on_a_full_disk(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from experiments.store import atomic
+    from experiments.store.atomic import atomic_write_text
+
+    target = tmp_path / "summary.csv"
+    target.write_text("old\n")
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    for name in ("write", "replace", "fsync"):
+        with monkeypatch.context() as m:
+            m.setattr(atomic.os, name, full)
+            with pytest.raises(OSError) as info:
+                atomic_write_text(target, "new\n" * 1000)
+        msg = str(info.value)
+        assert info.value.errno == errno.ENOSPC and "\n" not in msg and str(target) in msg, msg
+        assert os.listdir(tmp_path) == ["summary.csv"] and target.read_text() == "old\n"
+
+
+def test_atomic_write_never_follows_a_symlink_and_uses_unique_temporary_names(tmp_path, monkeypatch):
+    import os
+
+    from experiments.store import atomic
+    from experiments.store.atomic import atomic_write_text
+
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    link = tmp_path / "out.csv"
+    link.symlink_to(victim)
+    atomic_write_text(link, "new\n")  # the link is replaced by a file; its target is untouched
+    assert not link.is_symlink() and link.read_text() == "new\n" and victim.read_text() == "keep\n"
+    names = {atomic.temp_name(link).name for _ in range(50)}
+    assert len(names) == 50 and all(n.startswith(f".out.csv.{os.getpid()}.") for n in names)
+    # a symlink planted at the temporary name is not followed: the write fails, naming the file
+    planted = atomic.temp_name(link)
+    planted.symlink_to(victim)
+    monkeypatch.setattr(atomic, "temp_name", lambda p: planted)
+    with pytest.raises(OSError, match="out.csv"):
+        atomic_write_text(link, "evil\n")
+    assert victim.read_text() == "keep\n" and link.read_text() == "new\n"
+
+
+def test_every_sink_write_goes_through_the_atomic_writer(tmp_path, monkeypatch):
+    import errno
+
+    from experiments.store import atomic
+
+    sink = _finished(tmp_path, "r1")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    monkeypatch.setattr(atomic.os, "write", lambda *a: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space")))
+    for call in (lambda: sink.write_config("a: 1\n", {}), lambda: sink.add_provenance({"x": 1}),
+                 lambda: sink.write_trace([], Counter()), lambda: sink.write_compute_times([], ["a"]),
+                 lambda: sink.append_summary({"run_id": "r1", "status": "ok"})):
+        with pytest.raises(OSError, match="No space"):
+            call()
+    after = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and not p.name.endswith(".lock")}
+    assert after == {p: b for p, b in before.items() if not p.name.endswith(".lock")}
+
+
+def test_the_runner_repairs_a_damaged_summary_reruns_a_damaged_config_and_refuses_an_unreadable_summary(tmp_path):
+    """Through ``python -m experiments.run``: never a traceback, one line each time."""
+    import os
+
+    data = tmp_path / "d.svm"
+    data.write_text("".join(f"{1 if i % 2 else -1} 1:{(i % 7) / 7:.3f} 2:{(i % 3) / 3:.3f}\n" for i in range(32)))
+    res = tmp_path / "res"
+    cmd = [sys.executable, "-m", "experiments.run", "problem=logreg_libsvm", f"problem.path={data}", "epochs=1",
+           "batch_size=8", "engine=simulated", "engine.costs.grad_s=0.001", "engine.costs.update_s=0.00001",
+           "engine.costs.latency_s=0.00001", "engine.costs.overhead_s=0.00001", f"results_dir={res}"]
+
+    def run():
+        p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+        assert "Traceback" not in p.stderr, p.stderr[-3000:]
+        return p.returncode, [line for line in p.stderr.splitlines() if line.startswith(("[", "error:"))]
+
+    assert run()[0] == 0
+    summary = res / "adhoc" / "summary.csv"
+    good = summary.read_text()
+    (rid,) = _ids(summary)
+    summary.write_text(good[:-10])  # cut inside the run's row
+    rc, lines = run()
+    assert rc == 0 and lines[0].startswith(f"[repair] {summary}: ") and lines[1].startswith("[skip] ")
+    assert summary.read_text() == good
+    config = res / "adhoc" / "runs" / rid / "config.yaml"
+    config.write_text("problem: [unclosed\n")
+    rc, lines = run()
+    assert rc == 0 and lines[0].startswith(f"[rerun] adhoc/{rid}: {config} is not valid YAML") and \
+        lines[1].startswith("[ok] ")
+    summary.unlink()
+    os.mkfifo(summary)
+    rc, lines = run()
+    assert rc == 2 and lines == [(f"error: {summary}: cannot read this summary (not a regular file (fifo)); fix its "
+                                  "permissions or move it away")]
+
+
+FULL_DISK = """
+import errno, os, sys
+from experiments.store import atomic
+real_write = os.write
+def write(fd, data):
+    if os.readlink(f"/proc/self/fd/{fd}").endswith(".tmp"):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    return real_write(fd, data)
+atomic.os = type(sys)("os_full")
+atomic.os.__dict__.update({k: getattr(os, k) for k in dir(os)}, write=write)
+import runpy
+sys.argv = ["experiments.run", *sys.argv[1:]]
+runpy.run_module("experiments.run", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_a_full_disk_ends_the_run_with_one_line_and_leaves_no_temporary_file(tmp_path):
+    data = tmp_path / "d.svm"
+    data.write_text("".join(f"{1 if i % 2 else -1} 1:{(i % 7) / 7:.3f}\n" for i in range(32)))
+    res = tmp_path / "res"
+    cmd = [sys.executable, "-c", FULL_DISK, "problem=logreg_libsvm", f"problem.path={data}", "epochs=1",
+           "batch_size=8", "engine=simulated", "engine.costs.grad_s=0.001", "engine.costs.update_s=0.00001",
+           "engine.costs.latency_s=0.00001", "engine.costs.overhead_s=0.00001", f"results_dir={res}"]
+    p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: [Errno 28] No space left on device: ") and last.endswith("config.yaml'"), last
+    assert not [f for f in res.rglob("*") if f.name.endswith(".tmp") or (f.is_file() and f.stat().st_size == 0
+                                                                       and not f.name.endswith(".lock"))]
+
+
+def test_provenance_names_the_cpu_model_flags_and_cores(tmp_path, monkeypatch):
+    import os
+    import platform
+
+    from experiments.store import provenance
+
+    x86 = tmp_path / "x86"
+    x86.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\n"
+                   "flags\t\t: sse2 fpu avx2 avx512f\n\nprocessor\t: 1\nmodel name\t: other\nflags\t: x\n")
+    assert provenance.cpu_info(x86) == {"model": "AMD EPYC 7B13", "flags": "avx2 avx512f fpu sse2",
+                                        "cores": os.cpu_count(), "machine": platform.machine(), "source": str(x86)}
+    arm = tmp_path / "arm"
+    arm.write_text("processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd crc32\nCPU part\t: 0xd0c\n")
+    assert provenance.cpu_info(arm)["flags"] == "asimd crc32 fp" and provenance.cpu_info(arm)["model"] == "0xd0c"
+    monkeypatch.setattr(provenance.platform, "processor", lambda: "i386")
+    info = provenance.cpu_info(tmp_path / "no-such-file")  # no /proc/cpuinfo (macOS, Windows)
+    assert (info["model"], info["flags"], info["source"], info["cores"]) == ("i386", None, "platform",
+                                                                              os.cpu_count())
+    monkeypatch.undo()
+    cpu = provenance.collect(1, "cpu")["cpu"]
+    assert cpu["cores"] == os.cpu_count() and cpu["model"]
+    if os.path.exists("/proc/cpuinfo"):
+        assert cpu["source"] == "/proc/cpuinfo" and cpu["flags"]

@@ -57,7 +57,7 @@ def _assert_same_results(serial: Path, other: Path) -> None:
     assert _table(other / "adhoc" / "summary.csv") == _table(serial / "adhoc" / "summary.csv")
     assert _table(other / "adhoc" / "speedup.csv") == _table(serial / "adhoc" / "speedup.csv")
     runs = sorted(p.relative_to(serial) for p in (serial / "adhoc" / "runs").glob("*/*") if p.name != "provenance.json")
-    assert len(runs) == 4 * 3  # config.yaml, trace.csv, staleness.csv of each run
+    assert len(runs) == 4 * 4  # config.yaml, trace.csv, staleness.csv, summary_row.json of each run
     for rel in runs:
         text = (serial / rel).read_text()
         assert (other / rel).read_text() == text.replace(str(serial), str(other)), rel

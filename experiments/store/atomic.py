@@ -1,0 +1,68 @@
+"""One atomic writer for every file the harness keeps (run folders, summaries, the calibration file).
+
+A file is written whole under a temporary name in its own folder, flushed to disk (``fsync``) and renamed onto its
+final name (``os.replace``), so a reader sees the old content or the new one, never a part. The temporary name is
+unique per writer (``.<name>.<pid>.<random hex>.tmp``) and created with ``O_CREAT | O_EXCL | O_NOFOLLOW``: two
+writers of the same file never share a temporary file, and a symlink planted at the temporary name is never
+followed. ``os.replace`` replaces a symlink at the final name by the new file instead of writing through it.
+On any error (a full disk included) the temporary file is removed and the error is raised again as one ``OSError``
+line naming the final file (``[Errno 28] No space left on device: 'results/exp/summary.csv'``).
+"""
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+TMP_SUFFIX = ".tmp"
+
+
+def temp_name(path: Path) -> Path:
+    """A fresh temporary name beside ``path``: ``.<name>.<pid>.<8 random hex>.tmp``."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}{TMP_SUFFIX}")
+
+
+def atomic_write_bytes(path: str | Path, data: bytes, mode: int = 0o666) -> None:
+    """Write ``data`` to ``path`` atomically (module docstring); the folder must exist.
+
+    Args:
+        path: the final file; a symlink there is replaced, not followed.
+        data: the whole content.
+        mode: permission bits of a new file, before the process's umask (as ``open`` creates files).
+
+    Raises:
+        OSError: the file could not be written (one line: errno, reason, the final path); nothing is left behind.
+    """
+    path = Path(path)
+    tmp = temp_name(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(tmp, flags, mode)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
+        raise
+
+
+def atomic_write_text(path: str | Path, text: str, encoding: str = "utf-8") -> None:
+    """Write ``text`` to ``path`` atomically, encoded with ``encoding`` (:func:`atomic_write_bytes`).
+
+    Raises:
+        OSError: the file could not be written (one line naming ``path``); nothing is left behind.
+    """
+    atomic_write_bytes(path, text.encode(encoding))
