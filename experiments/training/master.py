@@ -187,15 +187,11 @@ class Master:
         self.restarts += 1
 
     def receive_stopped(self, read_version: int, worker: int | None = None) -> bool:
-        """A stopped computation's gradient that had already been sent arrived: counted as received and discarded,
-        exactly as :meth:`receive` would count it (the policy discards any gradient whose delay reached
-        :attr:`stop_delay`), without reading it. Returns False (no update).
-
-        Raises ValueError when its delay is below ``stop_delay``: it was not stopped, so it must go through
-        :meth:`receive`."""
+        """A stopped computation's gradient that had already been sent arrived (its request superseded by a stop):
+        counted as received and discarded, as :meth:`receive` counts a gradient the policy discards (the policy
+        discards any gradient whose delay reached :attr:`stop_delay`), without reading it. Returns False (no
+        update)."""
         tau = self.version - int(read_version)
-        if self.stop_delay is None or tau < self.stop_delay:
-            raise ValueError(f"a gradient of delay {tau} was not stopped (stop_delay {self.stop_delay}): use receive")
         self.gradients += 1
         if worker is not None:
             self._tau_sum[worker] += tau
