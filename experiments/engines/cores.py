@@ -130,7 +130,7 @@ def run_async(problem, settings, limits, master, stream, costs, times, recorder,
         for w in [w for w in running if master.must_stop(held[w][0])]:
             del running[w]  # its pending "iterate" or "wake" timer is void now
             cpu.left.pop(w, None)  # computing: it leaves the cores, its work so far lost
-            master.restarted(w)
+            master.restarted(w, held[w][0])
             send(w, t, batch_of[w])
 
     def serve_next(now: float, woken: bool) -> None:

@@ -281,8 +281,8 @@ class MasterLoop:
             for w in [w for w in deadlines if w in self.live and m.must_stop(version_of[w])]:
                 self._issued_at[w] = time.perf_counter()
                 self.transport.restart(w, m.x, m.version)
+                m.restarted(w, version_of[w])
                 version_of[w] = m.version
-                m.restarted(w)
                 del deadlines[w]  # re-inserted last: the deadlines stay in time order
                 deadlines[w] = time.monotonic() + self.timeout
 

@@ -14,21 +14,19 @@ class LoopbackTransport:
     """The transport interface of :class:`experiments.engines.driver.MasterLoop`: ``issue(w, x, version)`` queues
     an arrival of worker w at that version with minibatch loss 1.0; ``wait(timeout)`` returns every queued arrival
     at once (never blocks); ``gradient(w)`` is one constant (d,) float32 tensor of 1e-3 for every worker;
-    ``restart(w, x, version)`` replaces w's queued arrival by one at the new version (the old computation stopped
-    before it was sent) or, with ``sent_before_stop``, queues the new one after it (the old one had been sent).
-    ``restarts`` logs ``(worker, version)`` per restart.
+    ``restart(w, x, version)`` replaces w's queued arrival, if ``wait`` has not returned it yet (the old computation
+    stopped before it was sent), by one at the new version; an old arrival ``wait`` already returned reaches the master
+    loop as a reply sent before the stop. ``restarts`` logs ``(worker, version)`` per restart.
 
     Args:
         d: the parameter dimension.
-        sent_before_stop: every stopped computation had already sent its gradient.
     """
 
     cuts_off_silent = True
 
-    def __init__(self, d: int, sent_before_stop: bool = False) -> None:
+    def __init__(self, d: int) -> None:
         self.pending: list[Arrival] = []
         self.g = torch.full((d,), 1e-3)
-        self.sent_before_stop = sent_before_stop
         self.restarts: list[tuple[int, int]] = []
 
     def issue(self, w: int, x: torch.Tensor, version: int) -> None:
@@ -36,8 +34,7 @@ class LoopbackTransport:
 
     def restart(self, w: int, x: torch.Tensor, version: int) -> None:
         self.restarts.append((w, version))
-        if not self.sent_before_stop:
-            self.pending = [a for a in self.pending if a.worker != w]
+        self.pending = [a for a in self.pending if a.worker != w]
         self.pending.append(Arrival(w, version, 1.0))
 
     def wait(self, timeout: float | None) -> list:

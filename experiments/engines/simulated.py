@@ -284,7 +284,7 @@ def _run_timing_stops(problem, settings, limits, master, stream, costs, times, r
         if applied:
             for v, (_, end, read, idx, _, _) in list(job.items()):
                 if end > master_free and must_stop(read):  # still computing, its delay reached the threshold
-                    master.restarted(v)
+                    master.restarted(v, read)
                     start(v, master_free + latency_s, idx)
         if warm.t0 is None:
             warm.updated(master.version, master_free, samples)

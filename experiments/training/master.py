@@ -181,9 +181,9 @@ class Master:
         :attr:`stop_delay`); always False without stops."""
         return self.stop_delay is not None and self.version - int(read_version) >= self.stop_delay
 
-    def restarted(self, worker: int) -> None:
-        """An engine stopped ``worker``'s in-flight computation and handed it the current iterate (counted in
-        :attr:`restarts`, the ``stopped`` column)."""
+    def restarted(self, worker: int, read_version: int) -> None:
+        """An engine stopped ``worker``'s in-flight computation, started at ``read_version``, and handed it the
+        current iterate (counted in :attr:`restarts`, the ``stopped`` column)."""
         self.restarts += 1
 
     def receive_stopped(self, read_version: int, worker: int | None = None) -> bool:
