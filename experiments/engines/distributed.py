@@ -1,4 +1,4 @@
-"""The distributed engine: torch.distributed master-worker, rank 0 the master, ranks 1..P the workers (issue 5).
+"""The distributed engine: torch.distributed master-worker, rank 0 the master, ranks 1..P the workers.
 
 Launch:
 - ``torchrun --nproc_per_node=P+1 -m experiments.run engine=distributed workers=P ...`` (and across nodes with
@@ -28,8 +28,8 @@ Master -> worker: ``compute`` (x at a version), ``hold`` (the master is busy
 evaluating; sent every ``timeout_s / 4`` s so that a waiting worker's receive does not time out), ``stop``.
 Worker -> master: ``gradient`` (version, loss, g), ``bye`` (answer to stop: all ranks leave together), ``error``
 (its message as bytes). Every send is waited on before its buffer is reused and before the end. Each side posts
-the receive of the peer's next message before sending to it: gloo delivers into an already posted receive about
-ten times faster (round trip 0.4 ms instead of 3.4 ms for a small message on our 2-core machine).
+the receive of the peer's next message before sending to it: gloo delivers into an already posted receive much
+faster than into one posted after the message came (benchmarks/bench_engines.py).
 
 Stops (:meth:`DistTransport.restart`, a staleness policy's ``restart``; locally started workers only: the settings
 refuse stops under torchrun, whose ranks may be on other machines): the master counts every ``compute`` it sends to
@@ -40,8 +40,8 @@ past the one being computed, and a ``compute`` that is already superseded when i
 version is older than the latest request's is stale: the master posts a receive for the next reply and discards
 it unread. The worker blocks SIGUSR1 while the process group starts, so gloo's own threads never take it.
 
-NCCL (sync only) uses the same code with the buffers on each rank's GPU; it has not been run here (no GPU on the
-development machine), unlike gloo, which the tests run.
+NCCL (sync only) uses the same code with the buffers on each rank's GPU; the tests run gloo only (they need no
+GPU).
 
 Timeouts: the process group's timeout is ``engine.timeout_s``; a receive that waits longer raises, and the run
 fails with WorkerLost (a silent peer breaks gloo's whole context, so the others cannot go on); a worker whose
@@ -226,8 +226,7 @@ def _serve_loop(problem, spec: WorkerSpec, buf_device: torch.device, stream, req
     superseded one abandons it for the next message, on the same minibatch (module docstring, stops).
 
     The receive of the master's next message is always posted before this worker sends (two alternating
-    buffers): gloo delivers a message whose receive is already posted about ten times faster (0.4 ms instead of
-    3.4 ms for a round trip on our 2-core machine)."""
+    buffers): gloo delivers a message whose receive is already posted much faster."""
     x0 = problem.init_params(0)
     emu = worker_emulator(spec)
     rbufs = [torch.zeros(HEADER + x0.numel(), dtype=x0.dtype, device=buf_device) for _ in range(2)]

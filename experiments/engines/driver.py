@@ -20,7 +20,7 @@ evaluates the copies after the run, so the workers never stop and the staleness 
 ``drain`` (and ``snapshot`` once the pending copies would pass ``engine.snapshot_mb``) stops handing out work,
 applies the gradients still being computed and evaluates with every worker waiting, so no gradient is computed while
 the clock is paused -- but each drain restarts the pipeline, and after it P - 1 updates are fresher than in steady
-state (with evaluations every 47 updates at P = 8, mean staleness 6.4 instead of 6.95). A sync round always ends
+state (a lower mean staleness when evaluations are frequent). A sync round always ends
 before an evaluation. The warm-up updates count in ``updates`` and ``epoch`` but not in ``time_s``.
 
 Stops (a staleness policy's ``stop_delay``: Ringmaster with ``restart``, Rennala; experiments/training/policies.py):

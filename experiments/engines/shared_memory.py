@@ -1,4 +1,4 @@
-"""The shared-memory engine: a master (this process) and P worker processes on one machine, wall clock (issue 5).
+"""The shared-memory engine: a master (this process) and P worker processes on one machine, wall clock.
 
 Processes: ``torch.multiprocessing`` with ``engine.start_method`` (``spawn`` by default, or ``forkserver``), so
 nothing the calling process did before (a serial run, threads, CUDA) leaks into the workers. The problem object
@@ -59,8 +59,8 @@ Only small messages go through the per-worker pipes: worker -> master ``(gradien
 ``ready``, or an error line; master -> worker ``stop``. The master wakes a blocked worker through
 an eventfd (a pipe of its own where eventfd is missing), not the message pipe: a pipe write asks the kernel to
 run the woken worker on the writer's core (a "synchronous" wake-up), where it then shares one core with the
-master while the other core idles; with P = 2 and trivially cheap gradients that capped the master at about
-4,000 updates/s on our 2-core machine, against 5,400-6,200 with the eventfd (benchmarks/bench_engines.py). With
+master while the other core idles, which caps the master's update rate when the gradients are cheap
+(benchmarks/bench_engines.py measures both wake-ups). With
 P = 1 the master has nothing to do meanwhile, so there the message pipe (the faster wake-up) is used when
 blocking. The optimizer state lives only in the master (:class:`experiments.training.master.Master`); the master loop,
 clock and fault handling are in :mod:`experiments.engines.driver`.

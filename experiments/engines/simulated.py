@@ -1,4 +1,4 @@
-"""The simulated engine: one process, event-driven, exact staleness, a simulated clock (APAM.md §1; issue 4).
+"""The simulated engine: one process, event-driven, exact staleness, a simulated clock (APAM.md §1).
 
 Costs (:mod:`experiments.clock.costmodel`, measured by :mod:`experiments.clock.calibration` on the real engine named by
 ``engine.transport``, or fixed by ``engine.costs.*``): a gradient ``grad_s(B)`` (scaled per worker by the compute-time
@@ -23,7 +23,7 @@ compute time so far lost) and its worker handed the current iterate at that mome
 minibatch.
 
 Artificial delays (``fixed``, ``uniform``; paper Sec. 5.4; ``none`` only with P = 1, see
-:mod:`experiments.settings.validate`): the iterate a gradient is computed at is chosen by the delay model from a ring of the
+:mod:`experiments.settings.schema`): the iterate a gradient is computed at is chosen by the delay model from a ring of the
 newest iterates when the gradient is applied (so it is computed then, in arrival order), while the clock still
 follows the event queue above.
 
@@ -35,7 +35,7 @@ costs ``latency + slowest + latency + overhead_idle
 
 Emulated compute (``engine.compute=emulated``: the twin of a run on a real engine whose workers wait for targets):
 each gradient's time is the law's draw for ``engine.compute_base_s`` plus a draw of the wait's wake-up lateness,
-calibrated on this machine (:class:`EmulatedTimes`; 0.1-0.2 ms for a 2-50 ms wait here), as the emulated worker
+calibrated on this machine (:class:`EmulatedTimes`), as the emulated worker
 wakes late.
 
 Clock start (``engine.warmup_updates``, default 0): the clock starts once the warm-up updates are applied, by the
