@@ -298,6 +298,7 @@ def _spawned_worker(rank: int, world: int, store_spec: tuple, backend: str, time
     ``tensors`` came with the process; workers.split_problem), say ready, join the process group, serve.
     ``requests``: the shared count of compute messages per worker (stops; :func:`_serve_loop`)."""
     worker_process_setup(spec)
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # never the default (exit) before _serve_loop's handler
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})  # the group's threads start with SIGUSR1 blocked
     try:
         problem = load_problem(tensors, receive(conn.fileno()))
