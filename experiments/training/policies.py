@@ -14,9 +14,10 @@ Delay-adaptive policies (every gradient is applied, each update advances k, as i
   ``s_k = min(1, tau_c / tau_k)`` (default tau_c = P). The authors' code (github.com/konstmish/asynchronous_sgd,
   code.ipynb) steps ``lr * num_workers / max(num_workers, delay)``: the same factor with tau_c = n.
 - ``koloskova2022``: Koloskova, Stich, Jaggi, "Sharper convergence guarantees for asynchronous SGD for distributed
-  and federated learning", NeurIPS 2022, Theorem 8, eq. (11): eta_t = eta while tau_t <= tau_C (the concurrency,
-  here P), and any eta_t in [0, min(eta, 1 / (4 L tau_t))] above it, "setting eta_t = 0 is equivalent to dropping
-  these gradients" (Sec. 4.3); Sec. 4.4 ("Tuning the stepsize") sets eta_t <= eta / tau_t there. So
+  and federated learning", NeurIPS 2022 (arXiv 2206.08307; numbering of the submission text we read), Theorem 8,
+  eq. (11): eta_t = eta while tau_t <= tau_C (the concurrency, here P), and any eta_t in
+  [0, min(eta, 1 / (4 L tau_t))] above it, "setting eta_t = 0 is equivalent to dropping these gradients"
+  (Sec. 4.3); Sec. 4.4 ("Tuning the stepsize") sets eta_t <= eta / tau_t there. So
   ``s_k = 1`` for tau_k <= tau_c, else ``0`` (``stale_step: zero``, the default: the proof sketch's choice) or
   ``1 / tau_k`` (``stale_step: inverse``). A zero-step update still advances k (Algorithm 1: every received
   gradient is an iteration t).
@@ -38,16 +39,17 @@ Discarding policies (a discarded gradient is not applied and does not advance k)
   complexity", ICML 2025 (arXiv 2501.16168): the server accepts a gradient of delay delta_k only when
   ``delta_k < R`` (restated in Sadiev, Maranjyan, Ilin, Richtarik, "Ringmaster LMO", arXiv 2605.18174), so a
   gradient with ``tau >= R`` is discarded; R >= 1, default P. ``restart: true`` is the method "with stops": a
-  computation whose delay reaches R is stopped and its worker restarted at the current iterate (as the public
-  simulation code's ``RingmasterASGD.step`` does: every worker whose delay counter reaches ``max_delay`` is reset
-  and handed the current point), so no gradient with tau >= R is computed to the end, except one already sent when
-  its delay reached R (the master then discards it).
+  computation whose delay reaches R is stopped and its worker restarted at the current iterate (as a public
+  asynchronous-SGD simulation library's ``asynchronous/algorithm.py``, ``RingmasterASGD.step``, does: every worker
+  whose delay counter reaches ``max_delay`` is reset and handed the current point; the stored copy did not name its
+  repository), so no gradient with tau >= R is computed to the end, except one already sent when its delay reached
+  R (the master then discards it).
 - ``rennala``: Tyurin, Richtarik, "Optimal time complexities of parallel stochastic optimization methods under a
   fixed computation model", NeurIPS 2023 (Rennala SGD): the master collects S gradients computed at its current
   iterate (tau = 0), discards every other, and applies one update with the mean of the S (default S = P).
   ``restart: true`` (default) restarts, when a round's update is applied, every worker still computing at the old
-  iterate at the new one, as the public simulation code's ``RennalaSGD.step`` does (each round begins with every
-  worker reset at the current point); ``false`` lets those computations run on and discards their gradients.
+  iterate at the new one, as the same library's ``RennalaSGD.step`` does (each round begins with every worker reset
+  at the current point); ``false`` lets those computations run on and discards their gradients.
 
 Stops are carried out by the engines (:attr:`Policy.stop_delay`): the simulated engine cancels the computation
 (its partial compute time lost) and hands the worker the current iterate at that moment; the real engines'
