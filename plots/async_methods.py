@@ -22,8 +22,9 @@ from .validation import _with_setting, overrun_count
 MODELS = ("equal", "sqrt", "linear", "straggler8", "lognormal1")
 MODEL_LABELS = {"equal": "equal", "sqrt": "sqrt(i) x base", "linear": "i x base", "straggler8": "one 8x straggler",
                 "lognormal1": "lognormal sigma=1"}
-METHODS = ("apam", "apam_mishchenko", "apam_wu", "apam_ringmaster", "async_sgd", "async_sgd_mishchenko",
-           "async_sgd_wu", "ringmaster_asgd", "rennala_sgd", "sync_amsgrad")
+METHODS = ("apam", "apam_mishchenko", "apam_koloskova", "apam_wu", "apam_ringmaster", "async_sgd",
+           "async_sgd_mishchenko", "async_sgd_koloskova", "async_sgd_wu", "ringmaster_asgd", "rennala_sgd",
+           "sync_amsgrad")
 
 
 def compute_model(row) -> str:
@@ -33,7 +34,7 @@ def compute_model(row) -> str:
     if spread in ("sqrt", "linear"):
         return spread
     slow = row.get("straggler_slowdown", 1.0)
-    if slow == slow and float(slow) != 1.0:
+    if not math.isnan(float(slow)) and float(slow) != 1.0:
         return f"straggler{float(slow):g}"
     law = str(row.get("compute_law", "constant"))
     if law == "lognormal":

@@ -17,6 +17,11 @@ machine that shares its cores as the operating system does:
 - **The authors' master** (``algorithm.master_computes``, RPI-OPT/APAM ``OpenMP/test/LR_APAM.cc``): when no worker
   gradient is waiting and the run needs more, the master computes a minibatch gradient itself at its current
   iterate (runnable like a worker; staleness 0) and applies it; gradients that arrive meanwhile wait for it.
+- **Stops** (a staleness policy's ``stop_delay``: Ringmaster with ``restart``, Rennala): when the master ends an
+  update, every worker whose computation has not finished (its iterate in flight, computing, or waiting out an
+  emulated target) and whose delay reached ``stop_delay`` is stopped -- its work so far lost, it leaves the cores --
+  and handed the current iterate then (one latency in flight), to compute on the same minibatch. A finished
+  computation (its gradient in flight or queued) is not stopped: it arrives and the policy discards it.
 
 Events are kept in time order; between two events every runnable process advances at its rate, so a run's clock is
 exact for this model (no time step). Cost: O(P) per event.
@@ -91,25 +96,42 @@ def run_async(problem, settings, limits, master, stream, costs, times, recorder,
     timers: list = []  # (time, seq, kind, worker): "iterate" reaches a worker, "gradient" reaches the master,
     seq = 0            # "wake" ends an emulated worker's wait
     held: dict[int, tuple] = {}  # worker -> (version, loss, gradient) of the gradient it is computing
+    batch_of: dict[int, object] = {}  # worker -> the minibatch of that gradient (a stopped worker reuses it)
+    running: dict[int, int] = {}  # worker -> seq of its "iterate" or "wake" timer while its computation is unfinished
     queue: deque = deque()  # gradients at the master, in arrival order: (worker, version, loss, gradient)
     serving: tuple | None = None  # what the master is busy with: ("gradient", worker) or ("own", version, loss, g)
     issued, samples = 0, 0
+    stops = master.stop_delay is not None
 
-    def timer(t: float, kind: str, w: int) -> None:
+    def timer(t: float, kind: str, w: int) -> int:
         nonlocal seq
         seq += 1
         heapq.heappush(timers, (t, seq, kind, w))
+        return seq
 
     def more() -> bool:
         return issued < max_updates and stream.samples < max_samples
+
+    def send(w: int, t: float, idx) -> None:
+        """The current iterate leaves for worker w at time t, to compute on minibatch ``idx``."""
+        held[w] = (master.version, *problem.loss_grad(master.x, idx))
+        batch_of[w] = idx
+        running[w] = timer(t + latency_s, "iterate", w)
 
     def hand_out(w: int, t: float) -> None:
         """The current iterate leaves for worker w at time t (if the run needs another gradient)."""
         nonlocal issued
         if more():
             issued += 1
-            held[w] = (master.version, *problem.loss_grad(master.x, stream.next()))
-            timer(t + latency_s, "iterate", w)
+            send(w, t, stream.next())
+
+    def stop_stale(t: float) -> None:
+        """After an update ending at t: stop every unfinished computation whose delay reached stop_delay."""
+        for w in [w for w in running if master.must_stop(held[w][0])]:
+            del running[w]  # its pending "iterate" or "wake" timer is void now
+            cpu.left.pop(w, None)  # computing: it leaves the cores, its work so far lost
+            master.restarted(w, held[w][0])
+            send(w, t, batch_of[w])
 
     def serve_next(now: float, woken: bool) -> None:
         """The master starts on the next queued gradient, or on a gradient of its own, or sleeps."""
@@ -117,7 +139,7 @@ def run_async(problem, settings, limits, master, stream, costs, times, recorder,
         if queue:
             w, version, loss, g = queue.popleft()
             applied = master.receive(g, version, w)
-            serving = ("gradient", w, version, loss)
+            serving = ("gradient", w, version, loss, applied)
             cpu.start(MASTER, busy_of[woken][applied])
         elif own_times is not None and more():
             issued += 1
@@ -133,14 +155,17 @@ def run_async(problem, settings, limits, master, stream, costs, times, recorder,
     while timers or cpu.left:
         t_done, who = cpu.next_done()
         if timers and timers[0][0] <= t_done:
-            t, _, kind, w = heapq.heappop(timers)
+            t, s, kind, w = heapq.heappop(timers)
+            if kind != "gradient" and running.get(w) != s:
+                continue  # the timer of a stopped computation
             cpu.advance(t)
             if kind == "iterate":  # worker w starts its gradient: a load on the cores, or a wait
                 if emulated:
-                    timer(t + times.draw(w, grad_s), "wake", w)
+                    running[w] = timer(t + times.draw(w, grad_s), "wake", w)
                 else:
                     cpu.start(w, times.draw(w, grad_s))
             elif kind == "wake":
+                del running[w]
                 timer(t + latency_s, "gradient", w)
             else:  # a gradient reaches the master
                 version, loss, g = held.pop(w)
@@ -153,6 +178,7 @@ def run_async(problem, settings, limits, master, stream, costs, times, recorder,
         cpu.advance(t_done)
         cpu.finish(who)
         if who != MASTER:  # a worker's gradient is done: it travels to the master
+            running.pop(who, None)
             timer(t_done + latency_s, "gradient", who)
             continue
         done, serving = serving, None
@@ -160,11 +186,14 @@ def run_async(problem, settings, limits, master, stream, costs, times, recorder,
             _, version, loss, g = done
             samples += B
             recorder.check_loss(loss, samples)
-            master.receive(g, version, None)
+            applied = master.receive(g, version, None)
         else:
-            _, w, version, loss = done
+            _, w, version, loss, applied = done
             samples += B
             recorder.check_loss(loss, samples)
+        if stops and applied:
+            stop_stale(t_done)
+        if done[0] != "own":
             hand_out(w, t_done)
         if warm.t0 is None:
             warm.updated(master.version, t_done, samples)

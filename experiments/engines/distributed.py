@@ -1,4 +1,4 @@
-"""The distributed engine: torch.distributed master-worker, rank 0 the master, ranks 1..P the workers (issue 5).
+"""The distributed engine: torch.distributed master-worker, rank 0 the master, ranks 1..P the workers.
 
 Launch:
 - ``torchrun --nproc_per_node=P+1 -m experiments.run engine=distributed workers=P ...`` (and across nodes with
@@ -28,11 +28,20 @@ Master -> worker: ``compute`` (x at a version), ``hold`` (the master is busy
 evaluating; sent every ``timeout_s / 4`` s so that a waiting worker's receive does not time out), ``stop``.
 Worker -> master: ``gradient`` (version, loss, g), ``bye`` (answer to stop: all ranks leave together), ``error``
 (its message as bytes). Every send is waited on before its buffer is reused and before the end. Each side posts
-the receive of the peer's next message before sending to it: gloo delivers into an already posted receive about
-ten times faster (round trip 0.4 ms instead of 3.4 ms for a small message on our 2-core machine).
+the receive of the peer's next message before sending to it: gloo delivers into an already posted receive much
+faster than into one posted after the message came (benchmarks/bench_engines.py).
 
-NCCL (sync only) uses the same code with the buffers on each rank's GPU; it has not been run here (no GPU on the
-development machine), unlike gloo, which the tests run.
+Stops (:meth:`DistTransport.restart`, a staleness policy's ``restart``; locally started workers only: the settings
+refuse stops under torchrun, whose ranks may be on other machines): the master counts every ``compute`` it sends to
+worker w in a shared int64 block (``requests[w]``, shared memory with the worker), sends the new ``compute`` (no
+new receive is posted: the one outstanding takes whichever reply comes first), then SIGUSR1. The worker numbers
+the ``compute`` messages it receives; its handler raises only while it computes and only when ``requests[w]`` is
+past the one being computed, and a ``compute`` that is already superseded when it arrives is skipped. A reply whose
+version is older than the latest request's is stale: the master posts a receive for the next reply and discards
+it unread. The worker blocks SIGUSR1 while the process group starts, so gloo's own threads never take it.
+
+NCCL (sync only) uses the same code with the buffers on each rank's GPU; the tests run gloo only (they need no
+GPU).
 
 Timeouts: the process group's timeout is ``engine.timeout_s``; a receive that waits longer raises, and the run
 fails with WorkerLost (a silent peer breaks gloo's whole context, so the others cannot go on); a worker whose
@@ -46,6 +55,7 @@ import datetime
 import os
 import queue
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -61,9 +71,21 @@ import torch.distributed as dist
 from experiments.engines.driver import drive
 from experiments.engines.transport import Arrival, Lost, NoWorkers
 from experiments.engines.emulation import with_emulation, worker_emulator
-from experiments.engines.workers import (WorkerSpec, _Fd, await_ready, deliver, describe_exit, load_problem,
-                                       process_context, reap, receive, report_worker_error,
-                                       sigterm_as_interrupt, split_problem, worker_process_setup)
+from experiments.engines.workers import (
+    WorkerSpec,
+    _Fd,
+    await_ready,
+    deliver,
+    describe_exit,
+    load_problem,
+    process_context,
+    reap,
+    receive,
+    report_worker_error,
+    sigterm_as_interrupt,
+    split_problem,
+    worker_process_setup,
+)
 from experiments.errors import ConfigError, WorkerLost
 from experiments.training.sampling import BatchStream
 
@@ -192,19 +214,36 @@ def _rank_device(backend: str, problem_device: torch.device) -> torch.device:
 
 
 # ---------------------------------------------------------------------- worker side
-def _serve_loop(problem, spec: WorkerSpec, buf_device: torch.device, stream) -> None:
+class Stopped(Exception):
+    """Raised in a locally started worker by its SIGUSR1 handler: the master superseded its request (a stop)."""
+
+
+def _serve_loop(problem, spec: WorkerSpec, buf_device: torch.device, stream, requests=None) -> None:
     """Worker rank ``spec.worker + 1``: answer ``compute`` with one gradient (next minibatch of ``stream``, drawn while
     waiting), ``hold`` with nothing, ``stop`` with ``bye``; errors go to the master as an ``error`` message, then
-    raise.
+    raise. ``requests``: the shared (P,) int64 count of ``compute`` messages the master has sent each worker (locally
+    started workers; None under torchrun): a ``compute`` it has superseded is skipped, and SIGUSR1 while computing a
+    superseded one abandons it for the next message, on the same minibatch (module docstring, stops).
 
     The receive of the master's next message is always posted before this worker sends (two alternating
-    buffers): gloo delivers a message whose receive is already posted about ten times faster (0.4 ms instead of
-    3.4 ms for a round trip on our 2-core machine)."""
+    buffers): gloo delivers a message whose receive is already posted much faster."""
     x0 = problem.init_params(0)
     emu = worker_emulator(spec)
     rbufs = [torch.zeros(HEADER + x0.numel(), dtype=x0.dtype, device=buf_device) for _ in range(2)]
     sbuf = torch.zeros_like(rbufs[0])
     i = 0
+    sent = memoryview(requests.numpy()).cast("B").cast("q") if requests is not None else None
+    me, received = spec.worker, 0  # compute messages received
+    computing = [0]  # the number of the compute message being served; 0 while not computing
+
+    def on_stop(signum, frame) -> None:
+        current = computing[0]
+        if current and sent[me] > current:
+            computing[0] = 0  # raise once
+            raise Stopped
+
+    if sent is not None:
+        signal.signal(signal.SIGUSR1, on_stop)
     pending = dist.irecv(rbufs[0], src=0)
     idx = stream.next()  # the next gradient's minibatch, drawn while waiting: off the round trip's critical path
     try:
@@ -219,15 +258,25 @@ def _serve_loop(problem, spec: WorkerSpec, buf_device: torch.device, stream) -> 
                 _put(sbuf, BYE)
                 dist.send(sbuf, dst=0)
                 return
+            received += 1
             spec.fault.maybe_fail(spec.worker, version)
             x = cur[HEADER:]
             if x.device != problem.device:
                 x = x.to(problem.device)
-            t0 = time.perf_counter()
-            loss, g = problem.loss_grad(x, idx)
-            sbuf[HEADER:].copy_(g)
+            try:
+                computing[0] = received  # from here a stop's SIGUSR1 raises Stopped
+                if sent is not None and sent[me] > received:
+                    raise Stopped  # superseded before it began
+                t0 = time.perf_counter()
+                loss, g = problem.loss_grad(x, idx)
+                sbuf[HEADER:].copy_(g)
+                timing = emu.finish(t0)
+                computing[0] = 0
+            except Stopped:
+                computing[0] = 0
+                continue  # the next compute message, on the same minibatch
             _put(sbuf, GRADIENT, version, float(loss))
-            sbuf[4], sbuf[5], sbuf[:HEADER].view(_INT_OF[sbuf.dtype])[6] = emu.finish(t0)
+            sbuf[4], sbuf[5], sbuf[:HEADER].view(_INT_OF[sbuf.dtype])[6] = timing
             _put_time(sbuf, time.perf_counter())
             dist.send(sbuf, dst=0)
             idx = stream.next()
@@ -238,16 +287,19 @@ def _serve_loop(problem, spec: WorkerSpec, buf_device: torch.device, stream) -> 
         try:
             _put_text(sbuf, f"{type(exc).__name__}: {exc}".splitlines()[0])
             dist.send(sbuf, dst=0)
-        except Exception:  # noqa: BLE001 - the master may be gone too
+        except Exception:  # noqa: BLE001, S110 - the master may be gone too
             pass
         raise
 
 
 def _spawned_worker(rank: int, world: int, store_spec: tuple, backend: str, timeout_s: float, tensors: list,
-                    spec: WorkerSpec, conn) -> None:
+                    spec: WorkerSpec, conn, requests=None) -> None:
     """Entry of a locally started worker process (rank >= 1): receive the rest of the problem on ``conn`` (its
-    ``tensors`` came with the process; workers.split_problem), say ready, join the process group, serve."""
+    ``tensors`` came with the process; workers.split_problem), say ready, join the process group, serve.
+    ``requests``: the shared count of compute messages per worker (stops; :func:`_serve_loop`)."""
     worker_process_setup(spec)
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # never the default (exit) before _serve_loop's handler
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})  # the group's threads start with SIGUSR1 blocked
     try:
         problem = load_problem(tensors, receive(conn.fileno()))
         stream = BatchStream(problem.num_train, spec.batch, spec.seed)  # before joining: start-up is not silence
@@ -268,8 +320,9 @@ def _spawned_worker(rank: int, world: int, store_spec: tuple, backend: str, time
             store = dist.TCPStore(where, port, world, is_master=False,
                                   timeout=datetime.timedelta(seconds=STARTUP_TIMEOUT_S))
         _init_group(backend, timeout_s, store=store, rank=rank, world_size=world)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})  # this (main) thread takes the stops
     try:
-        _serve_loop(problem, spec, _rank_device(backend, problem.device), stream)
+        _serve_loop(problem, spec, _rank_device(backend, problem.device), stream, requests)
     finally:
         _destroy()
 
@@ -301,7 +354,7 @@ def _destroy() -> None:
     if dist.is_initialized():
         try:
             dist.destroy_process_group()
-        except Exception:  # noqa: BLE001 - best effort on the way out
+        except Exception:  # noqa: BLE001, S110 - best effort on the way out
             pass
 
 
@@ -312,15 +365,20 @@ class DistTransport:
     Args:
         P: number of workers (ranks 1..P); x0: an iterate like the master's; timeout_s: ``engine.timeout_s``;
         buf_device: where the message buffers live (CPU for gloo, this rank's GPU for nccl);
-        procs: the local worker processes when this process started them (their exit codes explain a loss).
+        procs: the local worker processes when this process started them (their exit codes explain a loss);
+        requests: with local workers, the shared (P,) int64 count of compute messages sent to each (stops).
     """
 
     cuts_off_silent = False
 
-    def __init__(self, P: int, x0: torch.Tensor, timeout_s: float, buf_device: torch.device, procs=()) -> None:
+    def __init__(self, P: int, x0: torch.Tensor, timeout_s: float, buf_device: torch.device, procs=(),
+                 requests=None) -> None:
         d = x0.numel()
         self.P, self.timeout_s, self.procs = P, float(timeout_s), list(procs)
-        mk = lambda: torch.zeros(HEADER + d, dtype=x0.dtype, device=buf_device)  # noqa: E731
+        self._sent = memoryview(requests.numpy()).cast("B").cast("q") if requests is not None else None
+        self._latest = [0] * P  # the version of the latest compute sent to each worker
+        self._posted = [0] * P  # receives posted for each worker and not yet converted
+        mk = lambda: torch.zeros(HEADER + d, dtype=x0.dtype, device=buf_device)
         self.sbuf = [mk() for _ in range(P)]
         self.rbuf = [mk() for _ in range(P)]
         self.hold_buf = mk()
@@ -354,6 +412,7 @@ class DistTransport:
         """Post the receive of w's next message (before sending to w: see _serve_loop) and hand it to w's thread."""
         try:
             self.expect[w].put(dist.irecv(self.rbuf[w], src=w + 1))
+            self._posted[w] += 1
             return True
         except Exception as exc:  # noqa: BLE001 - the peer is gone
             self.pending.append(Lost(w, self._why(w, str(exc))))
@@ -394,8 +453,36 @@ class DistTransport:
         buf = self.sbuf[w]
         buf[HEADER:].copy_(x)
         _put(buf, COMPUTE, version)
+        self._latest[w] = version
+        if self._sent is not None:
+            self._sent[w] += 1
         if self._post_recv(w):
             self._send(w, buf)
+
+    def restart(self, w: int, x: torch.Tensor, version: int) -> None:
+        """A stop: send worker w, busy with an older compute, x of master version ``version``, then SIGUSR1 (module
+        docstring). The receive already posted for w takes whichever of its replies comes first; one is posted now
+        only when none is (its old reply already taken, not yet handed to the master loop).
+
+        Raises:
+            RuntimeError: the workers were not started by this process (torchrun), so none can be interrupted.
+        """
+        if self._sent is None or not self.procs:
+            raise RuntimeError("engine=distributed: only workers this process started can be stopped")
+        if not self._wait_send(w):
+            return
+        buf = self.sbuf[w]
+        buf[HEADER:].copy_(x)
+        _put(buf, COMPUTE, version)
+        self._latest[w] = version
+        self._sent[w] += 1
+        if self._posted[w] == 0 and not self._post_recv(w):
+            return
+        if self._send(w, buf):
+            try:
+                os.kill(self.procs[w].pid, signal.SIGUSR1)
+            except ProcessLookupError:
+                pass  # gone: its receive reports it
 
     def _convert(self, item) -> Arrival | Lost | None:
         if item[0] == "lost":
@@ -405,11 +492,16 @@ class DistTransport:
                 raise WorkerLost(f"worker {w} sent nothing within engine.timeout_s={self.timeout_s:g} s")
             return Lost(w, self._why(w, text))
         w = item[1]
+        self._posted[w] -= 1
         cmd, version, loss, length = _get(self.rbuf[w])
         if cmd == GRADIENT:
             buf = self.rbuf[w]
             timing = int(buf[:HEADER].view(_INT_OF[buf.dtype])[6])
-            return Arrival(w, version, loss, float(buf[4]), float(buf[5]), timing, _get_time(buf))
+            stale = version < self._latest[w]
+            arrival = Arrival(w, version, loss, float(buf[4]), float(buf[5]), timing, _get_time(buf), stale)
+            if stale:  # a stopped compute's reply: the new one's comes next
+                self._post_recv(w)
+            return arrival
         if cmd == ERROR:
             raise RuntimeError(f"worker {w} failed: {_get_text(self.rbuf[w], length)}")
         return None  # a bye
@@ -455,7 +547,7 @@ class DistTransport:
                 for w in sorted(self.live):
                     try:
                         dist.send(self.hold_buf, dst=w + 1)
-                    except Exception:  # noqa: BLE001 - a lost worker is found by the receive side
+                    except Exception:  # noqa: BLE001, S110 - a lost worker is found by the receive side
                         pass
 
         t = threading.Thread(target=beat, daemon=True, name="apam-hold")
@@ -548,7 +640,7 @@ def run(problem, rule, settings, recorder, costs=None):
     world = P + 1
     backend = choose_backend(settings, problem.device)
     x0 = problem.init_params(settings.seed)
-    procs, conns, cleanup, transport, store, started = [], [], None, None, None, False
+    procs, conns, cleanup, transport, store, started, requests = [], [], None, None, None, False, None
     with sigterm_as_interrupt():
         try:
             if _torchrun():
@@ -563,11 +655,12 @@ def run(problem, rule, settings, recorder, costs=None):
                 tensors, payload = split_problem(problem)  # the Process arguments stay small: see workers.py (start-up)
                 specs = with_emulation([WorkerSpec.of(settings, w, pin=True) for w in range(P)], settings,
                                        *((costs.base_s, costs.xi) if costs is not None else (None, None)))
+                requests = torch.zeros(P, dtype=torch.int64).share_memory_()  # compute messages sent (stops)
                 for w in range(P):
                     parent, child = ctx.Pipe(duplex=True)
                     p = ctx.Process(target=_spawned_worker, name=f"apam-rank-{w + 1}", daemon=True,
                                     args=(w + 1, world, spec, backend, float(e.timeout_s), tensors,
-                                          specs[w], child))
+                                          specs[w], child, requests))
                     p.start()
                     child.close()  # the master keeps no copy of the child's end: its death breaks the pipe
                     procs.append(p)
@@ -579,7 +672,8 @@ def run(problem, rule, settings, recorder, costs=None):
                 with _gloo_interface("127.0.0.1" if spec[0] in ("file", "memfd") else spec[1]):
                     _init_group(backend, e.timeout_s, store=store, rank=0, world_size=world)
             started = True
-            transport = DistTransport(P, x0, float(e.timeout_s), _rank_device(backend, problem.device), procs)
+            transport = DistTransport(P, x0, float(e.timeout_s), _rank_device(backend, problem.device), procs,
+                                      requests)
             return drive(problem, rule, settings, recorder, transport)
         finally:
             try:
@@ -589,7 +683,7 @@ def run(problem, rule, settings, recorder, costs=None):
                 for conn in conns:
                     conn.close()
                 _destroy()
-                store = None  # noqa: F841 - the memfd store's descriptor closes with it
+                store = None  # the memfd store's descriptor closes with it
                 reap(procs, grace_s=5.0 if started else 0.0)  # a failed start-up ends the workers at once
                 if cleanup is not None:
                     cleanup()

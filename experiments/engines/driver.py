@@ -20,8 +20,16 @@ evaluates the copies after the run, so the workers never stop and the staleness 
 ``drain`` (and ``snapshot`` once the pending copies would pass ``engine.snapshot_mb``) stops handing out work,
 applies the gradients still being computed and evaluates with every worker waiting, so no gradient is computed while
 the clock is paused -- but each drain restarts the pipeline, and after it P - 1 updates are fresher than in steady
-state (with evaluations every 47 updates at P = 8, mean staleness 6.4 instead of 6.95). A sync round always ends
+state (a lower mean staleness when evaluations are frequent). A sync round always ends
 before an evaluation. The warm-up updates count in ``updates`` and ``epoch`` but not in ``time_s``.
+
+Stops (a staleness policy's ``stop_delay``: Ringmaster with ``restart``, Rennala; experiments/training/policies.py):
+after each update, every worker whose outstanding request has a delay ``version - its version`` at or above
+``stop_delay`` is handed the current iterate at once through the transport's ``restart`` (which interrupts its
+computation; the worker recomputes on the same minibatch; not while draining for an evaluation). Its deadline starts
+anew. A stopped computation's gradient that was already sent still arrives, with its old version (or marked
+``stale`` by the transport): the master counts it (``gradients``, ``discarded``, the samples it consumed, one more
+hand-out) and discards it unread, and the worker's new request stays outstanding.
 
 Lost workers: a worker that dies (or, where the transport can cut it off, stays silent for ``engine.timeout_s``)
 is dropped. Async with ``engine.on_worker_loss=continue`` goes on with the others (its unfinished gradient is
@@ -34,14 +42,13 @@ import time
 from collections import deque
 
 from experiments.engines import EngineResult, warmup_updates
+from experiments.engines.emulation import LATE, OVERRAN, log_arrival
 from experiments.engines.transport import Arrival, Lost
 from experiments.engines.workers import worker_seed
-from experiments.engines.emulation import LATE, OVERRAN, log_arrival
 from experiments.errors import WorkerLost
 from experiments.training.master import Master
-from experiments.training.sampling import BatchStream
 from experiments.training.recorder import Diverged
-
+from experiments.training.sampling import BatchStream
 
 TIMELINE_COLUMNS = ["worker", "issued_s", "arrived_s", "compute_s", "start_s", "end_s", "prompt", "sent_s"]
 """One row per gradient the master took (a real engine's ``timeline.csv``; experiments/engines/twin.py replays it):
@@ -248,7 +255,9 @@ class MasterLoop:
         idle = deque(range(self.P))
         deadlines: dict[int, float] = {}  # worker -> when it is declared silent
         issued = [0, 0]  # gradients, samples handed out
+        version_of = [0] * self.P  # the version of each worker's latest request
         draining = False
+        stops = m.stop_delay is not None
 
         def can_issue(w: int) -> bool:
             if self.max_updates is not None:
@@ -260,9 +269,23 @@ class MasterLoop:
                 w = idle.popleft()
                 self._issued_at[w] = time.perf_counter()
                 self.transport.issue(w, m.x, m.version)
+                version_of[w] = m.version
                 deadlines[w] = time.monotonic() + self.timeout
                 issued[0] += 1
                 issued[1] += self.batches[w]
+
+        def stop_stale() -> None:
+            """After an update: hand every worker whose request's delay reached the policy's stop_delay the current
+            iterate at once (its computation interrupted by the transport)."""
+            if draining:
+                return
+            for w in [w for w in deadlines if w in self.live and m.must_stop(version_of[w])]:
+                self._issued_at[w] = time.perf_counter()
+                self.transport.restart(w, m.x, m.version)
+                m.restarted(w, version_of[w])
+                version_of[w] = m.version
+                del deadlines[w]  # re-inserted last: the deadlines stay in time order
+                deadlines[w] = time.monotonic() + self.timeout
 
         def own_gradient() -> None:
             """The authors' master: no worker gradient is waiting, so it computes one at its own iterate
@@ -274,7 +297,8 @@ class MasterLoop:
             issued[1] += self.own_batch
             self.own_gradients += 1
             self.recorder.check_loss(loss, self.samples)
-            m.receive(g, m.version)
+            if m.receive(g, m.version) and stops:
+                stop_stale()
             self._applied(self.own_batch)
             self._log(-1, start, start, computed - start, start, time.perf_counter(), True)
 
@@ -305,10 +329,17 @@ class MasterLoop:
                 w = ev.worker
                 if w not in deadlines or w not in self.live:
                     continue
+                if stops and (ev.stale or ev.version < version_of[w]):  # sent before its stop: counted, unread
+                    m.receive_stopped(ev.version, w)
+                    issued[0] += 1  # the stop's hand-out turned out to be one more gradient
+                    issued[1] += self.batches[w]
+                    self._applied(self.batches[w])
+                    continue
                 del deadlines[w]
                 start, issued_at = time.perf_counter(), self._issued_at[w]
                 self._arrived(ev)
-                m.receive(self.transport.gradient(w), ev.version, worker=w)
+                if m.receive(self.transport.gradient(w), ev.version, worker=w) and stops:
+                    stop_stale()
                 self._applied(self.batches[w])
                 idle.append(w)
                 if not draining and self.recorder.due(self.samples):

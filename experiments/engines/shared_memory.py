@@ -1,4 +1,4 @@
-"""The shared-memory engine: a master (this process) and P worker processes on one machine, wall clock (issue 5).
+"""The shared-memory engine: a master (this process) and P worker processes on one machine, wall clock.
 
 Processes: ``torch.multiprocessing`` with ``engine.start_method`` (``forkserver`` by default, or ``spawn``:
 docs/engines.md), so nothing the calling process did before (a serial run, threads, CUDA) leaks into the workers.
@@ -46,12 +46,21 @@ once; a request is served once, because the worker compares with the last sequen
 and fewer processes than cores). Each field has one writer (the master for ``ctrl``, worker w for its ``replies``
 row; aligned 8-byte stores; the reply fields, written by one C call, are complete before the done count's store).
 
+Stops (:meth:`SharedMemoryTransport.restart`, a staleness policy's ``restart``): the master writes a new request
+as for any hand-out (x, version, sequence number, wake-up), then sends the worker SIGUSR1. The worker's handler
+raises only while the worker computes (its gradient, and an emulated wait) and only when the sequence number has
+moved past the request being computed; the worker catches it between two operations of its computation and serves
+the new request on the same minibatch. A signal that comes too late is ignored: the worker sends the old gradient,
+whose reply carries the old request's sequence number, so the master tells it apart (``Arrival.stale``) and discards
+it unread. Stops use the blocking hand-off (``engine.handoff=spin`` is refused with them): its replies are pipe
+messages, one each, where a spinning reply row could be overwritten by the next reply before the master read it.
+
 Only small messages go through the per-worker pipes: worker -> master ``(gradient, version, loss)`` (blocking only),
 ``ready``, or an error line; master -> worker ``stop``. The master wakes a blocked worker through
 an eventfd (a pipe of its own where eventfd is missing), not the message pipe: a pipe write asks the kernel to
 run the woken worker on the writer's core (a "synchronous" wake-up), where it then shares one core with the
-master while the other core idles; with P = 2 and trivially cheap gradients that capped the master at about
-4,000 updates/s on our 2-core machine, against 5,400-6,200 with the eventfd (benchmarks/bench_engines.py). With
+master while the other core idles, which caps the master's update rate when the gradients are cheap
+(benchmarks/bench_engines.py measures both wake-ups). With
 P = 1 the master has nothing to do meanwhile, so there the message pipe (the faster wake-up) is used when
 blocking. The optimizer state lives only in the master (:class:`experiments.training.master.Master`); the master loop,
 clock and fault handling are in :mod:`experiments.engines.driver`.
@@ -69,6 +78,7 @@ import math
 import os
 import platform
 import select
+import signal
 import struct
 import sys
 import time
@@ -79,13 +89,27 @@ import torch
 from experiments.engines.driver import drive
 from experiments.engines.transport import Arrival, Lost, NoWorkers
 from experiments.engines.emulation import with_emulation, worker_emulator
-from experiments.engines.workers import (WorkerSpec, _Fd, await_ready, busy_cpus, deliver, describe_exit, load_problem,
-                                       process_context, reap, receive, report_worker_error,
-                                       sigterm_as_interrupt, split_problem, worker_process_setup)
+from experiments.engines.workers import (
+    WorkerSpec,
+    _Fd,
+    await_ready,
+    busy_cpus,
+    deliver,
+    describe_exit,
+    load_problem,
+    process_context,
+    reap,
+    receive,
+    report_worker_error,
+    sigterm_as_interrupt,
+    split_problem,
+    worker_process_setup,
+)
 from experiments.errors import ConfigError
 from experiments.training.sampling import BatchStream
 
-_GRAD = struct.Struct("<cqddddb")  # b"G", version, loss, compute_s, target_s, sent_s, timing code (emulation.py)
+_GRAD = struct.Struct("<cqddddbq")  # b"G", version, loss, compute_s, target_s, sent_s, timing code (emulation.py),
+                                   # the request's sequence number (a stopped request's late reply is told apart)
 ROW = 8                         # int64 words per worker row of ctrl and replies: 64 bytes, a cache line of its own
 VERSION, SEQ = 0, 1             # words of worker w's row of the shared control block ctrl (P, ROW) int64
 _REPLY = struct.Struct("<qddddq")  # spin: words 0-5 of a replies row: version, loss, compute_s, target_s, sent_s,
@@ -146,6 +170,10 @@ class ReadPoller:
             self._epoll.close()
 
 
+class Stopped(Exception):
+    """Raised in a worker by its SIGUSR1 handler: the master superseded the request being computed (a stop)."""
+
+
 def _worker_main(spec: WorkerSpec, tensors: list, xs: torch.Tensor, grads: torch.Tensor, ctrl: torch.Tensor,
                  wake: _Fd, conn, spin_s: float = 0.0, replies: torch.Tensor | None = None,
                  master_wake: _Fd | None = None) -> None:
@@ -155,9 +183,18 @@ def _worker_main(spec: WorkerSpec, tensors: list, xs: torch.Tensor, grads: torch
     ``ctrl[w, VERSION]``, compute one gradient at ``xs[w]`` on the next minibatch of its own stream (drawn while it
     waited), write it to ``grads[w]``, report (version, loss) on the pipe -- or, spinning, in its row of ``replies``
     followed by its ``done`` count and one write to the master's wake-up fd; until the pipe says stop or closes (the
-    master is gone)."""
+    master is gone). SIGUSR1 while it computes a request the master has superseded (a stop; module docstring)
+    abandons the computation for the new request, on the same minibatch."""
     worker_process_setup(spec)
     w = spec.worker
+    computing = [0]  # sequence number of the request being computed; 0 while not computing
+
+    def on_stop(signum, frame) -> None:
+        current = computing[0]
+        if current and ctl[seq_at] != current:
+            computing[0] = 0  # raise once: a second signal while leaving finds nothing armed
+            raise Stopped
+
     try:
         problem = load_problem(tensors, receive(conn.fileno()))
         stream = BatchStream(problem.num_train, spec.batch, spec.seed)
@@ -171,6 +208,7 @@ def _worker_main(spec: WorkerSpec, tensors: list, xs: torch.Tensor, grads: torch
         poller.register(conn.fileno(), select.POLLIN)
         served = 0  # sequence number of the last request served
         idx = stream.next()  # the next request's minibatch, drawn while waiting: off the hand-off's critical path
+        signal.signal(signal.SIGUSR1, on_stop)
         conn.send_bytes(b"R")
         while True:
             if spin_s > 0 and ctl[seq_at] == served:
@@ -189,13 +227,21 @@ def _worker_main(spec: WorkerSpec, tensors: list, xs: torch.Tensor, grads: torch
             served = ctl[seq_at]
             version = ctl[version_at]
             spec.fault.maybe_fail(w, version)
-            t0 = time.perf_counter()
-            loss, g = problem.loss_grad(x, idx)
-            g_slot.copy_(g)
-            compute_s, target_s, timing = emu.finish(t0)
+            try:
+                computing[0] = served  # from here a stop's SIGUSR1 raises Stopped
+                if ctl[seq_at] != served:
+                    raise Stopped  # superseded before it began
+                t0 = time.perf_counter()
+                loss, g = problem.loss_grad(x, idx)
+                g_slot.copy_(g)
+                compute_s, target_s, timing = emu.finish(t0)
+                computing[0] = 0
+            except Stopped:
+                computing[0] = 0
+                continue  # the new request, on the same minibatch
             if reply is None:
                 conn.send_bytes(_GRAD.pack(b"G", version, float(loss), compute_s, target_s, time.perf_counter(),
-                                           timing))
+                                           timing, served))
             else:  # the fields, then the count the master spins on (program order; see the module docstring)
                 _REPLY.pack_into(reply_bytes, row_at, version, float(loss), compute_s, target_s, time.perf_counter(),
                                  timing)
@@ -385,6 +431,15 @@ class SharedMemoryTransport:
         else:
             os.write(self.wakes[w][1], _ONE)
 
+    def restart(self, w: int, x: torch.Tensor, version: int) -> None:
+        """A stop: hand worker w, busy with an older request, the iterate x (master version ``version``) as
+        :meth:`issue` does, then send it SIGUSR1 so that it abandons its computation (module docstring)."""
+        self.issue(w, x, version)
+        try:
+            os.kill(self.procs[w].pid, signal.SIGUSR1)
+        except ProcessLookupError:
+            pass  # the worker is gone; its sentinel reports it
+
     def _replies_in(self) -> list:
         """Spin: the gradients whose done count moved since last seen (read after the count: module docstring)."""
         rep, seen, out = self._rep, self._seen, []
@@ -434,8 +489,9 @@ class SharedMemoryTransport:
             if msg is None:
                 events.append(Lost(w, describe_exit(self.procs[w])))
             elif msg:
-                _, version, loss, compute_s, target_s, sent_s, timing = _GRAD.unpack(msg)
-                events.append(Arrival(w, version, loss, compute_s, target_s, timing, sent_s))
+                _, version, loss, compute_s, target_s, sent_s, timing, seq = _GRAD.unpack(msg)
+                events.append(Arrival(w, version, loss, compute_s, target_s, timing, sent_s,
+                                      seq != self._ctl[w * ROW + SEQ]))
                 if fd == self.procs[w].sentinel:  # it sent its last gradient, then died
                     events.append(Lost(w, describe_exit(self.procs[w])))
         return events
@@ -511,7 +567,8 @@ def run(problem, rule, settings, recorder, costs=None):
         return drive(problem, rule, settings, recorder, NoWorkers())
     specs = with_emulation([WorkerSpec.of(settings, w, pin=True) for w in range(P)], settings,
                            *((costs.base_s, costs.xi) if costs is not None else (None, None)))
-    handoff = choose_handoff(e.handoff, specs)
+    # stops (a policy's restart) need the blocking hand-off's one message per reply (module docstring)
+    handoff = "block" if settings.algorithm.policy.stops and e.handoff == "auto" else choose_handoff(e.handoff, specs)
     x0 = problem.init_params(settings.seed)
     with sigterm_as_interrupt():
         transport = None

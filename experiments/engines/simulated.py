@@ -1,4 +1,4 @@
-"""The simulated engine: one process, event-driven, exact staleness, a simulated clock (APAM.md §1; issue 4).
+"""The simulated engine: one process, event-driven, exact staleness, a simulated clock (APAM.md §1).
 
 Costs (:mod:`experiments.clock.costmodel`, measured by :mod:`experiments.clock.calibration` on the real engine named by
 ``engine.transport``, or fixed by ``engine.costs.*``): a gradient ``grad_s(B)`` (scaled per worker by the compute-time
@@ -16,10 +16,14 @@ comes out of this event order). Gradients are computed for real, at the iterate 
 (the value is the same as computing it at a copy later, and no copy of x is needed), from one seeded minibatch
 stream in the order the work is handed out; so with P = 1 the run is exactly the serial loop. As on the real engines
 (``engines/driver.py``) the master hands out exactly the gradients the run asks for (``updates``, or ``epochs`` x N
-samples) and the run ends when the last of them is applied: none is computed and thrown away.
+samples) and the run ends when the last of them is applied: none is computed and thrown away, except by a staleness
+policy's stops (Ringmaster with ``restart``, Rennala; :func:`_run_timing_stops`, and experiments/engines/cores.py):
+after an update, a computation still running whose delay reached the policy's ``stop_delay`` is cancelled (its
+compute time so far lost) and its worker handed the current iterate at that moment, to compute on the same
+minibatch.
 
 Artificial delays (``fixed``, ``uniform``; paper Sec. 5.4; ``none`` only with P = 1, see
-:mod:`experiments.settings.validate`): the iterate a gradient is computed at is chosen by the delay model from a ring of the
+:mod:`experiments.settings.schema`): the iterate a gradient is computed at is chosen by the delay model from a ring of the
 newest iterates when the gradient is applied (so it is computed then, in arrival order), while the clock still
 follows the event queue above.
 
@@ -31,7 +35,7 @@ costs ``latency + slowest + latency + overhead_idle
 
 Emulated compute (``engine.compute=emulated``: the twin of a run on a real engine whose workers wait for targets):
 each gradient's time is the law's draw for ``engine.compute_base_s`` plus a draw of the wait's wake-up lateness,
-calibrated on this machine (:class:`EmulatedTimes`; 0.1-0.2 ms for a 2-50 ms wait here), as the emulated worker
+calibrated on this machine (:class:`EmulatedTimes`), as the emulated worker
 wakes late.
 
 Clock start (``engine.warmup_updates``, default 0): the clock starts once the warm-up updates are applied, by the
@@ -128,7 +132,7 @@ def run(problem, rule, settings, recorder, costs) -> EngineResult:
     elif settings.delay.model in ARTIFICIAL_DELAYS:
         clock, samples = _run_artificial(*args)
     elif C is None and not own:
-        clock, samples = _run_timing(*args)
+        clock, samples = _run_timing(*args) if master.stop_delay is None else _run_timing_stops(*args)
     else:
         own_times = _master_times(settings, seed + 4, costs.xi) if own else None
         clock, samples = cores.run_async(*args, emulated, C or P + 2, own_times)
@@ -226,6 +230,67 @@ def _run_timing(problem, settings, limits, master, stream, costs, times, recorde
             warm.updated(master.version, master_free, samples)
             warming = warm.t0 is None
         hand_out(w, master_free + latency_s)  # the new iterate reaches w one latency later
+        if due(samples):
+            evaluate(master_free, samples)
+    return master_free, samples
+
+
+def _run_timing_stops(problem, settings, limits, master, stream, costs, times, recorder, evaluate,
+                      warm) -> tuple[float, int]:
+    """:func:`_run_timing` with stops (a policy's ``stop_delay``: Ringmaster with ``restart``, Rennala): after each
+    update, every computation still running whose delay ``version - read version`` reached ``stop_delay`` is
+    cancelled -- its compute time so far is lost, its gradient never reaches the master -- and its worker is handed
+    the current iterate at that moment (the update's end, the master's reply one latency in flight), to compute on
+    the same minibatch. A computation that had finished by then (its gradient in flight or queued at the master) is
+    not stopped: it arrives and the policy discards it. The master's busy time per update is the cost model's; a
+    stop adds no master time. Returns (clock in seconds, samples applied)."""
+    P, B = settings.workers, settings.batch_size
+    grad_s, latency_s = costs.grad_s(B), costs.latency_s
+    busy_of = costs.busy_table  # [the master waited for the gradient][it applied it]
+    max_updates, max_samples = limits
+    loss_grad, next_batch, draw, receive, due = problem.loss_grad, stream.next, times.draw, master.receive, recorder.due
+    check_loss, heappop, heappush, must_stop = recorder.check_loss, heapq.heappop, heapq.heappush, master.must_stop
+    queue = []  # (arrival time at the master, job number, worker); a stopped job's entry is skipped
+    job: dict[int, tuple] = {}  # worker -> (job number, compute end, version, minibatch, loss, gradient)
+    counter = issued = 0
+
+    def start(w: int, t: float, idx) -> None:
+        """Worker w gets the current iterate at time t and computes on minibatch ``idx``."""
+        nonlocal counter
+        counter += 1
+        loss, g = loss_grad(master.x, idx)
+        end = t + draw(w, grad_s)
+        job[w] = (counter, end, master.version, idx, loss, g)
+        heappush(queue, (end + latency_s, counter, w))
+
+    def hand_out(w: int, t: float) -> None:
+        nonlocal issued
+        if issued < max_updates and stream.samples < max_samples:
+            issued += 1
+            start(w, t, next_batch())
+
+    for w in range(P):
+        hand_out(w, latency_s)
+    master_free, samples = 0.0, 0
+    while queue:
+        arrival, number, w = heappop(queue)
+        current = job.get(w)
+        if current is None or current[0] != number:
+            continue  # a stopped computation: it never sent anything
+        del job[w]
+        _, _, version, _, loss, g = current
+        samples += B
+        check_loss(loss, samples)
+        applied = receive(g, version, w)
+        master_free = max(arrival, master_free) + busy_of[arrival > master_free][applied]
+        if applied:
+            for v, (_, end, read, idx, _, _) in list(job.items()):
+                if end > master_free and must_stop(read):  # still computing, its delay reached the threshold
+                    master.restarted(v, read)
+                    start(v, master_free + latency_s, idx)
+        if warm.t0 is None:
+            warm.updated(master.version, master_free, samples)
+        hand_out(w, master_free + latency_s)
         if due(samples):
             evaluate(master_free, samples)
     return master_free, samples

@@ -25,6 +25,7 @@ class Arrival(NamedTuple):
     target_s: float = math.nan   # its emulated target (NaN: real compute)
     timing: int = 0              # timing code (emulation.ON_TIME, OVERRAN: computation over its target, LATE wake-up)
     sent_s: float = math.nan     # when the worker sent it (time.perf_counter: the same clock in every process)
+    stale: bool = False          # the reply to a request the master has since superseded by ``restart``
 
 
 class Lost(NamedTuple):
@@ -51,6 +52,15 @@ class Transport(Protocol):
     def wait(self, timeout: float | None) -> list:
         """The next events (:class:`Arrival` or :class:`Lost`, one or more); [] when ``timeout`` seconds passed
         without any (None: wait as long as it takes)."""
+
+    def restart(self, w: int, x: torch.Tensor, version: int) -> None:
+        """Worker ``w`` is computing a gradient the master no longer wants (a staleness policy's stop): hand it the
+        iterate ``x`` of master version ``version`` (newer than its request's) at once, as :meth:`issue` does, and
+        make it abandon its computation (the shared-memory and locally started distributed workers: SIGUSR1, whose
+        handler raises in the worker between two operations of its computation; it then computes at ``x`` on the
+        same minibatch). If it had already sent the old gradient, that one still arrives: an :class:`Arrival` with the
+        old version (or ``stale`` set), which the master discards unread. Workers that cannot be interrupted (torchrun
+        ranks) are refused by the settings (``algorithm.policy.restart``)."""
 
     def gradient(self, w: int) -> torch.Tensor:
         """Worker ``w``'s last gradient, shape (d,); valid until the next :meth:`issue` to ``w``."""

@@ -21,7 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 SEED_LIMIT = 2**62
 """Seeds (plus each worker's stride, experiments/engines/workers.py) stay inside torch's 64-bit range."""
 PROFILES = ("smoke", "quick", "long", "paper")
-POLICIES = ("none", "mishchenko2022", "wu2022", "ringmaster", "rennala")
+POLICIES = ("none", "mishchenko2022", "koloskova2022", "wu2022", "ringmaster", "rennala")
+POLICY_KEYS = {"none": (), "mishchenko2022": ("tau_c", "scale"), "koloskova2022": ("tau_c", "scale", "stale_step"),
+               "wu2022": ("scale",), "ringmaster": ("R", "restart"), "rennala": ("S", "restart")}
+"""The keys each policy reads (experiments/training/policies.py:OWN_KEYS); the others must be null."""
 VISION_CLASSES = {"fashion_mnist": 10, "mnist": 10, "cifar10": 10}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
@@ -149,28 +152,47 @@ class CnnTiming(ProblemBase):
         return v
 
 
-Problem = Annotated[Union[LogregVision, LogregLibsvm, LogregRcv1like, Cnn, CnnTiming], Field(discriminator="kind")]
+Problem = Annotated[LogregVision | LogregLibsvm | LogregRcv1like | Cnn | CnnTiming, Field(discriminator="kind")]
 
 
 # ---------------------------------------------------------------------------------------------------- algorithm
 class Policy(Frozen):
     """The async master's staleness policy (experiments/training/policies.py). A key another policy owns must be
-    null; ``R``, ``S``, ``tau_c`` null mean the policy's default (P) where it has one."""
+    null (:data:`POLICY_KEYS`); a null key of the policy's own means its default."""
 
     name: Literal[POLICIES]  # type: ignore[valid-type]
     R: PositiveInt | None = None
+    """ringmaster: the delay threshold, gradients with tau >= R are discarded (updates; null: P)."""
     S: PositiveInt | None = None
+    """rennala: fresh gradients averaged per update (null: P)."""
     tau_c: PositiveInt | None = None
+    """mishchenko2022, koloskova2022: the staleness up to which the full step is taken (updates; null: P)."""
+    restart: bool | None = None
+    """ringmaster, rennala: stop an in-flight computation whose delay reaches R (ringmaster) or that a round's end
+    made stale (rennala) and restart its worker at the current iterate (null: false for ringmaster, true for
+    rennala)."""
+    scale: Literal["step", "gradient"] | None = None
+    """Delay-adaptive policies: the factor s_k multiplies the step (AMSGrad's moments take the full gradient) or the
+    gradient (the moments see s_k g too) (null: step, the sources' choice)."""
+    stale_step: Literal["zero", "inverse"] | None = None
+    """koloskova2022: the step of a gradient with tau > tau_c: 0 or alpha / tau (null: zero)."""
 
     @model_validator(mode="after")
     def _own_keys(self) -> Policy:
-        own = {"none": (), "mishchenko2022": ("tau_c",), "wu2022": (), "ringmaster": ("R",),
-               "rennala": ("S",)}[self.name]
-        for key in ("R", "S", "tau_c"):
+        own = POLICY_KEYS[self.name]
+        for key in ("R", "S", "tau_c", "restart", "scale", "stale_step"):
             value = getattr(self, key)
             if value is not None and key not in own:
-                raise ValueError(f"algorithm.policy.{key}={value}: not a key of policy {self.name!r}")
+                shown = str(value).lower() if isinstance(value, bool) else value
+                raise ValueError(f"algorithm.policy.{key}={shown}: not a key of policy {self.name!r}")
         return self
+
+    @property
+    def stops(self) -> bool:
+        """Whether the engines stop and restart in-flight computations (``restart``, with its default)."""
+        if self.name == "ringmaster":
+            return bool(self.restart)
+        return self.name == "rennala" and self.restart is not False
 
 
 class Algorithm(Frozen):
@@ -262,7 +284,7 @@ class TimingDelay(Frozen):
         return self
 
 
-Delay = Annotated[Union[NoDelay, FixedDelay, UniformDelay, TimingDelay], Field(discriminator="model")]
+Delay = Annotated[NoDelay | FixedDelay | UniformDelay | TimingDelay, Field(discriminator="model")]
 ARTIFICIAL = ("fixed", "uniform")
 
 
@@ -360,7 +382,7 @@ class Distributed(RealEngine):
     master_port: int = Field(ge=1, le=65535)
 
 
-Engine = Annotated[Union[Simulated, SharedMemory, Distributed], Field(discriminator="name")]
+Engine = Annotated[Simulated | SharedMemory | Distributed, Field(discriminator="name")]
 WALL_ENGINES = ("shared_memory", "distributed")
 
 
@@ -437,6 +459,8 @@ class RunSettings(Frozen):
         if alg.master_computes and d.model in ARTIFICIAL:
             raise ValueError(f"algorithm.master_computes=true: with delay={d.model} no compute timing says when the "
                              "master is idle (use delay=timing)")
+        if alg.policy.stops:
+            self._stops_here()
         if alg.policy.name in ("ringmaster", "rennala") and self.updates is not None:
             raise ValueError(f"updates={self.updates}: policy {alg.policy.name} discards gradients, so a run's "
                              "length must be given in epochs (gradients computed), not in updates")
@@ -448,6 +472,27 @@ class RunSettings(Frozen):
                              "without its data): it runs on engine=simulated, or on a real engine with "
                              "engine.compute=emulated")
         return self
+
+    def _stops_here(self) -> None:
+        """``algorithm.policy.restart`` (stopping in-flight computations) where the engine can stop one: not with an
+        artificial delay or a replayed trace (no computation runs to be stopped), not with the shared-memory
+        engine's spinning hand-off (its reply row holds one reply: a stopped computation's late reply could be
+        overwritten), not on torchrun ranks (a process on another machine cannot be interrupted)."""
+        p, d, e = self.algorithm.policy, self.delay, self.engine
+        key = f"algorithm.policy.restart={'true' if p.restart else 'null'}"
+        if d.model in ARTIFICIAL:
+            raise ValueError(f"{key}: {p.name} stops computations, which needs delay=timing (delay={d.model} draws "
+                             "the staleness, no computation runs to be stopped); set algorithm.policy.restart=false")
+        if e.name == "simulated" and e.trace is not None:
+            raise ValueError(f"{key}: a replayed trace (engine.trace) fixes every gradient's times, none can be "
+                             "stopped; set algorithm.policy.restart=false")
+        if e.name == "shared_memory" and e.handoff == "spin":
+            raise ValueError(f"{key}: engine.handoff=spin keeps one reply per worker, a stopped computation's late "
+                             "reply could be overwritten; use engine.handoff=auto or block")
+        if e.name == "distributed" and all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR")):
+            raise ValueError(f"{key}: torchrun's worker ranks may run on other machines and cannot be interrupted; "
+                             "stops need workers the master starts itself (python -m experiments.run) or "
+                             "algorithm.policy.restart=false")
 
     # ------------------------------------------------------------------ derived quantities, each computed here once
     @property

@@ -110,6 +110,7 @@ def summary_row(settings, run_id: str, rows: list[dict], result, status: str, me
         "staleness_mean": sum(k * v for k, v in hist.items()) / n_upd if n_upd else NAN,
         "staleness_max": max(hist) if hist else NAN,
         "discarded": last.get("discarded", 0),
+        "stopped": last.get("stopped", 0),
         "status": status, "message": message,
         **{f"cost_{k}": v for k, v in (result.costs if result is not None else {}).items()},
         **({"handoff": result.handoff} if result is not None and result.handoff else {}),

@@ -28,8 +28,13 @@ class Master:
     gradients: a sync round, a Rennala round); other rules as ``rule.step(x, g, state)``, exactly as before.
 
     Staleness policies (async only; :mod:`experiments.training.policies`): ``policy`` decides per gradient whether it is
-    applied and with what step factor (delay-adaptive steps, Ringmaster's discarding, Rennala's rounds). Without
-    one the async path is unchanged: every gradient applied on arrival.
+    applied and with what factor on the step or the gradient (delay-adaptive steps, Ringmaster's discarding,
+    Rennala's rounds). Without one the async path is unchanged: every gradient applied on arrival.
+
+    Stops (a policy with ``stop_delay``, :attr:`stop_delay`): after an update, an engine stops every in-flight
+    computation whose delay ``version - read_version`` has reached ``stop_delay``, hands its worker the current
+    iterate and calls :meth:`restarted`; a stopped computation's gradient that was already sent reaches the master
+    anyway and is discarded by the policy (its delay is at least ``stop_delay``).
 
     Args:
         rule: an update rule from :func:`algorithms.build_rule` (``init``/``step``).
@@ -41,8 +46,8 @@ class Master:
 
     Raises:
         ValueError: unknown protocol, P < 1, a bad policy or a policy with the sync protocol (PolicyError), a
-            step-scaling policy with a rule that does not take its step from ``rule.schedule``, or (sync) a
-            gradient computed at another version than the current one.
+            step-scaling policy (``scale: step``) with a rule that does not take its step from ``rule.schedule``, or
+            (sync) a gradient computed at another version than the current one.
     """
 
     def __init__(self, rule, x0: torch.Tensor, protocol: str, workers: int, policy=None) -> None:
@@ -65,17 +70,23 @@ class Master:
         self._tau_count = [0] * self.workers      # per worker id: gradients received
         self._needs_staleness = bool(getattr(rule, "needs_staleness", False))
         self._dropped = 0                          # gradients a policy discarded
+        self.restarts = 0                          # in-flight computations stopped (their workers restarted)
         if policy is not None and not isinstance(policy, Policy):
             policy = build_policy(policy, self.workers, protocol)
         if policy is not None and protocol != "async":
             raise ValueError(f"policy {policy.name!r}: staleness policies apply to the async protocol only")
         self.policy = policy
-        if policy is not None and policy.scales_step:
+        self.stop_delay: int | None = policy.stop_delay if policy is not None else None
+        """An engine stops an in-flight computation once ``version - read_version >= stop_delay`` (None: never)."""
+        self._schedule: ScaledSchedule | None = None
+        self._scaled_g: torch.Tensor | None = None  # scale=gradient: s_k * g, one buffer for the run
+        self._scale_gradient = policy is not None and policy.adaptive and policy.scale == "gradient"
+        if policy is not None and policy.adaptive and not self._scale_gradient:
             base = getattr(rule, "schedule", None)
             if not callable(base):
                 raise ValueError(f"policy {policy.name!r} scales the step size, but rule {type(rule).__name__} has no "
-                                 f"`schedule` (alpha_k) to scale")
-            policy.schedule = rule.schedule = ScaledSchedule(base)
+                                 f"`schedule` (alpha_k) to scale (algorithm.policy.scale=gradient scales g instead)")
+            self._schedule = rule.schedule = ScaledSchedule(base)
 
     # ------------------------------------------------------------------ updates
     def receive(self, g: torch.Tensor, read_version: int, worker: int | None = None) -> bool:
@@ -147,9 +158,46 @@ class Master:
         self._window.append(tau)
         self.histogram[tau] += 1
 
+    def _apply_scaled(self, g: torch.Tensor, s: float, tau: int, worker: int | None) -> None:
+        """One update with factor ``s`` (a delay-adaptive policy's s_k, dimensionless): on the step (the rule steps
+        with s * alpha_k; AMSGrad's moments take g itself) or on the gradient (the rule gets s * g, in a buffer of
+        the master's: ``g`` is not modified), as the policy's ``scale`` says. s = 1 applies g untouched."""
+        if self._scale_gradient:
+            if s != 1.0:
+                if self._scaled_g is None:
+                    self._scaled_g = torch.empty_like(self.x)
+                g = torch.mul(g, s, out=self._scaled_g)
+        else:
+            self._schedule.scale = s
+        self._apply(g, tau, worker)
+
     def _discard(self) -> None:
         """A policy dropped the gradient just received: counted, not applied, not in the staleness log."""
         self._dropped += 1
+
+    # ------------------------------------------------------------------ stops
+    def must_stop(self, read_version: int) -> bool:
+        """Whether an in-flight computation at ``read_version`` is to be stopped now (its delay reached
+        :attr:`stop_delay`); always False without stops."""
+        return self.stop_delay is not None and self.version - int(read_version) >= self.stop_delay
+
+    def restarted(self, worker: int, read_version: int) -> None:
+        """An engine stopped ``worker``'s in-flight computation, started at ``read_version``, and handed it the
+        current iterate (counted in :attr:`restarts`, the ``stopped`` column)."""
+        self.restarts += 1
+
+    def receive_stopped(self, read_version: int, worker: int | None = None) -> bool:
+        """A stopped computation's gradient that had already been sent arrived (its request superseded by a stop):
+        counted as received and discarded, as :meth:`receive` counts a gradient the policy discards (the policy
+        discards any gradient whose delay reached :attr:`stop_delay`), without reading it. Returns False (no
+        update)."""
+        tau = self.version - int(read_version)
+        self.gradients += 1
+        if worker is not None:
+            self._tau_sum[worker] += tau
+            self._tau_count[worker] += 1
+        self._dropped += 1
+        return False
 
     # ------------------------------------------------------------------ bookkeeping
     @property

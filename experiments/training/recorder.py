@@ -34,7 +34,7 @@ class Recorder:
                  clock: str, divergence_factor: float = 1e3, progress: bool | None = None) -> None:
         self.problem = problem
         self.columns = dict(columns)
-        self.eval_every_samples = max(1, int(round(eval_every * problem.num_train)))
+        self.eval_every_samples = max(1, round(eval_every * problem.num_train))
         self.f_star = f_star
         self.clock = clock
         self.divergence_factor = divergence_factor
@@ -84,7 +84,8 @@ class Recorder:
         :attr:`pending_bytes` says what the copies hold."""
         columns = dict(epoch=samples / self.problem.num_train, updates=updates, gradients=gradients,
                        clock=self.clock, time_s=time_s, staleness_mean=staleness[0], staleness_max=staleness[1],
-                       discarded=self.master.discarded if self.master is not None else 0,  # a policy's (issue 14)
+                       discarded=self.master.discarded if self.master is not None else 0,  # a policy's
+                       stopped=self.master.restarts if self.master is not None else 0,  # a policy's stops
                        **extra)
         hist = Counter(self.master.histogram) if self.master is not None else Counter()
         self._pending.append((x.detach().clone(), columns, hist))

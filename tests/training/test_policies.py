@@ -4,13 +4,14 @@ Each policy is checked against a trace computed by hand: on the master directly 
 simulated engine under a fixed delay (every gradient of update k >= tau has staleness exactly tau) or timing.
 """
 import math
+from typing import ClassVar
 
 import pytest
 import torch
+from conftest import QuadraticProblem, run_sim, settings_for
 
 from algorithms import build_rule
 from algorithms.base import UpdateRule
-from conftest import QuadraticProblem, run_sim, settings_for
 from experiments.training import policies
 from experiments.training.master import Master
 from experiments.training.policies import PolicyError, build_policy
@@ -53,14 +54,14 @@ def test_wu2022_step_uses_up_the_budget_of_the_steps_taken_meanwhile():
     assert m.x.item() == pytest.approx(-LR * 3)
 
 
-def test_ringmaster_discards_exactly_the_gradients_with_tau_above_r():
-    m = _master({"name": "ringmaster", "R": 1})
+def test_ringmaster_discards_exactly_the_gradients_with_tau_at_least_r():
+    m = _master({"name": "ringmaster", "R": 2})
     taus, applied = [], []
     for rv in (0, 0, 0, 1, 3, 2, 4):
         taus.append(m.version - rv)
         applied.append(m.receive(torch.ones(1), rv))
     assert taus == [0, 1, 2, 1, 0, 2, 0]
-    assert applied == [t <= 1 for t in taus]
+    assert applied == [t < 2 for t in taus]
     assert m.discarded == 2 and m.gradients == 7 and m.version == 5
     assert m.histogram == {0: 3, 1: 2}  # the staleness log describes the applied updates only
     assert m.x.item() == pytest.approx(-LR * 5)
@@ -98,10 +99,9 @@ def test_no_policy_and_a_never_scaling_policy_are_bit_identical_to_the_plain_rul
 def test_build_policy_errors_name_the_key():
     with pytest.raises(PolicyError, match=r"algorithm.policy.name='fifo'"):
         build_policy("fifo", 4)
-    with pytest.raises(PolicyError, match=r"algorithm.policy.R=null"):
-        build_policy({"name": "ringmaster"}, 4)
     with pytest.raises(PolicyError, match=r"algorithm.policy.R=-1"):
         build_policy({"name": "ringmaster", "R": -1}, 4)
+    assert build_policy({"name": "ringmaster"}, 4).R == 4         # default R = P
     with pytest.raises(PolicyError, match=r"algorithm.policy.S=2: not a key of policy 'ringmaster'"):
         build_policy({"name": "ringmaster", "R": 1, "S": 2}, 4)
     with pytest.raises(PolicyError, match="async algorithms only"):
@@ -131,7 +131,7 @@ class TauLogger(UpdateRule):
 
     name = "tau_logger_test"
     needs_staleness = True
-    DEFAULTS = {**UpdateRule.DEFAULTS, "lr": 0.1}
+    DEFAULTS: ClassVar[dict] = {**UpdateRule.DEFAULTS, "lr": 0.1}
 
     def __init__(self, **kw):
         super().__init__(**kw)
@@ -217,10 +217,10 @@ def test_wu2022_on_a_fixed_delay_run_equals_its_formula(tmp_path):
     assert torch.equal(rec.master.x, x)
 
 
-def test_ringmaster_on_a_fixed_delay_run_discards_everything_staler_than_r(tmp_path):
-    # fixed delay 3, R = 2: updates 0, 1, 2 have tau 0, 1, 2; from then on every gradient has tau 3 and is dropped
+def test_ringmaster_on_a_fixed_delay_run_discards_every_gradient_of_delay_r(tmp_path):
+    # fixed delay 3, R = 3: updates 0, 1, 2 have tau 0, 1, 2; from then on every gradient has tau 3 and is dropped
     result, rec, _ = run_sim(tmp_path, ["delay=fixed", "delay.tau=3", "epochs=1", "workers=2",
-                                        "algorithm.policy.name=ringmaster", "algorithm.policy.R=2"])
+                                        "algorithm.policy.name=ringmaster", "algorithm.policy.R=3"])
     assert result.updates == 3 and dict(rec.master.histogram) == {0: 1, 1: 1, 2: 1}
     assert rec.master.discarded == result.gradients - 3 == 256 // 8 - 3
     assert rec.rows[-1]["discarded"] == rec.master.discarded
@@ -240,21 +240,22 @@ def _spy(monkeypatch, cls):
 
 
 @pytest.mark.parametrize("spread", ["sqrt", "linear"])
-def test_ringmaster_on_a_timing_run_applies_exactly_tau_le_r(tmp_path, monkeypatch, spread):
+def test_ringmaster_on_a_timing_run_applies_exactly_tau_below_r(tmp_path, monkeypatch, spread):
     log = _spy(monkeypatch, policies.Ringmaster)
     result, rec, _ = run_sim(tmp_path, ["delay=timing", f"delay.spread={spread}", "workers=6", "epochs=3",
                                         "algorithm.policy.name=ringmaster", "algorithm.policy.R=2"])
     assert len(log) == result.gradients
-    assert [a for _, a in log] == [t <= 2 for t, _ in log]
-    assert any(t > 2 for t, _ in log)  # the case is exercised
-    assert rec.master.discarded == sum(t > 2 for t, _ in log) == result.gradients - result.updates
-    assert max(rec.master.histogram) <= 2
+    assert [a for _, a in log] == [t < 2 for t, _ in log]
+    assert any(t >= 2 for t, _ in log)  # the case is exercised
+    assert rec.master.discarded == sum(t >= 2 for t, _ in log) == result.gradients - result.updates
+    assert max(rec.master.histogram) < 2
 
 
 def test_rennala_on_a_timing_run_applies_only_fresh_gradients_in_rounds_of_s(tmp_path, monkeypatch):
     log = _spy(monkeypatch, policies.Rennala)
     result, rec, _ = run_sim(tmp_path, ["delay=timing", "delay.spread=sqrt", "workers=4", "epochs=3",
-                                        "algorithm.policy.name=rennala", "algorithm.policy.S=3"])
+                                        "algorithm.policy.name=rennala", "algorithm.policy.S=3",
+                                        "algorithm.policy.restart=false"])
     fresh = [t == 0 for t, _ in log]
     assert any(not f for f in fresh)
     # every third fresh gradient completes a round; a stale one never does
@@ -274,10 +275,10 @@ def test_discarding_policies_refuse_a_length_in_updates(tmp_path):
 
 
 def test_a_discarded_gradient_costs_the_master_no_update_time(tmp_path):
-    # fixed delay 3, R = 2, P = 1: one worker; run_sim's costs: grad 0.01 s, latency 0.0002 s, overhead 0.00015 s,
+    # fixed delay 3, R = 3, P = 1: one worker; run_sim's costs: grad 0.01 s, latency 0.0002 s, overhead 0.00015 s,
     # update 0.0001 s
     result, _, _ = run_sim(tmp_path, ["delay=fixed", "delay.tau=3", "epochs=1", "workers=1",
-                                      "algorithm.policy.name=ringmaster", "algorithm.policy.R=2"])
+                                      "algorithm.policy.name=ringmaster", "algorithm.policy.R=3"])
     n = result.gradients  # 32 gradients, one after another; 3 updates
     # the initial iterate's latency, then per gradient: compute, latency back, the master's overhead (and the update
     # only if applied), and the new iterate's latency to the worker (none after the last gradient)

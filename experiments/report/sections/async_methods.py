@@ -29,6 +29,11 @@ from plots.async_methods import (
 )
 from plots.validation import FLAG_MEANING
 
+WU_READING = ("\nThe `*_wu` methods use our reading of Wu et al. (ICML 2022)'s step-size principle, not checked "
+              "against their text or code: each update's step is the method's own times s_k = max(0, 1 - the sum "
+              "of the factors s of the tau_k updates applied while its gradient was computed).\n")
+"""One sentence: what the harness's wu2022 policy does (experiments/training/policies.py)."""
+
 RANK_AGREEMENT = 0.8
 """Kendall tau-b between the measured and the simulated times to target at or above which the rankings agree."""
 
@@ -105,6 +110,8 @@ def section_async_methods(data: Experiment) -> Section:
             claims.append(Claim(verdict=finding(gist), ours=f"{pos}. of {len(order)}, mean rank {mean_rank['apam']:.1f}",
                                 evidence=f"mean rank {mean_rank['apam']:.1f}, {pos}. of the {len(order)} methods that "
                                          "reached the target; " + "; ".join(ratios), **common))
+    if any(str(a).endswith("_wu") for a in best["algorithm"].unique()):
+        out.append(WU_READING)
     return Section("\n".join(out), tuple(claims))
 
 
