@@ -94,8 +94,9 @@ def comparison(summary: pd.DataFrame, traces: pd.DataFrame | None = None) -> tup
             if group[0] != alg:
                 continue  # reported once, under the group's first method
             r = runs[runs["algorithm"] == alg]
+            members = runs[runs["algorithm"].isin(group)]  # identical runs, possibly under other names and sizes
             row = dict(zip(KEYS, key), algorithm=" = ".join(group), merged=len(group), seeds=int(r["seed"].nunique()),
-                       lr_factor=_values(r.get("lr_factor")), policy_size=_policy_size(r),
+                       lr_factor=_values(members.get("lr_factor")), policy_size=_policy_size(members),
                        discarded_frac=float(r["discarded_frac"].mean()))
             for name in names:
                 row[f"time {name}"] = bootstrap_ci(r[f"time {name}"].to_numpy(dtype=float))
