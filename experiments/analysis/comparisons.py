@@ -84,6 +84,7 @@ def comparison(summary: pd.DataFrame, traces: pd.DataFrame | None = None) -> tup
     disc = pd.to_numeric(s["discarded"], errors="coerce") if "discarded" in s else pd.Series(0.0, index=s.index)
     s["discarded_frac"] = disc / grads.where(grads > 0)
     s = s[s["workers"] > 1] if (s["workers"] > 1).any() else s
+    s = _one_factor(s, names)
     out = []
     for key, runs in s.groupby(KEYS, sort=True):
         groups = identical_groups(runs, traces=traces)
@@ -107,6 +108,19 @@ def comparison(summary: pd.DataFrame, traces: pd.DataFrame | None = None) -> tup
                 row[f"rank {col.removeprefix('time ')}"] = rank
         out += rows
     return pd.DataFrame(out), targets
+
+
+def _one_factor(s: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+    """The runs of one step factor per comparison and method: a tuned sweep's reported runs have one already; a
+    summary of a grid swept by hand (several factors of a method) keeps the factor run on the most seeds, then the
+    one with the lowest mean time to the last target, then the lowest mean loss."""
+    if "lr_factor" not in s or s.groupby(KEYS + ["algorithm"])["lr_factor"].nunique().max() <= 1:
+        return s
+    per = (s.groupby(KEYS + ["algorithm", "lr_factor"])
+           .agg(seeds=("seed", "nunique"), t=(f"time {names[-1]}", "mean"), loss=("loss", "mean")).reset_index()
+           .sort_values(["seeds", "t", "loss"], ascending=[False, True, True])
+           .groupby(KEYS + ["algorithm"]).head(1))
+    return s.merge(per[KEYS + ["algorithm", "lr_factor"]], on=KEYS + ["algorithm", "lr_factor"])
 
 
 def _values(col) -> str:

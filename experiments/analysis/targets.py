@@ -65,7 +65,8 @@ def reference_targets(summary: pd.DataFrame, traces: pd.DataFrame,
         column ``target_<fraction>`` per fraction (nats). Empty without P = 1 runs or traces.
     """
     cols = ["problem", "reference", "seeds", "epochs", "final_loss"] + [f"target_{f:g}" for f in fractions]
-    if summary.empty or traces is None or traces.empty or "workers" not in summary:
+    if summary.empty or traces is None or traces.empty or "workers" not in summary \
+            or not {"run_id", "epoch", "train_loss", "time_s", "updates"} <= set(traces.columns):
         return pd.DataFrame(columns=cols)
     one = summary[(summary["workers"] == 1) & (summary["status"] == "ok")]
     rows = []
