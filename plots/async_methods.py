@@ -32,9 +32,10 @@ METHODS = ("apam", "apam_mishchenko", "apam_wu", "apam_ringmaster", "async_sgd",
 def best_times(summary: pd.DataFrame) -> pd.DataFrame:
     """One row per (problem, workers, compute_model, algorithm): the best step factor and its time to target.
 
-    The factor is chosen by the mean time over the seeds every factor ran (all of them for a full grid; the tuning
-    seed under ``lr_tuning_seed``, experiments/sweeps/tuning.py), ties to the smaller factor; the columns describe all the
-    seeds of the chosen factor.
+    For a grid swept by hand (``algorithm.lr_factor=a,b,c``; a tuned sweep's reported runs have one factor each,
+    experiments/sweeps/tuning.py): the factor is chosen by the mean time over the seeds every factor ran, ties to the
+    smaller factor; the columns describe all the seeds of the chosen factor. The real-engine check
+    (:func:`engine_pairs`) reads it; async_methods' own table is experiments.analysis.comparisons'.
 
     Columns: problem, workers, compute_model, algorithm, lr_factor (the best), seeds, reached (seeds that reached
     the target with that factor), time_mean, time_min, time_max (seconds on the run's clock; inf when a seed did
@@ -51,8 +52,7 @@ def best_times(summary: pd.DataFrame) -> pd.DataFrame:
     s["t"] = [time_to_target(r) for r in s.to_dict("records")]  # inf unless reached by a run that ended ok
     s["discarded_frac"] = s.get("discarded", 0) / s["gradients"].where(s["gradients"] > 0)
     keys = ["problem", "workers", "compute_model", "algorithm"]
-    # the factor is chosen on the seeds that every factor of the setting ran: all of them for a full grid, the tuning
-    # seed when the other seeds ran only the factor it chose (lr_tuning_seed, experiments/sweeps/tuning.py)
+    # the factor is chosen on the seeds that every factor of the setting ran
     n_factors = s.groupby(keys)["lr_factor"].transform("nunique")
     s["common"] = s.groupby(keys + ["seed"])["lr_factor"].transform("nunique") == n_factors
     choice = (s[s["common"]].groupby(keys + ["lr_factor"], sort=True)["t"].mean().rename("choice_mean").reset_index()

@@ -183,18 +183,6 @@ class RunSink:
         hist = [{"staleness": k, "count": histogram[k]} for k in sorted(histogram)]
         _atomic_write(self.run_dir / "staleness.csv", _csv_text(hist, ["staleness", "count"]))
 
-    def retire(self) -> bool:
-        """Remove this run's row from ``summary.csv`` and its folder, when a sweep no longer includes the run (a
-        step size the tuning seed did not choose this time: experiments/sweeps/tuning.py), so the summary cannot mix it
-        with the runs of the current choice. Returns True when there was something to remove."""
-        import shutil
-
-        removed = self._replace_summary_row(None)
-        if self.run_dir.exists():
-            shutil.rmtree(self.run_dir)
-            removed = True
-        return removed
-
     def append_summary(self, row: dict) -> None:
         """Put the run's row into ``summary.csv`` (replacing an older row of the same run), under a file lock."""
         self.exp_dir.mkdir(parents=True, exist_ok=True)
