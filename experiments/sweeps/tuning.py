@@ -44,11 +44,11 @@ TRIALS_DIR = "tuning"
 """Trials go to ``<results_dir>/<experiment>/tuning/`` (runs/ and summary.csv, as an experiment folder)."""
 CHOICES_FILE = "tuning.csv"
 CHOICE_COLUMNS = ["setting", "experiment", "problem", "algorithm", "workers", "straggler_sigma", "straggler_slowdown",
-                  "compute_spread", "compute_law", "tuning_seed", "target_loss", "lr_factor", "policy", "policy_key",
-                  "policy_value", "at_edge", "factors_tried", "policy_tried", "trials", "time_to_target_s",
+                  "compute_spread", "compute_law", "tuning_seed", "target_loss", "lr_factor", "policy", "R", "S",
+                  "at_edge", "factors_tried", "policy_tried", "trials", "time_to_target_s",
                   "final_train_loss"]
 """tuning.csv: the setting, what identifies it, the tuning seed and target, the chosen ``lr_factor`` and policy size
-(``policy_key`` R or S, empty without one), ``at_edge`` (``low``/``high`` when the chosen factor is the smallest /
+(``R`` for Ringmaster, ``S`` for Rennala, empty when not tuned), ``at_edge`` (``low``/``high`` when the chosen factor is the smallest /
 largest tried after the extension reached its limit, else empty), the factors and sizes tried (``;``-separated),
 the number of trials, and the chosen trial's time to target (seconds) and final training loss (nats)."""
 
@@ -185,8 +185,8 @@ def choice_row(choice: Choice, settings) -> dict:
             "algorithm": settings.algorithm.name, "workers": settings.workers,
             **{k: r.get(k, "") for k in ("straggler_sigma", "straggler_slowdown", "compute_spread", "compute_law")},
             "tuning_seed": settings.lr_tuning_seed, "target_loss": settings.problem.target_loss,
-            "lr_factor": choice.factor, "policy": settings.algorithm.policy.name, "policy_key": choice.policy_key,
-            "policy_value": "" if choice.policy_value is None else choice.policy_value, "at_edge": choice.at_edge,
+            "lr_factor": choice.factor, "policy": settings.algorithm.policy.name,
+            **{k: choice.policy_value if choice.policy_key == k else "" for k in ("R", "S")}, "at_edge": choice.at_edge,
             "factors_tried": ";".join(fmt(f) for f in choice.factors_tried),
             "policy_tried": ";".join(str(s) for s in choice.policy_tried), "trials": choice.trials,
             "time_to_target_s": r.get("time_to_target_s", ""), "final_train_loss": r.get("final_train_loss", "")}
@@ -210,8 +210,9 @@ def read_choice(exp_dir: Path, setting: str) -> dict | None:
     if row is None:
         return None
     out = {FACTOR_KEY: float(row["lr_factor"])}
-    if row.get("policy_key") and row.get("policy_value") not in (None, ""):
-        out[f"algorithm.policy.{row['policy_key']}"] = int(float(row["policy_value"]))
+    for key in ("R", "S"):
+        if row.get(key) not in (None, ""):
+            out[f"algorithm.policy.{key}"] = int(float(row[key]))
     return out
 
 

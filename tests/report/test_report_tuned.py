@@ -40,13 +40,13 @@ def _summary_and_traces():
                        for e, v in enumerate(curve)]
     tuning = pd.DataFrame([{"setting": f"{a}-{p}", "problem": "q", "algorithm": a, "workers": p, "straggler_sigma": 0.0,
                                 "straggler_slowdown": 1.0, "compute_spread": "equal", "compute_law": "constant",
-                                "tuning_seed": 100, "lr_factor": f, "policy_key": k, "policy_value": v, "at_edge": e,
+                                "tuning_seed": 100, "lr_factor": f, k: v, "at_edge": e,
                                 "factors_tried": tried, "policy_tried": pt, "trials": n}
                            for a, p, f, k, v, e, tried, pt, n in [
-                               ("apam", 1, 4.0, "", "", "", "0.25;1;4;16", "", 4),
-                               ("apam", 8, 4.0, "", "", "", "0.25;1;4;16", "", 4),
+                               ("apam", 1, 4.0, "S", "", "", "0.25;1;4;16", "", 4),
+                               ("apam", 8, 4.0, "S", "", "", "0.25;1;4;16", "", 4),
                                ("apam_ringmaster", 8, 4.0, "R", 8, "", "0.25;1;4;16", "1;2;4;8", 7),
-                               ("async_sgd", 8, 16.0, "", "", "high", "1;4;16", "", 3)]])
+                               ("async_sgd", 8, 16.0, "S", "", "high", "1;4;16", "", 3)]])
     return pd.DataFrame(rows), pd.DataFrame(traces), tuning
 
 

@@ -89,8 +89,8 @@ def tuning_text(tuning: pd.DataFrame) -> str:
         return ""
     t = tuning.copy()
     t["compute model"] = [_label(_model_of(r)) for r in t.to_dict("records")]
-    t["R / S"] = [f"{r['policy_key']}={int(float(r['policy_value']))}" if str(r.get("policy_key", "")) not in ("", "nan")
-                  else "" for r in t.to_dict("records")]
+    t["R / S"] = [" ".join(f"{k}={int(float(r[k]))}" for k in ("R", "S") if k in r and _given(r[k]))
+                  for r in t.to_dict("records")]
     t["at edge"] = t["at_edge"].fillna("").astype(str).replace("nan", "")
     t = t.sort_values(["problem", "workers", "algorithm", "compute model"])
     rows = t.rename(columns={"lr_factor": "factor", "factors_tried": "factors tried", "policy_tried": "R / S tried",
@@ -116,6 +116,11 @@ def tuning_text(tuning: pd.DataFrame) -> str:
         out.append("No choice is at an edge of the factors tried.")
     out.append("\n<details><summary>The tuned values (tuning.csv)</summary>\n\n" + table(rows) + "\n</details>\n")
     return "\n".join(out)
+
+
+def _given(v) -> bool:
+    """A tuning.csv cell holds a value (not empty, not NaN)."""
+    return v is not None and str(v) not in ("", "nan")
 
 
 def _model_of(row: dict) -> str:
