@@ -18,7 +18,7 @@ The tuning seed's job (:func:`tune`), in trials that are ordinary runs below ``<
 The choice (:func:`choose`): the shortest time to the problem's ``target_loss`` (``time_to_target_s``: the run must
 stay at or below it, experiments.store.summary.crossing); ties -- every trial that never reached it, or equal times
 -- by the training loss reached at the end of the budget, then by the run's time; never by the size of the step
-(the old rule, ties to the smaller factor, put 147 of 160 choices at an edge). A run that diverged or failed reached
+(ties to the smaller factor pushed choices to the grid's edge). A run that diverged or failed reached
 nothing and no loss. Only if all of that is equal, the value nearest the default wins.
 
 The choices land in ``<experiment>/tuning.csv`` (:data:`CHOICE_COLUMNS`, one row per setting), which the other
