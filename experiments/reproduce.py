@@ -38,23 +38,43 @@ EXTENDED = {"long": ("large_time_per_epoch", "paper_timing", "stragglers", "mode
 
 
 def plan_sweeps(experiment: str, profile: str, results_dir: Path, extra: list[str] = ()) -> list[tuple[list[str], bool]]:
-    """An experiment's sweep split by clock: ``[(overrides, simulated), ...]``.
+    """An experiment's sweeps split by clock and by tuning: ``[(overrides, simulated), ...]``, in the order to run.
 
-    One sweep when every job has the same clock; otherwise one per clock, each naming its engines
+    An experiment yaml may name a ``reference_sweep`` per profile: one more sweep, run first, whose keys win over
+    the profile's (async_methods: the serial runs that set the targets, experiments/analysis/targets.py). Each
+    sweep is one sweep when every job has the same clock; otherwise one per clock, each naming its engines
     (``engine=simulated`` and ``engine=shared_memory,distributed``): the job overrides, hence the run ids, are those
     of the whole sweep. A profile's ``wall:`` block (``profiles.<p>.wall`` in conf/experiment/<id>.yaml) sets keys
     of its wall-clock sweep only: the worker counts measured on real engines, where the simulated sweep predicts
-    more. With ``lr_tuning_seed`` set (experiments/sweeps/tuning.py), each of those is split again: the tuning
-    seed's sweep, then the other seeds' (which run only the factor it chose). The clocks and seeds are read from a
-    pairwise cover of the sweep (:func:`experiments.settings.compose.job_cover`: a clock set by one swept value or by two
-    together is seen) rather than from every job; a sweep whose cover does not compose stays whole (the child then
-    checks every job and reports the error).
+    more. With ``lr_tuning_seed`` set (experiments/sweeps/tuning.py), each of those is split again: the tuning seed's
+    sweep (which tunes every setting), then the other seeds' (which run the choices). The clocks and seeds are read
+    from a pairwise cover of the sweep (:func:`experiments.settings.compose.job_cover`: a clock set by one swept value
+    or by two together is seen) rather than from every job; a sweep whose cover does not compose stays whole (the
+    child then checks every job and reports the error).
     """
+    base = [f"experiment={experiment}", f"profile={profile}", f"results_dir={results_dir}", *extra]
+    given = {o.split("=", 1)[0].lstrip("+~") for o in base}
+    reference = [f"{k}={v}" for k, v in reference_sweep(experiment, profile).items() if k not in given]
+    return (_plan(base + reference) if reference else []) + _plan(base)
+
+
+def reference_sweep(experiment: str, profile: str) -> dict:
+    """The ``reference_sweep.<profile>`` block of conf/experiment/<experiment>.yaml ({} without one)."""
+    from omegaconf import OmegaConf
+
+    path = REPO / "conf" / "experiment" / f"{experiment}.yaml"
+    if not path.exists():
+        return {}
+    block = OmegaConf.load(path).get("reference_sweep") or {}
+    return dict(OmegaConf.to_container(block.get(profile) or OmegaConf.create({})))
+
+
+def _plan(base: list[str]) -> list[tuple[list[str], bool]]:
+    """:func:`plan_sweeps` for one sweep's command line ``base``."""
     from experiments.errors import ConfigError
     from experiments.settings.compose import compose_jobs, job_cover, profile_sweep
     from experiments.sweeps.tuning import split_sweep
 
-    base = [f"experiment={experiment}", f"profile={profile}", f"results_dir={results_dir}", *extra]
     try:
         combos = job_cover(base + profile_sweep(base), strength=2)  # every pair of values of two keys, in a few jobs
         clock_of, seeds, tuning, wall = {}, set(), None, {}  # engine option -> its clock
@@ -63,7 +83,7 @@ def plan_sweeps(experiment: str, profile: str, results_dir: Path, extra: list[st
             clock_of[option] = cfg.engine.clock
             seeds.add(int(cfg.seed))
             tuning = cfg.get("lr_tuning_seed")
-            wall = dict((cfg.get("profiles") or {}).get(profile, {}).get("wall") or {})
+            wall = dict((cfg.get("profiles") or {}).get(cfg.get("profile"), {}).get("wall") or {})
     except ConfigError:
         return [(base, False)]
     clocks = sorted(set(clock_of.values()), key=lambda c: c != "simulated")
@@ -74,13 +94,16 @@ def plan_sweeps(experiment: str, profile: str, results_dir: Path, extra: list[st
                 for c in clocks]
     if wall:  # the profile's keys for its wall-clock sweep only (e.g. the worker counts measured on this machine)
         given = {o.split("=", 1)[0] for o in base}
-        extra_wall = [f"{k}={v}" for k, v in wall.items() if k not in given]
+        extra_wall = [f"{k}={'null' if v is None else v}" for k, v in wall.items() if k not in given]
         plan = [(overrides + ([] if simulated else extra_wall), simulated) for overrides, simulated in plan]
-    if tuning is None or tuning not in seeds:
-        return plan
-    # step sizes tuned on one seed (experiments/sweeps/tuning.py): its sweep first, then the other seeds'
-    return [(part, simulated) for overrides, simulated in plan
-            for part in split_sweep(overrides, sorted(seeds), tuning)]
+    out = []
+    for overrides, simulated in plan:
+        t = tuning if simulated or "lr_tuning_seed" not in wall else wall["lr_tuning_seed"]
+        if t is None:
+            out.append((overrides, simulated))
+        else:  # each setting tuned on the tuning seed (experiments/sweeps/tuning.py): its sweep first, then the others'
+            out += [(part, simulated) for part in split_sweep(overrides, sorted(seeds), int(t))]
+    return out
 
 
 def run_experiment(experiment: str, profile: str, results_dir: Path, force: bool, jobs: int = 1,
@@ -116,7 +139,7 @@ def run_sweep(experiment: str, profile: str, results_dir: Path, force: bool, ove
     cmd = [sys.executable, "-m", "experiments.run", "-m", *overrides, *launcher] + (["force=true"] if force else [])
     env = dict(os.environ, APAM_ERROR_FILE=str(err_file), PYTHONUNBUFFERED="1")
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=REPO, env=env)
+    proc = subprocess.run(cmd, cwd=REPO, env=env, check=False)
     wall = time.perf_counter() - t0
     if proc.returncode == 2 and err_file.exists():
         # paths inside the checkout are written relative to it, so the committed status and report do not depend
@@ -164,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dropped {cal.path}: the simulated clock is calibrated anew on this machine", file=sys.stderr)
     if args.jobs > 1:  # costs measured alone first: jobs side by side would measure each other's load
         calibrate = [sys.executable, "-m", "experiments.calibrate", "--profile", args.profile, "--only", *experiments]
-        if subprocess.run(calibrate, cwd=REPO, stdout=subprocess.DEVNULL).returncode != 0:
+        if subprocess.run(calibrate, cwd=REPO, stdout=subprocess.DEVNULL, check=False).returncode != 0:
             print(f"error: calibration failed: {' '.join(calibrate)}", file=sys.stderr)
             return 1
     status_path = results_dir / "reproduce_status.json"

@@ -13,9 +13,10 @@ import math
 import os
 import sys
 import traceback
+from pathlib import Path
 
 import torch
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from experiments.clock import speedprobe
 from experiments.clock.calibration import calibrated_probe
@@ -23,14 +24,28 @@ from experiments.clock.predict import KINDS, predict
 from experiments.clock.resolve import calibration_of, emulated_lateness, resolve
 from experiments.engines import EngineResult, get_engine
 from experiments.engines.driver import TIMELINE_COLUMNS
-from experiments.engines.emulation import COMPUTE_TIMES_COLUMNS, compute_times_rows, expected_late
+from experiments.engines.emulation import (
+    COMPUTE_TIMES_COLUMNS,
+    compute_times_rows,
+    expected_late,
+)
 from experiments.errors import ConfigError, Interrupted
 from experiments.settings.build import build_settings, make_rule, resolved
 from experiments.settings.preflight import check_device, check_writable
 from experiments.store import provenance
 from experiments.store.sink import RunSink, make_run_id
 from experiments.store.summary import constant_columns, summary_row
-from experiments.sweeps.tuning import setting_key, tuned_factor
+from experiments.sweeps.tuning import (
+    CHOICES_FILE,
+    TRIALS_DIR,
+    check_overrides,
+    choice_row,
+    fmt,
+    read_choice,
+    setting_key,
+    tune,
+    write_choice,
+)
 from experiments.training.recorder import Diverged, Recorder
 from problems import build_problem
 from problems.data import DataError, data_root
@@ -83,59 +98,111 @@ def job_event(event: str, run_id: str, settings) -> None:
             f.write(line + "\n")
 
 
-def _skip(settings, config: dict, overrides: list[str], run_id: str, sink: RunSink) -> tuple[bool, str | None]:
-    """(skip the run?, its step-size tuning setting or None). A run is skipped when it finished with the same
-    config (``force=true`` reruns it), or when its step-size factor is not the one its tuning seed chose
-    (experiments/sweeps/tuning.py; a run of an earlier choice is then removed)."""
-    tuning = setting_key(overrides, settings.lr_tuning_seed) if settings.lr_tuning_seed is not None else None
-    if tuning is not None and settings.seed != settings.lr_tuning_seed:
-        best = tuned_factor(sink.summary_path, tuning, settings.lr_tuning_seed)
-        if best is None:
-            raise ConfigError(f"lr_tuning_seed={settings.lr_tuning_seed}: no finished run of that seed for "
-                              f"{settings.experiment_id}/{run_id} in {sink.summary_path}: run the tuning seed first")
-        if settings.algorithm.lr_factor != best:
-            retired = sink.retire()  # an earlier tuning's choice: its results must not stay beside the current one's
-            print(f"[skip] {settings.experiment_id}/{run_id}: algorithm.lr_factor={settings.algorithm.lr_factor:g} "
-                  f"is not the factor seed {settings.lr_tuning_seed} chose ({best:g}; lr_tuning_seed)"
-                  f"{'; its results from an earlier choice removed' if retired else ''}", file=sys.stderr)
-            return True, tuning
+def _skip(settings, config: dict, sink: RunSink) -> bool:
+    """True when the run finished with the same config (``force=true`` reruns it); a finished run whose config
+    changed since (an experiment yaml edited, another tuned step) runs again."""
     if sink.finished() and not settings.force:
         changes = sink.config_changes(config)
         if not changes:
-            print(f"[skip] {settings.experiment_id}/{run_id}: finished earlier (force=true reruns)", file=sys.stderr)
-            return True, tuning
-        print(f"[rerun] {settings.experiment_id}/{run_id}: finished with another config ({'; '.join(changes[:3])}"
+            print(f"[skip] {_where(sink, settings)}: finished earlier (force=true reruns)", file=sys.stderr)
+            return True
+        print(f"[rerun] {_where(sink, settings)}: finished with another config ({'; '.join(changes[:3])}"
               f"{'; ...' if len(changes) > 3 else ''})", file=sys.stderr)
-    return False, tuning
+    return False
+
+
+def _where(sink: RunSink, settings) -> str:
+    """The run as its messages name it: ``<experiment>/<run_id>`` (a tuning trial's ``<experiment>/tuning/...``)."""
+    return (sink.run_dir.parent.parent / sink.run_id).relative_to(Path(settings.results_dir)).as_posix()
+
+
+def _with_values(cfg, values: dict):
+    """A copy of the composed config ``cfg`` (DictConfig or mapping) with the dotted keys of ``values`` set."""
+    out = OmegaConf.create(cfg if isinstance(cfg, DictConfig) else dict(cfg))
+    OmegaConf.set_struct(out, False)
+    for key, value in values.items():
+        OmegaConf.update(out, key, value, merge=True)
+    return out
 
 
 def execute(cfg, overrides: list[str]) -> str:
     """Run one job of a composed config; return its status (``ok``, ``diverged``, ``failed`` or ``skipped``;
     ``worker`` on a torchrun worker rank of engine=distributed, which writes nothing).
 
+    With ``lr_tuning_seed`` set (experiments/sweeps/tuning.py), a job at that seed tunes its setting -- each trial a
+    run below ``<experiment>/tuning/`` -- and returns ``ok`` (``failed`` when a trial failed); a job at another seed
+    runs the setting at the values the tuning chose (``<experiment>/tuning.csv``).
+
     Args:
         cfg: the composed config (a DictConfig from Hydra, or a mapping).
         overrides: the job's command-line overrides (they name the run: :func:`experiments.store.sink.make_run_id`).
 
     Raises:
-        ConfigError: bad input found before any work (nothing written).
+        ConfigError: bad input found before any work (nothing written); a job of another seed whose setting the
+            tuning seed has not tuned yet.
         Interrupted: a signal stopped the run (it is recorded first).
     """
     settings = build_settings(cfg)
     check_writable(settings.results_dir)
     check_device(settings.device)
+    if settings.lr_tuning_seed is None:
+        return _execute_one(cfg, settings, overrides, settings.experiment_id, None)
+    check_overrides(overrides, settings.lr_tuning_seed)
+    if settings.engine.name == "distributed":
+        raise ConfigError(f"lr_tuning_seed={settings.lr_tuning_seed}: tuning runs on engine=simulated or "
+                          "shared_memory, not distributed (its worker ranks run one job each)")
+    key = setting_key(overrides, settings.lr_tuning_seed)
+    exp_dir = Path(settings.results_dir) / settings.experiment_id
+    if settings.seed == settings.lr_tuning_seed:
+        return _tune(cfg, settings, overrides, key, exp_dir)
+    values = read_choice(exp_dir, key)
+    if values is None:
+        raise ConfigError(f"lr_tuning_seed={settings.lr_tuning_seed}: {exp_dir / CHOICES_FILE} has no choice for "
+                          f"{key}: run the tuning seed first")
+    cfg = _with_values(cfg, values)
+    return _execute_one(cfg, build_settings(cfg), overrides, settings.experiment_id, key)
+
+
+def _tune(cfg, settings, overrides: list[str], key: str, exp_dir: Path) -> str:
+    """The tuning seed's job: every trial (a run of the setting with a step factor and policy size, below
+    ``<experiment>/tuning/``) that :func:`experiments.sweeps.tuning.tune` asks for, skipped when finished; then the
+    setting's row of tuning.csv."""
+    trials_dir = f"{settings.experiment_id}/{TRIALS_DIR}"
+    failed = []
+
+    def run_trial(values: dict) -> dict:
+        extra = [f"{k}={fmt(v)}" for k, v in values.items()]
+        trial_cfg = _with_values(cfg, values)
+        status = _execute_one(trial_cfg, build_settings(trial_cfg), overrides + extra, trials_dir, key)
+        if status == "failed":
+            failed.append(extra)
+        run_id = make_run_id(overrides + extra, settings.seed)
+        return RunSink(settings.results_dir, trials_dir, run_id).summary_row() or {"status": "failed"}
+
+    choice = tune(settings, key, run_trial)
+    write_choice(exp_dir, choice_row(choice, settings))
+    print(f"[tuned] {settings.experiment_id}/{key}: lr_factor={fmt(choice.factor)}"
+          + (f", {choice.policy_key}={choice.policy_value}" if choice.policy_key else "")
+          + (f" (at the {choice.at_edge} edge of the factors tried)" if choice.at_edge else "")
+          + f" after {choice.trials} trials", file=sys.stderr)
+    return "failed" if failed else "ok"
+
+
+def _execute_one(cfg, settings, overrides: list[str], experiment_dir: str, tuning: str | None) -> str:
+    """One run into ``<results_dir>/<experiment_dir>``: skipped when finished, else trained and written (module
+    docstring); ``tuning``: its setting key (summary column ``tuning_setting``) or None."""
     config = resolved(cfg)
     run_id = make_run_id(overrides, settings.seed)
-    sink = RunSink(settings.results_dir, settings.experiment_id, run_id)
-    skip, tuning = _skip(settings, config, overrides, run_id, sink)
-    if skip:
+    sink = RunSink(settings.results_dir, experiment_dir, run_id)
+    if _skip(settings, config, sink):
         return "skipped"
     torch.set_num_threads(settings.threads)
     device = resolve_device(settings.device)
     problem = make_problem(settings, device)
     rule = make_rule(settings)
     if settings.engine.name == "distributed" and int(os.environ.get("RANK", "0")) > 0:
-        from experiments.engines.distributed import serve  # a torchrun worker rank: gradients for rank 0, no files
+        # a torchrun worker rank: gradients for rank 0, no files
+        from experiments.engines.distributed import serve
 
         serve(problem, settings, resolve(settings, problem, rule))
         return "worker"
@@ -162,7 +229,7 @@ def execute(cfg, overrides: list[str]) -> str:
         status, message = "failed", interrupted_message(signum)
     except ConfigError:  # bad input found on the way (an unusable calibration file): one line, exit 2, no row
         raise
-    except Exception as exc:  # recorded, not hidden: the row says what happened
+    except Exception as exc:  # noqa: BLE001 -- recorded, not hidden: the row says what happened
         traceback.print_exc()
         status, message = "failed", f"{type(exc).__name__}: {exc}".splitlines()[0]
     finally:
@@ -183,7 +250,7 @@ def _partial(recorder, num_train: int, message: str) -> tuple[EngineResult, str]
     message += (f" after {m.version} updates; trace and summary stop at the last evaluation "
                 f"(update {last.get('updates', 0)}, epoch {last.get('epoch', 0.0):.3g})")
     result = EngineResult(updates=last.get("updates", 0), gradients=last.get("gradients", 0),
-                          samples=int(round(last.get("epoch", 0.0) * num_train)),
+                          samples=round(last.get("epoch", 0.0) * num_train),
                           time_s=last.get("time_s", math.nan), histogram=recorder.histogram_at_last_row())
     return result, message
 
@@ -248,9 +315,9 @@ def _write(sink, settings, run_id, recorder, result, status, message, num_train,
     job_event("end", run_id, settings)
 
     def num(v, fmt):
-        return "--" if v is None or v != v else format(v, fmt)
+        return "--" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
 
-    print(f"[{status}] {settings.experiment_id}/{run_id}: {row['updates']} updates, {num(row['epochs'], '.3g')} "
+    print(f"[{status}] {_where(sink, settings)}: {row['updates']} updates, {num(row['epochs'], '.3g')} "
           f"epochs, {num(row['time_s'], '.4g')} s ({settings.engine.clock}), train loss "
           f"{num(row['final_train_loss'], '.4g')}, test acc {num(row['final_test_acc'], '.4f')}, "
           f"delay={row['delay_model']} mean staleness {num(row['staleness_mean'], '.3g')}" + (

@@ -1,8 +1,10 @@
-"""async_methods (issue 14): time to target of APAM and today's asynchronous methods, per compute-time model.
+"""async_methods: time to target of APAM and today's asynchronous methods, per compute-time model.
 
-The table behind the figure and the report (:func:`best_times`) is computed here, from summary.csv alone:
-per method (``algorithm``), problem, worker count and compute-time model, the step-size factor (``lr_factor``)
-with the lowest mean time to target over seeds (a run that never reaches the target counts as infinite).
+The figure (:func:`draw_async_methods`) draws experiments.analysis.comparisons' table: per problem, worker count and
+compute-time model, each method's mean time to each target over its seeds with its 95% bootstrap interval and its
+shared rank (identical methods merged). :func:`best_times` is the older table of an untuned grid swept by hand (the
+factor with the lowest mean time over the seeds every factor ran), which the real-engine check (async_methods_real,
+default steps) still reads.
 """
 
 import math
@@ -13,6 +15,7 @@ from matplotlib import colormaps
 from matplotlib import colors as mcolors
 from matplotlib.patches import Patch
 
+from experiments.analysis.comparisons import comparison, compute_model
 from experiments.sweeps.tuning import time_to_target
 
 from . import style
@@ -27,27 +30,13 @@ METHODS = ("apam", "apam_mishchenko", "apam_koloskova", "apam_wu", "apam_ringmas
            "sync_amsgrad")
 
 
-def compute_model(row) -> str:
-    """The compute-time model of a summary row: ``sqrt``/``linear`` (spread), ``straggler<s>`` (one slow worker),
-    ``lognormal<sigma>``, another random law's name, or ``equal``."""
-    spread = str(row.get("compute_spread", "equal"))
-    if spread in ("sqrt", "linear"):
-        return spread
-    slow = row.get("straggler_slowdown", 1.0)
-    if not math.isnan(float(slow)) and float(slow) != 1.0:
-        return f"straggler{float(slow):g}"
-    law = str(row.get("compute_law", "constant"))
-    if law == "lognormal":
-        return f"lognormal{float(row.get('straggler_sigma', 0.0)):g}"
-    return "equal" if law in ("constant", "nan") else law
-
-
 def best_times(summary: pd.DataFrame) -> pd.DataFrame:
     """One row per (problem, workers, compute_model, algorithm): the best step factor and its time to target.
 
-    The factor is chosen by the mean time over the seeds every factor ran (all of them for a full grid; the tuning
-    seed under ``lr_tuning_seed``, experiments/sweeps/tuning.py), ties to the smaller factor; the columns describe all the
-    seeds of the chosen factor.
+    For a grid swept by hand (``algorithm.lr_factor=a,b,c``; a tuned sweep's reported runs have one factor each,
+    experiments/sweeps/tuning.py): the factor is chosen by the mean time over the seeds every factor ran, ties to the
+    smaller factor; the columns describe all the seeds of the chosen factor. The real-engine check
+    (:func:`engine_pairs`) reads it; async_methods' own table is experiments.analysis.comparisons'.
 
     Columns: problem, workers, compute_model, algorithm, lr_factor (the best), seeds, reached (seeds that reached
     the target with that factor), time_mean, time_min, time_max (seconds on the run's clock; inf when a seed did
@@ -64,8 +53,7 @@ def best_times(summary: pd.DataFrame) -> pd.DataFrame:
     s["t"] = [time_to_target(r) for r in s.to_dict("records")]  # inf unless reached by a run that ended ok
     s["discarded_frac"] = s.get("discarded", 0) / s["gradients"].where(s["gradients"] > 0)
     keys = ["problem", "workers", "compute_model", "algorithm"]
-    # the factor is chosen on the seeds that every factor of the setting ran: all of them for a full grid, the tuning
-    # seed when the other seeds ran only the factor it chose (lr_tuning_seed, experiments/sweeps/tuning.py)
+    # the factor is chosen on the seeds that every factor of the setting ran
     n_factors = s.groupby(keys)["lr_factor"].transform("nunique")
     s["common"] = s.groupby(keys + ["seed"])["lr_factor"].transform("nunique") == n_factors
     choice = (s[s["common"]].groupby(keys + ["lr_factor"], sort=True)["t"].mean().rename("choice_mean").reset_index()
@@ -216,9 +204,11 @@ def draw_engine_check(exp, fmt="png"):
 
 
 def draw_async_methods(exp, fmt="png"):
-    """Grouped bars of time to target (best step factor; mean over seeds, min-max whiskers): one panel per worker
-    count, groups = compute-time models, one bar per method; a method that never reaches the target is marked x
-    at the top. Applies to each problem of summary.csv that has a ``policy`` column (the async_methods sweep).
+    """Grouped bars of time to target with 95% bootstrap intervals (experiments.analysis.comparisons): per problem,
+    one row of panels per target (the serial runs' T(1/2) and T(9/10), or the configured target), one panel per
+    worker count, groups = compute-time models, one bar per method (identical methods merged), its shared rank
+    above it; x: never reached on any seed; an arrow: the interval's top is "not reached" (some seeds missed).
+    Applies to each problem of summary.csv that has a ``policy`` column (the async_methods sweep).
 
     Returns:
         list of written paths (``figures/async_methods-<problem>.<fmt>``).
@@ -229,51 +219,77 @@ def draw_async_methods(exp, fmt="png"):
         return []
     if "clock" in summary and summary["clock"].nunique() > 1:
         return []  # measured and simulated runs side by side: draw_engine_check draws them, never mixed here
-    best = best_times(summary)
-    if best.empty or best["algorithm"].nunique() < 2 or not np.isfinite(best["time_mean"]).any():
+    table, targets = comparison(summary, exp.traces)
+    if table.empty or table["algorithm"].nunique() < 2:
+        return []
+    names = [c.removeprefix("time ") for c in table.columns if c.startswith("time ")]
+    if not any(math.isfinite(iv.point) for n in names for iv in table[f"time {n}"]):
         return []  # no method reached a target (e.g. a timing-only problem, which has none)
     written = []
-    for problem, rows in best.groupby("problem", sort=True):
+    for problem, rows in table.groupby("problem", sort=True):
         workers = sorted(rows["workers"].unique())
         models = _order(set(rows["compute_model"]), MODELS)
-        methods = _order(set(rows["algorithm"]), METHODS)
-        colors = _colors(methods)
-        fig, axes = style.new_figure(1, len(workers), panel_size=(1.6 + 1.3 * len(models), 3.6), sharey=True)
-        finite = rows["time_max"][np.isfinite(rows["time_max"])]
-        top = float(finite.max()) * 1.15 if len(finite) else 1.0
+        methods = list(dict.fromkeys(sorted(rows["algorithm"], key=lambda m: _first_index(m))))
+        colors = _colors([m.split(" = ")[0] for m in methods])
+        fig, axes = style.new_figure(len(names), len(workers), panel_size=(1.6 + 1.3 * len(models), 3.4),
+                                     sharey="row")
         width = 0.8 / len(methods)
-        for j, p in enumerate(workers):
-            ax = axes[0][j]
-            panel = rows[rows["workers"] == p]
-            for k, m in enumerate(methods):
-                r = panel[panel["algorithm"] == m].set_index("compute_model").reindex(models)
-                xs = np.arange(len(models)) + (k - (len(methods) - 1) / 2) * width
-                mean = r["time_mean"].to_numpy(dtype=float)
-                ok = np.isfinite(mean)
-                tmin, tmax = r["time_min"].to_numpy(dtype=float), r["time_max"].to_numpy(dtype=float)
-                # a finite mean means every seed reached the target, so its min and max are finite too
-                ax.bar(xs[ok], mean[ok], width, color=colors[m], yerr=style.whiskers(mean[ok], tmin[ok], tmax[ok]),
-                       error_kw={"linewidth": 0.8})
-                tried = r["seeds"].notna().to_numpy()
-                miss = ~ok & tried
-                if miss.any():
-                    ax.plot(xs[miss], [top * 0.97] * int(miss.sum()), "x", color=colors[m], markersize=5)
-            ax.set_xticks(range(len(models)))
-            ax.set_xticklabels([MODEL_LABELS.get(m, m) for m in models], rotation=15, fontsize=8)
-            ax.set_title(f"P = {int(p)}")
-            ax.set_ylim(0, top)
-            if j == 0:
-                clock = str(summary["clock"].iloc[0]) if "clock" in summary else "simulated"
-                ax.set_ylabel(f"time to target ({clock} s)")
-        target = summary.loc[summary["problem"] == problem, "target_loss"]
-        note = f"target train loss {target.iloc[0]:g}; x: never reached" if len(target) else ""
+        for i, name in enumerate(names):
+            col = rows[f"time {name}"]
+            finite = [v for iv in col for v in (iv.point, iv.hi) if math.isfinite(v)]
+            top = max(finite) * 1.2 if finite else 1.0
+            for j, p in enumerate(workers):
+                ax = axes[i][j]
+                panel = rows[rows["workers"] == p]
+                for k, m in enumerate(methods):
+                    r = panel[panel["algorithm"] == m].set_index("compute_model").reindex(models)
+                    xs = np.arange(len(models)) + (k - (len(methods) - 1) / 2) * width
+                    for x, iv, rank in zip(xs, r[f"time {name}"], r[f"rank {name}"]):
+                        if not isinstance(iv, tuple):
+                            continue  # the method did not run under this compute model
+                        colour = colors[m.split(" = ")[0]]
+                        if not math.isfinite(iv.point):
+                            ax.plot([x], [top * 0.95], "x", color=colour, markersize=5)
+                            continue
+                        hi = iv.hi if math.isfinite(iv.hi) else top * 0.97
+                        ax.bar([x], [iv.point], width, color=colour,
+                               yerr=style.whiskers([iv.point], [iv.lo], [hi]), error_kw={"linewidth": 0.8})
+                        if not math.isfinite(iv.hi):
+                            ax.annotate("", xy=(x, top), xytext=(x, hi), arrowprops={"arrowstyle": "->", "lw": 0.8})
+                        ax.text(x, min(hi, top * 0.9) * 1.02, f"{int(rank)}", ha="center", va="bottom", fontsize=6)
+                ax.set_xticks(range(len(models)))
+                ax.set_xticklabels([MODEL_LABELS.get(m, m) for m in models], rotation=15, fontsize=8)
+                ax.set_title(f"P = {int(p)}, {name}" + (f" = {_target(targets, problem, name):.3g}"
+                                                         if name != "configured" else ""), fontsize="small")
+                ax.set_ylim(0, top)
+                if j == 0:
+                    clock = str(summary["clock"].iloc[0]) if "clock" in summary else "simulated"
+                    ax.set_ylabel(f"time to target ({clock} s)")
         n_seeds = int(rows["seeds"].max()) if len(rows) else 1
-        style.title(fig, "async_methods", problem, "time to target per compute-time model (best step factor)",
-                    note=f"{note}; {style.seeds_note(n_seeds)}" if n_seeds > 1 else note)
-        fig.legend([Patch(color=colors[m]) for m in methods], methods, loc="outside lower center", ncols=5,
-                   title="method", fontsize="small", title_fontsize="small", frameon=False)
+        what = ("T(1/2), T(9/10): the best serial method's loss at 1/2, 9/10 of the budget" if names != ["configured"]
+                else f"target train loss {summary.loc[summary['problem'] == problem, 'target_loss'].iloc[0]:g}")
+        style.title(fig, "async_methods", problem, "time to target per compute-time model (tuned steps)",
+                    note=f"{what}\nmean of {n_seeds} seed(s); whiskers: 95% bootstrap interval; numbers: shared "
+                         "rank; x: never reached")
+        fig.legend([Patch(color=colors[m.split(' = ')[0]]) for m in methods], methods, loc="outside lower center",
+                   ncols=min(4, len(methods)), title="method", fontsize="small", title_fontsize="small",
+                   frameon=False)
         written.append(style.save(fig, exp.path / "figures", style.slug("async_methods", problem), fmt))
     return written
+
+
+def _first_index(method: str) -> int:
+    """A (possibly merged) method's place in METHODS (its first name's), unknown methods last."""
+    first = method.split(" = ")[0]
+    return METHODS.index(first) if first in METHODS else len(METHODS)
+
+
+def _target(targets: pd.DataFrame, problem: str, name: str) -> float:
+    """The loss of target ``name`` (``T(1/2)``) of ``problem`` in experiments.analysis.targets' frame."""
+    from experiments.analysis.targets import FRACTIONS, label
+
+    col = next(f"target_{f:g}" for f in FRACTIONS if label(f) == name)
+    return float(targets.set_index("problem").loc[problem, col])
 
 
 def fmt_time(t: float) -> str:

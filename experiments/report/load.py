@@ -2,7 +2,8 @@
 folder's bookkeeping (reproduce_status.json, the runs' provenance).
 
 Layout (CONTRACT.md): ``<results>/<experiment>/summary.csv`` (one row per run), ``speedup.csv``,
-``runs/<run_id>/{config.yaml,trace.csv,staleness.csv,compute_times.csv,provenance.json}``; the paper's numbers are
+``runs/<run_id>/{config.yaml,trace.csv,staleness.csv,compute_times.csv,provenance.json}``, ``tuning.csv`` (the
+choices of a tuning seed, whose trials lie apart in ``tuning/``); the paper's numbers are
 ``results/paper/<experiment>.csv`` of the repository; an experiment's title and setting are the ``report`` block of
 ``conf/experiment/<experiment>.yaml``.
 """
@@ -74,6 +75,12 @@ class Experiment:
     def late(self) -> pd.DataFrame:
         """Per measured run, its waits' lateness and real gradients' time (experiments.analysis.compute_times)."""
         return self._runs("late", compute_times.lateness, pd.DataFrame())
+
+    @functools.cached_property
+    def tuning(self) -> pd.DataFrame:
+        """The tuned step factors and policy sizes, one row per setting (``tuning.csv``, experiments/sweeps/tuning.py;
+        empty for an experiment without a tuning seed)."""
+        return self._runs("tuning", lambda folder: read_csv(folder / "tuning.csv"), pd.DataFrame())
 
     @functools.cached_property
     def steps(self) -> dict:

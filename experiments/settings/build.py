@@ -20,7 +20,7 @@ from experiments.settings.schema import RunSettings
 from experiments.training.delays import ComputeTimes
 
 EXPERIMENT_KEYS = frozenset({"profiles", "points", "point", "compute_models", "compute_model", "by_kind", "report",
-                             "real_engine"})
+                             "real_engine", "reference_sweep"})
 """Top-level keys an experiment yaml (conf/experiment/*.yaml) may set to compute other keys from (a sweep's
 ``point`` picks workers and compute mode from ``points``; ``real_engine`` holds keys the real engine options read)
 or to describe itself (``report``): what a run takes from them shows in the keys they set, so they are not settings
@@ -39,7 +39,7 @@ def resolved(cfg) -> dict:
     if isinstance(cfg, DictConfig):
         try:
             return OmegaConf.to_container(cfg, resolve=True)
-        except Exception as exc:  # OmegaConf's InterpolationResolutionError and friends
+        except Exception as exc:  # noqa: BLE001 -- OmegaConf's InterpolationResolutionError and friends
             raise ConfigError(str(exc).strip().splitlines()[0]) from None
     if isinstance(cfg, Mapping):
         return dict(cfg)

@@ -386,6 +386,35 @@ Engine = Annotated[Simulated | SharedMemory | Distributed, Field(discriminator="
 WALL_ENGINES = ("shared_memory", "distributed")
 
 
+# ---------------------------------------------------------------------------------------------------- tuning
+class Tuning(Frozen):
+    """How the tuning seed (``lr_tuning_seed``) tunes a setting's step size and, for Ringmaster and Rennala, R or S
+    (experiments/sweeps/tuning.py): the step factors ``ratio^-steps .. ratio^steps`` (``algorithm.lr_factor``
+    around the method's default), then while the best factor tried is the smallest or the largest one, the next
+    factor beyond it, up to ``extend`` more on each side; then, at the chosen factor, ``policy_sizes`` capped at P
+    as the policy's R or S."""
+
+    ratio: float = Field(gt=1)
+    """Neighbouring factors of the grid are this far apart (e.g. 4)."""
+    steps: PositiveInt
+    """Factors on each side of the default (the grid has 2 steps + 1)."""
+    extend: NonNegativeInt
+    """Factors added at most beyond each end of the grid while the best factor is at that end."""
+    policy_sizes: tuple[PositiveInt, ...] = Field(strict=False)
+    """Ringmaster's R / Rennala's S tried at the chosen step (capped at P); empty: not tuned."""
+
+    @field_validator("policy_sizes")
+    @classmethod
+    def _distinct(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"tuning.policy_sizes={list(v)}: values must be distinct")
+        return tuple(sorted(v))
+
+    def factors(self) -> list[float]:
+        """The grid's factors, smallest first (exact powers of ``ratio``)."""
+        return [self.ratio ** k for k in range(-self.steps, self.steps + 1)]
+
+
 # ---------------------------------------------------------------------------------------------------- a run
 class RunSettings(Frozen):
     """Everything one run is: the top-level keys of conf/config.yaml and the blocks of its config groups."""
@@ -406,6 +435,8 @@ class RunSettings(Frozen):
     progress: bool | None
     divergence_factor: float = Field(gt=0, allow_inf_nan=True)
     lr_tuning_seed: NonNegativeInt | None
+    """The seed whose runs tune each setting's step size (``tuning``); runs of other seeds use its choice."""
+    tuning: Tuning
     profile: Literal[PROFILES]  # type: ignore[valid-type]
     problem: Problem
     algorithm: Algorithm

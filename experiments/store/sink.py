@@ -46,8 +46,10 @@ SUMMARY_COLUMNS = ["experiment", "run_id", "problem", "algorithm", "engine", "cl
                    "overruns", "master_busy_s", "cost_overhead_idle_s", "speed_probe_s", "cal_probe_s",
                    "late_wakeups", "late_expected"]
 IGNORED_IN_RUN_ID = {"results_dir", "force", "progress", "experiment", "profile", "experiment_id", "device", "threads",
-                    "lr_tuning_seed"}
-LOOKUP_TABLES = {"profiles", "points", "compute_models", "by_kind", "real_engine", "report"}
+                    "lr_tuning_seed", "tuning"}
+"""Top-level keys (and their sub-keys) that name no part of a run: where results go, how they are shown, how a tuning
+seed searches (a run's own step factor is in its config)."""
+LOOKUP_TABLES = {"profiles", "points", "compute_models", "by_kind", "real_engine", "report", "reference_sweep"}
 """Top-level tables that experiment configs index into (conf/experiment/*.yaml): what a run takes from them shows in
 the keys it sets (workers, engine.compute_base_s, delay.*, epochs), so an edit elsewhere in a table is no change."""
 
@@ -88,7 +90,7 @@ def make_run_id(overrides: list[str], seed: int) -> str:
     kept = []
     for o in overrides:
         key = o.split("=", 1)[0].lstrip("+~")
-        if key in IGNORED_IN_RUN_ID or key.startswith("hydra.") or key == "seed":
+        if key.split(".")[0] in IGNORED_IN_RUN_ID or key.startswith("hydra.") or key == "seed":
             continue
         kept.append(o.lstrip("+~"))
     kept = sorted(kept) + [f"seed={seed}"]
@@ -99,6 +101,19 @@ def make_run_id(overrides: list[str], seed: int) -> str:
     if len(rid) > 120:
         rid = rid[:100] + "-" + hashlib.sha1(rid.encode()).hexdigest()[:12]
     return rid
+
+
+def upsert_row(path: Path, key: str, row: dict, columns: list[str]) -> None:
+    """Put ``row`` into the CSV table ``path`` (``columns`` first), replacing the row with the same ``key`` value,
+    under the table's file lock (several jobs may write it at once; e.g. experiments/sweeps/tuning.py's tuning.csv)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path) + ".lock", timeout=120):
+        rows = []
+        if path.exists():
+            with open(path, newline="") as f:
+                rows = [r for r in csv.DictReader(f) if r.get(key) != str(row[key])]
+        _atomic_write(path, _csv_text(rows + [row], columns))
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -404,18 +419,6 @@ class RunSink:
         _atomic_write(self.run_dir / "trace.csv", _csv_text(rows, TRACE_COLUMNS))
         hist = [{"staleness": k, "count": histogram[k]} for k in sorted(histogram)]
         _atomic_write(self.run_dir / "staleness.csv", _csv_text(hist, ["staleness", "count"]))
-
-    def retire(self) -> bool:
-        """Remove this run's row from ``summary.csv`` and its folder, when a sweep no longer includes the run (a
-        step size the tuning seed did not choose this time: experiments/sweeps/tuning.py), so the summary cannot mix it
-        with the runs of the current choice. Returns True when there was something to remove."""
-        import shutil
-
-        removed = self._replace_summary_row(None)
-        if self.run_dir.exists():
-            shutil.rmtree(self.run_dir)
-            removed = True
-        return removed
 
     def append_summary(self, row: dict) -> None:
         """Put the run's row into ``summary.csv`` (replacing an older row of the same run), under a file lock; the

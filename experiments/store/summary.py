@@ -5,6 +5,8 @@ One row per run, written by the runner (experiments/runner.py) also when the run
 """
 from __future__ import annotations
 
+import math
+
 from experiments.settings.schema import machine_cores
 
 NAN = float("nan")
@@ -25,6 +27,8 @@ def constant_columns(settings, run_id: str) -> dict:
         "batch_size": s.batch_size, "seed": s.seed,
         "policy": s.algorithm.policy.name,
         "lr_factor": s.algorithm.lr_factor,
+        "policy_R": NAN if s.algorithm.policy.R is None else s.algorithm.policy.R,
+        "policy_S": NAN if s.algorithm.policy.S is None else s.algorithm.policy.S,
         "compute_spread": d.spread if timing else "equal",
         "compute_law": d.law if timing else "constant",
         "master_computes": bool(s.algorithm.master_computes),
@@ -62,11 +66,38 @@ def compute_columns(settings) -> dict:
     return {"compute": mode, "compute_base_s": NAN if base is None else float(base), "transport": transport}
 
 
-def first_at_or_below(rows: list[dict], target: float | None) -> dict | None:
-    """The first trace row whose training loss is at or below ``target`` (None: no target, or never reached)."""
-    if target is None:
+def crossing(rows: list[dict], target: float | None, keys: tuple[str, ...] = ("time_s", "updates")) -> dict | None:
+    """When a run reached ``target`` for good: ``{key: value}`` of each of ``keys`` at the crossing, or None.
+
+    The rule (docs/INTERFACES.md, "time to target"): the run must stay at or below the target from the crossing on,
+    so the crossing follows the *last* evaluation point above the target (or with a non-finite loss); a run whose
+    last point is above it never reached it, however low it dipped before. Between that point (a) and the next one
+    (b, at or below the target) each key is interpolated linearly in the training loss:
+    ``key = key_a + (L_a - target) / (L_a - L_b) * (key_b - key_a)``. A run at or below the target from its first
+    point on reached it there. Evaluation points are of the full training set (recorder.py), in the order recorded.
+
+    Args:
+        rows: the run's trace rows, in order, each with ``train_loss`` and every key of ``keys`` (numbers).
+        target: the training-loss target (nats); None: no target.
+        keys: the columns to interpolate (default: seconds on the run's clock and master updates).
+    """
+    if target is None or not rows:
         return None
-    return next((r for r in rows if r["train_loss"] <= target), None)
+    first = len(rows)  # index of the first point of the final run of points at or below the target
+    for i in range(len(rows) - 1, -1, -1):
+        loss = float(rows[i]["train_loss"])
+        if not loss <= target:  # above, or NaN
+            break
+        first = i
+    if first == len(rows):
+        return None
+    b = rows[first]
+    if first == 0:
+        return {k: float(b[k]) for k in keys}
+    a = rows[first - 1]
+    la, lb = float(a["train_loss"]), float(b["train_loss"])
+    w = (la - target) / (la - lb) if math.isfinite(la) and la > lb else 1.0
+    return {k: float(a[k]) + w * (float(b[k]) - float(a[k])) for k in keys}
 
 
 def summary_row(settings, run_id: str, rows: list[dict], result, status: str, message: str, num_train: int,
@@ -85,7 +116,7 @@ def summary_row(settings, run_id: str, rows: list[dict], result, status: str, me
     """
     last = rows[-1] if rows else {}
     target = settings.problem.target_loss
-    hit = first_at_or_below(rows, target)
+    hit = crossing(rows, target) if status != "diverged" else None  # a diverged run did not stay below
     hist = result.histogram if result is not None else {}
     n_upd = sum(hist.values())
     epochs = (result.samples / num_train) if result is not None else last.get("epoch", NAN)

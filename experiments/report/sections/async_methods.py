@@ -1,9 +1,11 @@
 """Sections ``async_methods`` and ``async_methods_real`` (beyond the paper): APAM ranked among today's asynchronous
 methods by time to target on the simulated clock, and the same ranking measured on the real engines.
 
-The numbers come from summary.csv alone through plots.async_methods (``best_times``: best step factor per method,
-problem, P and compute-time model; mean time to target over seeds; ``engine_pairs``: each measured time beside its
-simulated twin's).
+async_methods' numbers come from experiments.analysis.comparisons: per problem, P and compute-time model, each
+method's mean time to each target over its seeds with a 95% bootstrap interval, ranks shared where intervals
+overlap, identical methods merged; the targets from the serial runs (experiments.analysis.targets); the tuned
+step factors and policy sizes from tuning.csv (experiments/sweeps/tuning.py). async_methods_real's from summary.csv
+through plots.async_methods (``engine_pairs``: each measured time beside its simulated twin's).
 """
 from __future__ import annotations
 
@@ -12,21 +14,16 @@ import math
 import pandas as pd
 from scipy.stats import kendalltau
 
+from experiments.analysis.comparisons import CONFIGURED, comparison
+from experiments.analysis.statistics import LEVEL, RESAMPLES
+from experiments.analysis.targets import FRACTIONS, label
 from experiments.engines.emulation import OVERRUN_FLAG
 from experiments.report.load import Experiment
 from experiments.report.markdown import table
 from experiments.report.rules import MIN_SEEDS
 from experiments.report.sections.base import Section
 from experiments.report.verdict import REPRODUCED, Claim, Verdict, finding, inconclusive
-from plots.async_methods import (
-    METHODS,
-    MODEL_LABELS,
-    MODELS,
-    best_times,
-    engine_pairs,
-    fmt_time,
-    ranks,
-)
+from plots.async_methods import METHODS, MODEL_LABELS, MODELS, engine_pairs, fmt_time
 from plots.validation import FLAG_MEANING
 
 WU_READING = ("\nThe `*_wu` methods use our reading of Wu et al. (ICML 2022)'s step-size principle, not checked "
@@ -48,70 +45,167 @@ def _label(model: str) -> str:
     return MODEL_LABELS.get(model, model)
 
 
+def _method_order(methods) -> list[str]:
+    """Methods (merged ones as ``a = b``) in METHODS order of their first name, the others after them."""
+    def key(m):
+        first = m.split(" = ")[0]
+        return (METHODS.index(first) if first in METHODS else len(METHODS), m)
+    return sorted(set(methods), key=key)
+
+
+def targets_text(summary: pd.DataFrame, targets: pd.DataFrame, names: list[str]) -> str:
+    """What the targets are, per problem, and the rules of the numbers in the tables."""
+    if names == [CONFIGURED]:
+        parts = [f"{prob}: training loss {float(t.iloc[0]):g}" for prob, t in
+                 summary.groupby("problem", sort=True)["target_loss"]]
+        head = ("Target: the configured `target_loss` of each problem (no serial runs here to set targets from): "
+                + "; ".join(parts) + ".")
+    else:
+        parts = []
+        for r in targets.to_dict("records"):
+            levels = ", ".join(f"{label(f)} = {r[f'target_{f:g}']:.4g}" for f in FRACTIONS)
+            parts.append(f"{r['problem']}: {levels} (reference {r['reference']} at P = 1, {r['seeds']} seed(s), "
+                         f"{r['epochs']:.3g} epochs; its final loss {r['final_loss']:.4g})")
+        head = ("Targets, set by the runs (experiments/analysis/targets.py): the training loss the best serial method "
+                "(lowest mean final loss at P = 1) reached at half and at nine tenths of its budget, mean over its "
+                "seeds -- " + "; ".join(parts) + ".")
+    return (head + " Time to a target: seconds on the simulated clock, interpolated between the last evaluation "
+            "above the target and the next one, and counted only when the run stays at or below it from there on "
+            "(a run that diverged never reached it); each cell is the mean over the reported seeds with its "
+            f"{LEVEL:.0%} bootstrap interval (percentile, {RESAMPLES:,} resamples, seeded; `not reached` when a seed "
+            "missed it) and #rank, shared by methods whose intervals overlap (1 + the methods wholly faster); "
+            "methods whose runs are identical to the last bit on every seed are one row (`a = b`).\n")
+
+
+def _cell(row: pd.Series, col: str, rank: str) -> str:
+    """``mean [lo, hi] #rank`` of one method in one comparison."""
+    return f"{row[col].text()} #{int(row[rank])}"
+
+
+def _words(name: str) -> str:
+    """A target's name in prose: ``T(9/10)``, or ``the configured target``."""
+    return "the configured target" if name == CONFIGURED else name
+
+
+def tuning_text(tuning: pd.DataFrame) -> str:
+    """The tuned values, one row per setting (tuning.csv), and the choices at an edge the extension could not
+    leave, named; "" without a tuning."""
+    if tuning.empty:
+        return ""
+    t = tuning.copy()
+    t["compute model"] = [_label(_model_of(r)) for r in t.to_dict("records")]
+    t["R / S"] = [" ".join(f"{k}={int(float(r[k]))}" for k in ("R", "S") if k in r and _given(r[k]))
+                  for r in t.to_dict("records")]
+    t["at edge"] = t["at_edge"].fillna("").astype(str).replace("nan", "")
+    t = t.sort_values(["problem", "workers", "algorithm", "compute model"])
+    rows = t.rename(columns={"lr_factor": "factor", "factors_tried": "factors tried", "policy_tried": "R / S tried",
+                             "workers": "P"})[["problem", "algorithm", "P", "compute model", "factor", "R / S",
+                                               "at edge", "factors tried", "R / S tried"]]
+    rows["R / S tried"] = rows["R / S tried"].fillna("").astype(str).replace("nan", "")
+    edges = t[t["at edge"] != ""]
+    seed = int(t["tuning_seed"].iloc[0]) if "tuning_seed" in t else None
+    trials = int(pd.to_numeric(t["trials"], errors="coerce").sum())
+    intro = (f"\nStep sizes tuned on seed {seed} (never a reported seed; experiments/sweeps/tuning.py): per method, "
+             "problem, P and compute model, the factors of the default step in `factors tried` (the grid of "
+             "`tuning`, extended by one factor while the best was the smallest or largest tried, up to its limit), "
+             "then Ringmaster's R / Rennala's S at the chosen step; the choice is the shortest time to the problem's "
+             "`target_loss` (staying below it), ties by the loss reached, then by the run's time. "
+             f"{len(t)} settings, {trials} trials.")
+    out = [intro, ""]
+    if len(edges):
+        out.append(f"**Choices at an edge the extension could not leave ({len(edges)}; the best step may lie beyond "
+                   "the factors tried):** " + "; ".join(
+                       f"{r['problem']} {r['algorithm']} P = {int(r['workers'])} {r['compute model']}: x{r['lr_factor']:g} "
+                       f"({r['at edge']})" for r in edges.to_dict("records")) + ".")
+    else:
+        out.append("No choice is at an edge of the factors tried.")
+    out.append("\n<details><summary>The tuned values (tuning.csv)</summary>\n\n" + table(rows) + "\n</details>\n")
+    return "\n".join(out)
+
+
+def _given(v) -> bool:
+    """A tuning.csv cell holds a value (not empty, not NaN)."""
+    return v is not None and str(v) not in ("", "nan")
+
+
+def _model_of(row: dict) -> str:
+    from experiments.analysis.comparisons import compute_model
+
+    return compute_model(row)
+
+
 def section_async_methods(data: Experiment) -> Section:
-    """Per problem and P, a table of time to target (rows: methods, columns: compute-time models; simulated seconds)
-    with each method's rank, then its mean rank over the compute models; one finding per problem and P saying where
-    APAM stands (rank, and its time over the fastest method's, per compute model)."""
+    """Per problem, P and compute-time model, one table: the methods (identical ones merged) with their time to each
+    target and final training loss (mean [95% bootstrap interval] #shared rank) and the step factor (and R / S)
+    their runs used; per problem and P the ranking by mean rank over the compute models at the hardest target and
+    one finding saying where APAM stands; then the tuned values (tuning.csv) and the choices left at an edge."""
     summary = data.summary
-    best = ranks(best_times(summary))
-    if best.empty:
+    tab, targets = comparison(summary, data.traces)
+    if tab.empty:
         return Section()
-    out, claims = [], []
-    for (problem, p), rows in best.groupby(["problem", "workers"], sort=True):
+    names = [c.removeprefix("time ") for c in tab.columns if c.startswith("time ")]
+    hardest = names[-1]
+    out, claims = [targets_text(summary, targets, names)], []
+    for (problem, p), rows in tab.groupby(["problem", "workers"], sort=True):
         models = _order(set(rows["compute_model"]), MODELS)
-        methods = _order(set(rows["algorithm"]), METHODS)
-        lines, mean_rank, reached = [], {}, set()
-        for meth in methods:
-            cells, rk = {"method": meth}, []
-            for model in models:
-                r = rows[(rows["algorithm"] == meth) & (rows["compute_model"] == model)]
-                if r.empty:
-                    cells[_label(model)] = "--"
-                    continue
-                r = r.iloc[0]
-                disc = f", {r['discarded_frac']:.0%} discarded" if r["discarded_frac"] > 0 else ""
-                edge = r["factors"] > 1 and r["lr_factor"] in (r["factor_min"], r["factor_max"])
-                fac = (f", x{r['lr_factor']:g}" + (" edge" if edge else "")) if r["factors"] > 1 else ""
-                cells[_label(model)] = f"{fmt_time(r['time_mean'])} (#{int(r['rank'])}{fac}{disc})"
-                rk.append(r["rank"])
-                if math.isfinite(r["time_mean"]):
-                    reached.add(meth)
-            mean_rank[meth] = sum(rk) / len(rk) if rk else math.nan
-            lines.append({**cells, "mean rank": f"{mean_rank[meth]:.1f}"})
-        order = sorted((v, k) for k, v in mean_rank.items() if not math.isnan(v) and k in reached)
+        for model in models:
+            col = rows[rows["compute_model"] == model]
+            lines = []
+            for meth in _method_order(col["algorithm"]):
+                r = col[col["algorithm"] == meth].iloc[0]
+                disc = f"{r['discarded_frac']:.0%}" if r["discarded_frac"] > 0 else ""
+                lines.append({"method": meth, **{f"time to {n} (s)" if n != CONFIGURED else "time to target (s)":
+                                                 _cell(r, f"time {n}", f"rank {n}") for n in names},
+                              "final loss": _cell(r, "loss", "rank loss"),
+                              "step factor": r["lr_factor"], "R / S": r["policy_size"], "discarded": disc})
+            lo, hi = int(col["seeds"].min()), int(col["seeds"].max())
+            seeds = f"{lo} seed{'s' if hi > 1 else ''}" if lo == hi else f"{lo}-{hi} seeds"
+            out.append(f"\n**{problem}, P = {p}, {_label(model)}** ({seeds}; simulated s and nats; mean "
+                       f"[{LEVEL:.0%} interval] #shared rank):\n")
+            out.append(table(pd.DataFrame(lines)))
+            merged = col[col["merged"] > 1]
+            if len(merged):
+                out.append("Identical runs, one row (the same losses and times to the last bit on every seed): "
+                           + "; ".join(merged["algorithm"]) + ".\n")
+        member = rows.assign(algorithm=rows["algorithm"].str.split(" = ")).explode("algorithm")
+        mean_rank = member.groupby("algorithm")[f"rank {hardest}"].mean()
+        reached = set(member.loc[[math.isfinite(iv.lo) for iv in member[f"time {hardest}"]], "algorithm"])
+        methods = _method_order(member["algorithm"])
+        order = sorted((v, k) for k, v in mean_rank.items() if k in reached)
         never = [k for k in methods if k not in reached]
-        out.append(f"\n**{problem}, P = {p}** -- time to target train loss "
-                   f"{summary.loc[summary['problem'] == problem, 'target_loss'].iloc[0]:g} (simulated s; #rank among "
-                   f"{len(methods)} methods within the column; xF: the step factor chosen, `edge` when it is "
-                   f"the grid's smallest or largest, so the best step may lie outside the grid):\n")
-        out.append(table(pd.DataFrame(lines, columns=["method"] + [_label(m) for m in models] + ["mean rank"])))
-        out.append("Ranking by mean rank (methods that reached the target at least once): "
+        out.append(f"\n**{problem}, P = {p}:** ranking by mean shared rank at {_words(hardest)} over the compute "
+                   "models (methods that reached it on some seed): "
                    + (", ".join(f"{k} ({v:.1f})" for v, k in order) or "none")
                    + (f"; never reached it: {', '.join(never)}" if never else "") + ".\n")
+        if "apam" not in mean_rank:
+            continue
         key = f"finding ({problem}, P={p}): where APAM stands among {len(methods)} methods"
-        common = {"key": key, "text": key, "timed": True, "problem": problem, "decided_by": "APAM's place by mean rank",
+        common = {"key": key, "text": key, "timed": True, "problem": problem,
+                  "decided_by": f"APAM's mean shared rank at {hardest}",
                   "name": f"finding: APAM's rank ({problem}, P={p})"}
-        if "apam" in mean_rank and "apam" not in reached:
-            claims.append(Claim(verdict=finding("APAM never reached the target"), ours="never reached",
-                                evidence="APAM did not reach the target under any compute model within this budget; "
+        seeds = int(rows["seeds"].min())
+        few = f"; {seeds} seed(s) < {MIN_SEEDS}" if seeds < MIN_SEEDS else ""
+        if "apam" not in reached:
+            claims.append(Claim(verdict=finding("APAM never reached the target" + few), ours="never reached",
+                                evidence=f"APAM did not reach {_words(hardest)} on any seed under any compute model; "
                                          f"methods that did: {', '.join(k for _, k in order) or 'none'}", **common))
-        elif "apam" in mean_rank:
-            pos = [k for _, k in order].index("apam") + 1
-            ratios = []
-            for model in models:
-                col = rows[rows["compute_model"] == model]
-                a = col[col["algorithm"] == "apam"]["time_mean"]
-                fastest = col["time_mean"].min()
-                if len(a) and math.isfinite(fastest) and fastest > 0:
-                    t = a.iloc[0]
-                    ratios.append(f"{_label(model)} "
-                                  + (f"{t / fastest:.2f}x the fastest" if math.isfinite(t) else "not reached"))
-            gist = f"APAM {pos}. of {len(order)}, mean rank {mean_rank['apam']:.1f}"
-            claims.append(Claim(verdict=finding(gist), ours=f"{pos}. of {len(order)}, mean rank {mean_rank['apam']:.1f}",
-                                evidence=f"mean rank {mean_rank['apam']:.1f}, {pos}. of the {len(order)} methods that "
-                                         "reached the target; " + "; ".join(ratios), **common))
-    if any(str(a).endswith("_wu") for a in best["algorithm"].unique()):
+            continue
+        better = [k for k, v in mean_rank.items() if v < mean_rank["apam"]]
+        per_model = []
+        for r in member[member["algorithm"] == "apam"].itertuples():
+            row = rows[(rows["compute_model"] == r.compute_model) & rows["algorithm"].str.split(" = ").map(
+                lambda ms: "apam" in ms)].iloc[0]
+            same = [m for m in row["algorithm"].split(" = ") if m != "apam"]
+            per_model.append(f"{_label(r.compute_model)} #{int(row[f'rank {hardest}'])} "
+                             f"({row[f'time {hardest}'].text()} s{'; identical to ' + ', '.join(same) if same else ''})")
+        gist = f"APAM mean rank {mean_rank['apam']:.1f}, {len(better)} method(s) ahead" + few
+        claims.append(Claim(verdict=finding(gist), ours=f"mean rank {mean_rank['apam']:.1f}",
+                            evidence="APAM at " + _words(hardest) + ": " + "; ".join(per_model)
+                                     + (f"; ahead of it by mean rank: {', '.join(better)}" if better else ""),
+                            **common))
+    if any(str(a).endswith("_wu") for a in data.summary["algorithm"].unique()):
         out.append(WU_READING)
+    out.append(tuning_text(data.tuning))
     return Section("\n".join(out), tuple(claims))
 
 

@@ -19,10 +19,10 @@ class Section:
 
 def target_note(ok: pd.DataFrame, by: str = "workers", label: str = "P") -> str:
     """What "to target" means in a section's table: per problem, the training-loss target (the summary's
-    ``target_loss``, nats), read at evaluation points (the first trace row at or below it: resolved to one evaluation
-    interval), and where in the run the setting with the smallest ``by`` (``label``: P = 1, tau = 0) reached it, in
-    updates, so that a reader sees whether a number to target describes the start of the run or all of it. "" without
-    targets."""
+    ``target_loss``, nats), the rule of the time to it (experiments.store.summary.crossing: interpolated between
+    evaluation points, counted only when the run stays at or below the target from there on), and where in the run
+    the setting with the smallest ``by`` (``label``: P = 1, tau = 0) reached it, in updates, so that a reader sees
+    whether a number to target describes the start of the run or all of it. "" without targets."""
     if "target_loss" not in ok or ok["target_loss"].isna().all():
         return ""
     parts = []
@@ -40,5 +40,6 @@ def target_note(ok: pd.DataFrame, by: str = "workers", label: str = "P") -> str:
         parts.append(f"{prob}: training loss <= {target.iloc[0]:g}, {where}")
     if not parts:
         return ""
-    return ("\nTo target: the first evaluation at which the training loss is at or below the target (read at "
-            "evaluation points, so resolved to one evaluation interval); " + "; ".join(parts) + ".\n")
+    return ("\nTo target: the time at which the training loss reached the target for good -- interpolated between "
+            "the last evaluation above it and the next one, counted only when the run stays at or below it from "
+            "there on; " + "; ".join(parts) + ".\n")

@@ -13,6 +13,7 @@ from experiments.report.load import Experiment
 from experiments.report.markdown import table
 from experiments.report.sections.accuracy import accuracy_claims
 from experiments.report.sections.base import Section, target_note
+from experiments.report.sections.targets import targets_table
 from experiments.report.verdict import Claim, Verdict, finding, inconclusive, outside
 
 LR_PAPER_EPOCHS = 100     # paper Sec. 5.1: the loss of every thread count is read after 100 epochs
@@ -164,5 +165,5 @@ def section_lenet5_speedup(data: Experiment) -> Section:
     algs = [a for a in ("apam", "async_sgd", "sync_amsgrad") if a in set(data.summary["algorithm"])]
     claims = [linear_claim(sp, "apam", 20, data.paper, ok=ok), *saturation_findings(ok, sp, "apam"),
               *accuracy_claims(ok, data.paper, data.traces, 20, "paper: ~99.0% on MNIST after 200 epochs",
-                               data.steps)]
-    return Section(speedup_rows(data, algs), tuple(claims))
+                               data.steps, data.tuning)]
+    return Section(speedup_rows(data, algs) + targets_table(ok, data.traces, algs), tuple(claims))
