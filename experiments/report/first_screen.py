@@ -71,7 +71,7 @@ def _reason(why: str) -> str:
 def paragraph(rows: list[Row]) -> str:
     """What the verdicts say, in a few sentences: the claims reproduced, not reproduced, above the paper; how many
     are outside their regime or inconclusive at this budget, and which; what cannot be tested here and why; and how
-    many time claims rest on the cost model alone."""
+    many time claims rest on a prediction of the simulated clock that model_validation does not back."""
     by = {cls: [r for r in rows if r.verdict.cls == cls] for cls in CLASSES}
     claims = [r for r in rows if r.claim is not None]
     parts = [f"**{len(claims)} claims** in {len({r.experiment for r in rows})} experiments."]
@@ -98,10 +98,10 @@ def paragraph(rows: list[Row]) -> str:
         if by[cls]:
             parts.append(f"**{words}**: {', '.join(dict.fromkeys(r.experiment for r in by[cls]))}.")
     timed = [r.claim for r in claims if r.claim.timed and r.verdict.cls in CAN_TEST]
-    model = [c for c in timed if c.clock_word == "cost model"]
+    model = [c for c in timed if c.clock_word == "prediction"]
     if timed:
-        parts.append(f"{len(model)} of the {len(timed)} claims about times rest on the simulated clock without "
-                     "model_validation backing it for their runs (clock: cost model).")
+        parts.append(f"{len(model)} of the {len(timed)} claims about times rest on the simulated clock's prediction "
+                     "without model_validation backing it for their runs (clock: prediction).")
     return " ".join(parts)
 
 

@@ -129,11 +129,11 @@ class Claim:
 
     @property
     def clock_word(self) -> str:
-        """The clock in one or two words: ``cost model`` (simulated, not backed by model_validation), ``backed``
+        """The clock in one word: ``prediction`` (the simulated clock, not backed by model_validation), ``backed``
         (simulated and backed), ``measured``; "" for claims not about times."""
         if not self.timed:
             return ""
         if not self.clock:
             return "measured"
-        return "backed" if self.clock.startswith("simulated clock backed") else "cost model"
+        return "backed" if self.clock.startswith("simulated clock backed") else "prediction"
 

@@ -103,7 +103,7 @@ def test_speedup_claim_is_labelled_under_the_cost_model(tmp_path):
     summary = pd.DataFrame([run("apam", 1, s, 0.9) for s in range(3)])
     [judged] = judge((claim,), summary, tmp_path, Verdict(NOT_RUNNABLE))
     assert str(judged.verdict) == "above the paper (finding: more than 25% above it)"
-    assert judged.clock == "under the cost model" and judged.clock_word == "cost model"
+    assert judged.clock == "prediction" and judged.clock_word == "prediction"
 
 
 def test_speedup_claim_is_judged_below_the_masters_saturation_only():
