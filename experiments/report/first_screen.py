@@ -17,6 +17,7 @@ from experiments.report.verdict import (
     FINDING,
     INCONCLUSIVE,
     LEFT_OUT,
+    NOT_MEASURABLE,
     NOT_REPRODUCED,
     NOT_RUN_YET,
     NOT_RUNNABLE,
@@ -86,6 +87,10 @@ def paragraph(rows: list[Row]) -> str:
                      f"{_names(by[OUTSIDE])}): these runs can neither confirm nor refute them.")
     if by[INCONCLUSIVE]:
         parts.append(f"**Inconclusive** ({len(by[INCONCLUSIVE])}): {_names(by[INCONCLUSIVE])}.")
+    if by[NOT_MEASURABLE]:
+        parts.append(f"**Not measurable here** ({len(by[NOT_MEASURABLE])}: {_names(by[NOT_MEASURABLE])}): their "
+                     "counts need more cores than this machine has; the number shown is the simulated clock's "
+                     "prediction on a core per process.")
     if by[FINDING]:
         parts.append(f"**Findings** beyond the paper's numbers: {len(by[FINDING])}.")
     cannot = [r for r in rows if r.verdict.cls == NOT_RUNNABLE]
