@@ -6,6 +6,7 @@ Layout read (``PATH`` = ``results/<experiment>``)::
     PATH/speedup.csv                    one row per (algorithm, engine, clock, workers, basis)
     PATH/runs/<run_id>/trace.csv        one row per evaluation point
     PATH/runs/<run_id>/staleness.csv    histogram: staleness, count (identity from the summary row of run_id)
+    PATH/runs/<run_id>/predicted_staleness.csv   a measured run's predicted histograms: prediction, staleness, count
     PATH/../paper/<experiment>.csv      the paper's numbers (optional)
 
 Each file has a set of required columns (``REQUIRED``); a missing one raises ``MissingColumnError`` naming the
@@ -23,7 +24,8 @@ from .errors import MissingColumnError, PlotError
 
 TEXT_COLUMNS = frozenset(
     {"experiment", "run_id", "problem", "algorithm", "engine", "clock", "delay_model", "basis", "status",
-     "message", "metric", "unit", "source", "policy", "compute_spread", "compute_law", "compute", "transport"}
+     "message", "metric", "unit", "source", "policy", "compute_spread", "compute_law", "compute", "transport",
+     "prediction", "cores"}
 )
 # Sweep parameters a run may vary besides workers (docs/INTERFACES.md, summary.csv).
 SWEEP_COLUMNS = ("max_delay", "tau", "straggler_sigma", "straggler_slowdown")
@@ -34,6 +36,7 @@ REQUIRED = {
     "speedup.csv": ("problem", "algorithm", "engine", "clock", "workers", "basis", "time_s", "speedup", "efficiency"),
     "trace.csv": ("run_id",) + IDENTITY + ("epoch", "time_s", "train_loss", "test_acc"),
     "staleness.csv": ("staleness", "count"),
+    "predicted_staleness.csv": ("prediction", "staleness", "count"),
     "paper": ("problem", "algorithm", "workers", "metric", "value"),
 }
 
@@ -106,6 +109,8 @@ class ExperimentData:
         summary, speedup, traces, staleness, paper: frames, or None where the file(s) do not exist.
             ``traces`` concatenates every run's trace.csv; ``staleness`` every run's histogram joined with the
             identity and sweep columns of its summary row (runs without a summary row are left out).
+        predicted_staleness: every measured run's predicted_staleness.csv (run_id, prediction, staleness, count),
+            or None.
         files: the file each frame came from (for error messages), keyed "summary", "speedup", "trace", "paper".
     """
 
@@ -116,6 +121,7 @@ class ExperimentData:
     traces: pd.DataFrame | None = None
     staleness: pd.DataFrame | None = None
     paper: pd.DataFrame | None = None
+    predicted_staleness: pd.DataFrame | None = None
     files: dict = field(default_factory=dict)
 
     @property
@@ -164,7 +170,7 @@ def load_experiment(path, paper_dir=None):
         exp.speedup = engine_names(_nonempty(read_csv(speedup_path, REQUIRED["speedup.csv"])))
         exp.files["speedup"] = speedup_path
     runs = sorted(p for p in (path / "runs").glob("*") if p.is_dir()) if (path / "runs").is_dir() else []
-    traces, hists = [], []
+    traces, hists, predicted = [], [], []
     for run in runs:
         trace_path = run / "trace.csv"
         if trace_path.is_file():
@@ -178,6 +184,12 @@ def load_experiment(path, paper_dir=None):
             if not df.empty:
                 df["run_id"] = run.name
                 hists.append(df)
+        pred_path = run / "predicted_staleness.csv"
+        if pred_path.is_file():
+            df = read_csv(pred_path, REQUIRED["predicted_staleness.csv"])
+            if not df.empty:
+                df["run_id"] = run.name
+                predicted.append(df)
     if traces:
         exp.traces = _with_sweeps(pd.concat(traces, ignore_index=True), exp.summary)
         if exp.summary is not None:  # the engine a simulated run modelled, as in its summary row
@@ -185,6 +197,8 @@ def load_experiment(path, paper_dir=None):
             exp.traces["engine"] = exp.traces["run_id"].map(engines).fillna(exp.traces["engine"])
     if hists and exp.summary is not None:
         exp.staleness = _join_summary(pd.concat(hists, ignore_index=True), exp.summary)
+    if predicted:
+        exp.predicted_staleness = pd.concat(predicted, ignore_index=True)
     paper_dir = Path(paper_dir) if paper_dir is not None else path.parent / "paper"
     paper_path = paper_dir / f"{exp.name}.csv"
     if paper_path.is_file():
@@ -206,15 +220,15 @@ def compute_settings(exp, problem):
     if s is None or "compute" not in s.columns:
         return [("", "", exp)]
     rows = s[s["problem"] == problem]
-    keys = rows[list(c for c in COMPUTE_COLUMNS if c in rows.columns)].drop_duplicates()
+    keys = rows[[c for c in COMPUTE_COLUMNS if c in rows.columns]].drop_duplicates()
     if len(keys) < 2:
         return [("", "", exp)]
     out = []
     for key in keys.sort_values(list(keys.columns), na_position="first").itertuples(index=False):
         compute, base = key[0], (key[1] if len(key) > 1 else float("nan"))
-        timed = isinstance(base, (int, float)) and base == base
+        timed = isinstance(base, (int, float)) and not np.isnan(base)
 
-        def pick(df):
+        def pick(df, compute=compute, base=base, timed=timed):
             if df is None or "compute" not in df.columns:
                 return df
             mask = (df["problem"] != problem) | (df["compute"] == compute)

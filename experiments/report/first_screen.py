@@ -17,6 +17,7 @@ from experiments.report.verdict import (
     FINDING,
     INCONCLUSIVE,
     LEFT_OUT,
+    NOT_MEASURABLE,
     NOT_REPRODUCED,
     NOT_RUN_YET,
     NOT_RUNNABLE,
@@ -71,7 +72,7 @@ def _reason(why: str) -> str:
 def paragraph(rows: list[Row]) -> str:
     """What the verdicts say, in a few sentences: the claims reproduced, not reproduced, above the paper; how many
     are outside their regime or inconclusive at this budget, and which; what cannot be tested here and why; and how
-    many time claims rest on the cost model alone."""
+    many time claims rest on a prediction of the simulated clock that model_validation does not back."""
     by = {cls: [r for r in rows if r.verdict.cls == cls] for cls in CLASSES}
     claims = [r for r in rows if r.claim is not None]
     parts = [f"**{len(claims)} claims** in {len({r.experiment for r in rows})} experiments."]
@@ -86,6 +87,10 @@ def paragraph(rows: list[Row]) -> str:
                      f"{_names(by[OUTSIDE])}): these runs can neither confirm nor refute them.")
     if by[INCONCLUSIVE]:
         parts.append(f"**Inconclusive** ({len(by[INCONCLUSIVE])}): {_names(by[INCONCLUSIVE])}.")
+    if by[NOT_MEASURABLE]:
+        parts.append(f"**Not measurable here** ({len(by[NOT_MEASURABLE])}: {_names(by[NOT_MEASURABLE])}): their "
+                     "counts need more cores than this machine has; the number shown is the simulated clock's "
+                     "prediction on a core per process.")
     if by[FINDING]:
         parts.append(f"**Findings** beyond the paper's numbers: {len(by[FINDING])}.")
     cannot = [r for r in rows if r.verdict.cls == NOT_RUNNABLE]
@@ -98,10 +103,10 @@ def paragraph(rows: list[Row]) -> str:
         if by[cls]:
             parts.append(f"**{words}**: {', '.join(dict.fromkeys(r.experiment for r in by[cls]))}.")
     timed = [r.claim for r in claims if r.claim.timed and r.verdict.cls in CAN_TEST]
-    model = [c for c in timed if c.clock_word == "cost model"]
+    model = [c for c in timed if c.clock_word == "prediction"]
     if timed:
-        parts.append(f"{len(model)} of the {len(timed)} claims about times rest on the simulated clock without "
-                     "model_validation backing it for their runs (clock: cost model).")
+        parts.append(f"{len(model)} of the {len(timed)} claims about times rest on the simulated clock's prediction "
+                     "without model_validation backing it for their runs (clock: prediction).")
     return " ".join(parts)
 
 

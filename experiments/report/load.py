@@ -47,7 +47,8 @@ class Experiment:
     speedup: pd.DataFrame = field(default_factory=pd.DataFrame)
     paper: pd.DataFrame = field(default_factory=pd.DataFrame)
     folder: Path | None = None
-    given: dict = field(default_factory=dict)  # per-run frames given instead of read: traces, hists, late, steps
+    given: dict = field(default_factory=dict)  # frames given instead of read: traces, hists, predicted, late,
+    # steps, validation
 
     @property
     def ok(self) -> pd.DataFrame:
@@ -70,6 +71,28 @@ class Experiment:
     def hists(self) -> pd.DataFrame:
         """Every run's staleness histogram (:func:`experiments.analysis.staleness.histograms`)."""
         return self._runs("hists", staleness.histograms, pd.DataFrame())
+
+    @functools.cached_property
+    def predicted(self) -> pd.DataFrame:
+        """Every measured run's predicted staleness histograms (runs/<run_id>/predicted_staleness.csv): columns
+        run_id, prediction, staleness (updates), count (empty when no run has one)."""
+        def read(folder):
+            files = sorted((folder / "runs").glob("*/predicted_staleness.csv"))
+            return (pd.concat([pd.read_csv(f).assign(run_id=f.parent.name) for f in files], ignore_index=True)
+                    if files else pd.DataFrame(columns=["run_id", "prediction", "staleness", "count"]))
+        return self._runs("predicted", read, pd.DataFrame(columns=["run_id", "prediction", "staleness", "count"]))
+
+    @functools.cached_property
+    def validation(self) -> pd.DataFrame:
+        """model_validation's rows beside this experiment (``<folder>/../model_validation``; its own rows for
+        model_validation itself): :func:`experiments.report.clock.validation_rows`."""
+        from experiments.report.clock import read_validation, validation_rows
+
+        if "validation" in self.given:
+            return self.given["validation"]
+        if self.folder is None:
+            return validation_rows(self.summary if self.name == "model_validation" else pd.DataFrame())
+        return read_validation(self.folder.parent)
 
     @functools.cached_property
     def late(self) -> pd.DataFrame:

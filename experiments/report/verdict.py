@@ -16,6 +16,7 @@ INCONCLUSIVE = "inconclusive"
 OUTSIDE = "outside regime"
 FINDING = "finding"
 NOT_RUNNABLE = "not runnable here"
+NOT_MEASURABLE = "not measurable here"
 NOT_RUN_YET = "not run yet"
 CRASHED = "crashed"
 LEFT_OUT = "left out"
@@ -29,6 +30,10 @@ CLASSES = {
     OUTSIDE: "the runs miss the condition under which the paper makes the claim (budget K against the staleness, "
              "a plateaued P = 1, seeds, the master's saturation): they can neither confirm nor refute it",
     FINDING: "a number the paper does not state, reported as measured",
+    NOT_MEASURABLE: "a speed-up or time claim whose counts beyond one compute agent all need more cores than this "
+                    "machine has (P workers and the master need P + 1): no wall-clock run here can decide it; its "
+                    "number is the simulated clock's prediction on a core per process, beside the model's "
+                    "validation error (model_validation)",
     NOT_RUNNABLE: "this machine cannot run it (missing data, a problem or engine not available)",
     NOT_RUN_YET: "no finished `make reproduce` call of this profile has run it",
     CRASHED: "its sweep crashed",
@@ -36,7 +41,7 @@ CLASSES = {
 }
 """Every verdict class with its meaning (the report's legend), in the order the report counts them."""
 
-CAN_TEST = (REPRODUCED, NOT_REPRODUCED, ABOVE, INCONCLUSIVE, OUTSIDE, FINDING)
+CAN_TEST = (REPRODUCED, NOT_REPRODUCED, ABOVE, INCONCLUSIVE, OUTSIDE, FINDING, NOT_MEASURABLE)
 """Classes of claims whose runs exist on this machine (the others say why there are none)."""
 
 # The class words of verdict strings as the report wrote them before classes had names of their own
@@ -107,8 +112,10 @@ class Claim:
     ``name`` is its short name for tables (default: the key); ``text`` the claim in words, ``rule`` how it is judged;
     ``decided_by``, ``ours``, ``paper``: the one number that decides the verdict, ours and the paper's ("" where the
     paper has none); ``timed``: a claim about times, which carries the clock that made them; ``problem``: the problem
-    whose runs it speaks of (None: every problem of the experiment); ``clock``: the clock's backing, set by the
-    writer (experiments.report.clock.clock_label; "" for measured times and claims not about times)."""
+    whose runs it speaks of (None: every problem of the experiment); ``measured``: the deciding number comes from
+    wall-clock runs alone (the writer then gives it no clock label, whatever other runs the problem has); ``clock``:
+    the clock's backing, set by the writer (experiments.report.clock.clock_label; "" for measured times and claims
+    not about times)."""
 
     key: str
     text: str
@@ -121,6 +128,7 @@ class Claim:
     paper: str = ""
     timed: bool = False
     problem: str | None = None
+    measured: bool = False
     clock: str = ""
 
     @property
@@ -129,11 +137,11 @@ class Claim:
 
     @property
     def clock_word(self) -> str:
-        """The clock in one or two words: ``cost model`` (simulated, not backed by model_validation), ``backed``
+        """The clock in one word: ``prediction`` (the simulated clock, not backed by model_validation), ``backed``
         (simulated and backed), ``measured``; "" for claims not about times."""
         if not self.timed:
             return ""
         if not self.clock:
             return "measured"
-        return "backed" if self.clock.startswith("simulated clock backed") else "cost model"
+        return "backed" if self.clock.startswith("simulated clock backed") else "prediction"
 

@@ -5,6 +5,7 @@ import math
 
 import pandas as pd
 import pytest
+from helpers import FLAT, RISING, delays, lenet, run, trace
 
 from experiments.report.load import Experiment
 from experiments.report.sections.accuracy import accuracy_claims
@@ -14,13 +15,20 @@ from experiments.report.sections.speedup import linear_claim, same_loss_claim
 from experiments.report.sections.stragglers import section_stragglers
 from experiments.report.sections.sync import accuracy_note, section_large
 from experiments.report.sections.tau import section_tau
-from experiments.report.verdict import (FINDING, INCONCLUSIVE, NOT_REPRODUCED, NOT_RUNNABLE, OUTSIDE, REPRODUCED,
-                                        Verdict)
+from experiments.report.verdict import (
+    FINDING,
+    INCONCLUSIVE,
+    NOT_REPRODUCED,
+    NOT_RUNNABLE,
+    OUTSIDE,
+    REPRODUCED,
+    Verdict,
+)
 from experiments.report.writer import judge
-from helpers import FLAT, RISING, delays, lenet, run, trace
 
 
-def _claims(ok, traces, paper=pd.DataFrame()):
+def _claims(ok, traces, paper=None):
+    paper = pd.DataFrame() if paper is None else paper
     return {c.key: c for c in accuracy_claims(ok, paper, traces, 20, "paper note")}
 
 
@@ -93,30 +101,33 @@ def test_stand_in_reference_is_its_own_p1_and_paper_problem_uses_the_paper():
     assert "the paper's 0.990" in kept.rule and kept.verdict.cls == NOT_REPRODUCED
 
 
-def test_speedup_claim_is_labelled_under_the_cost_model(tmp_path):
+def test_speedup_claim_on_the_simulated_clock_alone_is_a_labelled_prediction(tmp_path):
     sp = pd.DataFrame([{"problem": "q", "algorithm": "apam", "basis": "time_per_epoch", "workers": p, "speedup": s}
                        for p, s in ((1, 1.0), (2, 2.0), (20, 19.6))])
     paper = pd.DataFrame([{"problem": "x", "algorithm": "apam", "workers": p, "metric": "speedup", "value": v}
                           for p, v in ((1, 1.0), (2, 2.02), (20, 11.42))])
     claim = linear_claim(sp, "apam", 20, paper)
-    assert (claim.decided_by, claim.ours, claim.paper) == ("speed-up at P = 20", "19.60", "11.42")
+    assert (claim.decided_by, claim.ours, claim.paper) == ("predicted speed-up at P = 20 (dedicated cores)", "19.60",
+                                                           "11.42")
     summary = pd.DataFrame([run("apam", 1, s, 0.9) for s in range(3)])
     [judged] = judge((claim,), summary, tmp_path, Verdict(NOT_RUNNABLE))
-    assert str(judged.verdict) == "above the paper (finding: more than 25% above it)"
-    assert judged.clock == "under the cost model" and judged.clock_word == "cost model"
+    assert judged.verdict.cls == INCONCLUSIVE and "the cores were not recorded" in judged.verdict.conditions
+    assert judged.clock == "prediction" and judged.clock_word == "prediction"
 
 
 def test_speedup_claim_is_judged_below_the_masters_saturation_only():
     paper = pd.DataFrame([{"problem": "logreg_fmnist", "algorithm": "apam", "workers": p, "metric": "speedup",
                            "value": float(p), "unit": "x"} for p in (2, 4, 8, 16)])
     sp = pd.DataFrame([{"problem": "logreg_fmnist", "algorithm": "apam", "basis": "time_per_epoch", "workers": p,
-                        "speedup": v} for p, v in ((1, 1.0), (2, 1.95), (4, 3.8), (8, 5.0), (16, 5.1))])
+                        "speedup": v, "clock": "wall", "cores": 32}  # measured, a core per process
+                       for p, v in ((1, 1.0), (2, 1.95), (4, 3.8), (8, 5.0), (16, 5.1))])
     # P* = (grad + 2 latency + update + idle) / (update + overhead) = (150 + 2*5 + 5 + 35) / (5 + 35) = 5.0
-    costs = dict(cost_grad_s=150e-6, cost_update_s=5e-6, cost_latency_s=5e-6, cost_overhead_s=35e-6)
+    costs = {"cost_grad_s": 150e-6, "cost_update_s": 5e-6, "cost_latency_s": 5e-6, "cost_overhead_s": 35e-6}
     ok = pd.DataFrame([dict(run("apam", 1, 0, 0.9, problem="logreg_fmnist"), **costs)])
     claim = linear_claim(sp, "apam", 32, paper, problem="logreg_fmnist", ok=ok)
-    assert str(claim.verdict).startswith("reproduced (at P = 2, 4; P = 8, 16 outside the claim's regime: the master "
-                                         "saturates at P* = 5.0, a 150 us gradient against 40 us of master per update")
+    assert str(claim.verdict) == ("reproduced (measured at P = 2, 4; P = 8, 16 outside the claim's regime: the master "
+                                  "saturates at P* = 5.0)")
+    assert "a 150 us gradient against 40 us of master per update" in claim.evidence
     assert "P=8: 5.00 vs paper 8.00" not in claim.evidence                 # the saturated counts are not compared
     claim = linear_claim(sp, "apam", 32, paper, problem="logreg_fmnist")  # no cost columns (measured): all compared
     assert claim.verdict.cls == NOT_REPRODUCED
@@ -135,7 +146,8 @@ def test_lr_loss_claim_needs_the_papers_budget():
     assert same_loss_claim(pd.DataFrame(rows), "apam", 32, "same loss", min_epochs=100).verdict.cls == REPRODUCED
 
 
-def _delay_section(ok, traces, paper=pd.DataFrame()):
+def _delay_section(ok, traces, paper=None):
+    paper = pd.DataFrame() if paper is None else paper
     section = section_artificial_delay(Experiment("artificial_delay", ok, paper=paper, given={"traces": traces}))
     return section, {c.key: c for c in section.claims}
 

@@ -4,8 +4,20 @@ from dataclasses import FrozenInstanceError
 
 import pytest
 
-from experiments.report.verdict import (ABOVE, CLASSES, FINDING, LEFT_OUT, NOT_REPRODUCED, NOT_RUNNABLE, OUTSIDE,
-                                        REPRODUCED, Claim, Verdict, finding, outside)
+from experiments.report.verdict import (
+    ABOVE,
+    CLASSES,
+    FINDING,
+    LEFT_OUT,
+    NOT_REPRODUCED,
+    NOT_RUNNABLE,
+    OUTSIDE,
+    REPRODUCED,
+    Claim,
+    Verdict,
+    finding,
+    outside,
+)
 
 
 def test_a_verdict_is_a_short_class_and_its_conditions():
@@ -40,7 +52,7 @@ def test_a_claim_names_itself_shortly_and_its_clock_in_a_word():
               verdict=Verdict(REPRODUCED), name="apam: same loss at every P", timed=True)
     assert c.title == "apam: same loss at every P" and Claim("k", "t", finding()).title == "k"
     assert c.clock_word == "measured"                                     # a time claim without a simulated clock
-    assert Claim("k", "t", finding(), timed=True, clock="under the cost model; ...").clock_word == "cost model"
+    assert Claim("k", "t", finding(), timed=True, clock="prediction; ...").clock_word == "prediction"
     assert Claim("k", "t", finding(), timed=True, clock="simulated clock backed by model_validation (...)"
                  ).clock_word == "backed"
     assert Claim("k", "t", Verdict(FINDING), clock="x").clock_word == ""   # not about times

@@ -1,16 +1,24 @@
 """The report's page: the first screen (one table, then a paragraph from the verdicts), the sections rendered from
 the Jinja2 templates, the verdicts per profile, verdicts.csv's columns."""
 import pandas as pd
+from helpers import FLAT, RISING, lenet, run, trace
+from mdtable import row, rows
 
 from experiments.report.first_screen import Row, first_table, paragraph
 from experiments.report.load import report_block
 from experiments.report.markdown import render, table
 from experiments.report.profiles import same_settings
 from experiments.report.sections.base import Section
-from experiments.report.verdict import NOT_RUNNABLE, OUTSIDE, REPRODUCED, Claim, Verdict, finding, outside
-from experiments.report.writer import VERDICT_COLUMNS, ORDER, Part, judge, write_report
-from helpers import FLAT, RISING, lenet, run, trace
-from mdtable import row, rows
+from experiments.report.verdict import (
+    NOT_RUNNABLE,
+    OUTSIDE,
+    REPRODUCED,
+    Claim,
+    Verdict,
+    finding,
+    outside,
+)
+from experiments.report.writer import ORDER, VERDICT_COLUMNS, Part, judge, write_report
 
 
 def _claims():
@@ -31,7 +39,7 @@ def test_first_screen_is_one_table_of_short_cells_then_a_paragraph():
     cells = rows(md)
     assert cells[0] == ["section", "claim", "verdict", "decided by", "ours", "paper", "clock"]
     assert cells[1] == ["[lr_speedup](#lr_speedup)", "apam: speed-up against the paper's", "**reproduced**",
-                        "speed-up at P = 4", "4.00", "3.63", "cost model"]
+                        "speed-up at P = 4", "4.00", "3.63", "prediction"]
     assert cells[2][1:5] == ["same loss", "**outside regime**", "epochs", "20"]  # the short name, not the key
     assert cells[4][:3] == ["[large_accuracy](#large_accuracy)", "accuracy of a large net", "**not runnable here**"]
     assert max(len(c) for r in cells for c in r) < 60                             # no paragraph in a cell
@@ -41,7 +49,7 @@ def test_first_screen_is_one_table_of_short_cells_then_a_paragraph():
     assert "**Outside the claim's regime** at this profile's budget (1: lr_speedup (same loss))" in text
     assert ("**Cannot be tested on this machine**: large_accuracy (problem=resnet18_cifar10: CIFAR-10 not found)."
             in text)
-    assert "1 of the 1 claims about times rest on the simulated clock without model_validation" in text
+    assert "1 of the 1 claims about times rest on the simulated clock's prediction without model_validation" in text
 
 
 def test_section_template_renders_claims_notes_tables_and_figures():
@@ -86,7 +94,7 @@ def test_judge_carries_the_clock_the_missing_verdict_and_the_seed_count(tmp_path
               Claim("k3", "accuracy", Verdict.judged(False), "ev"),
               Claim("k4", "no runs", Verdict.judged(None), "no runs", timed=True))
     judged = {c.key: c for c in judge(claims, summary, tmp_path, Verdict(NOT_RUNNABLE, "data missing"))}
-    assert judged["k1"].clock == "under the cost model" and judged["k2"].clock == ""   # b's runs are measured
+    assert judged["k1"].clock == "prediction" and judged["k2"].clock == ""   # b's runs are measured
     assert str(judged["k2"].verdict) == "finding (APAM 2. of 5; 1 seed in all: fewer than 3)"
     assert judged["k3"].clock == "" and judged["k3"].verdict.cls == "not reproduced"
     assert str(judged["k4"].verdict).startswith("not runnable here (data missing") and judged["k4"].clock == ""

@@ -73,7 +73,8 @@ def section_paper_timing(data: Experiment) -> Section:
     clean = {e: measured[e][[p for p in measured[e].index if not overruns[e].get(p, 0.0) > 100 * OVERRUN_FLAG]]
              for e in ENGINES}
     sm = clean["shared_memory"]
-    claim = Claim(key="apam: measured speed-up at the paper's cost", verdict=Verdict.judged(None),
+    claim = Claim(key="apam: measured speed-up at the paper's cost", verdict=Verdict.judged(None), timed=True,
+                  measured=True,
                   text="apam at the paper's cost per iteration: measured speed-up (shared_memory, runs without an "
                        "overrun flag) against the paper's",
                   rule=f"within {R.PAPER_BAND:.0%} at every common worker count (more above: a finding)",
