@@ -59,7 +59,7 @@ def _summary():
         rows.append(dict(algorithm="sync_amsgrad", lr_factor=1.0, seed=seed, time_to_target_s=math.nan))
     base = dict(problem="logreg_fmnist", workers=8, compute_spread="sqrt", compute_law="constant",
                 straggler_sigma=0.0, straggler_slowdown=1.0, status="ok", gradients=100, discarded=0, policy="none",
-                engine="simulated", clock="simulated", target_loss=0.45, run_id="r")
+                engine="simulated", clock="simulated", target_loss=0.45, run_id="r", final_train_loss=0.4)
     return pd.DataFrame([{**base, **r} for r in rows])
 
 
@@ -116,7 +116,7 @@ def _engine_summary(swap_on_distributed=False, overrun_apam=0, seeds=3):
                              overruns=overrun_apam if (alg == "apam" and clock == "wall") else 0))
     base = dict(problem="logreg_fmnist", workers=8, compute_spread="equal", compute_law="constant",
                 straggler_sigma=0.0, straggler_slowdown=1.0, status="ok", gradients=100, discarded=0, policy="none",
-                target_loss=0.45, run_id="r", lr_factor=1.0)
+                target_loss=0.45, run_id="r", lr_factor=1.0, final_train_loss=0.4)
     return pd.DataFrame([{**base, **r, "seed": seed} for seed in range(seeds) for r in rows])
 
 

@@ -146,6 +146,7 @@ def validation_note(validation: pd.DataFrame | None, problems, algorithms, engin
     """model_validation's error for these problems, protocols and engines: ``model_validation (logreg_fmnist, async
     on shared_memory, P <= 32): mean abs. error sitting 4.1%, pred 6.0%, twin 2.0%``, or that it has no such row."""
     protocols = sorted(set(protocol_of(algorithms)))
+    engines = [e for e in engines if isinstance(e, str) and e not in ("", "nan")] or ["shared_memory"]
     rows = select(validation if validation is not None else pd.DataFrame(), compute, problems, protocols, engines)
     if rows is None or rows.empty:
         return (f"model_validation has no {compute}-compute {'/'.join(protocols)} row on {'/'.join(engines)} for "

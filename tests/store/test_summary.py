@@ -10,7 +10,7 @@ from conftest import settings_for
 from experiments.clock.costmodel import CostModel
 from experiments.engines import EngineResult
 from experiments.store.sink import SUMMARY_COLUMNS
-from experiments.store.summary import compute_columns, constant_columns, first_at_or_below, summary_row
+from experiments.store.summary import compute_columns, constant_columns, crossing, summary_row
 
 
 @pytest.mark.parametrize("overrides,expect", [
@@ -63,10 +63,10 @@ def test_a_summary_row_has_every_column_and_its_numbers_come_from_the_trace_and_
     assert row["cost_grad_s"] == 1e-3 and row["cost_master_s"] == pytest.approx(4e-5)
     assert (row["status"], row["clock"], row["updates"], row["gradients"]) == ("ok", "simulated", 30, 30)
     assert row["epochs"] == 1.5 and row["time_s"] == 3.0
-    assert (row["time_to_target_s"], row["updates_to_target"]) == (2.0, 20)  # the first row at or below 0.5
+    assert (row["time_to_target_s"], row["updates_to_target"]) == (2.0, 20)  # interpolated: the last row above 0.5 is at 1.0 s, the first after it at 2.0 s
     assert row["staleness_mean"] == pytest.approx(20 / 30) and row["staleness_max"] == 1
     assert row["final_train_loss"] == 0.4 and row["target_loss"] == 0.5
-    assert first_at_or_below(rows, None) is None and first_at_or_below(rows, 0.1) is None
+    assert crossing(rows, None) is None and crossing(rows, 0.1) is None
     # stopped before the engine returned: the row stops where the trace does
     cut = summary_row(s, "r", rows[:2], None, "failed", "interrupted (SIGTERM)", num_train=400)
     assert (cut["updates"], cut["epochs"], cut["time_s"], cut["status"]) == (10, 0.5, 1.0, "failed")
