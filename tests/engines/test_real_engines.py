@@ -463,7 +463,8 @@ def test_interrupting_the_runner_keeps_the_partial_trace_and_ends_every_worker(t
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
             workers |= child_pids(proc.pid)
-            done = [float(e) for e in re.findall(r"([0-9.]+)/200 epochs", err.read_text())]
+            # the bar's total is the settings' epochs, a float: "0.30/200.0 epochs"
+            done = [float(e) for e in re.findall(r"([0-9.]+)/200(?:\.0)? epochs", err.read_text())]
             if done and max(done) >= 0.1:  # trained past the first evaluation points (the progress bar says)
                 break
             time.sleep(0.2)
