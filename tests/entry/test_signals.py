@@ -29,7 +29,8 @@ def _interrupt(tmp_path, sig, args, min_epochs=0.15):
     try:
         deadline = time.monotonic() + 150
         while time.monotonic() < deadline and proc.poll() is None:
-            done = [float(e) for e in re.findall(r"([0-9.]+)/200 epochs", err.read_text())]
+            # the bar's total is the settings' epochs, a float: "0.30/200.0 epochs"
+            done = [float(e) for e in re.findall(r"([0-9.]+)/200(?:\.0)? epochs", err.read_text())]
             if done and max(done) >= min_epochs:  # past a few evaluation points (the progress bar says)
                 break
             time.sleep(0.2)

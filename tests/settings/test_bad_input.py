@@ -2,6 +2,8 @@
 value, exit code 2, nothing written under results_dir (issue 2 item 6, issue 15 items 4, 6, 7). One table for every
 kind of bad input: a bad value or type, an unknown option or key, a rule between keys, a folder that cannot be
 written, a bad sweep or launcher; each job of a sweep is checked before any runs."""
+from pathlib import Path
+
 import pytest
 
 from conftest import REPO
@@ -127,7 +129,9 @@ def test_bad_input_exits_2_with_one_line_naming_it(tmp_path, entry_point, args, 
     assert code == 2, stderr[-3000:]
     assert len(lines) == 1, stderr[-3000:]
     assert lines[0].startswith("error: ") and all(n in lines[0] for n in named), lines[0]
-    assert not (tmp_path / "res").exists()
+    assert list(tmp_path.iterdir()) == []  # nothing under results_dir, nor beside it (experiment_id=../x)
+    for path in (a.split("=", 1)[1] for a in args if a.startswith("experiment_id=/") and a != "experiment_id=/"):
+        assert not Path(path).exists()  # an absolute experiment_id would have put the results there
 
 
 @pytest.mark.parametrize("problem,variant,eps", [("logreg_fmnist", "paper", 0.0), ("logreg_fmnist", "torch", 1e-8),
