@@ -26,7 +26,7 @@ Adding a rule (one module, no other edit in this package):
    (use ``self.schedule(k)`` for alpha_k and ``self.project(x)`` after the step).
 2. Decorate the class with ``@algorithms.registry.register_rule``. Every module in this package is imported on
    the first ``build_rule`` call, so the rule is found by name.
-3. Add ``conf/algorithm/<option>.yaml`` naming it, and tests in tests/test_algorithms.py.
+3. Add ``conf/algorithm/<option>.yaml`` naming it, and tests in tests/algorithms/.
 """
 
 from algorithms.base import HyperparameterError, UpdateRule
