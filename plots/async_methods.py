@@ -33,7 +33,7 @@ def compute_model(row) -> str:
     if spread in ("sqrt", "linear"):
         return spread
     slow = row.get("straggler_slowdown", 1.0)
-    if slow == slow and float(slow) != 1.0:
+    if not pd.isna(slow) and float(slow) != 1.0:
         return f"straggler{float(slow):g}"
     law = str(row.get("compute_law", "constant"))
     if law == "lognormal":

@@ -206,15 +206,15 @@ def compute_settings(exp, problem):
     if s is None or "compute" not in s.columns:
         return [("", "", exp)]
     rows = s[s["problem"] == problem]
-    keys = rows[list(c for c in COMPUTE_COLUMNS if c in rows.columns)].drop_duplicates()
+    keys = rows[[c for c in COMPUTE_COLUMNS if c in rows.columns]].drop_duplicates()
     if len(keys) < 2:
         return [("", "", exp)]
     out = []
     for key in keys.sort_values(list(keys.columns), na_position="first").itertuples(index=False):
         compute, base = key[0], (key[1] if len(key) > 1 else float("nan"))
-        timed = isinstance(base, (int, float)) and base == base
+        timed = isinstance(base, (int, float)) and not np.isnan(base)
 
-        def pick(df):
+        def pick(df, compute=compute, base=base, timed=timed):
             if df is None or "compute" not in df.columns:
                 return df
             mask = (df["problem"] != problem) | (df["compute"] == compute)

@@ -104,9 +104,9 @@ def _speedup_figure(exp, problem, basis, rows, fmt, suffix="", setting=""):
     all_workers = list(distinct(rows, "workers"))
     for (algorithm, engine, clock), line in rows.groupby(["algorithm", "engine", "clock"], sort=True):
         line = line.sort_values("workers")
-        kw = dict(color=style.color_for(algorithm), linestyle=style.linestyle_for(clock),
-                  marker=style.marker_for(engine), label=style.line_label(algorithm, engine, clock, style.delay_text(
-                      exp.summary, problem=problem, algorithm=algorithm, engine=engine, clock=clock)))
+        kw = {"color": style.color_for(algorithm), "linestyle": style.linestyle_for(clock),
+                  "marker": style.marker_for(engine), "label": style.line_label(algorithm, engine, clock, style.delay_text(
+                      exp.summary, problem=problem, algorithm=algorithm, engine=engine, clock=clock))}
         ax_s.plot(line["workers"], line["speedup"], **kw)
         eff = line["speedup"] / line["workers"]
         ax_e.plot(line["workers"], eff, **kw)
@@ -131,8 +131,8 @@ def _speedup_figure(exp, problem, basis, rows, fmt, suffix="", setting=""):
         markers = {p: PAPER_MARKERS[i % len(PAPER_MARKERS)] for i, p in enumerate(distinct(paper, "problem"))}
         for (pproblem, algorithm), pts in paper.groupby(["problem", "algorithm"], sort=True):
             pts = pts.sort_values("workers")
-            kw = dict(marker=markers[pproblem], s=110, facecolors="none", edgecolors=style.color_for(algorithm),
-                      linewidths=1.4, zorder=4, label=f"paper: {algorithm} ({pproblem})")
+            kw = {"marker": markers[pproblem], "s": 110, "facecolors": "none", "edgecolors": style.color_for(algorithm),
+                      "linewidths": 1.4, "zorder": 4, "label": f"paper: {algorithm} ({pproblem})"}
             ax_s.scatter(pts["workers"], pts["value"], **kw)
             ax_e.scatter(pts["workers"], pts["value"] / pts["workers"], **kw)
         all_workers += distinct(paper, "workers")
@@ -212,9 +212,9 @@ def _time_per_epoch_figure(exp, problem, rows, fmt, suffix="", setting=""):
     ax_r = axes[0][1] if ncols == 2 else None
     all_workers = list(distinct(stats, "workers"))
     for (algorithm, engine, clock), line in stats.groupby(["algorithm", "engine", "clock"], sort=True):
-        kw = dict(color=style.color_for(algorithm), linestyle=style.linestyle_for(clock),
-                  marker=style.marker_for(engine), label=style.line_label(algorithm, engine, clock, style.delay_text(
-                      exp.summary, problem=problem, algorithm=algorithm, engine=engine, clock=clock)))
+        kw = {"color": style.color_for(algorithm), "linestyle": style.linestyle_for(clock),
+                  "marker": style.marker_for(engine), "label": style.line_label(algorithm, engine, clock, style.delay_text(
+                      exp.summary, problem=problem, algorithm=algorithm, engine=engine, clock=clock))}
         ax_t.plot(line["workers"], line["mean"], **kw)
         if line["n"].max() > 1:
             ax_t.fill_between(line["workers"], line["min"], line["max"], color=kw["color"], alpha=style.BAND_ALPHA,

@@ -51,11 +51,11 @@ def _draw_histogram(ax, values, fractions, color, hatched):
     mean = fractions.mean(axis=0)
     several = fractions.shape[0] > 1
     if values.size and values.max() - values.min() < BAR_LIMIT:
-        kw = dict(color=color, alpha=0.55 if hatched else 0.85, width=1.0, align="center", edgecolor=color,
-                  linewidth=0.3, hatch="//" if hatched else None)
+        kw = {"color": color, "alpha": 0.55 if hatched else 0.85, "width": 1.0, "align": "center", "edgecolor": color,
+                  "linewidth": 0.3, "hatch": "//" if hatched else None}
         if several:
             kw["yerr"] = style.whiskers(mean, fractions.min(axis=0), fractions.max(axis=0))
-            kw["error_kw"] = dict(ecolor="0.25", elinewidth=0.8, capsize=1.5)
+            kw["error_kw"] = {"ecolor": "0.25", "elinewidth": 0.8, "capsize": 1.5}
         ax.bar(values, mean, **kw)
         return
     grid = np.arange(values.min(), values.max() + 1)
@@ -138,7 +138,7 @@ def draw_staleness(exp, fmt="png"):
                 _draw_histogram(ax, values, fractions, color, hatched=clock != "wall")
                 ax.text(0.97, 0.93, f"mean τ {mean_tau:.2f}\nmax τ {style.fmt_num(max_tau)}", transform=ax.transAxes,
                         ha="right", va="top", fontsize="small",
-                        bbox=dict(boxstyle="round", facecolor="white", alpha=0.8, edgecolor="0.8"))
+                        bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.8, "edgecolor": "0.8"})
                 ax.set_ylim(0, 1.45 * float(fractions.max()))  # head room for the note
                 ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         note = style.seeds_note(n_seeds).replace("band", "whiskers or band")

@@ -66,8 +66,8 @@ def draw_stragglers(exp, fmt="png"):
                 groups = list(panel.groupby(["algorithm", "engine", "clock"], sort=True))
                 for k, ((algorithm, engine, clock), line) in enumerate(groups):
                     color = style.color_for(algorithm)
-                    kw = dict(color=color, linestyle=style.linestyle_for(clock), marker=style.marker_for(engine),
-                              label=style.line_label(algorithm, engine, clock))
+                    kw = {"color": color, "linestyle": style.linestyle_for(clock), "marker": style.marker_for(engine),
+                              "label": style.line_label(algorithm, engine, clock)}
                     stats = seed_stats(line, [xcol], "time_to_target_s")
                     if stats.empty:  # legend entry for a line with no reached point
                         ax.plot([], [], **kw)

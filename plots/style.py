@@ -173,7 +173,7 @@ def save(fig, out_dir, name, fmt):
 
 def log2_workers_axis(ax, workers):
     """Log2 x-axis with ticks at exactly the given worker counts, labelled as plain integers."""
-    from matplotlib.ticker import FixedLocator, NullLocator, FuncFormatter
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
     ticks = sorted({int(w) for w in workers if np.isfinite(w) and w > 0})
     ax.set_xscale("log", base=2)
@@ -223,7 +223,7 @@ def mark_missing(ax, xs, color, marker="x", label=None, offset_pt=0.0):
     xs = [x for x in xs if np.isfinite(x)]
     if not xs:
         return
-    kw = dict(linestyle="none", marker=marker, markersize=7, markeredgewidth=1.6)
+    kw = {"linestyle": "none", "marker": marker, "markersize": 7, "markeredgewidth": 1.6}
     transform = ax.get_xaxis_transform()
     (marks,) = ax.plot(xs, [0.97] * len(xs), transform=transform, color=color, clip_on=False, zorder=5,
                        label="_missing", **kw)
