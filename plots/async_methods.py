@@ -1,4 +1,4 @@
-"""async_methods (issue 14): time to target of APAM and today's asynchronous methods, per compute-time model.
+"""async_methods: time to target of APAM and today's asynchronous methods, per compute-time model.
 
 The table behind the figure and the report (:func:`best_times`) is computed here, from summary.csv alone:
 per method (``algorithm``), problem, worker count and compute-time model, the step-size factor (``lr_factor``)

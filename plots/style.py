@@ -248,7 +248,7 @@ def delay_text(summary, **match):
     """What made the staleness of the runs of summary.csv whose columns equal ``match`` (e.g. ``problem=...,
     algorithm=...``): ``delay=timing, mean tau 0.9-29.8`` (the delay model(s), then the range over those runs of
     their mean staleness, in updates; one value when all agree). '' when the summary or its columns are missing or
-    nothing matches (issue 12 item 3: every legend names the delay model and the mean staleness)."""
+    nothing matches (so that a legend names the delay model and the mean staleness)."""
     if summary is None or "delay_model" not in summary or "staleness_mean" not in summary:
         return ""
     rows = summary

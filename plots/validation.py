@@ -1,4 +1,4 @@
-"""model_validation (our experiment, APAM.md Sec. 3; issue 12 item 4): measured points over the simulated curve."""
+"""model_validation (our experiment, APAM.md Sec. 3): measured points over the simulated curve."""
 
 import numpy as np
 import pandas as pd
