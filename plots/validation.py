@@ -28,6 +28,9 @@ def _with_setting(summary):
         s["transport"] = np.where(wall, s["engine"], "shared_memory")
     s["transport"] = s["transport"].fillna("shared_memory").astype(str)
     s.loc[wall, "transport"] = s.loc[wall, "engine"]
+    if "cores" in s:  # text, as plots.data reads it: a count written through a float column ("2.0") is the count
+        s["cores"] = s["cores"].astype(object).where(s["cores"].notna(), "").astype(str).str.replace(
+            r"^(\d+)\.0*$", r"\1", regex=True)
     return s
 
 
@@ -59,11 +62,11 @@ def overrun_fraction(rows):
     return overrun_count(rows) / rows["gradients"].where(rows["gradients"] > 0)
 
 
-def overrun_workers(summary, **match):
-    """Worker counts of the measured (``clock=wall``) rows of ``summary`` whose columns equal ``match`` and whose
-    emulated gradients overran their targets on more than ``OVERRUN_FLAG`` of them
-    (:mod:`experiments.engines.emulation`): the machine did not run the requested compute there. [] without an
-    ``overruns`` column or a matching row."""
+def overrun_workers(summary, column="workers", **match):
+    """Worker counts (or the values of ``column``, e.g. ``agents``) of the measured (``clock=wall``) rows of
+    ``summary`` whose columns equal ``match`` and whose emulated gradients overran their targets on more than
+    ``OVERRUN_FLAG`` of them (:mod:`experiments.engines.emulation`): the machine did not run the requested compute
+    there. [] without an ``overruns`` column or a matching row."""
     from experiments.engines.emulation import OVERRUN_FLAG
 
     if summary is None or "overruns" not in summary:
@@ -72,7 +75,7 @@ def overrun_workers(summary, **match):
     rows = rows[rows["clock"] == "wall"]
     for col, value in match.items():
         rows = rows[rows[col] == value]
-    return sorted({int(w) for w in rows.loc[overrun_fraction(rows) > OVERRUN_FLAG, "workers"]})
+    return sorted({int(w) for w in rows.loc[overrun_fraction(rows) > OVERRUN_FLAG, column]})
 
 
 def setting_label(compute, base_s):
@@ -82,7 +85,9 @@ def setting_label(compute, base_s):
 
 def pair_clocks(summary, column="time_per_epoch_s"):
     """Pair measured (clock=wall) and simulated (clock=simulated) values of the same problem, algorithm, workers and
-    setting (compute mode, emulated base seconds, the transport the simulated clock modelled = the measured engine).
+    setting (compute mode, emulated base seconds, the transport the simulated clock modelled = the measured engine),
+    and, where the summary has a ``cores`` column, the same cores: a measured run shares this machine's cores, so
+    it pairs with the clock on those cores, never with the prediction for a core per process (``dedicated``).
 
     Args:
         summary: summary.csv frame (columns problem, algorithm, engine, clock, workers, ``column``; optional
@@ -100,7 +105,7 @@ def pair_clocks(summary, column="time_per_epoch_s"):
     rows = s[np.isfinite(pd.to_numeric(s[column], errors="coerce"))]
     if column != "staleness_mean":
         rows = rows[rows[column] > 0]
-    keys = KEYS + SETTING
+    keys = KEYS + SETTING + (["cores"] if "cores" in rows.columns else [])
     wall = seed_stats(rows[rows["clock"] == "wall"], keys + ["engine"], column)
     sim = seed_stats(rows[rows["clock"] == "simulated"], keys, column)
     if wall.empty or sim.empty:
