@@ -410,7 +410,7 @@ def test_stragglers_none_reached_every_algorithm_identifiable(tmp_path, captured
     (fig,) = captured
     texts = legend_texts(fig)
     for algorithm in ("apam", "async_sgd", "sync_amsgrad"):
-        assert style.line_label(algorithm, "simulated", "simulated") in texts
+        assert style.series_label(algorithm, "simulated", "simulated") in texts
     assert any(t.startswith("target not reached") for t in texts)
     fig.canvas.draw()
     for ax in fig.axes:
