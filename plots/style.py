@@ -44,8 +44,6 @@ MAX_WIDTH_IN = MAX_WIDTH_PX / DPI
 MARGIN_IN = 1.8         # inches of a figure's width beside its panels (labels, padding)
 
 CLOCK_LINESTYLES = {"wall": "-", "simulated": "--"}
-ENGINE_MARKERS = {"simulated": "o", "shared_memory": "s", "distributed": "^"}
-FALLBACK_MARKERS = ("D", "v", "P", "X", "<", ">")
 PAPER_MARKER = "*"
 # drawn above the data lines (z-order IDEAL_Z) but below their markers: dotted, so a line under it shows through
 IDEAL_STYLE = {"color": "0.3", "linestyle": ":", "linewidth": 1.4}
@@ -72,14 +70,6 @@ def color_for(algorithm):
 def linestyle_for(clock):
     """Line style of a clock: ``wall`` solid, ``simulated`` dashed, anything else dash-dot."""
     return CLOCK_LINESTYLES.get(str(clock), "-.")
-
-
-def marker_for(engine):
-    """Marker of an engine: simulated o, shared_memory s, distributed ^; stable fallback otherwise."""
-    name = str(engine)
-    if name in ENGINE_MARKERS:
-        return ENGINE_MARKERS[name]
-    return FALLBACK_MARKERS[zlib.crc32(name.encode()) % len(FALLBACK_MARKERS)]
 
 
 def sweep_colors(values):
@@ -341,11 +331,6 @@ def no_data_note(ax, text):
     """Centre ``text`` in a panel that has no values and hide its (meaningless) y tick labels."""
     ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", color="0.35")
     ax.tick_params(axis="y", which="both", labelleft=False, left=False)
-
-
-def line_label(algorithm, engine, clock, delay=""):
-    """Legend text of one algorithm x engine x clock line, with ``delay`` (:func:`delay_text`) when given."""
-    return f"{algorithm} · {engine} · {clock} clock" + (f" · {delay}" if delay else "")
 
 
 def delay_text(summary, **match):
