@@ -232,9 +232,9 @@ def experiment_id(exp):
 
 def with_line_columns(df, summary=None):
     """``df`` with the columns of ``LINE_COLUMNS`` filled where its file predates them: a trace row takes them from
-    its run's summary row (``summary``, when it has them), else ``agents`` = ``workers`` (every worker a compute
-    agent, the master none), ``master_computes`` False and ``cores`` ``""`` (one setting). Values present are kept;
-    a missing ``agents`` value is the row's ``workers``."""
+    its run's summary row (``summary``, when it has them), else ``master_computes`` False, ``agents`` = ``workers``
+    (every worker a compute agent, the master none; one more where the master computes) and ``cores`` ``""`` (one
+    setting). Values present are kept."""
     if df is None:
         return df
     df = df.copy()
@@ -243,12 +243,14 @@ def with_line_columns(df, summary=None):
     for column in LINE_COLUMNS:
         if column not in df.columns and lookup is not None and column in lookup.columns:
             df[column] = df["run_id"].map(lookup[column])
-    if "agents" not in df.columns:
-        df["agents"] = df["workers"]
-    df["agents"] = pd.to_numeric(df["agents"], errors="coerce").astype(float).fillna(df["workers"])
     if "master_computes" not in df.columns:
         df["master_computes"] = False
-    df["master_computes"] = df["master_computes"].fillna(False).astype(bool)
+    df["master_computes"] = df["master_computes"].astype(object).where(df["master_computes"].notna(), False)
+    df["master_computes"] = df["master_computes"].astype(bool)
+    if "agents" not in df.columns:
+        df["agents"] = np.nan
+    df["agents"] = pd.to_numeric(df["agents"], errors="coerce").astype(float).fillna(
+        df["workers"] + df["master_computes"].astype(float))
     if "cores" not in df.columns:
         df["cores"] = ""
     df["cores"] = df["cores"].fillna("").astype(str)
