@@ -9,19 +9,34 @@ import matplotlib
 
 matplotlib.use("Agg")  # before pyplot is imported anywhere in this package: no display needed
 
-from .curves import draw_algorithm_comparison, draw_curves_by_workers, draw_delay_sweep  # noqa: E402
-from .data import ExperimentData, load_experiment  # noqa: E402
-from .draw import FIGURES, draw_experiment, draw_path, find_experiments  # noqa: E402
-from .errors import FigureError, MissingColumnError, PlotError  # noqa: E402
-from .speedup import draw_speedup, draw_time_per_epoch  # noqa: E402
-from .staleness import draw_staleness  # noqa: E402
-from .stragglers import draw_stragglers  # noqa: E402
-from .tau import draw_tau_threshold  # noqa: E402
-from .validation import draw_model_validation, pair_clocks  # noqa: E402
+from .curves import draw_algorithm_comparison, draw_curves_by_workers, draw_delay_sweep
+from .data import ExperimentData, load_experiment
+from .draw import FIGURES, draw_experiment, draw_path, find_experiments
+from .errors import FigureError, MissingColumnError, PlotError
+from .speedup import draw_speedup, draw_time_per_epoch
+from .staleness import draw_staleness
+from .stragglers import draw_stragglers
+from .tau import draw_tau_threshold
+from .validation import draw_model_validation, pair_clocks
 
 __all__ = [
-    "ExperimentData", "FIGURES", "FigureError", "MissingColumnError", "PlotError", "draw_algorithm_comparison",
-    "draw_curves_by_workers", "draw_delay_sweep", "draw_experiment", "draw_model_validation", "draw_path",
-    "draw_speedup", "draw_staleness", "draw_stragglers", "draw_tau_threshold", "draw_time_per_epoch",
-    "find_experiments", "load_experiment", "pair_clocks",
+    "FIGURES",
+    "ExperimentData",
+    "FigureError",
+    "MissingColumnError",
+    "PlotError",
+    "draw_algorithm_comparison",
+    "draw_curves_by_workers",
+    "draw_delay_sweep",
+    "draw_experiment",
+    "draw_model_validation",
+    "draw_path",
+    "draw_speedup",
+    "draw_staleness",
+    "draw_stragglers",
+    "draw_tau_threshold",
+    "draw_time_per_epoch",
+    "find_experiments",
+    "load_experiment",
+    "pair_clocks",
 ]

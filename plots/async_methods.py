@@ -11,8 +11,6 @@ import math
 
 import numpy as np
 import pandas as pd
-from matplotlib import colormaps
-from matplotlib import colors as mcolors
 from matplotlib.patches import Patch
 
 from experiments.analysis.comparisons import comparison, compute_model
@@ -28,6 +26,8 @@ MODEL_LABELS = {"equal": "equal", "sqrt": "sqrt(i) x base", "linear": "i x base"
 METHODS = ("apam", "apam_mishchenko", "apam_koloskova", "apam_wu", "apam_ringmaster", "async_sgd",
            "async_sgd_mishchenko", "async_sgd_koloskova", "async_sgd_wu", "ringmaster_asgd", "rennala_sgd",
            "sync_amsgrad")
+MODEL_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
+"""Bar colours of the compute-time models, in ``MODELS`` order (a categorical palette apart from the algorithms')."""
 
 
 def best_times(summary: pd.DataFrame) -> pd.DataFrame:
@@ -84,22 +84,6 @@ def _order(values, order):
     return [v for v in order if v in values] + sorted(v for v in values if v not in order)
 
 
-def _colors(methods):
-    """The fixed colours of apam, async_sgd and sync_amsgrad (plots/style.py); the other methods take the tab10
-    colours those do not use, in METHODS order."""
-    fixed = dict(style.ALGORITHM_COLORS)
-    used = {mcolors.to_hex(c) for c in fixed.values()}
-    free = [c for c in (mcolors.to_hex(c) for c in colormaps["tab10"].colors) if c not in used]
-    out, i = {}, 0
-    for m in methods:
-        if m in fixed:
-            out[m] = fixed[m]
-        else:
-            out[m] = free[i % len(free)]
-            i += 1
-    return out
-
-
 def engine_pairs(summary: pd.DataFrame) -> pd.DataFrame:
     """The real-engine check of the async_methods ranking (async_methods_real): each method's time to target
     measured on a real engine beside its simulated twin (the simulated runs whose clock modelled that engine).
@@ -143,11 +127,19 @@ def engine_pairs(summary: pd.DataFrame) -> pd.DataFrame:
                            ).reset_index(drop=True)
 
 
+def _hide_unused(axes, used):
+    """Hide the panels of a grid past the first ``used``."""
+    for k, ax in enumerate(np.ravel(axes)):
+        if k >= used:
+            ax.set_visible(False)
+
+
 def draw_engine_check(exp, fmt="png"):
     """The real-engine check of async_methods: per problem, one panel per worker count and compute-time model; per
     method, one bar per real engine (measured, solid) beside its simulated twin (hatched); x: never reached the
     target. Applies to an async_methods-style sweep (summary.csv has a ``policy`` column) that pairs measured and
-    simulated runs of several methods (:func:`engine_pairs`).
+    simulated runs of several methods (:func:`engine_pairs`). Panels wrap onto further rows where they would make
+    the figure wider than ``style.MAX_WIDTH_PX``.
 
     Returns:
         list of written paths (``figures/engine_check-<problem>.<fmt>``).
@@ -168,12 +160,14 @@ def draw_engine_check(exp, fmt="png"):
         finite = np.concatenate([rows[c].to_numpy(dtype=float) for c in ("measured_s", "simulated_s")])
         finite = finite[np.isfinite(finite)]
         top = float(finite.max()) * 1.15 if len(finite) else 1.0
-        fig, axes = style.new_figure(1, len(panels), panel_size=(1.2 + 0.9 * len(methods), 3.6), sharey=True)
+        panel_w = 1.2 + 0.2 * len(methods) * len(engines)
+        nrows, ncols = style.grid_shape(len(panels), panel_w)
+        fig, axes = style.new_figure(nrows, ncols, panel_size=(panel_w, 3.6), sharey=True)
         bars = [(e, side) for e in engines for side in ("measured", "simulated")]
         width = 0.8 / len(bars)
         shades = dict(zip(engines, ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728")))
         for j, (p, model) in enumerate(panels):
-            ax = axes[0][j]
+            ax = axes[j // ncols][j % ncols]
             panel = rows[(rows["workers"] == p) & (rows["compute_model"] == model)]
             for k, (eng, side) in enumerate(bars):
                 r = panel[panel["engine"] == eng].set_index("algorithm").reindex(methods)
@@ -189,25 +183,29 @@ def draw_engine_check(exp, fmt="png"):
             ax.set_xticklabels(methods, rotation=30, ha="right", fontsize=8)
             ax.set_title(f"P = {int(p)}, {MODEL_LABELS.get(model, model)}")
             ax.set_ylim(0, top)
-            if j == 0:
+            if j % ncols == 0:
                 ax.set_ylabel("time to target (s)")
+        _hide_unused(axes, len(panels))
         handles = [Patch(facecolor=shades[e] if side == "measured" else "white", edgecolor=shades[e],
                          hatch=None if side == "measured" else "///") for e, side in bars]
         labels = [f"{e} {'measured (wall)' if side == 'measured' else 'simulated twin'}" for e, side in bars]
         fig.legend(handles, labels, loc="outside lower center", ncols=min(4, len(labels)), fontsize="small",
                    frameon=False)
         n = int(exp.summary["seed"].nunique()) if "seed" in exp.summary else 1
-        style.title(fig, "async_methods_real", problem, "time to target, real engines beside the simulated clock",
-                    note="emulated compute; x: never reached" + (f"; {style.seeds_note(n)}" if n > 1 else ""))
+        style.figure_title(fig, exp, problem, "time to target, real engines beside the simulated clock",
+                           note="emulated compute; x: never reached"
+                           + (f"; {style.seeds_note(n).strip(' ()')}" if n > 1 else ""))
         written.append(style.save(fig, exp.path / "figures", style.slug("engine_check", problem), fmt))
     return written
 
 
 def draw_async_methods(exp, fmt="png"):
     """Grouped bars of time to target with 95% bootstrap intervals (experiments.analysis.comparisons): per problem,
-    one row of panels per target (the serial runs' T(1/2) and T(9/10), or the configured target), one panel per
-    worker count, groups = compute-time models, one bar per method (identical methods merged), its shared rank
-    above it; x: never reached on any seed; an arrow: the interval's top is "not reached" (some seeds missed).
+    one panel per (target, worker count) -- targets: the serial runs' T(1/2) and T(9/10), or the configured one --
+    groups = methods (named on the x-axis, identical methods merged), one bar per compute-time model (the legend: at
+    most ``len(MODELS)`` entries however many methods ran), its shared rank above it; x: never reached on any seed;
+    an arrow: the interval's top is "not reached" (some seeds missed). Panels wrap onto further rows where they would
+    make the figure wider than ``style.MAX_WIDTH_PX``.
     Applies to each problem of summary.csv that has a ``policy`` column (the async_methods sweep).
 
     Returns:
@@ -230,50 +228,51 @@ def draw_async_methods(exp, fmt="png"):
         workers = sorted(rows["workers"].unique())
         models = _order(set(rows["compute_model"]), MODELS)
         methods = list(dict.fromkeys(sorted(rows["algorithm"], key=lambda m: _first_index(m))))
-        colors = _colors([m.split(" = ")[0] for m in methods])
-        fig, axes = style.new_figure(len(names), len(workers), panel_size=(1.6 + 1.3 * len(models), 3.4),
-                                     sharey="row")
-        width = 0.8 / len(methods)
-        for i, name in enumerate(names):
+        colors = {m: MODEL_COLORS[i % len(MODEL_COLORS)] for i, m in enumerate(models)}
+        panels = [(name, p) for name in names for p in workers]
+        panel_w = 1.2 + 0.15 * len(models) * len(methods) + 0.1 * len(methods)
+        nrows, ncols = style.grid_shape(len(panels), panel_w)
+        fig, axes = style.new_figure(nrows, ncols, panel_size=(panel_w, 3.6), sharey=False)
+        width = 0.8 / len(models)
+        for j, (name, p) in enumerate(panels):
+            ax = axes[j // ncols][j % ncols]
             col = rows[f"time {name}"]
-            finite = [v for iv in col for v in (iv.point, iv.hi) if math.isfinite(v)]
+            finite = [v for iv in col for v in (iv.point, iv.hi) if isinstance(iv, tuple) and math.isfinite(v)]
             top = max(finite) * 1.2 if finite else 1.0
-            for j, p in enumerate(workers):
-                ax = axes[i][j]
-                panel = rows[rows["workers"] == p]
-                for k, m in enumerate(methods):
-                    r = panel[panel["algorithm"] == m].set_index("compute_model").reindex(models)
-                    xs = np.arange(len(models)) + (k - (len(methods) - 1) / 2) * width
-                    for x, iv, rank in zip(xs, r[f"time {name}"], r[f"rank {name}"]):
-                        if not isinstance(iv, tuple):
-                            continue  # the method did not run under this compute model
-                        colour = colors[m.split(" = ")[0]]
-                        if not math.isfinite(iv.point):
-                            ax.plot([x], [top * 0.95], "x", color=colour, markersize=5)
-                            continue
-                        hi = iv.hi if math.isfinite(iv.hi) else top * 0.97
-                        ax.bar([x], [iv.point], width, color=colour,
-                               yerr=style.whiskers([iv.point], [iv.lo], [hi]), error_kw={"linewidth": 0.8})
-                        if not math.isfinite(iv.hi):
-                            ax.annotate("", xy=(x, top), xytext=(x, hi), arrowprops={"arrowstyle": "->", "lw": 0.8})
-                        ax.text(x, min(hi, top * 0.9) * 1.02, f"{int(rank)}", ha="center", va="bottom", fontsize=6)
-                ax.set_xticks(range(len(models)))
-                ax.set_xticklabels([MODEL_LABELS.get(m, m) for m in models], rotation=15, fontsize=8)
-                ax.set_title(f"P = {int(p)}, {name}" + (f" = {_target(targets, problem, name):.3g}"
-                                                         if name != "configured" else ""), fontsize="small")
-                ax.set_ylim(0, top)
-                if j == 0:
-                    clock = str(summary["clock"].iloc[0]) if "clock" in summary else "simulated"
-                    ax.set_ylabel(f"time to target ({clock} s)")
+            panel = rows[rows["workers"] == p]
+            for k, model in enumerate(models):
+                r = panel[panel["compute_model"] == model].set_index("algorithm").reindex(methods)
+                xs = np.arange(len(methods)) + (k - (len(models) - 1) / 2) * width
+                for x, iv, rank in zip(xs, r[f"time {name}"], r[f"rank {name}"]):
+                    if not isinstance(iv, tuple):
+                        continue  # the method did not run under this compute model
+                    if not math.isfinite(iv.point):
+                        ax.plot([x], [top * 0.95], "x", color=colors[model], markersize=5)
+                        continue
+                    hi = iv.hi if math.isfinite(iv.hi) else top * 0.97
+                    ax.bar([x], [iv.point], width, color=colors[model],
+                           yerr=style.whiskers([iv.point], [iv.lo], [hi]), error_kw={"linewidth": 0.8})
+                    if not math.isfinite(iv.hi):
+                        ax.annotate("", xy=(x, top), xytext=(x, hi), arrowprops={"arrowstyle": "->", "lw": 0.8})
+                    ax.text(x, min(hi, top * 0.9) * 1.02, f"{int(rank)}", ha="center", va="bottom", fontsize=6)
+            ax.set_xticks(range(len(methods)))
+            ax.set_xticklabels(methods, rotation=30, ha="right", fontsize=8)
+            ax.set_title(f"P = {int(p)}, {name}" + (f" = {_target(targets, problem, name):.3g}"
+                                                     if name != "configured" else ""), fontsize="small")
+            ax.set_ylim(0, top)
+            if j % ncols == 0:
+                clock = str(summary["clock"].iloc[0]) if "clock" in summary else "simulated"
+                ax.set_ylabel(f"time to target ({clock} s)")
+        _hide_unused(axes, len(panels))
         n_seeds = int(rows["seeds"].max()) if len(rows) else 1
         what = ("T(1/2), T(9/10): the best serial method's loss at 1/2, 9/10 of the budget" if names != ["configured"]
                 else f"target train loss {summary.loc[summary['problem'] == problem, 'target_loss'].iloc[0]:g}")
-        style.title(fig, "async_methods", problem, "time to target per compute-time model (tuned steps)",
-                    note=f"{what}\nmean of {n_seeds} seed(s); whiskers: 95% bootstrap interval; numbers: shared "
-                         "rank; x: never reached")
-        fig.legend([Patch(color=colors[m.split(' = ')[0]]) for m in methods], methods, loc="outside lower center",
-                   ncols=min(4, len(methods)), title="method", fontsize="small", title_fontsize="small",
-                   frameon=False)
+        style.figure_title(fig, exp, problem, "time to target per method and compute-time model (tuned steps)",
+                           note=f"{what}\nmean of {n_seeds} seed(s); whiskers: 95% bootstrap interval; numbers: "
+                                "shared rank; x: never reached")
+        fig.legend([Patch(color=colors[m]) for m in models], [MODEL_LABELS.get(m, m) for m in models],
+                   loc="outside lower center", ncols=min(5, len(models)), title="compute-time model",
+                   fontsize="small", title_fontsize="small", frameon=False)
         written.append(style.save(fig, exp.path / "figures", style.slug("async_methods", problem), fmt))
     return written
 

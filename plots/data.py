@@ -11,7 +11,14 @@ Layout read (``PATH`` = ``results/<experiment>``)::
 
 Each file has a set of required columns (``REQUIRED``); a missing one raises ``MissingColumnError`` naming the
 column and the file. Other columns are optional: whether they exist and how many distinct values they hold decides
-which figures apply. Text columns stay text, every other column is parsed as a number (empty cell -> NaN).
+which figures apply. Text columns stay text, ``master_computes`` is read as a truth value, every other column is
+parsed as a number (empty cell -> NaN).
+
+Every frame of an ``ExperimentData`` has the columns the figures group by, also when its files are older than them
+(:func:`with_line_columns`): ``agents`` (compute agents: the workers, plus the master where it computes gradients
+too; ``workers`` where the file has none), ``master_computes`` (False where missing), ``cores`` (text: a number,
+``dedicated``, or ``""`` where missing: one setting) and ``compute_setting`` (``real``, ``emulated-0.002s``, or
+``""``: how a gradient's time was made, :func:`setting_name`).
 """
 
 from dataclasses import dataclass, field, replace
@@ -27,6 +34,11 @@ TEXT_COLUMNS = frozenset(
      "message", "metric", "unit", "source", "policy", "compute_spread", "compute_law", "compute", "transport",
      "prediction", "cores"}
 )
+BOOL_COLUMNS = frozenset({"master_computes"})
+TRUE_TEXT = frozenset({"true", "1", "1.0", "yes"})
+# The columns of a line's identity besides algorithm, engine and clock, filled by with_line_columns (summary.csv,
+# speedup.csv, trace.csv: docs/INTERFACES.md): compute agents, whether the master computes, the cores.
+LINE_COLUMNS = ("agents", "master_computes", "cores")
 # Sweep parameters a run may vary besides workers (docs/INTERFACES.md, summary.csv).
 SWEEP_COLUMNS = ("max_delay", "tau", "straggler_sigma", "straggler_slowdown")
 IDENTITY = ("problem", "algorithm", "engine", "clock", "workers", "seed")
@@ -65,6 +77,10 @@ def read_csv(path, required=()):
     for column in df.columns:
         if column in TEXT_COLUMNS:
             df[column] = df[column].fillna("").astype(str).str.strip()
+            if column == "cores":  # a count written through a float column ("2.0") is the count
+                df[column] = df[column].str.replace(r"^(\d+)\.0*$", r"\1", regex=True)
+        elif column in BOOL_COLUMNS:
+            df[column] = df[column].fillna("").astype(str).str.strip().str.lower().isin(TRUE_TEXT)
         else:
             df[column] = pd.to_numeric(df[column], errors="coerce").astype(float)
     return df
@@ -105,7 +121,9 @@ class ExperimentData:
 
     Attributes:
         path: the experiment folder; figures go to ``path / "figures"``.
-        name: the experiment id (the folder's name), used in titles and to find the paper's CSV.
+        name: the folder's name, used to find the paper's CSV.
+        experiment: the experiment id the CSVs name (their ``experiment`` column, :func:`experiment_id`), with
+            which every figure title starts; the folder's name where no CSV names one.
         summary, speedup, traces, staleness, paper: frames, or None where the file(s) do not exist.
             ``traces`` concatenates every run's trace.csv; ``staleness`` every run's histogram joined with the
             identity and sweep columns of its summary row (runs without a summary row are left out).
@@ -116,6 +134,7 @@ class ExperimentData:
 
     path: Path
     name: str
+    experiment: str = ""
     summary: pd.DataFrame | None = None
     speedup: pd.DataFrame | None = None
     traces: pd.DataFrame | None = None
@@ -123,6 +142,10 @@ class ExperimentData:
     paper: pd.DataFrame | None = None
     predicted_staleness: pd.DataFrame | None = None
     files: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not self.experiment:
+            self.experiment = self.name
 
     @property
     def figures_dir(self):
@@ -163,11 +186,11 @@ def load_experiment(path, paper_dir=None):
     exp = ExperimentData(path=path, name=path.resolve().name)
     summary_path = path / "summary.csv"
     if summary_path.is_file():
-        exp.summary = engine_names(_nonempty(read_csv(summary_path, REQUIRED["summary.csv"])))
+        exp.summary = with_line_columns(engine_names(_nonempty(read_csv(summary_path, REQUIRED["summary.csv"]))))
         exp.files["summary"] = summary_path
     speedup_path = path / "speedup.csv"
     if speedup_path.is_file():
-        exp.speedup = engine_names(_nonempty(read_csv(speedup_path, REQUIRED["speedup.csv"])))
+        exp.speedup = with_line_columns(engine_names(_nonempty(read_csv(speedup_path, REQUIRED["speedup.csv"]))))
         exp.files["speedup"] = speedup_path
     runs = sorted(p for p in (path / "runs").glob("*") if p.is_dir()) if (path / "runs").is_dir() else []
     traces, hists, predicted = [], [], []
@@ -195,6 +218,7 @@ def load_experiment(path, paper_dir=None):
         if exp.summary is not None:  # the engine a simulated run modelled, as in its summary row
             engines = exp.summary.drop_duplicates("run_id").set_index("run_id")["engine"]
             exp.traces["engine"] = exp.traces["run_id"].map(engines).fillna(exp.traces["engine"])
+        exp.traces = with_line_columns(exp.traces, exp.summary)
     if hists and exp.summary is not None:
         exp.staleness = _join_summary(pd.concat(hists, ignore_index=True), exp.summary)
     if predicted:
@@ -204,7 +228,100 @@ def load_experiment(path, paper_dir=None):
     if paper_path.is_file():
         exp.paper = _nonempty(read_csv(paper_path, REQUIRED["paper"]))
         exp.files["paper"] = paper_path
+    exp.experiment = experiment_id(exp)
     return exp
+
+
+def experiment_id(exp):
+    """The experiment id of ``exp``'s CSVs: the distinct non-empty values of the ``experiment`` column of
+    summary.csv (else speedup.csv, else the traces), joined by ``+`` where a folder holds several; the folder's
+    name where none has the column."""
+    for df in (exp.summary, exp.speedup, exp.traces):
+        ids = distinct(df, "experiment")
+        if ids:
+            return "+".join(str(i) for i in ids)
+    return exp.name
+
+
+def with_line_columns(df, summary=None):
+    """``df`` with the columns of ``LINE_COLUMNS`` filled where its file predates them: a trace row takes them from
+    its run's summary row (``summary``, when it has them), else ``master_computes`` False, ``agents`` = ``workers``
+    (every worker a compute agent, the master none; one more where the master computes) and ``cores`` ``""`` (one
+    setting). Values present are kept."""
+    if df is None:
+        return df
+    df = df.copy()
+    lookup = summary.drop_duplicates("run_id").set_index("run_id") if (
+        summary is not None and "run_id" in df.columns and "run_id" in summary.columns) else None
+    for column in LINE_COLUMNS:
+        if column not in df.columns and lookup is not None and column in lookup.columns:
+            df[column] = df["run_id"].map(lookup[column])
+    if "master_computes" not in df.columns:
+        df["master_computes"] = False
+    df["master_computes"] = df["master_computes"].astype(object).where(df["master_computes"].notna(), False)
+    df["master_computes"] = df["master_computes"].astype(bool)
+    if "agents" not in df.columns:
+        df["agents"] = np.nan
+    df["agents"] = pd.to_numeric(df["agents"], errors="coerce").astype(float).fillna(
+        df["workers"] + df["master_computes"].astype(float))
+    if "cores" not in df.columns:
+        df["cores"] = ""
+    df["cores"] = df["cores"].fillna("").astype(str)
+    if lookup is not None:
+        for column in COMPUTE_COLUMNS:
+            if column not in df.columns and column in lookup.columns:
+                df[column] = df["run_id"].map(lookup[column])
+    df["compute_setting"] = [setting_name(c, b) for c, b in zip(
+        df["compute"] if "compute" in df.columns else [""] * len(df),
+        df["compute_base_s"] if "compute_base_s" in df.columns else [np.nan] * len(df))]
+    return df
+
+
+def setting_name(compute, base_s):
+    """A compute setting as a file-name part, as :func:`compute_settings` names them: ``real``,
+    ``emulated-0.002s``; ``""`` when unknown."""
+    compute = "" if compute is None or (isinstance(compute, float) and np.isnan(compute)) else str(compute)
+    try:
+        base = float(base_s)
+    except (TypeError, ValueError):
+        base = float("nan")
+    return f"{compute}-{base:g}s" if compute and not np.isnan(base) else compute
+
+
+def master_computes(*frames):
+    """True when any row of the frames has the master computing gradients too (the x-axis counts compute agents,
+    the paper's threads, rather than workers)."""
+    return any(df is not None and "master_computes" in df.columns and bool(df["master_computes"].any())
+               for df in frames)
+
+
+STAND_IN_MODELS = {"lenet5": "LeNet5", "allcnn": "AllCNN", "resnet18": "ResNet18", "wrn28": "WRN-28-5",
+                   "logreg": "logistic regression"}
+"""Model families a problem id (``<model>_<data>``, problems/) or an experiment id may name, and their names in
+the paper (Xu et al., Sec. 5)."""
+
+
+def _model(text):
+    """The model family named by a problem or experiment id (its first ``_``-separated token that is one of
+    ``STAND_IN_MODELS``), or None."""
+    return next((t for t in str(text).split("_") if t in STAND_IN_MODELS), None)
+
+
+def paper_problem(exp, problem):
+    """The problem the paper ran where this experiment's ``problem`` stands in for it, else None.
+
+    From the paper's CSV when it exists (its problems; None when ``problem`` is one of them; of several, the one of
+    the same model family where there is one); else from the experiment id when it names a model family other than
+    ``problem``'s (``allcnn_sync_vs_async`` run on ``lenet5_fmnist``: ``allcnn``)."""
+    if exp.paper is not None and "problem" in exp.paper.columns:
+        theirs = distinct(exp.paper, "problem")
+        if theirs:
+            if problem in theirs:
+                return None
+            same = [p for p in theirs if _model(p) == _model(problem)]
+            return (same or theirs)[0]
+    named = _model(exp.experiment)
+    return named if named is not None and named != _model(problem) else None
 
 
 COMPUTE_COLUMNS = ("compute", "compute_base_s")
@@ -273,7 +390,7 @@ def _with_sweeps(traces, summary):
 
 def _join_summary(hists, summary):
     """Attach identity and sweep columns of the summary row with the same run_id to each histogram row."""
-    columns = ["run_id", *IDENTITY] + [c for c in SWEEP_COLUMNS if c in summary.columns]
+    columns = ["run_id", *IDENTITY] + [c for c in SWEEP_COLUMNS + LINE_COLUMNS if c in summary.columns]
     rows = summary[columns].drop_duplicates("run_id")
     out = hists.merge(rows, on="run_id", how="inner")
     for column in SWEEP_COLUMNS:

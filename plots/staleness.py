@@ -4,7 +4,7 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from . import style
-from .data import SWEEP_COLUMNS, as_experiment
+from .data import SWEEP_COLUMNS, as_experiment, master_computes
 
 MAX_ROWS = 8  # at most this many settings (rows) per figure; evenly spaced ones are kept beyond that
 CLOCK_ORDER = {"wall": 0, "simulated": 1}
@@ -51,11 +51,11 @@ def _draw_histogram(ax, values, fractions, color, hatched):
     mean = fractions.mean(axis=0)
     several = fractions.shape[0] > 1
     if values.size and values.max() - values.min() < BAR_LIMIT:
-        kw = dict(color=color, alpha=0.55 if hatched else 0.85, width=1.0, align="center", edgecolor=color,
-                  linewidth=0.3, hatch="//" if hatched else None)
+        kw = {"color": color, "alpha": 0.55 if hatched else 0.85, "width": 1.0, "align": "center", "edgecolor": color,
+                  "linewidth": 0.3, "hatch": "//" if hatched else None}
         if several:
             kw["yerr"] = style.whiskers(mean, fractions.min(axis=0), fractions.max(axis=0))
-            kw["error_kw"] = dict(ecolor="0.25", elinewidth=0.8, capsize=1.5)
+            kw["error_kw"] = {"ecolor": "0.25", "elinewidth": 0.8, "capsize": 1.5}
         ax.bar(values, mean, **kw)
         return
     grid = np.arange(values.min(), values.max() + 1)
@@ -71,16 +71,21 @@ def _draw_histogram(ax, values, fractions, color, hatched):
               baseline=0.0, fill=False)
 
 
-def _clock_title(engine, clock):
+def _clock_title(engine, clock, cores=""):
+    """Column title: ``measured (wall clock), shared_memory engine``; ``simulated clock, simulated engine, 2 cores``."""
+    how = style.cores_text(clock, cores)
+    tail = f", {how}" if how and clock != "wall" else ""
     if clock == "wall":
         return f"measured (wall clock), {engine} engine"
     if clock == "simulated":
-        return f"simulated clock, {engine} engine"
-    return f"{clock} clock, {engine} engine"
+        return f"simulated clock, {engine} engine{tail}"
+    return f"{clock} clock, {engine} engine{tail}"
 
 
 def draw_staleness(exp, fmt="png"):
-    """Staleness histograms: one row per worker count (and sweep setting), one column per engine x clock.
+    """Staleness histograms: one row per worker count (compute agents where the master computes; and sweep
+    setting), one column per engine x clock x cores (the simulated clock on this machine's cores and on a core per
+    process are two columns, never seeds of one).
 
     One figure per (problem, algorithm) with any update of staleness > 0 (sync runs, all 0, are left out).
     Columns: measured (clock=wall) first, simulated beside. Bars: fraction of updates with each staleness
@@ -99,28 +104,29 @@ def draw_staleness(exp, fmt="png"):
     for (problem, algorithm), group in st.groupby(["problem", "algorithm"], sort=True):
         if group.loc[group["staleness"] > 0, "count"].sum() <= 0:
             continue
-        row_cols = ["workers"] + [c for c in SWEEP_COLUMNS if group[c].nunique(dropna=False) >= 2]
+        master = master_computes(group)
+        row_cols = ["agents"] + [c for c in SWEEP_COLUMNS if group[c].nunique(dropna=False) >= 2]
         row_keys = sorted(group[row_cols].drop_duplicates().itertuples(index=False, name=None),
                           key=lambda t: tuple(np.inf if np.isnan(v) else v for v in t))
         shown = len(row_keys)
         if shown > MAX_ROWS:
             row_keys = [row_keys[i] for i in np.linspace(0, shown - 1, MAX_ROWS).round().astype(int)]
-        col_keys = sorted(group[["engine", "clock"]].drop_duplicates().itertuples(index=False, name=None),
-                          key=lambda t: (CLOCK_ORDER.get(t[1], 2), t[1], t[0]))
+        col_keys = sorted(group[["engine", "clock", "cores"]].drop_duplicates().itertuples(index=False, name=None),
+                          key=lambda t: (CLOCK_ORDER.get(t[1], 2), t[1], t[0], t[2]))
         fig, axes = style.new_figure(len(row_keys), len(col_keys), panel_size=(4.3, 2.3))
         color = style.color_for(algorithm)
         n_seeds = 1
         for i, rkey in enumerate(row_keys):
             rows = _select(group, row_cols, rkey)
             top = max(float(rows["staleness"].max()), 1.0)
-            for j, (engine, clock) in enumerate(col_keys):
+            for j, (engine, clock, cores) in enumerate(col_keys):
                 ax = axes[i][j]
-                runs = _select(rows, ["engine", "clock"], (engine, clock))
+                runs = _select(rows, ["engine", "clock", "cores"], (engine, clock, cores))
                 if i == 0:
-                    ax.set_title(_clock_title(engine, clock), fontsize="medium")
+                    ax.set_title(_clock_title(engine, clock, cores), fontsize="medium")
                 if j == 0:
                     setting = ", ".join(
-                        style.workers_text(v) if c == "workers" else f"{c} {style.fmt_num(v)}"
+                        style.agents_text(v, master).split(" (")[0] if c == "agents" else f"{c} {style.fmt_num(v)}"
                         for c, v in zip(row_cols, rkey))
                     ax.set_ylabel(f"{setting}\nfraction of updates")
                 if i == len(row_keys) - 1:
@@ -138,12 +144,12 @@ def draw_staleness(exp, fmt="png"):
                 _draw_histogram(ax, values, fractions, color, hatched=clock != "wall")
                 ax.text(0.97, 0.93, f"mean τ {mean_tau:.2f}\nmax τ {style.fmt_num(max_tau)}", transform=ax.transAxes,
                         ha="right", va="top", fontsize="small",
-                        bbox=dict(boxstyle="round", facecolor="white", alpha=0.8, edgecolor="0.8"))
+                        bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.8, "edgecolor": "0.8"})
                 ax.set_ylim(0, 1.45 * float(fractions.max()))  # head room for the note
                 ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         note = style.seeds_note(n_seeds).replace("band", "whiskers or band")
         if shown > len(row_keys):
             note += f" ({len(row_keys)} of {shown} settings shown)"
-        style.title(fig, exp.name, problem, f"staleness histograms of {algorithm}", note)
+        style.figure_title(fig, exp, problem, f"staleness histograms of {algorithm}", note)
         written.append(style.save(fig, exp.figures_dir, style.slug("staleness", problem, algorithm), fmt))
     return written

@@ -2,14 +2,24 @@
 
 Colours are fixed per algorithm across all figures (``ALGORITHM_COLORS``; unknown names get a colour from
 ``FALLBACK_CYCLE`` chosen by a stable hash of the name, so a name keeps its colour across figures and runs).
-Line style encodes the clock (wall: solid, simulated: dashed) and the marker encodes the engine. Where the
-curves of one panel differ by a numeric sweep value (worker count, max delay) and not by algorithm, the colour
-comes from the sequential map ``SWEEP_CMAP`` instead, so the order of the values reads at a glance.
+Line style encodes the clock (wall: solid, simulated: dashed; on figures against compute agents a measurement is
+points without a line and a prediction's dashes tell its cores apart, :func:`prediction_linestyle`), and every
+line of a figure has its own marker (``LINE_MARKERS``). Where the curves of one panel differ by a numeric sweep
+value (worker count, max delay) and not by algorithm, the colour comes from the sequential map ``SWEEP_CMAP``
+instead, so the order of the values reads at a glance.
+
+Readability limits every figure keeps: at most ``MAX_LEGEND_ENTRIES`` legend entries (a figure with more lines is
+split, one per problem, engine or group of algorithms) and at most ``MAX_WIDTH_PX`` pixels of width
+(:func:`new_figure` narrows the panels, :func:`legend_outside` never widens past it). Lines of one panel are drawn
+by :func:`draw_series`: each with its own marker, markers above every line, and lines equal within
+``OVERLAP_TOL`` moved apart by a few points with a "lines overlap" note in the legend, so that no line hides
+another. Every title starts with the experiment id its CSVs name (:func:`figure_title`).
 """
 
 import math
 import re
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -28,12 +38,25 @@ ALGORITHM_COLORS = {
 }
 FALLBACK_CYCLE = ("#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#ff7f0e", "#7f7f7f")
 
+MAX_LEGEND_ENTRIES = 8  # entries of a figure's legend, at most
+MAX_WIDTH_PX = 2400     # a figure's width in pixels (at DPI), at most
+MAX_WIDTH_IN = MAX_WIDTH_PX / DPI
+MARGIN_IN = 1.8         # inches of a figure's width beside its panels (labels, padding)
+
 CLOCK_LINESTYLES = {"wall": "-", "simulated": "--"}
-ENGINE_MARKERS = {"simulated": "o", "shared_memory": "s", "distributed": "^"}
-FALLBACK_MARKERS = ("D", "v", "P", "X", "<", ">")
 PAPER_MARKER = "*"
-IDEAL_STYLE = {"color": "0.45", "linestyle": ":", "linewidth": 1.4}
+# drawn above the data lines (z-order IDEAL_Z) but below their markers: dotted, so a line under it shows through
+IDEAL_STYLE = {"color": "0.3", "linestyle": ":", "linewidth": 1.4}
 BAND_ALPHA = 0.2
+# distinct markers for the lines of one figure, in drawing order (the paper's points keep PAPER_MARKERS' stars)
+LINE_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
+# z-orders: bands below the lines, the ideal above the lines, every marker above every line
+BAND_Z, LINE_Z, IDEAL_Z, MARKER_Z = 1.0, 2.0, 3.0, 4.0
+OVERLAP_TOL = 0.01      # two lines whose values agree within 1% at every shared x are "overlapping"
+OVERLAP_SHIFT_PT = 3.0  # points between overlapping lines as drawn (diagonal shift, the data are not changed)
+OVERLAP_PREFIX = f"lines overlap (within {OVERLAP_TOL:.0%}): "
+MARKER_SIZE = 6.0       # points; overlapping lines' markers grow by MARKER_STEP each rank below the top one
+MARKER_STEP = 3.0
 
 
 def color_for(algorithm):
@@ -47,14 +70,6 @@ def color_for(algorithm):
 def linestyle_for(clock):
     """Line style of a clock: ``wall`` solid, ``simulated`` dashed, anything else dash-dot."""
     return CLOCK_LINESTYLES.get(str(clock), "-.")
-
-
-def marker_for(engine):
-    """Marker of an engine: simulated o, shared_memory s, distributed ^; stable fallback otherwise."""
-    name = str(engine)
-    if name in ENGINE_MARKERS:
-        return ENGINE_MARKERS[name]
-    return FALLBACK_MARKERS[zlib.crc32(name.encode()) % len(FALLBACK_MARKERS)]
 
 
 def sweep_colors(values):
@@ -92,12 +107,76 @@ def workers_text(workers):
     return f"{text} worker" if text == "1" else f"{text} workers"
 
 
+AGENTS_LABEL = "compute agents (threads)"
+
+
+def agents_label(master_computes):
+    """Label of an x-axis of counts: ``compute agents (threads)`` where the master computes gradients too (the
+    paper's threads: the workers plus the master), else ``workers``."""
+    return AGENTS_LABEL if master_computes else "workers"
+
+
+def agents_text(agents, master_computes=False):
+    """Legend text of one count: ``4 workers``, or with the master computing, ``4 compute agents (master + 3
+    workers)`` and ``1 compute agent (the master alone)``."""
+    if not master_computes:
+        return workers_text(agents)
+    n = int(agents)
+    if n <= 1:
+        return "1 compute agent (the master alone)"
+    return f"{n} compute agents (master + {workers_text(n - 1)})"
+
+
+def cores_text(clock, cores):
+    """How a line's times were made, for its label: ``measured`` (a real engine's wall clock); for a prediction,
+    the cores its clock gave the processes: ``a core each`` (``dedicated``), ``2 cores``; ``""`` when unknown."""
+    if clock == "wall":
+        return "measured"
+    cores = str(cores)
+    if cores == "dedicated":
+        return "a core each"
+    if cores in ("", "nan"):
+        return ""
+    return f"{cores} core" if cores == "1" else f"{cores} cores"
+
+
+def series_label(algorithm, engine, clock, cores=""):
+    """Label of one line of a figure against compute agents: ``apam, simulated (2 cores)``, ``apam, simulated (a core
+    each)``, ``apam, shared_memory (measured)``; without cores (older files) ``apam, simulated``."""
+    how = cores_text(clock, cores)
+    if not how and clock not in ("simulated", "wall"):
+        how = f"{clock} clock"
+    return f"{algorithm}, {engine}" + (f" ({how})" if how else "")
+
+
+def cores_slug(cores):
+    """File-name part of a cores setting: ``2cores``, ``dedicated``; ``""`` when unknown."""
+    cores = str(cores)
+    if cores in ("", "nan"):
+        return ""
+    return cores if not cores.isdigit() else f"{cores}cores"
+
+
+def engine_text(engine, clock, cores=""):
+    """Engine, clock and cores of a figure, for its title: ``simulated engine, simulated clock, 2 cores``."""
+    how = cores_text(clock, cores)
+    return f"{engine} engine, {clock} clock" + (f", {how}" if how and how != "measured" else "")
+
+
+def prediction_linestyle(cores):
+    """Line style of a prediction by the cores its clock modelled: dashed for a core each (and unknown), dash-dot
+    for a number of cores (this machine's), so the two predictions of one engine differ in style too."""
+    return "--" if str(cores) in ("dedicated", "", "nan") else "-."
+
+
 def new_figure(nrows=1, ncols=1, panel_size=PANEL_SIZE, **kwargs):
-    """A constrained-layout figure with a 2-D array of axes (shape (nrows, ncols))."""
+    """A constrained-layout figure with a 2-D array of axes (shape (nrows, ncols)), panels of ``panel_size``
+    inches, narrowed where ncols of them would make the figure wider than ``MAX_WIDTH_PX``."""
+    width = min(panel_size[0] * ncols + MARGIN_IN, MAX_WIDTH_IN)
     fig, axes = plt.subplots(
         nrows,
         ncols,
-        figsize=(panel_size[0] * ncols + 1.8, panel_size[1] * nrows + 0.6),
+        figsize=(width, panel_size[1] * nrows + 0.6),
         layout="constrained",
         squeeze=False,
         **kwargs,
@@ -105,25 +184,38 @@ def new_figure(nrows=1, ncols=1, panel_size=PANEL_SIZE, **kwargs):
     return fig, axes
 
 
+def grid_shape(n_panels, panel_width):
+    """(rows, columns) for ``n_panels`` panels of ``panel_width`` inches: as many side by side as fit
+    ``MAX_WIDTH_PX`` (at least one), the rest on further rows."""
+    ncols = max(1, min(n_panels, int((MAX_WIDTH_IN - MARGIN_IN) // panel_width)))
+    return -(-n_panels // ncols), ncols
+
+
 LEGEND_MAX_ROWS = 8     # rows a figure legend may take before the figure widens to give it more columns
 LEGEND_ROW_IN = 0.2     # inches of figure height per legend row (small font)
 
 
 def legend_outside(fig, axes, title=None, ncols=None):
-    """One legend for the whole figure, below the panels (never over data), duplicates removed."""
-    seen = {}
+    """One legend for the whole figure, below the panels (never over data), duplicates removed. A handle with a
+    ``legend_proxy`` attribute (:func:`draw_series`: markers drawn apart from their line) is shown by its proxy."""
+    seen, overlaps = {}, []
     for ax in np.ravel(axes):
         for handle, label in zip(*ax.get_legend_handles_labels()):
-            if label and not label.startswith("_") and label not in seen:
-                seen[label] = handle
+            if label.startswith(OVERLAP_PREFIX):  # one note for the figure, naming every panel's groups once
+                overlaps += [g for g in label.removeprefix(OVERLAP_PREFIX).split("; ") if g not in overlaps]
+            elif label and not label.startswith("_") and label not in seen:
+                seen[label] = getattr(handle, "legend_proxy", handle)
+    if overlaps:
+        seen[OVERLAP_PREFIX + "; ".join(overlaps)] = plt.Line2D([], [], linestyle="none")
     if seen:
         column_pt = 4.7 * max(len(label) for label in seen) + 45.0  # small font: ~4.7 pt per character
         if ncols is None:  # as many columns as fit the figure's width
             ncols = int(min(4, max(1, fig.get_figwidth() * 72.0 * 0.95 // column_pt)))
             need = min(4, -(-len(seen) // LEGEND_MAX_ROWS))
-            if need > ncols:  # a long legend: widen the figure so that it keeps to LEGEND_MAX_ROWS rows
-                fig.set_figwidth(max(fig.get_figwidth(), need * column_pt / 72.0 / 0.95))
-                ncols = need
+            if need > ncols:  # a long legend: widen the figure (up to MAX_WIDTH_PX) to keep to LEGEND_MAX_ROWS rows
+                width = min(MAX_WIDTH_IN, max(fig.get_figwidth(), need * column_pt / 72.0 / 0.95))
+                fig.set_figwidth(width)
+                ncols = max(ncols, min(need, int(width * 72.0 * 0.95 // column_pt)))
         ncols = min(len(seen), ncols)
         rows = -(-len(seen) // ncols)
         # room below the panels for the legend's rows (constrained layout otherwise squeezes the axes to nothing
@@ -171,9 +263,11 @@ def save(fig, out_dir, name, fmt):
     return path
 
 
-def log2_workers_axis(ax, workers):
-    """Log2 x-axis with ticks at exactly the given worker counts, labelled as plain integers."""
-    from matplotlib.ticker import FixedLocator, NullLocator, FuncFormatter
+def log2_workers_axis(ax, workers, label="workers"):
+    """Log2 x-axis with ticks at exactly the given worker (or compute-agent) counts, labelled as plain integers;
+    counts below 1 (workers = 0: the master alone) have no place on it and are left out. ``label``: the axis label
+    (:func:`agents_label`)."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
     ticks = sorted({int(w) for w in workers if np.isfinite(w) and w > 0})
     ax.set_xscale("log", base=2)
@@ -182,7 +276,7 @@ def log2_workers_axis(ax, workers):
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}"))
     if ticks:
         ax.set_xlim(ticks[0] / 1.25, ticks[-1] * 1.25)
-    ax.set_xlabel("workers")
+    ax.set_xlabel(label)
 
 
 def plain_log_axis(ax, axis="y", base=10):
@@ -223,7 +317,7 @@ def mark_missing(ax, xs, color, marker="x", label=None, offset_pt=0.0):
     xs = [x for x in xs if np.isfinite(x)]
     if not xs:
         return
-    kw = dict(linestyle="none", marker=marker, markersize=7, markeredgewidth=1.6)
+    kw = {"linestyle": "none", "marker": marker, "markersize": 7, "markeredgewidth": 1.6}
     transform = ax.get_xaxis_transform()
     (marks,) = ax.plot(xs, [0.97] * len(xs), transform=transform, color=color, clip_on=False, zorder=5,
                        label="_missing", **kw)
@@ -239,16 +333,11 @@ def no_data_note(ax, text):
     ax.tick_params(axis="y", which="both", labelleft=False, left=False)
 
 
-def line_label(algorithm, engine, clock, delay=""):
-    """Legend text of one algorithm x engine x clock line, with ``delay`` (:func:`delay_text`) when given."""
-    return f"{algorithm} · {engine} · {clock} clock" + (f" · {delay}" if delay else "")
-
-
 def delay_text(summary, **match):
     """What made the staleness of the runs of summary.csv whose columns equal ``match`` (e.g. ``problem=...,
     algorithm=...``): ``delay=timing, mean tau 0.9-29.8`` (the delay model(s), then the range over those runs of
     their mean staleness, in updates; one value when all agree). '' when the summary or its columns are missing or
-    nothing matches (issue 12 item 3: every legend names the delay model and the mean staleness)."""
+    nothing matches (so that a legend names the delay model and the mean staleness)."""
     if summary is None or "delay_model" not in summary or "staleness_mean" not in summary:
         return ""
     rows = summary
@@ -278,3 +367,202 @@ def title(fig, experiment, problem, what, note=""):
     if note:
         text += "\n" + note.strip()
     fig.suptitle(text, fontsize="medium")
+
+
+def problem_text(problem, paper=None):
+    """A problem as a title names it: its id, and where it stands in for the paper's (``paper``: a problem id or a
+    model family, :func:`plots.data.paper_problem`) what it stands in for -- ``LeNet5 (standing in for AllCNN),
+    lenet5_fmnist`` when the model differs, ``logreg_fmnist (standing in for logreg_rcv1)`` when the data do."""
+    from .data import STAND_IN_MODELS, _model
+
+    if not paper:
+        return str(problem)
+    ours, theirs = _model(problem), _model(paper)
+    if ours and theirs and ours != theirs:
+        return f"{STAND_IN_MODELS[ours]} (standing in for {STAND_IN_MODELS[theirs]}), {problem}"
+    return f"{problem} (standing in for {paper})"
+
+
+def figure_title(fig, exp, problem, what, note=""):
+    """:func:`title` for experiment ``exp`` (``ExperimentData``): it starts with the experiment id the CSVs name
+    (``exp.experiment``) and names the problem run, with the paper's where it stands in for one."""
+    from .data import paper_problem
+
+    title(fig, exp.experiment, problem_text(problem, paper_problem(exp, problem)), what, note)
+
+
+@dataclass
+class Series:
+    """One line (or set of measured points) of a panel, for :func:`draw_series`.
+
+    x, y: the values (float arrays of one length); lo, hi: the seeds' min and max at each x (a band around a line,
+    whiskers on points), or None; label: the legend entry; short: its name in an overlap note (default label);
+    measured: points with whiskers and no line (a real engine's measurements), else a line with its markers
+    (a prediction, or any curve); markevery: a marker on every n-th point only (a curve of many points)."""
+
+    x: np.ndarray
+    y: np.ndarray
+    label: str
+    color: str
+    marker: str
+    linestyle: str = "-"
+    lo: np.ndarray | None = None
+    hi: np.ndarray | None = None
+    measured: bool = False
+    short: str = ""
+    markevery: int | None = None
+
+
+def _overlap(xa, ya, xb, yb, tol=OVERLAP_TOL):
+    """True when two lines share at least two x values and agree within ``tol`` (relative) at every one of them."""
+    common, ia, ib = np.intersect1d(np.round(xa, 9), np.round(xb, 9), return_indices=True)
+    if common.size < 2:
+        return False
+    a, b = np.asarray(ya, dtype=float)[ia], np.asarray(yb, dtype=float)[ib]
+    ok = np.isfinite(a) & np.isfinite(b)
+    if ok.sum() < 2:
+        return False
+    scale = np.maximum(np.abs(a[ok]), np.abs(b[ok]))
+    return bool(np.all(np.abs(a[ok] - b[ok]) <= tol * np.where(scale > 0, scale, 1.0)))
+
+
+def overlap_groups(series, ideal=None, tol=OVERLAP_TOL):
+    """Groups (lists of indices into ``series``, -1 for the ideal line ``ideal``: a function of x) of lines equal
+    within ``tol`` at every shared x; only groups of two or more, in the order of their first line."""
+    n = len(series)
+    parent = list(range(n + 1))  # index n: the ideal
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i in range(n):
+        for j in range(i + 1, n):
+            if _overlap(series[i].x, series[i].y, series[j].x, series[j].y, tol):
+                parent[find(j)] = find(i)
+        if ideal is not None:
+            x = np.asarray(series[i].x, dtype=float)
+            if _overlap(x, series[i].y, x, ideal(x), tol):
+                parent[find(n)] = find(i)
+    groups = {}
+    for i in range(n + 1):
+        groups.setdefault(find(i), []).append(i)
+    out = [[(-1 if i == n else i) for i in g] for g in groups.values() if len(g) >= 2]
+    return sorted(out, key=lambda g: min(i for i in g if i >= 0))
+
+
+def overlap_note(series, groups, ideal_name="ideal"):
+    """Legend text naming the groups of overlapping lines: ``lines overlap (within 1%): a = b = ideal``."""
+    parts = [" = ".join(ideal_name if i < 0 else (series[i].short or series[i].label) for i in g) for g in groups]
+    return OVERLAP_PREFIX + "; ".join(parts)
+
+
+def draw_series(ax, series, ideal=None, ideal_name="ideal"):
+    """Draw the lines of one panel so that none hides another.
+
+    Each series is drawn as its line (z-order ``LINE_Z``, no legend entry; none for measured points) and its markers
+    (z-order ``MARKER_Z`` and up: above every line and the ideal line, which the caller draws at ``IDEAL_Z``) --
+    hollow for a line, filled with min-max whiskers for measured points; a band (``BAND_Z``) for a line's seeds.
+    Lines equal within ``OVERLAP_TOL`` at every shared x (:func:`overlap_groups`, the ideal ``ideal(x)`` included)
+    are drawn a few points apart (``OVERLAP_SHIFT_PT``, diagonally; the data are unchanged), the lower one's markers
+    larger, and the legend gets a note naming them (:func:`overlap_note`).
+
+    Returns:
+        the overlap groups (lists of indices into ``series``; -1 the ideal).
+    """
+    from matplotlib.lines import Line2D
+    from matplotlib.transforms import ScaledTranslation
+
+    groups = overlap_groups(series, ideal)
+    rank, size = {}, {}
+    for g in groups:
+        members = [i for i in g if i >= 0]
+        for r, i in enumerate(members):
+            rank[i], size[i] = r, len(members)
+    for i, s in enumerate(series):
+        x = np.asarray(s.x, dtype=float)
+        y = np.asarray(s.y, dtype=float)
+        r, n = rank.get(i, 0), size.get(i, 1)
+        msize = MARKER_SIZE + MARKER_STEP * (n - 1 - r)
+        shift = (r - (n - 1) / 2.0) * OVERLAP_SHIFT_PT
+        artists = []
+        if s.measured:
+            yerr = whiskers(y, s.lo, s.hi) if s.lo is not None and s.hi is not None else None
+            container = ax.errorbar(x, y, yerr=yerr, fmt=s.marker, color=s.color, markersize=msize,
+                                    markeredgecolor=s.color, markerfacecolor=s.color, capsize=2.5, elinewidth=1.0,
+                                    linestyle="none", zorder=MARKER_Z + r, label=s.label)
+            artists += [a for a in container.get_children() if a is not None]
+        else:
+            if s.lo is not None and s.hi is not None:
+                ax.fill_between(x, s.lo, s.hi, color=s.color, alpha=BAND_ALPHA, linewidth=0, zorder=BAND_Z)
+            (line,) = ax.plot(x, y, color=s.color, linestyle=s.linestyle, linewidth=1.6, zorder=LINE_Z + 0.01 * i,
+                              label="_line")
+            (marks,) = ax.plot(x, y, linestyle="none", marker=s.marker, markersize=msize, color=s.color,
+                               markerfacecolor="white", markeredgecolor=s.color, markeredgewidth=1.4,
+                               markevery=s.markevery, zorder=MARKER_Z + r, label=s.label)
+            marks.legend_proxy = Line2D([], [], color=s.color, linestyle=s.linestyle, linewidth=1.6, marker=s.marker,
+                                        markersize=MARKER_SIZE, markerfacecolor="white", markeredgecolor=s.color,
+                                        markeredgewidth=1.4)
+            artists += [line, marks]
+        if shift:  # after drawing, so that the data (not the shifted points) count for autoscaling
+            offset = ScaledTranslation(shift * 0.7071 / 72.0, -shift * 0.7071 / 72.0, ax.figure.dpi_scale_trans)
+            for artist in artists:
+                artist.set_transform(artist.get_transform() + offset)
+    if groups:
+        ax.plot([], [], linestyle="none", label=overlap_note(series, groups, ideal_name))
+    return groups
+
+
+def draw_ideal(ax, x, y, label):
+    """The ideal line (``IDEAL_STYLE``) at z-order ``IDEAL_Z``: above the data lines, below their markers."""
+    ax.plot(x, y, label=label, zorder=IDEAL_Z, **IDEAL_STYLE)
+
+
+def family(engine, clock):
+    """The real engine a line is about: a measured line's engine; a simulated line's modelled transport
+    (``simulated``: shared_memory, ``simulated_<t>``: t, :func:`plots.data.engine_names`). A figure with too many
+    lines is split by it first, so that each measured engine stays beside its predictions."""
+    engine = str(engine)
+    if clock == "wall" or not engine.startswith("simulated"):
+        return engine
+    return engine.removeprefix("simulated_") if engine != "simulated" else "shared_memory"
+
+
+def fit_legend(lines, entries, family_of=None, algorithm_of=lambda key: key[0]):
+    """Split the lines of a figure into figures whose legends keep to ``MAX_LEGEND_ENTRIES``.
+
+    Args:
+        lines: the line keys of the figure (hashable; e.g. (algorithm, engine, clock, cores)), in drawing order.
+        entries: ``entries(part) -> int``, the legend entries a figure of those lines would have (its lines plus
+            the ideal, the paper's points, notes).
+        family_of: key -> the family (:func:`family`) a part is split by first; None: no such split.
+        algorithm_of: key -> its algorithm; a part still too long is cut into runs of whole algorithms, in order.
+    Returns:
+        ``[(suffix, part)]``: ``suffix`` a list of file-name parts ([] for the whole figure: the figure keeps its
+        name), ``part`` the keys of one figure in their order.
+    """
+    parts = [([], list(lines))]
+    if family_of is not None and entries(lines) > MAX_LEGEND_ENTRIES:
+        fams = list(dict.fromkeys(family_of(k) for k in lines))
+        if len(fams) > 1:
+            parts = [([f], [k for k in lines if family_of(k) == f]) for f in fams]
+    out = []
+    for suffix, part in parts:
+        if entries(part) <= MAX_LEGEND_ENTRIES:
+            out.append((suffix, part))
+            continue
+        chunks, chunk = [], []
+        for algorithm in dict.fromkeys(algorithm_of(k) for k in part):
+            mine = [k for k in part if algorithm_of(k) == algorithm]
+            if chunk and entries(chunk + mine) > MAX_LEGEND_ENTRIES:
+                chunks.append(chunk)
+                chunk = []
+            chunk = chunk + mine
+        chunks.append(chunk)
+        if len(chunks) == 1:  # one algorithm's lines alone are too many: nothing to split by
+            out.append((suffix, part))
+            continue
+        out += [(suffix + list(dict.fromkeys(algorithm_of(k) for k in c)), c) for c in chunks]
+    return out

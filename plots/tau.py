@@ -3,7 +3,7 @@
 import numpy as np
 
 from . import style
-from .data import as_experiment, distinct
+from .data import as_experiment, distinct, master_computes
 
 GAP, LOSS = "final_opt_gap", "final_train_loss"
 
@@ -68,7 +68,8 @@ def draw_tau_threshold(exp, fmt="png"):
     (``final_train_loss`` where the gap is empty for the whole problem). Right (when ``updates_to_target`` exists):
     updates to reach the target loss; runs that never reach it (or diverge) are marked x at the top edge (a centred
     note and no y ticks when no run reached it).
-    One line per algorithm x engine x clock (x workers where several); dotted verticals at tau = K^(1/4) and
+    One line per algorithm x engine x clock x cores (x compute agents where several), each with its own marker
+    (:func:`style.draw_series`); dotted verticals at tau = K^(1/4) and
     tau = K^(1/2). Several seeds: mean with a min-max band.
 
     Raises:
@@ -97,24 +98,32 @@ def draw_tau_threshold(exp, fmt="png"):
         panels = [(axes[0][0], ycol, ylabel)]
         if has_target:
             panels.append((axes[0][1], "updates_to_target", "updates to target loss (updates)"))
-        line_keys = ["algorithm", "engine", "clock"] + (["workers"] if rows["workers"].nunique() >= 2 else [])
+        line_keys = ["algorithm", "engine", "clock", "cores"] + (["agents"] if rows["agents"].nunique() >= 2 else [])
+        master = master_computes(rows)
         n_seeds = 1
-        for key, line in rows.groupby(line_keys, sort=True):
-            algorithm, engine, clock = key[:3]
-            label = style.line_label(algorithm, engine, clock)
-            if len(key) > 3:
-                label += f" · {style.workers_text(key[3])}"
+        series = {id(ax): [] for ax, _, _ in panels}
+        misses = []
+        for i, (key, line) in enumerate(rows.groupby(line_keys, sort=True)):
+            algorithm, engine, clock, cores = key[:4]
+            label = style.series_label(algorithm, engine, clock, cores)
+            if len(key) > 4:
+                label += f" · {style.agents_text(key[4], master)}"
             color = style.color_for(algorithm)
+            marker = style.LINE_MARKERS[i % len(style.LINE_MARKERS)]
             for ax, col, _ in panels:
                 stats, missing = _line_stats(line, col)
                 if stats.size:
                     n_seeds = max(n_seeds, int(stats[:, 4].max()))
-                    ax.plot(stats[:, 0], stats[:, 1], color=color, linestyle=style.linestyle_for(clock),
-                            marker=style.marker_for(engine), label=label)
-                    if stats[:, 4].max() > 1:
-                        ax.fill_between(stats[:, 0], stats[:, 2], stats[:, 3], color=color, alpha=style.BAND_ALPHA,
-                                        linewidth=0)
-                style.mark_missing(ax, missing, color, label="not reached / diverged (top edge)")
+                    several = stats[:, 4].max() > 1
+                    series[id(ax)].append(style.Series(
+                        stats[:, 0], stats[:, 1], label, color, marker, linestyle=style.linestyle_for(clock),
+                        lo=stats[:, 2] if several else None, hi=stats[:, 3] if several else None,
+                        measured=clock == "wall"))
+                misses.append((ax, missing, color))
+        for ax, _, _ in panels:
+            style.draw_series(ax, series[id(ax)])
+        for ax, missing, color in misses:
+            style.mark_missing(ax, missing, color, label="not reached / diverged (top edge)")
         k = _finite_stat(np.median, rows["updates"])
         xmax = _finite_stat(np.max, rows["x"])
         for ax, col, lab in panels:
@@ -133,7 +142,7 @@ def draw_tau_threshold(exp, fmt="png"):
         if has_target:
             panels[1][0].set_title("updates to reach the target loss")
         style.legend_outside(fig, axes)
-        style.title(fig, exp.name, problem, f"staleness threshold (K = {style.fmt_num(k)} updates)",
+        style.figure_title(fig, exp, problem, f"staleness threshold (K = {style.fmt_num(k)} updates)",
                     style.seeds_note(n_seeds))
         written.append(style.save(fig, exp.figures_dir, style.slug("tau_threshold", problem), fmt))
     return written

@@ -35,6 +35,9 @@ def _with_setting(summary):
         s["transport"] = np.where(wall, s["engine"], "shared_memory")
     s["transport"] = s["transport"].fillna("shared_memory").astype(str)
     s.loc[wall, "transport"] = s.loc[wall, "engine"]
+    if "cores" in s:  # text, as plots.data reads it: a count written through a float column ("2.0") is the count
+        s["cores"] = s["cores"].astype(object).where(s["cores"].notna(), "").astype(str).str.replace(
+            r"^(\d+)\.0*$", r"\1", regex=True)
     return s
 
 
@@ -76,11 +79,11 @@ def overrun_flagged(rows):
     return overrun_fraction(rows) > OVERRUN_FLAG
 
 
-def overrun_workers(summary, **match):
-    """Worker counts of the measured (``clock=wall``) rows of ``summary`` whose columns equal ``match`` and whose
-    emulated gradients overran their targets on more than ``OVERRUN_FLAG`` of them
-    (:mod:`experiments.engines.emulation`): the machine did not run the requested compute there. [] without an
-    ``overruns`` column or a matching row."""
+def overrun_workers(summary, column="workers", **match):
+    """Worker counts (or the values of ``column``, e.g. ``agents``) of the measured (``clock=wall``) rows of
+    ``summary`` whose columns equal ``match`` and whose emulated gradients overran their targets on more than
+    ``OVERRUN_FLAG`` of them (:mod:`experiments.engines.emulation`): the machine did not run the requested compute
+    there. [] without an ``overruns`` column or a matching row."""
     from experiments.engines.emulation import OVERRUN_FLAG
 
     if summary is None or "overruns" not in summary:
@@ -89,7 +92,7 @@ def overrun_workers(summary, **match):
     rows = rows[rows["clock"] == "wall"]
     for col, value in match.items():
         rows = rows[rows[col] == value]
-    return sorted({int(w) for w in rows.loc[overrun_fraction(rows) > OVERRUN_FLAG, "workers"]})
+    return sorted({int(w) for w in rows.loc[overrun_fraction(rows) > OVERRUN_FLAG, column]})
 
 
 def setting_label(compute, base_s):
@@ -327,20 +330,28 @@ def draw_predicted_staleness(exp, fmt="png"):
     return [style.save(fig, exp.figures_dir, "model_validation-staleness", fmt)]
 
 
+def _setting_part(compute, base):
+    """File-name part of a compute setting (as :func:`plots.data.compute_settings` names them): ``real``,
+    ``emulated-0.002s``."""
+    return f"{compute}-{float(base):g}s" if compute == "emulated" else str(compute)
+
+
 def draw_model_validation(exp, fmt="png"):
-    """Per problem: time per epoch against workers, the simulated clock as lines and the measured runs as points over
-    them (one panel per measured engine; colour = algorithm, line style = setting), and beside them the percent
-    error of every pair against workers.
+    """Per problem and compute setting: one row of panels per measured engine -- time per epoch against workers,
+    the simulated clock as lines and the measured runs as points over them (colour and marker = algorithm), and
+    beside it the percent error of every pair against workers.
 
     Applies to each problem of summary.csv with at least one pair of measured and simulated runs of the same
     setting (:func:`pair_clocks`). Several seeds: the median, with min-max whiskers. A summary whose measured runs
     carry their own predictions (:func:`has_predictions`) is drawn by :func:`draw_predictions` and
-    :func:`draw_predicted_staleness` instead.
+    :func:`draw_predicted_staleness` instead. A problem with several compute
+    settings (real, emulated at 2 ms, at 50 ms) gets one figure per setting; one whose algorithms would need more
+    than ``style.MAX_LEGEND_ENTRIES`` legend entries, one per group of algorithms (:func:`style.fit_legend`).
 
     Raises:
         MissingColumnError: summary.csv lacks ``time_per_epoch_s`` while both clocks are present.
     Returns:
-        list of written paths (``figures/model_validation-<problem>.<fmt>``).
+        list of written paths (``figures/model_validation-<problem>[-<setting>][-<algorithms>].<fmt>``).
     """
     exp = as_experiment(exp)
     summary = exp.summary
@@ -351,49 +362,67 @@ def draw_model_validation(exp, fmt="png"):
     exp.require("summary", "time_per_epoch_s")
     pairs = pair_clocks(summary)
     written = []
-    dashes = ["-", "--", ":", "-."]
     for problem, pp in pairs.groupby("problem", sort=True):
-        engines = sorted(pp["engine"].unique())
-        fig, axes = style.new_figure(1, len(engines) + 1, panel_size=(4.4, 3.8))
         settings = sorted({(c, b) for c, b in zip(pp["compute"], pp["compute_base_s"])})
-        for ax, engine in zip(axes[0], engines):
-            for (algorithm, compute, base), line in pp[pp["engine"] == engine].groupby(
-                    ["algorithm", "compute", "compute_base_s"], sort=True):
-                color = style.color_for(algorithm)
-                ls = dashes[settings.index((compute, base)) % len(dashes)]
-                label = f"{algorithm} · {setting_label(compute, base)}"
-                ax.plot(line["workers"], line["simulated_s"], color=color, linestyle=ls,
-                        label=f"{label} · simulated")
-                yerr = np.vstack([line["measured_s"] - line["measured_min"], line["measured_max"] - line["measured_s"]])
-                ax.errorbar(line["workers"], line["measured_s"], yerr=np.clip(yerr, 0, None),
-                            fmt=style.marker_for(engine), color=color, capsize=2, linestyle="none",
-                            label=f"{label} · measured")
-                bad = line[line["workers"].isin(overrun_workers(summary, problem=problem, algorithm=algorithm,
-                                                                engine=engine, compute=compute,
-                                                                compute_base_s=base))]
-                style.mark_overrun(ax, bad["workers"], bad["measured_s"])
-            ax.set_yscale("log")
-            style.log2_workers_axis(ax, pp["workers"])
-            ax.set_ylabel("time per epoch (seconds)")
-            ax.set_title(f"measured on {engine} (points) over the simulated clock (lines)", fontsize="small")
-            ax.grid(True, alpha=0.3)
-        ax_err = axes[0][len(engines)]
-        for (algorithm, engine, compute, base), line in pp.groupby(["algorithm", "engine", "compute",
-                                                                    "compute_base_s"], sort=True):
-            ax_err.plot(line["workers"], line["percent_error"], color=style.color_for(algorithm),
-                        marker=style.marker_for(engine),
-                        linestyle=dashes[settings.index((compute, base)) % len(dashes)])
-        ax_err.axhline(0.0, **style.IDEAL_STYLE)
+        for compute, base in settings:
+            rows = pp[(pp["compute"] == compute) & (pp["compute_base_s"] == base)]
+            algorithms = sorted(rows["algorithm"].unique())
+            flagged = int(any(overrun_workers(summary, problem=problem, algorithm=a, compute=compute,
+                                              compute_base_s=base) for a in algorithms))
+            parts = style.fit_legend([(a,) for a in algorithms], lambda part, f=flagged: 2 * len(part) + f + 1)
+            for more, part in parts:
+                mine = rows[rows["algorithm"].isin([k[0] for k in part])]
+                name = style.slug("model_validation", problem,
+                                  *([_setting_part(compute, base)] if len(settings) > 1 else []), *more)
+                written.append(_validation_figure(exp, problem, mine, compute, base, fmt, name))
+    return written
+
+
+def _validation_figure(exp, problem, pp, compute, base, fmt, name):
+    summary = exp.summary
+    engines = sorted(pp["engine"].unique())
+    fig, axes = style.new_figure(len(engines), 2, panel_size=(4.6, 3.4))
+    algorithms = sorted(pp["algorithm"].unique())
+    markers = {a: style.LINE_MARKERS[i % len(style.LINE_MARKERS)] for i, a in enumerate(algorithms)}
+    for row, engine in enumerate(engines):
+        ax, ax_err = axes[row]
+        series, errors, bad = [], [], []
+        for algorithm, line in pp[pp["engine"] == engine].groupby("algorithm", sort=True):
+            color, marker = style.color_for(algorithm), markers[algorithm]
+            x = line["workers"].to_numpy(float)
+            series.append(style.Series(x, line["simulated_s"].to_numpy(float), f"{algorithm} · simulated clock",
+                                       color, marker, linestyle="--", short=f"{algorithm} simulated"))
+            series.append(style.Series(x, line["measured_s"].to_numpy(float), f"{algorithm} · measured", color,
+                                       marker, lo=line["measured_min"].to_numpy(float),
+                                       hi=line["measured_max"].to_numpy(float), measured=True,
+                                       short=f"{algorithm} measured"))
+            errors.append(style.Series(x, line["percent_error"].to_numpy(float), f"_{algorithm} error", color,
+                                       marker, linestyle="-", short=algorithm))
+            bad.append(line[line["workers"].isin(overrun_workers(summary, problem=problem, algorithm=algorithm,
+                                                                 engine=engine, compute=compute,
+                                                                 compute_base_s=base))])
+        # a measurement may well equal its own prediction: predictions and measurements are checked apart
+        style.draw_series(ax, [s for s in series if not s.measured])
+        style.draw_series(ax, [s for s in series if s.measured])
+        style.draw_series(ax_err, errors)
+        for rows in bad:
+            style.mark_overrun(ax, rows["workers"], rows["measured_s"])
+        ax.set_yscale("log")
+        style.log2_workers_axis(ax, pp["workers"])
+        ax.set_ylabel("time per epoch (seconds)")
+        ax.set_title(f"{engine}: measured (points) over the simulated clock (lines)", fontsize="small")
+        ax.grid(True, alpha=0.3)
+        ax_err.axhline(0.0, zorder=style.IDEAL_Z, **style.IDEAL_STYLE)
         for lim in (-10, 10):
             ax_err.axhline(lim, color="grey", linewidth=0.6, linestyle=":")
         style.log2_workers_axis(ax_err, pp["workers"])
         ax_err.set_ylabel("model error (percent)")
-        ax_err.set_title("100 (simulated - measured) / measured; goal +-10%", fontsize="small")
+        ax_err.set_title(f"{engine}: 100 (simulated - measured) / measured; goal +-10%", fontsize="small")
         ax_err.grid(True, alpha=0.3)
-        style.legend_outside(fig, axes)
-        err = np.abs(pp["percent_error"].to_numpy(dtype=float))
-        seeds = style.seeds_note(pp["n"].max(), "median").replace("band", "whiskers")
-        note = f"mean |error| {np.nanmean(err):.1f}%, max {np.nanmax(err):.1f}% over {len(pp)} pairs{seeds}"
-        style.title(fig, exp.name, problem, "simulated clock against measurement", note)
-        written.append(style.save(fig, exp.figures_dir, style.slug("model_validation", problem), fmt))
-    return written
+    style.legend_outside(fig, axes)
+    err = np.abs(pp["percent_error"].to_numpy(dtype=float))
+    seeds = style.seeds_note(pp["n"].max(), "median").replace("band", "whiskers")
+    note = f"mean |error| {np.nanmean(err):.1f}%, max {np.nanmax(err):.1f}% over {len(pp)} pairs{seeds}"
+    style.figure_title(fig, exp, problem, f"simulated clock against measurement, {setting_label(compute, base)}",
+                       note)
+    return style.save(fig, exp.figures_dir, name, fmt)

@@ -410,7 +410,7 @@ def test_stragglers_none_reached_every_algorithm_identifiable(tmp_path, captured
     (fig,) = captured
     texts = legend_texts(fig)
     for algorithm in ("apam", "async_sgd", "sync_amsgrad"):
-        assert style.line_label(algorithm, "simulated", "simulated") in texts
+        assert style.series_label(algorithm, "simulated", "simulated") in texts
     assert any(t.startswith("target not reached") for t in texts)
     fig.canvas.draw()
     for ax in fig.axes:
@@ -475,7 +475,7 @@ def test_stragglers_shared_y_scale_shows_every_panels_largest_value(tmp_path, ca
                 assert np.nanmax(y) <= top
 
 
-# --- a figure that cannot be drawn is named, never dropped (issue 15, item 1) ---------------------------------------
+# --- a figure that cannot be drawn is named, never dropped -------------------------------------------------------
 
 def test_whiskers_are_clipped_at_zero():
     x = 0.8132702392002724  # the mean of three copies of x is x + 1.1e-16 (float rounding)

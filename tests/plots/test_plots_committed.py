@@ -1,4 +1,4 @@
-"""``python -m plots`` on a copy of every committed results folder (issue 15): it exits 0 and writes every figure
+"""``python -m plots`` on a copy of every committed results folder: it exits 0 and writes every figure
 the committed folder holds, byte for byte (same CSVs, same code, same matplotlib: same PNG).
 
 lr_speedup (whose staleness figure once failed on float rounding) runs in the fast suite, the others are slow."""
