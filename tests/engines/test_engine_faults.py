@@ -306,8 +306,8 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def _readme_multinode_command() -> list[str]:
-    """The README's multi-node torchrun command (its bash block with ``--nnodes``), as argv."""
-    text = (REPO / "README.md").read_text()
+    """The documented multi-node torchrun command (docs/engines.md, its bash block with ``--nnodes``), as argv."""
+    text = (REPO / "docs" / "engines.md").read_text()
     block = next(b for b in text.split("```bash")[1:] if "--nnodes" in b.split("```")[0]).split("```")[0]
     return shlex.split(block.replace("\\\n", " "))
 
@@ -323,7 +323,7 @@ def test_the_readme_multinode_command_is_the_tested_one():
 @pytest.mark.timeout(150)
 @pytest.mark.skipif(not HAS_FMNIST, reason="Fashion-MNIST not staged (make data)")
 def test_distributed_across_two_torchrun_nodes(tmp_path):
-    """The README's multi-node command, run as two "nodes" on this machine (R = 0 and 1, HOST = 127.0.0.1 on a
+    """The documented multi-node command (docs/engines.md), run as two "nodes" on this machine (R = 0 and 1, HOST = 127.0.0.1 on a
     free port; c10d rendezvous, two ranks per node): the job runs to its end, rank 0 writes the one summary row,
     no process survives."""
     port = _free_port()
