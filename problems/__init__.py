@@ -154,8 +154,17 @@ def _target(spec: Mapping):
     try:
         target = get_object(str(spec["_target_"]))
     except Exception as exc:  # ImportError, AttributeError: one line naming the target
-        raise ValueError(f"_target_={spec['_target_']}: cannot be imported ({str(exc).splitlines()[0]})") from None
+        raise ValueError(f"_target_={spec['_target_']}: cannot be imported ({_cause(exc)})") from None
     return functools.partial(target, **{k: v for k, v in spec.items() if k != "_target_"})
+
+
+def _cause(exc: BaseException) -> str:
+    """The innermost cause of an import failure in one line: Hydra's ``get_object`` wraps the ImportError or
+    AttributeError, whose message is on the following lines of its own or in ``__cause__``."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__
 
 
 def _model_factory(model, channels: int, side: int, classes: int):
