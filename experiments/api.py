@@ -32,7 +32,8 @@ class RunResult:
             reruns).
         run_id: the run's id (its folder's name).
         run_dir: the run's folder (config.yaml, provenance.json, trace.csv, staleness.csv, ...).
-        summary: its row of the experiment's summary.csv (column names of docs/INTERFACES.md).
+        summary: its row of the experiment's summary.csv (column names of docs/INTERFACES.md), values typed as
+            pandas reads them (int, float, str; NaN where empty); {} when the run left no row.
         trace: its trace.csv: one row per evaluation point (epoch, updates, time_s, losses, accuracies, staleness).
     """
 
@@ -59,7 +60,9 @@ def run(overrides: list[str] | tuple[str, ...] = (), results_dir: str | Path | N
     status = execute(cfg, overrides)
     run_id = make_run_id(overrides, settings.seed)
     sink = RunSink(settings.results_dir, settings.experiment_id, run_id)
-    row = sink.summary_row() or {}
+    rows = load(sink.exp_dir)
+    rows = rows[rows["run_id"] == run_id] if "run_id" in rows else rows.iloc[0:0]
+    row = rows.iloc[[-1]].to_dict("records")[0] if len(rows) else {}
     trace_path = sink.run_dir / "trace.csv"
     trace = pd.read_csv(trace_path) if trace_path.exists() else pd.DataFrame()
     return RunResult(status, run_id, sink.run_dir, row, trace)
