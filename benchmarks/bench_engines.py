@@ -58,8 +58,8 @@ sys.path.insert(0, str(REPO))
 
 from algorithms import build_rule  # noqa: E402
 from experiments.engines import distributed, shared_memory  # noqa: E402
-from experiments.engines.workers import cpu_times  # noqa: E402
 from experiments.engines.loopback import LoopbackTransport  # noqa: E402
+from experiments.engines.workers import cpu_times  # noqa: E402
 from experiments.training.recorder import Recorder  # noqa: E402
 
 ENGINES = {"shared_memory": shared_memory, "distributed": distributed}

@@ -25,8 +25,8 @@ import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from experiments.errors import ConfigError, Interrupted  # noqa: E402
 from experiments.aggregate import write_speedup  # noqa: E402
+from experiments.errors import ConfigError, Interrupted  # noqa: E402
 from experiments.runner import execute  # noqa: E402
 from experiments.settings.compose import Source, compose_jobs, expand_overrides, precheck, profile_sweep  # noqa: E402
 from experiments.sweeps import OUTCOME  # noqa: E402

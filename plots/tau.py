@@ -49,7 +49,7 @@ def _x_scale(ax, x):
 def _line_stats(line, ycol):
     """Per tau: mean x, mean/min/max of y over seeds with a finite (and, for log axes, any) y; and missing taus."""
     out, missing = [], []
-    for tau, g in line.groupby("tau", sort=True):
+    for _tau, g in line.groupby("tau", sort=True):
         x = float(np.nanmean(g["x"])) if np.isfinite(g["x"]).any() else np.nan
         y = g[ycol].to_numpy(dtype=float)
         y = y[np.isfinite(y)]

@@ -30,7 +30,8 @@ CACHE_SUBDIR = "cache"
 
 
 def optimum_cache_dir(data_root: str | Path) -> Path:
-    """Where optima (f*, x*) are cached: `<data_root>/cache` (created when the first one is written); also parsed LIBSVM files (`libsvm/`)."""
+    """Where optima (f*, x*) are cached: `<data_root>/cache` (created when the first one is written); also parsed
+    LIBSVM files (`libsvm/`)."""
     return Path(data_root) / CACHE_SUBDIR
 
 

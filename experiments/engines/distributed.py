@@ -69,8 +69,8 @@ import torch
 import torch.distributed as dist
 
 from experiments.engines.driver import drive
-from experiments.engines.transport import Arrival, Lost, NoWorkers
 from experiments.engines.emulation import with_emulation, worker_emulator
+from experiments.engines.transport import Arrival, Lost, NoWorkers
 from experiments.engines.workers import (
     WorkerSpec,
     _Fd,
@@ -378,7 +378,10 @@ class DistTransport:
         self._sent = memoryview(requests.numpy()).cast("B").cast("q") if requests is not None else None
         self._latest = [0] * P  # the version of the latest compute sent to each worker
         self._posted = [0] * P  # receives posted for each worker and not yet converted
-        mk = lambda: torch.zeros(HEADER + d, dtype=x0.dtype, device=buf_device)
+
+        def mk():
+            return torch.zeros(HEADER + d, dtype=x0.dtype, device=buf_device)
+
         self.sbuf = [mk() for _ in range(P)]
         self.rbuf = [mk() for _ in range(P)]
         self.hold_buf = mk()

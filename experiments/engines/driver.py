@@ -1,16 +1,16 @@
 """The master loop of the real engines, written once over a transport (shared_memory, distributed).
 
 A *transport* moves iterates to workers and gradients back; this loop decides who computes what, feeds the
-gradients to :class:`experiments.training.master.Master` (which owns x, the optimizer state and the staleness log), keeps
-the wall clock, calls the recorder, and handles lost workers. Engines differ only in their transport.
+gradients to :class:`experiments.training.master.Master` (which owns x, the optimizer state and the staleness log),
+keeps the wall clock, calls the recorder, and handles lost workers. Engines differ only in their transport.
 
 Work is handed out one gradient at a time: the master copies its current x (version k) to worker w and asks for
 one gradient; w computes it at that copy and reports k back, so the staleness of the update that uses it is
 exactly ``version at apply - k`` (APAM.md §1: "x_hat_k is exactly the iterate the master last sent to that
 worker"). The master hands out exactly the gradients the run asks for (``updates`` K, or ``epochs``), so every
 gradient computed reaches the master -- none is lost or thrown away, and without a staleness policy
-``gradients`` equals ``updates`` (async) or P x ``updates`` (sync); a policy (experiments/training/policies.py) may discard
-gradients it receives, which the ``discarded`` column counts.
+``gradients`` equals ``updates`` (async) or P x ``updates`` (sync); a policy (experiments/training/policies.py) may
+discard gradients it receives, which the ``discarded`` column counts.
 
 Clock (``clock=wall``): ``time.perf_counter`` seconds, started after the warm-up updates
 (:func:`experiments.engines.warmup_updates`: ``engine.warmup_updates``, for async at least P of them, at most half
@@ -430,5 +430,6 @@ def drive(problem, rule, settings, recorder, transport) -> EngineResult:
                         histogram=m.histogram, status=status, message=message,
                         timed_samples=loop.samples - loop.samples_at_start if loop.clock.started else 0,
                         overruns=loop.overruns if loop.emulated else None,
-                        late_wakeups=loop.late_wakeups if loop.emulated else None, compute_times=loop.compute_log, timeline=loop.timeline,
+                        late_wakeups=loop.late_wakeups if loop.emulated else None, compute_times=loop.compute_log,
+                        timeline=loop.timeline,
                         master_busy_s=loop.master_busy_s())

@@ -3,7 +3,8 @@
 Each worker computes its gradient for real (learning is unchanged), then waits until a target wall time has passed
 since it began. Targets come from the same compute-time law as ``delay=timing`` on the simulated engine
 (:meth:`experiments.training.delays.ComputeTimes.of_delay`: law, sigma, slow workers, slowdown) with the base time
-``engine.compute_base_s`` (seconds; null = this machine's calibrated gradient cost, :mod:`experiments.clock.calibration`).
+``engine.compute_base_s`` (seconds; null = this machine's calibrated gradient cost,
+:mod:`experiments.clock.calibration`).
 So a 2-core machine runs 1..32 workers whose gradients take as long as a wider machine's would, while the master,
 the transport and the staleness are real.
 

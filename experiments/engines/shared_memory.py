@@ -42,8 +42,8 @@ the gradient and the fields the worker wrote before it. CPUs with weaker orderin
 Python cannot issue, so there ``auto`` blocks and ``spin`` is a config error (:func:`spin_allowed`). A stale wake-up
 (the fd written after a spinning worker already took the request) only makes the worker re-check the sequence number
 once; a request is served once, because the worker compares with the last sequence number it served
-(tests/engines/test_handoff.py: every gradient exactly once, in order, with its version, spinning and blocking, with more
-and fewer processes than cores). Each field has one writer (the master for ``ctrl``, worker w for its ``replies``
+(tests/engines/test_handoff.py: every gradient exactly once, in order, with its version, spinning and blocking, with
+more and fewer processes than cores). Each field has one writer (the master for ``ctrl``, worker w for its ``replies``
 row; aligned 8-byte stores; the reply fields, written by one C call, are complete before the done count's store).
 
 Stops (:meth:`SharedMemoryTransport.restart`, a staleness policy's ``restart``): the master writes a new request
@@ -87,8 +87,8 @@ from contextlib import contextmanager, nullcontext
 import torch
 
 from experiments.engines.driver import drive
-from experiments.engines.transport import Arrival, Lost, NoWorkers
 from experiments.engines.emulation import with_emulation, worker_emulator
+from experiments.engines.transport import Arrival, Lost, NoWorkers
 from experiments.engines.workers import (
     WorkerSpec,
     _Fd,

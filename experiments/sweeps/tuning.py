@@ -48,9 +48,10 @@ CHOICE_COLUMNS = ["setting", "experiment", "problem", "algorithm", "workers", "s
                   "at_edge", "factors_tried", "policy_tried", "trials", "time_to_target_s",
                   "final_train_loss"]
 """tuning.csv: the setting, what identifies it, the tuning seed and target, the chosen ``lr_factor`` and policy size
-(``R`` for Ringmaster, ``S`` for Rennala, empty when not tuned), ``at_edge`` (``low``/``high`` when the chosen factor is the smallest /
-largest tried after the extension reached its limit, else empty), the factors and sizes tried (``;``-separated),
-the number of trials, and the chosen trial's time to target (seconds) and final training loss (nats)."""
+(``R`` for Ringmaster, ``S`` for Rennala, empty when not tuned), ``at_edge`` (``low``/``high`` when the chosen factor is
+the smallest / largest tried after the extension reached its limit, else empty), the factors and sizes tried
+(``;``-separated), the number of trials, and the chosen trial's time to target (seconds) and final training loss
+(nats)."""
 
 
 def fmt(value: float) -> str:

@@ -145,6 +145,7 @@ def stage_cifar10(root: Path, *, download: bool = True) -> Path:
         else:
             notes.append("download disabled")
         if not (scratch / FOLDER).is_dir() or notes:
-            raise DataError(f"CIFAR-10 not found: no {dest} nor {archive} ({'; '.join(notes)}). Get it: {how_to_get(root)}")
+            raise DataError(f"CIFAR-10 not found: no {dest} nor {archive} ({'; '.join(notes)}). "
+                            f"Get it: {how_to_get(root)}")
         move_into_place(scratch / FOLDER, dest)
     return dest

@@ -17,8 +17,17 @@ import pytest
 import torch
 
 from algorithms import build_rule
-from conftest import (HAS_FMNIST, REPO, QuadraticProblem, child_pids, pinned, recorder_for, run_engine,
-                      serial_amsgrad, settings_for)
+from conftest import (
+    HAS_FMNIST,
+    REPO,
+    QuadraticProblem,
+    child_pids,
+    pinned,
+    recorder_for,
+    run_engine,
+    serial_amsgrad,
+    settings_for,
+)
 from experiments.engines import distributed, shared_memory
 from experiments.engines.driver import WallClock, drive
 from experiments.engines.loopback import LoopbackTransport
@@ -597,7 +606,7 @@ def test_cnn_module_gradient_path_matches_the_functional_reference():
     ref = CNNProblem(LeNet5, xtr, ytr, xtr[:8], ytr[:8], grad_path="functional")
     assert fast.grad_path == "module" and fast.channels_last
     x = fast.init_params(2)
-    for step in range(3):
+    for _step in range(3):
         idx = torch.randint(0, 64, (40,), generator=gen)
         x_before = x.clone()
         loss, g = fast.loss_grad(x, idx)

@@ -5,26 +5,21 @@ no line hidden under another (plots/style.py). The new columns are made from the
 speedup.csv from experiments.analysis.speedup."""
 
 import shutil
-import sys
 import warnings
 from pathlib import Path
 
 import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-import matplotlib.pyplot as plt
 
 import plots
 from experiments.analysis.speedup import speedup_table
 from plots import style
 from plots.data import load_experiment
 
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "plots"
 FAMILIES = ("lr_speedup", "lenet5_speedup", "large_time_per_epoch", "artificial_delay", "tau_threshold",
             "stragglers", "model_validation")

@@ -5,8 +5,8 @@ import sys
 from collections import Counter
 
 import pytest
-from conftest import REPO
 
+from conftest import REPO
 from experiments.store.sink import SUMMARY_COLUMNS, TRACE_COLUMNS, RunSink, make_run_id
 
 

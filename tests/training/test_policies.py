@@ -8,10 +8,10 @@ from typing import ClassVar
 
 import pytest
 import torch
-from conftest import QuadraticProblem, run_sim, settings_for
 
 from algorithms import build_rule
 from algorithms.base import UpdateRule
+from conftest import QuadraticProblem, run_sim, settings_for
 from experiments.training import policies
 from experiments.training.master import Master
 from experiments.training.policies import PolicyError, build_policy
