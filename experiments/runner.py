@@ -202,7 +202,7 @@ def _execute_one(cfg, settings, overrides: list[str], experiment_dir: str, tunin
     rule = make_rule(settings)
     if settings.engine.name == "distributed" and int(os.environ.get("RANK", "0")) > 0:
         # a torchrun worker rank: gradients for rank 0, no files
-        from experiments.engines.distributed import serve
+        from experiments.engines.dist_worker import serve  # torch.distributed: imported only by runs that use it
 
         serve(problem, settings, resolve(settings, problem, rule))
         return "worker"

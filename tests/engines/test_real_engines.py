@@ -28,7 +28,7 @@ from conftest import (
     serial_amsgrad,
     settings_for,
 )
-from experiments.engines import distributed, shared_memory
+from experiments.engines import dist_group, dist_wire, distributed, shared_memory
 from experiments.engines.driver import WallClock, drive
 from experiments.engines.loopback import LoopbackTransport
 from experiments.engines.workers import FaultPlan, WorkerSpec, worker_cpus, worker_seed
@@ -461,18 +461,18 @@ def test_fault_plan_from_the_settings():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_distributed_message_header_round_trip(dtype):
-    buf = torch.zeros(distributed.HEADER + 50, dtype=dtype)
-    distributed._put(buf, distributed.GRADIENT, 2**31 - 5, 1.25, 3)
-    assert distributed._get(buf) == (distributed.GRADIENT, 2**31 - 5, 1.25, 3)
-    distributed._put_text(buf, "ValueError: bad index 99")
-    cmd, _, _, n = distributed._get(buf)
-    assert cmd == distributed.ERROR and distributed._get_text(buf, n) == "ValueError: bad index 99"
+    buf = torch.zeros(dist_wire.HEADER + 50, dtype=dtype)
+    dist_wire.put_header(buf, dist_wire.GRADIENT, 2**31 - 5, 1.25, 3)
+    assert dist_wire.get_header(buf) == (dist_wire.GRADIENT, 2**31 - 5, 1.25, 3)
+    dist_wire.put_text(buf, "ValueError: bad index 99")
+    cmd, _, _, n = dist_wire.get_header(buf)
+    assert cmd == dist_wire.ERROR and dist_wire.get_text(buf, n) == "ValueError: bad index 99"
 
 
 def test_loopback_detection():
-    assert distributed._is_loopback("127.0.0.1") and distributed._is_loopback("localhost")
-    assert not distributed._is_loopback("192.0.2.1")
-    name = distributed.loopback_interface()
+    assert dist_group.is_loopback("127.0.0.1") and dist_group.is_loopback("localhost")
+    assert not dist_group.is_loopback("192.0.2.1")
+    name = dist_group.loopback_interface()
     assert name is None or name.startswith("lo")
 
 
@@ -500,7 +500,7 @@ def test_distributed_on_a_named_address_takes_a_free_port_when_the_configured_on
         taken.listen(1)
         port = taken.getsockname()[1]
         settings = settings_for(["engine=distributed", f"engine.master_addr={ip}", f"engine.master_port={port}"])
-        store, spec, tmpdir = distributed._store_for_local(settings.engine, 3)
+        store, spec, tmpdir = dist_group.store_for_local(settings.engine, 3)
         assert spec[:2] == ("tcp", ip) and spec[2] != port and tmpdir is None
         del store
         result, _, _ = run_real(tmp_path, "distributed", ["workers=2", "updates=50", f"engine.master_addr={ip}",
