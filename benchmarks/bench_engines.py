@@ -57,7 +57,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from algorithms import build_rule  # noqa: E402
-from experiments.engines import distributed, shared_memory  # noqa: E402
+from experiments.engines import distributed, shared_memory, shm_handoff  # noqa: E402
 from experiments.engines.loopback import LoopbackTransport  # noqa: E402
 from experiments.engines.workers import cpu_times  # noqa: E402
 from experiments.training.recorder import Recorder  # noqa: E402
@@ -200,7 +200,7 @@ def engine_variants() -> list[tuple[str, str, tuple]]:
 def bench_handoff(args, rows: list[dict]) -> None:
     d, K = 784, args.master_updates
     problem = CheapProblem(d)
-    configs = [v for v in engine_variants() if v[1] != "spin" or shared_memory.spin_allowed()]
+    configs = [v for v in engine_variants() if v[1] != "spin" or shm_handoff.spin_allowed()]
     times = {c: [] for c in configs}
     local = []  # wall microseconds of the rule + the gradient in this process (what a round trip adds to)
     idles = {}

@@ -28,7 +28,7 @@ from conftest import (
     serial_amsgrad,
     settings_for,
 )
-from experiments.engines import dist_group, dist_wire, distributed, shared_memory
+from experiments.engines import dist_group, dist_wire, distributed, shared_memory, shm_handoff
 from experiments.engines.driver import WallClock, drive
 from experiments.engines.loopback import LoopbackTransport
 from experiments.engines.workers import FaultPlan, WorkerSpec, worker_cpus, worker_seed
@@ -322,7 +322,7 @@ def test_shared_memory_cuts_off_a_silent_worker_after_the_timeout(tmp_path, monk
 def test_shared_memory_run_leaves_no_file_descriptor_open(tmp_path, handoff):
     """A run opens pipes, wake-up eventfds (plain ints: nothing closes them but the transport), an epoll descriptor
     and shared tensors' descriptors; after it none is left open (a sweep makes hundreds of runs in one process)."""
-    if handoff == "spin" and not shared_memory.spin_allowed():
+    if handoff == "spin" and not shm_handoff.spin_allowed():
         pytest.skip("spin needs x86-64")
     run = ["workers=2", "updates=20", f"engine.handoff={handoff}"]
     run_real(tmp_path, "shared_memory", run)  # the forkserver's own socket, imports
