@@ -15,9 +15,7 @@ from contextlib import contextmanager
 import torch
 import torch.distributed as dist
 
-from experiments.engines.workers import (
-    _Fd,
-)
+from experiments.engines.startup import PassedFd
 from experiments.errors import ConfigError
 
 
@@ -128,7 +126,7 @@ def store_for_local(engine, world: int):
             # closed when the store is gone, not before: a store that outlives its fd (kept by a traceback) would
             # open whatever file reuses that number
             weakref.finalize(store, os.close, fd)
-            return store, ("memfd", _Fd(fd), 0), None
+            return store, ("memfd", PassedFd(fd), 0), None
         tmpdir = tempfile.mkdtemp(prefix="apam-dist-")
         path = os.path.join(tmpdir, "store")
         return dist.FileStore(path, world), ("file", path, 0), lambda: shutil.rmtree(tmpdir, ignore_errors=True)

@@ -35,13 +35,8 @@ from experiments.engines.dist_wire import (
     put_time,
 )
 from experiments.engines.emulation import with_emulation, worker_emulator
-from experiments.engines.workers import (
-    WorkerSpec,
-    load_problem,
-    receive,
-    report_worker_error,
-    worker_process_setup,
-)
+from experiments.engines.startup import load_problem, receive, report_worker_error
+from experiments.engines.workers import WorkerSpec, worker_process_setup
 from experiments.training.sampling import BatchStream
 
 
@@ -126,7 +121,7 @@ def serve_loop(problem, spec: WorkerSpec, buf_device: torch.device, stream, requ
 def spawned_worker(rank: int, world: int, store_spec: tuple, backend: str, timeout_s: float, tensors: list,
                     spec: WorkerSpec, conn, requests=None) -> None:
     """Entry of a locally started worker process (rank >= 1): receive the rest of the problem on ``conn`` (its
-    ``tensors`` came with the process; workers.split_problem), say ready, join the process group, serve.
+    ``tensors`` came with the process; startup.split_problem), say ready, join the process group, serve.
     ``requests``: the shared count of compute messages per worker (stops; :func:`serve_loop`)."""
     worker_process_setup(spec)
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # never the default (exit) before serve_loop's handler

@@ -89,17 +89,10 @@ from experiments.engines.dist_wire import (
 from experiments.engines.dist_worker import spawned_worker
 from experiments.engines.driver import drive
 from experiments.engines.emulation import with_emulation
+from experiments.engines.processes import describe_exit, process_context, reap, sigterm_as_interrupt
+from experiments.engines.startup import await_ready, deliver, split_problem
 from experiments.engines.transport import Arrival, Lost, NoWorkers
-from experiments.engines.workers import (
-    WorkerSpec,
-    await_ready,
-    deliver,
-    describe_exit,
-    process_context,
-    reap,
-    sigterm_as_interrupt,
-    split_problem,
-)
+from experiments.engines.workers import WorkerSpec
 from experiments.errors import ConfigError, WorkerLost
 
 LAST_WORKER_PIDS: list[int] = []  # process ids of the latest locally started workers (tests check none is left)

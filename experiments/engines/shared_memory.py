@@ -85,6 +85,7 @@ import torch
 
 from experiments.engines.driver import drive
 from experiments.engines.emulation import with_emulation
+from experiments.engines.processes import describe_exit, process_context, reap, sigterm_as_interrupt
 from experiments.engines.shm_handoff import choose_handoff, master_beside
 from experiments.engines.shm_layout import (
     GRAD_MSG,
@@ -100,18 +101,9 @@ from experiments.engines.shm_layout import (
     words,
 )
 from experiments.engines.shm_worker import worker_main
+from experiments.engines.startup import PassedFd, await_ready, deliver, split_problem
 from experiments.engines.transport import Arrival, Lost, NoWorkers
-from experiments.engines.workers import (
-    WorkerSpec,
-    _Fd,
-    await_ready,
-    deliver,
-    describe_exit,
-    process_context,
-    reap,
-    sigterm_as_interrupt,
-    split_problem,
-)
+from experiments.engines.workers import WorkerSpec
 
 STARTUP_TIMEOUT_S = 300.0       # a worker process must be up (imports, problem received) within this
 LAST_WORKER_PIDS: list[int] = []  # process ids of the latest run's workers (tests check that none is left)
@@ -168,10 +160,10 @@ class SharedMemoryTransport:
         try:
             for spec in specs:
                 parent, child = ctx.Pipe(duplex=True)
-                wake = _Fd(self.wakes[spec.worker][0])
+                wake = PassedFd(self.wakes[spec.worker][0])
                 p = ctx.Process(target=worker_main, args=(spec, tensors, self.xs, self.grads, self.ctrl, wake, child,
                                                            self._spin_s, self.replies,
-                                                           _Fd(self._mwake[1]) if self._mwake else None),
+                                                           PassedFd(self._mwake[1]) if self._mwake else None),
                                 name=f"apam-worker-{spec.worker}", daemon=True)
                 p.start()
                 child.close()  # the master keeps no copy of the child's end: its death breaks the pipe

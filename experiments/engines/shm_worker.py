@@ -22,14 +22,8 @@ from experiments.engines.shm_layout import (
     VERSION,
     words,
 )
-from experiments.engines.workers import (
-    WorkerSpec,
-    _Fd,
-    load_problem,
-    receive,
-    report_worker_error,
-    worker_process_setup,
-)
+from experiments.engines.startup import PassedFd, load_problem, receive, report_worker_error
+from experiments.engines.workers import WorkerSpec, worker_process_setup
 from experiments.training.sampling import BatchStream
 
 
@@ -38,10 +32,10 @@ class Stopped(Exception):
 
 
 def worker_main(spec: WorkerSpec, tensors: list, xs: torch.Tensor, grads: torch.Tensor, ctrl: torch.Tensor,
-                 wake: _Fd, conn, spin_s: float = 0.0, replies: torch.Tensor | None = None,
-                 master_wake: _Fd | None = None) -> None:
+                 wake: PassedFd, conn, spin_s: float = 0.0, replies: torch.Tensor | None = None,
+                 master_wake: PassedFd | None = None) -> None:
     """Body of worker process ``spec.worker``: receive the rest of the problem on the pipe (its ``tensors`` came
-    with the process; workers.split_problem), say ready; then wait until ``ctrl[w, SEQ]`` moves past the last request
+    with the process; startup.split_problem), say ready; then wait until ``ctrl[w, SEQ]`` moves past the last request
     served (spin on it for ``spin_s`` seconds, then block on its wake-up fd and pipe), read the version from
     ``ctrl[w, VERSION]``, compute one gradient at ``xs[w]`` on the next minibatch of its own stream (drawn while it
     waited), write it to ``grads[w]``, report (version, loss) on the pipe -- or, spinning, in its row of ``replies``

@@ -24,7 +24,7 @@ import pytest
 from algorithms import build_rule
 from conftest import REPO, QuadraticProblem, child_pids, pinned, recorder_for, run_engine, settings_for
 from experiments.engines import distributed, shared_memory
-from experiments.engines.workers import load_problem, split_problem
+from experiments.engines.startup import load_problem, split_problem
 from experiments.errors import WorkerLost
 from experiments.training.recorder import Recorder
 from problems.data import data_root

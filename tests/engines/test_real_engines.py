@@ -509,7 +509,7 @@ def test_distributed_on_a_named_address_takes_a_free_port_when_the_configured_on
 
 
 def test_bad_start_method_is_a_config_error(tmp_path):
-    from experiments.engines.workers import process_context
+    from experiments.engines.processes import process_context
     from experiments.errors import ConfigError
 
     with pytest.raises(ConfigError, match="engine.start_method=fork"):  # refused before any engine starts
