@@ -23,17 +23,14 @@ from experiments.clock.calibration import calibrated_probe
 from experiments.clock.predict import KINDS, predict
 from experiments.clock.resolve import calibration_of, emulated_lateness, resolve
 from experiments.engines import EngineResult, get_engine
-from experiments.engines.driver import TIMELINE_COLUMNS
-from experiments.engines.emulation import (
-    COMPUTE_TIMES_COLUMNS,
-    compute_times_rows,
-    expected_late,
-)
+from experiments.engines.emulation import COMPUTE_TIMES_COLUMNS, compute_times_rows, expected_late
+from experiments.engines.timeline import TIMELINE_COLUMNS
 from experiments.errors import ConfigError, Interrupted
 from experiments.settings.build import build_settings, make_rule, resolved
 from experiments.settings.preflight import check_device, check_writable
 from experiments.store import provenance
-from experiments.store.sink import RunSink, make_run_id
+from experiments.store.run_id import make_run_id
+from experiments.store.sink import RunSink
 from experiments.store.summary import constant_columns, summary_row
 from experiments.sweeps.tuning import (
     CHOICES_FILE,
@@ -135,7 +132,7 @@ def execute(cfg, overrides: list[str]) -> str:
 
     Args:
         cfg: the composed config (a DictConfig from Hydra, or a mapping).
-        overrides: the job's command-line overrides (they name the run: :func:`experiments.store.sink.make_run_id`).
+        overrides: the job's command-line overrides (they name the run: :func:`experiments.store.run_id.make_run_id`).
 
     Raises:
         ConfigError: bad input found before any work (nothing written); a job of another seed whose setting the

@@ -43,7 +43,7 @@ class EngineResult:
             (receive, update, hand out work, bookkeeping; the measured counterpart of the model's ``master_s``
             for async, ``update_s + P overhead_s`` for sync); None on the simulated engine.
         provenance: what the run's provenance.json should add (the simulated clock: calibration file and spreads).
-        timeline: real engines: one row per gradient the master took (engines/driver.py:TIMELINE_COLUMNS), the
+        timeline: real engines: one row per gradient the master took (engines/timeline.py:TIMELINE_COLUMNS), the
             input of the trace-driven twin (engines/twin.py).
     """
 

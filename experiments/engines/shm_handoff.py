@@ -8,10 +8,7 @@ import os
 import platform
 from contextlib import contextmanager
 
-from experiments.engines.workers import (
-    WorkerSpec,
-    busy_cpus,
-)
+from experiments.engines.workers import WorkerSpec, busy_cpus
 from experiments.errors import ConfigError
 
 

@@ -12,16 +12,7 @@ import time
 import torch
 
 from experiments.engines.emulation import worker_emulator
-from experiments.engines.shm_layout import (
-    GRAD_MSG,
-    ONE,
-    REPLY,
-    REPLY_DONE,
-    ROW,
-    SEQ,
-    VERSION,
-    words,
-)
+from experiments.engines.shm_layout import GRAD_MSG, ONE, REPLY, REPLY_DONE, ROW, SEQ, VERSION, words
 from experiments.engines.startup import PassedFd, load_problem, receive, report_worker_error
 from experiments.engines.workers import WorkerSpec, worker_process_setup
 from experiments.training.sampling import BatchStream

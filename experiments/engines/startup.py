@@ -22,9 +22,7 @@ from multiprocessing.connection import wait as mp_wait
 
 import torch
 
-from experiments.engines.processes import (
-    describe_exit,
-)
+from experiments.engines.processes import describe_exit
 from experiments.errors import WorkerLost
 
 

@@ -29,8 +29,9 @@ from conftest import (
     settings_for,
 )
 from experiments.engines import dist_group, dist_wire, distributed, shared_memory, shm_handoff
-from experiments.engines.driver import WallClock, drive
+from experiments.engines.driver import drive
 from experiments.engines.loopback import LoopbackTransport
+from experiments.engines.timeline import WallClock
 from experiments.engines.workers import FaultPlan, WorkerSpec, worker_cpus, worker_seed
 from experiments.training.recorder import Recorder
 

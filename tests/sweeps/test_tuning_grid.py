@@ -13,7 +13,7 @@ import pytest
 from conftest import HAS_FMNIST, settings_for
 from experiments import reproduce
 from experiments.errors import ConfigError
-from experiments.store.sink import make_run_id
+from experiments.store.run_id import make_run_id
 from experiments.sweeps.tuning import (
     FACTOR_KEY,
     check_overrides,
