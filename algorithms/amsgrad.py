@@ -316,7 +316,7 @@ def _paper_kernel(x, g, m, v, vhat, lr, one_minus_beta1, beta2, one_minus_beta2,
 def _compiled_paper_kernel():
     """``torch.compile(_paper_kernel)``, made once per process: dynamic shapes (one kernel for every d), one graph,
     and inductor compiling in this process (no pool of compile workers left behind)."""
-    import torch._inductor.config as inductor_config
+    import torch._inductor.config as inductor_config  # lazy: inductor loads only when compiling
 
     inductor_config.compile_threads = 1
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)  # "no CUDA runtime" on CPU hosts

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 
+from tqdm.auto import tqdm
+
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # every process pins its math threads; settings.threads sets torch's
 
@@ -49,8 +51,6 @@ def _sweep_bar(experiment: str, in_process: bool):
     off when a launcher runs the jobs in other processes (joblib, submitit), where no process sees them all."""
     global _SWEEP_BAR
     if _SWEEP_BAR is None:
-        from tqdm.auto import tqdm
-
         total = int(os.environ.get("APAM_SWEEP_JOBS", "0")) or None
         _SWEEP_BAR = tqdm(total=total, unit="run", desc=f"sweep {experiment}",
                           disable=not (in_process and sys.stderr.isatty()))

@@ -9,9 +9,12 @@ at ``eval_every`` epochs (never timed); write ``trace.csv``, ``staleness.csv`` a
 """
 from __future__ import annotations
 
+import json
 import math
 import os
+import signal
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -50,8 +53,6 @@ from problems.data import DataError, data_root
 
 def interrupted_message(signum: int) -> str:
     """The summary row's message of a run stopped by a signal: ``interrupted (SIGTERM)`` / ``interrupted (SIGINT)``."""
-    import signal
-
     return f"interrupted ({signal.Signals(signum).name})"
 
 
@@ -85,9 +86,6 @@ def job_event(event: str, run_id: str, settings) -> None:
     anything); one short line per ``write`` in append mode, so jobs in several processes share the file."""
     path = os.environ.get("APAM_JOB_EVENTS")
     if path:
-        import json
-        import time
-
         line = json.dumps({"event": event, "run_id": run_id, "experiment": settings.experiment_id,
                            "engine": settings.engine.name, "clock": settings.engine.clock, "pid": os.getpid(),
                            "t": time.time()})

@@ -1,6 +1,7 @@
 """tau_threshold (our experiment, APAM.md Sec. 3): does APAM stay on course while tau = o(K^(1/4))?"""
 
 import numpy as np
+from matplotlib.ticker import FuncFormatter
 
 from . import style
 from .data import as_experiment, distinct, master_computes
@@ -25,8 +26,6 @@ def _finite_stat(func, values):
 
 def _x_scale(ax, x):
     """Log x (symlog when tau = 0 is present) for values spanning > 10x, else linear; limits cover every x."""
-    from matplotlib.ticker import FuncFormatter
-
     x = np.asarray(x, dtype=float)
     x = x[np.isfinite(x)]
     if not x.size:

@@ -111,7 +111,7 @@ def resnet18_cifar(in_channels: int = 3, num_classes: int = 10) -> nn.Module:
     (batch statistics always, so the flat vector holds the whole state). Input (B, in_channels, H, W) with
     H, W >= 8 (32x32 intended); output (B, num_classes) logits.
     """
-    from torchvision.models import resnet18
+    from torchvision.models import resnet18  # lazy: torchvision only for this model
 
     model = resnet18(num_classes=num_classes, norm_layer=functools.partial(nn.BatchNorm2d, track_running_stats=False))
     model.conv1 = nn.Conv2d(in_channels, 64, kernel_size=3, stride=1, padding=1, bias=False)

@@ -134,7 +134,7 @@ _LOADED: dict = {}
 
 def _read_vision(name: str, root: Path) -> VisionData:
     """Read staged data set ``name`` under ``root`` with torchvision (see :func:`load_vision`)."""
-    import torchvision.datasets as tvd
+    import torchvision.datasets as tvd  # lazy: torchvision only for image data
 
     if name in ("fashion_mnist", "mnist"):
         cls = tvd.FashionMNIST if name == "fashion_mnist" else tvd.MNIST
@@ -150,7 +150,7 @@ def _read_vision(name: str, root: Path) -> VisionData:
 
 @functools.cache
 def _cifar10_staged_class() -> type:
-    import torchvision.datasets as tvd
+    import torchvision.datasets as tvd  # lazy: torchvision only for image data
 
     class CIFAR10Staged(tvd.CIFAR10):
         """torchvision's CIFAR10 without its MD5 checks (the way CIFAR100 overrides the file lists): `stage_cifar10`

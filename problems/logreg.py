@@ -87,7 +87,7 @@ def logistic_hessian(X, y_pm: np.ndarray, l2: float):
     H(w) = X^T diag(s (1 - s)) X / N + l2 I with s = expit(X w) (the labels drop out). X: (N, d) numpy array or
     scipy sparse matrix; dense X uses BLAS syrk on sqrt(weights) * X (half the work of a general product).
     """
-    import scipy.linalg.blas as blas
+    import scipy.linalg.blas as blas  # lazy: BLAS bindings only for the Hessian (optimum search)
 
     Xd = X.astype(np.float64) if sp.issparse(X) else np.asarray(X, dtype=np.float64)
     n, d = Xd.shape

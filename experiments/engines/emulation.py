@@ -31,6 +31,7 @@ with a core of its own: the calibration of idle-dependent costs, experiments/clo
 """
 from __future__ import annotations
 
+import bisect
 import math
 import time
 from dataclasses import dataclass, replace
@@ -153,8 +154,6 @@ def expected_late(targets, lateness) -> float:
     ``OVERRUN_TOL`` x target. NaN targets (real compute) count 0; NaN without samples.
 
     Example: samples [0.1, 0.2, 0.3, 2.0] ms and two 10 ms targets (threshold 1 ms): 2 x 1/4 = 0.5."""
-    import bisect
-
     if not lateness:
         return math.nan
     late = sorted(float(v) for v in lateness)

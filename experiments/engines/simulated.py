@@ -50,6 +50,8 @@ from __future__ import annotations
 import functools
 import heapq
 
+import numpy as np
+
 from experiments.engines import EngineResult, cores, twin, warmup_updates
 from experiments.training.delays import ArtificialDelay, ComputeTimes, IterateRing
 from experiments.training.master import Master
@@ -158,8 +160,6 @@ class EmulatedTimes:
     samples (real compute) the draws are ``times``' own."""
 
     def __init__(self, times, samples: list[float] | None, seed: int) -> None:
-        import numpy as np
-
         self.times, self.samples = times, None if samples is None else np.asarray(samples, dtype=float)
         self.median_s = None if samples is None else float(np.median(self.samples))
         self._rng = np.random.default_rng(seed)

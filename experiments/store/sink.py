@@ -23,6 +23,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import yaml
 from filelock import FileLock
 
 from experiments.store.run_id import IGNORED_IN_RUN_ID, LOOKUP_TABLES
@@ -111,8 +112,6 @@ class RunSink:
 
     def _read_config(self) -> tuple[dict | None, str | None]:
         """The run's ``config.yaml`` as a mapping, and why it is damaged (None when whole)."""
-        import yaml
-
         path = self.run_dir / "config.yaml"
         why = file_problem(path)
         if why is not None:

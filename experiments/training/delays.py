@@ -228,7 +228,7 @@ def load_compute_times(path, workers: int) -> list[list[float]]:
         ValueError naming the file: unreadable, missing columns, a non-finite or negative compute_s, or a worker in
         [0, workers) without rows.
     """
-    import pandas as pd
+    import pandas as pd  # lazy: pandas only to read a compute-times file; worker processes import this module
 
     try:
         df = pd.read_csv(path)

@@ -14,7 +14,7 @@ import math
 import pandas as pd
 from scipy.stats import kendalltau
 
-from experiments.analysis.comparisons import CONFIGURED, comparison
+from experiments.analysis.comparisons import CONFIGURED, comparison, compute_model
 from experiments.analysis.statistics import LEVEL, RESAMPLES
 from experiments.analysis.targets import FRACTIONS, label
 from experiments.engines.emulation import OVERRUN_FLAG
@@ -129,8 +129,6 @@ def _given(v) -> bool:
 
 
 def _model_of(row: dict) -> str:
-    from experiments.analysis.comparisons import compute_model
-
     return compute_model(row)
 
 
