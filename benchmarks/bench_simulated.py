@@ -1,4 +1,4 @@
-"""Simulated engine against a plain serial loop: gradients per second and peak memory (issue 4, item 5).
+"""Simulated engine against a plain serial loop: gradients per second and peak memory.
 
     .venv/bin/python benchmarks/bench_simulated.py [--updates N] [--repeats 5]
 

@@ -127,7 +127,7 @@ def load_vision(name: str, root: str | Path | None = None, *, download: bool = T
 
 # The last data set `load_vision` read, in this process: every job of a sweep (Hydra runs them one after another in
 # one process, or in a few joblib workers) builds its problem from it instead of reading and converting the IDX
-# files again (about 0.3 s a job, 2026-12-02). Keyed by the staged files' paths, sizes and modification times, so a
+# files again (a fraction of a second a job). Keyed by the staged files' paths, sizes and modification times, so a
 # changed file is read again. Callers take slices or copies and never write into these tensors.
 _LOADED: dict = {}
 

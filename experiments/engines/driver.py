@@ -148,7 +148,7 @@ class MasterLoop:
 
         ``deadlines`` (worker -> monotonic seconds) is in deadline order: every entry is ``issue time +
         engine.timeout_s`` and is inserted when its gradient is handed out (after its previous entry was deleted), so
-        the first is the earliest -- O(1) per wait instead of a min over the P workers (1 us at P = 32)."""
+        the first is the earliest -- O(1) per wait instead of a min over the P workers."""
         first = next(iter(deadlines.values())) if deadlines else None
         timeout = 0.0 if poll else (None if first is None else max(0.0, first - time.monotonic()))
         timed, t0 = self.clock.started, time.perf_counter()

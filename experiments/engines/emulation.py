@@ -1,4 +1,4 @@
-"""Emulated compute on the real engines (issue 12 item 1): ``engine.compute=emulated``.
+"""Emulated compute on the real engines: ``engine.compute=emulated``.
 
 Each worker computes its gradient for real (learning is unchanged), then waits until a target wall time has passed
 since it began. Targets come from the same compute-time law as ``delay=timing`` on the simulated engine
@@ -9,19 +9,18 @@ So a 2-core machine runs 1..32 workers whose gradients take as long as a wider m
 the transport and the staleness are real.
 
 A gradient's timing is one of three outcomes (:func:`Emulator.finish`'s code): ``ON_TIME``; ``OVERRAN``: its real
-computation alone took more than ``(1 + OVERRUN_TOL)`` x its target (the worker never waited: the machine could not
-run the requested compute -- no cost model charges that); ``LATE``: the computation fit, but the wait ended more
-than ``OVERRUN_TOL`` x target after the target (the sleep's wake-up). Late wake-ups happen on an idle machine too
-(on our virtual machine a 10 ms sleep ends a median 0.2 ms late, 5% of them over 1.5 ms), and the simulated twin
-of an emulated run charges them, drawn from the calibrated samples (``late|sleep``, engines/simulated.py); a run
-whose late wake-ups are much more frequent than the calibrated ones is one whose cores were oversubscribed. So the
-master counts both (``overruns`` and ``late_wakeups`` in trace and summary), the run adds ``late_expected`` (the
-count the calibrated wake-ups give for the same targets, :func:`expected_late`), and a run is flagged when its
-overruns plus its late wake-ups beyond the expected ones exceed ``OVERRUN_FLAG`` of its gradients
+computation alone took more than ``(1 + OVERRUN_TOL)`` x its target (the worker never waited: the machine could not run
+the requested compute -- no cost model charges that); ``LATE``: the computation fit, but the wait ended more than
+``OVERRUN_TOL`` x target after the target (the sleep's wake-up). Late wake-ups happen on an idle machine too, and the
+simulated twin of an emulated run charges them, drawn from the calibrated samples (``late|sleep``,
+engines/simulated.py); a run whose late wake-ups are much more frequent than the calibrated ones is one whose cores were
+oversubscribed. So the master counts both (``overruns`` and ``late_wakeups`` in trace and summary), the run adds
+``late_expected`` (the count the calibrated wake-ups give for the same targets, :func:`expected_late`), and a run is
+flagged when its overruns plus its late wake-ups beyond the expected ones exceed ``OVERRUN_FLAG`` of its gradients
 (:func:`plots.validation.overrun_count`). Each gradient reports ``(compute_s, target_s, code)`` to the master
 (``compute_s``: seconds from the start of the gradient to the end of the wait, as the worker measured them; with
-``compute=real`` the target is NaN and the code ON_TIME); the run writes ``<run_dir>/compute_times.csv``
-(``worker, index, compute_s, target_s``).
+``compute=real`` the target is NaN and the code ON_TIME); the run writes ``<run_dir>/compute_times.csv`` (``worker,
+index, compute_s, target_s``).
 
 Worker w draws its targets from its own generator (seed ``seed + 1 + STREAM_SEED_STRIDE * w``, the law's
 draws for worker w of :class:`experiments.training.delays.ComputeTimes`). Waiting (``engine.compute_wait``): ``sleep``

@@ -21,14 +21,13 @@ def spin_allowed() -> bool:
 def choose_handoff(setting: str, specs: list[WorkerSpec], load: float | None = None) -> str:
     """``engine.handoff`` resolved to ``spin`` or ``block`` for this run.
 
-    ``auto``: spin when every worker is pinned to CPUs of its own (:func:`experiments.engines.workers.worker_cpus`),
-    at least one allowed CPU is left for the master, the machine's other work leaves those CPUs free (``load``: the
-    CPUs' worth of work done on the CPUs left for the master, by default measured over 0.1 s before the workers
-    start, :func:`experiments.engines.workers.busy_cpus`, else the machine's 1-minute load average; below the number
-    of those CPUs), and the CPU
-    orders memory strongly enough (:func:`spin_allowed`); block at once otherwise: processes (ours or other
-    people's) would outnumber cores, and a spinning process would take the core from the one it waits for (on our
-    2-core machine under a load of about 10, spinning made a P = 1 round trip 2.7x slower than blocking).
+    ``auto``: spin when every worker is pinned to CPUs of its own (:func:`experiments.engines.workers.worker_cpus`), at
+    least one allowed CPU is left for the master, the machine's other work leaves those CPUs free (``load``: the CPUs'
+    worth of work done on the CPUs left for the master, by default measured over 0.1 s before the workers start,
+    :func:`experiments.engines.workers.busy_cpus`, else the machine's 1-minute load average; below the number of those
+    CPUs), and the CPU orders memory strongly enough (:func:`spin_allowed`); block at once otherwise: processes (ours or
+    other people's) would outnumber cores, and a spinning process would take the core from the one it waits for
+    (benchmarks/bench_engines.py, ``handoff``, compares spinning and blocking on the machine at hand).
     ``spin`` / ``block`` force the choice.
 
     Raises:
@@ -61,10 +60,10 @@ def master_beside(cpus: tuple[int, ...] | None):
 
     Why: a blocking P = 1 run alternates strictly (the master updates while the worker waits, then the reverse), so
     it needs one CPU, and on the same CPU a wake-up costs a context switch, while across CPUs it costs an
-    inter-processor interrupt, which a virtual machine pays dearly for: on our 2-core VM a blocking pipe round trip
-    between two processes took 6-10 us on one CPU against 75-100 us across two, and the engine's blocking P = 1
-    hand-off 79 us beside its worker against 460 us apart, in the same hour (benchmarks/bench_engines.py,
-    ``handoff``: ``block_beside`` and ``block``)."""
+    inter-processor interrupt, which a virtual machine pays dearly for: a blocking pipe round trip between two
+    processes, and the engine's blocking P = 1 hand-off, can be several times faster on one CPU than across two
+    (benchmarks/bench_engines.py, ``handoff``: ``block_beside`` against ``block``, measures it on the machine at
+    hand)."""
     if cpus is None or not hasattr(os, "sched_setaffinity"):
         yield
         return

@@ -26,8 +26,8 @@ ONE = (1).to_bytes(8, sys.byteorder)  # the 8 bytes written to an eventfd to wak
 
 def words(block: torch.Tensor) -> memoryview:
     """A flat int64 memoryview of a shared (P, ROW) int64 block: item ``w * ROW + i`` is word i of row w. An item read
-    or write is one aligned 8-byte load or store (CPython moves it with an 8-byte memcpy), 0.04-0.1 us against
-    0.15-0.3 us for a numpy scalar."""
+    or write is one aligned 8-byte load or store (CPython moves it with an 8-byte memcpy), cheaper than a numpy
+    scalar's."""
     return memoryview(block.numpy()).cast("B").cast("q")
 
 
@@ -42,11 +42,10 @@ def wake_channel() -> tuple[int, int]:
 
 class ReadPoller:
     """Waits for any of a set of file descriptors to become readable: ``epoll`` where the OS has it (a wait costs the
-    same whatever the number of fds: 0.6 us with P = 32's 65 fds on our machine, against 2.3 us for ``poll(2)``,
-    which scans them all; 0.5 against 0.7 us with P = 2's 5), else ``poll(2)``. Level-triggered, like ``poll``: a
-    pipe with data, a closed pipe or an exited process's sentinel reads as ready until it is read or
-    unregistered. ``poll(timeout_ms)`` (None: no timeout) returns ``(fd, event mask)`` pairs; :meth:`close` frees
-    the epoll descriptor."""
+    same whatever the number of fds, where ``poll(2)`` scans them all: 2P + 1 fds at P workers), else ``poll(2)``.
+    Level-triggered, like ``poll``: a pipe with data, a closed pipe or an exited process's sentinel reads as ready until
+    it is read or unregistered. ``poll(timeout_ms)`` (None: no timeout) returns ``(fd, event mask)`` pairs;
+    :meth:`close` frees the epoll descriptor."""
 
     def __init__(self) -> None:
         self._epoll = select.epoll() if hasattr(select, "epoll") else None

@@ -53,8 +53,8 @@ def worker_cpus(workers: int, threads: int, enabled: bool = True) -> list[tuple[
     (None). The master is not pinned: it runs wherever a worker waits.
 
     Why: unpinned, the kernel now and then moves a worker onto the other worker's core when the master wakes it,
-    and the two share a core for a while; on our 2-core machine APAM (LeNet5, P = 2) reached 1.69x and 1.50x over
-    P = 1 unpinned against 1.87x and 1.78x pinned (two comparisons, medians of 4 runs each). On a machine shared
+    and the two share a core for a while, which lowers the speed-up over P = 1 (compare ``engine.pin_workers=true``
+    and ``false`` with experiment=lr_speedup on the machine at hand). On a machine shared
     with other jobs pinning can hurt instead (a pinned worker cannot leave a busy core): ``engine.pin_workers=false``.
     Where CPU affinity is not available (not Linux) nothing is pinned."""
     if not enabled or not hasattr(os, "sched_getaffinity"):
@@ -88,9 +88,9 @@ def cpu_times(cpus=None) -> tuple[int, int] | None:
 def busy_cpus(cpus=None, window_s: float = 0.1) -> float | None:
     """How many CPUs' worth of work ``cpus`` (CPU numbers; None: the whole machine) did over the next ``window_s``
     seconds, this process sleeping meanwhile: (1 - their idle fraction) x their number. None where /proc/stat is
-    missing. Unlike the 1-minute load average it forgets a finished run at once (our own previous run's spinning
-    workers kept the load average above 1 for a minute after they ended, so the next P = 1 run of a sweep blocked),
-    and it counts only the CPUs asked about, not the whole host."""
+    missing. Unlike the 1-minute load average it forgets a finished run at once (a finished run's spinning workers
+    keep the load average above 1 for a minute, which would make the next P = 1 run of a sweep block), and it
+    counts only the CPUs asked about, not the whole host."""
     n = len(cpus) if cpus is not None else (os.cpu_count() or 1)
     a = cpu_times(cpus)
     if a is None or n == 0:
@@ -130,9 +130,9 @@ class WorkerSpec:
 def keep_freed_memory() -> bool:
     """Ask glibc's malloc to keep freed blocks for reuse instead of returning them to the system (mallopt:
     M_MMAP_THRESHOLD 32 MiB, M_TRIM_THRESHOLD 512 MiB, M_TOP_PAD 64 MiB). In a fresh process every large
-    activation buffer is otherwise mapped and unmapped anew (page faults each time): LeNet5 gradients at batch 40
-    took 5.3-6.0 ms in a new worker process against 4.4-4.8 ms in the long-running runner, and 4.4 ms with this
-    setting (benchmarks/bench_engines.py, 2-core machine). Returns False where mallopt is not available."""
+    activation buffer is otherwise mapped and unmapped anew (page faults each time), so a new worker process
+    computes a LeNet5 gradient slower than the long-running runner does without this setting and as fast with it
+    (measured by benchmarks/bench_engines.py). Returns False where mallopt is not available."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         mallopt = libc.mallopt

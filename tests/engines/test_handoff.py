@@ -1,4 +1,4 @@
-"""The shared_memory hand-off (issue 16): spinning and blocking, with fewer and more processes than cores. Every
+"""The shared_memory hand-off: spinning and blocking, with fewer and more processes than cores. Every
 request is served exactly once, in order, at the iterate and version it was handed (no torn or stale read), and
 ``engine.handoff=auto`` chooses as documented."""
 from __future__ import annotations

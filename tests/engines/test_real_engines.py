@@ -592,7 +592,7 @@ def test_torchrun_ranks_above_zero_are_workers_and_write_nothing(tmp_path):
     assert row["staleness_max"] >= 1
 
 
-# ---------------------------------------------------------------------- the workers' CNN gradient (issue 16)
+# ---------------------------------------------------------------------- the workers' CNN gradient
 def test_cnn_module_gradient_path_matches_the_functional_reference():
     """The fast path (module with parameters in one flat buffer, channels-last) against the eager functional_call
     reference, at several points and minibatches; a fresh gradient each call; a pickled problem (what a worker

@@ -1,4 +1,4 @@
-"""README commands run as written on a fresh clone (issue 15, item 10): every Python command names the project's
+"""README commands run as written on a fresh clone: every Python command names the project's
 venv (``.venv/bin/python``), and the Python snippet runs."""
 import re
 

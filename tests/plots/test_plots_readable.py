@@ -1,6 +1,6 @@
 """Figures that follow the data and can be read: compute agents on the x-axis, one line per cores setting, the
 master alone (workers = 0), at most 8 legend entries and 2,400 px of width, titles from the CSVs' experiment id,
-no line hidden under another (plots/style.py). The new columns are made from the committed fixtures
+no line hidden under another (plots/style.py). Columns the committed fixtures lack are made from them
 (tests/fixtures/plots/) the way the runner writes them: ``agents``, ``cores``, ``master_computes`` in summary.csv,
 speedup.csv from experiments.analysis.speedup."""
 
@@ -43,7 +43,7 @@ def _copy(dest, family):
 
 
 def agents_experiment(dest, slower_on_two_cores=1.4):
-    """lr_speedup as the runner now writes it: the master computes (``agents`` = workers + 1, so the one-agent runs
+    """lr_speedup as the runner writes it: the master computes (``agents`` = workers + 1, so the one-agent runs
     have workers = 0), the simulated clock twice -- on this machine's 2 cores (times of 4 agents x
     ``slower_on_two_cores``) and with a core each -- and shared_memory measured on the machine's 2 cores; each
     simulated run a trace of its own."""

@@ -588,7 +588,7 @@ def test_libsvm_missing_and_unparsable(tmp_path):
         load_libsvm(write(tmp_path / "empty.svm", "# nothing\n\n"))
 
 
-# --- an OSError while staging is a one-line DataError naming the path (issue 15, item 6) ------------------------------
+# --- an OSError while staging is a one-line DataError naming the path ------------------------------
 
 
 def test_data_root_that_is_a_file_is_a_data_error(tmp_path):

@@ -1,5 +1,5 @@
 """Bad input: through the real entry point (``python -m experiments.run``), a one-line error naming the key and the
-value, exit code 2, nothing written under results_dir (issue 2 item 6, issue 15 items 4, 6, 7). One table for every
+value, exit code 2, nothing written under results_dir. One table for every
 kind of bad input: a bad value or type, an unknown option or key, a rule between keys, a folder that cannot be
 written, a bad sweep or launcher; each job of a sweep is checked before any runs."""
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""``make reproduce``'s bookkeeping (experiments/reproduce.py, issue 15 items 1 and 10): a figure that cannot be drawn
+"""``make reproduce``'s bookkeeping (experiments/reproduce.py): a figure that cannot be drawn
 is named in reproduce_status.json and in the report; a call that reran nothing keeps the status file's timings."""
 import json
 import shutil

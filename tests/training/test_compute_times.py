@@ -1,4 +1,4 @@
-"""Delay models of experiments/training/delays.py: the compute-time laws of ComputeTimes (issue 14: spreads, heavy
+"""Delay models of experiments/training/delays.py: the compute-time laws of ComputeTimes (spreads, heavy
 tails, replay; built from a run's delay settings) and the artificial delays' choice of iterate."""
 import math
 
