@@ -98,7 +98,6 @@ from experiments.errors import ConfigError, WorkerLost
 LAST_WORKER_PIDS: list[int] = []  # process ids of the latest locally started workers (tests check none is left)
 
 
-# ---------------------------------------------------------------------- master side
 class DistTransport:
     """Rank 0's side: per-worker send and receive buffers, one receiving thread per worker (see module docstring).
 

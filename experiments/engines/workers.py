@@ -1,5 +1,7 @@
-"""Worker-process plumbing shared by the real engines (shared_memory, distributed): what a worker needs to know,
-its minibatch stream, fault injection, signals, and ending child processes without leaving any behind.
+"""What a worker of the real engines (shared_memory, distributed) needs to know and does first: its spec, its
+minibatch stream's seed, the CPUs it is pinned to, its fault plan, and its process's set-up (threads, signals,
+malloc). Starting and ending the processes: experiments/engines/processes.py; their start-up data:
+experiments/engines/startup.py.
 """
 
 from __future__ import annotations
