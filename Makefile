@@ -15,13 +15,14 @@ FORCE ?= 0
 EXTENDED ?= 0
 PYTEST_ARGS ?=
 
-.PHONY: help venv lock data test test-all reproduce plots calibrate bench clean
+.PHONY: help venv lock data test test-all lint reproduce plots calibrate bench clean
 
 help:
 	@echo "make reproduce [PROFILE=smoke|quick|long|paper] [FORCE=1] [JOBS=N] [EXTENDED=1]   every experiment, figures, $(RESULTS)/REPORT.md"
 	@echo "make test                                              install what is missing, run the test suite"
 	@echo "make test-all                                          also the slow tests"
 	@echo "make lock [UPGRADE=1]                                  regenerate $(LOCK) from pyproject.toml (pip-compile)"
+	@echo "make lint                                              ruff: lint rules and format check (pyproject.toml)"
 	@echo "make data | calibrate | plots | bench | clean"
 
 # The venv holds exactly the lock: its packages at their versions and hashes (pip refuses any other file), nothing
@@ -55,6 +56,11 @@ test: $(STAMP)
 test-all: $(STAMP)
 	@$(PY) -m problems.data fashion_mnist || echo "warning: Fashion-MNIST not staged; tests that need it will skip"
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# the rules and the format live in pyproject.toml ([tool.ruff])
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 calibrate: $(STAMP) data
 	$(PY) -m experiments.calibrate --profile $(PROFILE) $(if $(filter 1,$(FORCE)),--force,)

@@ -33,11 +33,11 @@ Implementations (hyperparameter ``impl``; the arithmetic above is the same, the 
 - ``native`` (paper variant): the update as one C loop (algorithms/amsgrad_kernel.c, in the eager ops' order,
   with fused multiply-adds where torch's vectorized kernels use them: eager's bits with eps = 0), built once per
   machine by the system's C compiler and called through ctypes
-  (algorithms/native.py): about 2 us a step at d = 784 where the eager ops take 15-60 us, and one pass over memory
-  at any d. CPU, contiguous float32/float64.
+  (algorithms/native.py): a fraction of the eager ops' cost at small d (benchmarks/bench_rules.py), and one pass
+  over memory at any d. CPU, contiguous float32/float64.
 - ``auto`` (default): ``fused`` for the torch variant where the fused kernel exists; for the paper variant on CPU
-  ``compiled`` from d = 2**19 on (one step at d = 10**6: compiled 452 us, native 633 us, eager 1,092 us; at
-  d = 2**17: 87, 66 and 130 us; one quiet run, 2026-12-01), below that ``native`` (contiguous float32/float64)
+  ``compiled`` from d = 2**19 on (where benchmarks/bench_rules.py finds compiled faster than native, and native
+  faster below), below that ``native`` (contiguous float32/float64)
   where a C compiler builds it, else ``compiled`` from d = 2**17 on (eager makes 2.2x the memory passes of a fused
   step at d = 10**6, benchmarks/bench_rules.py) and ``eager`` below (there the eager ops cost less than a compiled
   call's guards). If building the C kernel or compiling fails under ``auto``, the rule warns once and falls back
@@ -316,7 +316,7 @@ def _paper_kernel(x, g, m, v, vhat, lr, one_minus_beta1, beta2, one_minus_beta2,
 def _compiled_paper_kernel():
     """``torch.compile(_paper_kernel)``, made once per process: dynamic shapes (one kernel for every d), one graph,
     and inductor compiling in this process (no pool of compile workers left behind)."""
-    import torch._inductor.config as inductor_config
+    import torch._inductor.config as inductor_config  # lazy: inductor loads only when compiling
 
     inductor_config.compile_threads = 1
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)  # "no CUDA runtime" on CPU hosts

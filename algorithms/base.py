@@ -79,8 +79,8 @@ class UpdateRule:
     gradient's iterate) and ``worker`` (the sending worker's id, or None for an update that averages several
     gradients); a caller that does not pass them gets a TypeError, never a silent tau-less step. Rules with
     ``needs_staleness = False`` (the default; amsgrad, sgd) are stepped as ``step(x, g, state)``.
-    A staleness policy of the master that scales the step (experiments/training/policies.py) multiplies ``self.schedule``,
-    so a rule must take its alpha_k from ``self.schedule(k)`` to compose with it.
+    A staleness policy of the master that scales the step (experiments/training/policies.py) multiplies
+    ``self.schedule``, so a rule must take its alpha_k from ``self.schedule(k)`` to compose with it.
 
     Common hyperparameters: ``lr`` (> 0), ``lr_schedule`` ("constant" or "inv_sqrt", see algorithms.schedules),
     ``alpha_max`` (None or > 0: cap of alpha_k), ``bounds`` (None or (lo, hi): after each step x is clipped to

@@ -1,9 +1,9 @@
 """The paper-variant AMSGrad step as one C loop (``algorithms/amsgrad_kernel.c``), built by the machine's C compiler.
 
-Why: the master applies every update, and at d = 784 the eager step's seven torch calls cost 15-60 us (dispatch and
-cold caches, issue 16) where the arithmetic takes under 1 us; torch.compile's call overhead is of the same order
-below d = 2**17, and torch's fused Adam kernel has bias correction and no vhat floor (not the paper's rule). One
-C loop called through ctypes costs about 2 us at d = 784 and 20 us at d = 61,706 (``benchmarks/bench_rules.py``).
+Why: the master applies every update, and at small d (784) the eager step's seven torch calls cost many times the
+arithmetic (dispatch and cold caches); torch.compile's call overhead is of the same order below d = 2**17, and
+torch's fused Adam kernel has bias correction and no vhat floor (not the paper's rule). One C loop called through
+ctypes costs a few microseconds there (``benchmarks/bench_rules.py`` measures the three).
 
 The shared object is compiled once per machine with ``$CC`` (default ``cc``) and the flags in :data:`CFLAGS`
 (``-march=native``: vector instructions of this CPU; ``-ffp-contract=off``: no fused multiply-add, so each operation

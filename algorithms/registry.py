@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from pathlib import Path
 from typing import Any
 
 from algorithms.base import REQUIRED, HyperparameterError, UpdateRule
@@ -35,10 +36,9 @@ def _discover() -> None:
     global _discovered
     if _discovered:
         return
-    import algorithms
-
-    for info in pkgutil.iter_modules(algorithms.__path__):
-        importlib.import_module(f"algorithms.{info.name}")
+    package = __name__.rpartition(".")[0]  # "algorithms": this module's own folder, without importing the package
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        importlib.import_module(f"{package}.{info.name}")
     _discovered = True
 
 

@@ -1,4 +1,4 @@
-"""Do the calibrated costs repeat? (issue 12 goal: within 10% between two ``make calibrate`` calls on a quiet machine)
+"""Do the calibrated costs repeat? (goal: within 10% between two ``make calibrate`` calls on a quiet machine)
 
 Runs the calibration of the chosen experiments' simulated jobs (``python -m experiments.calibrate --only ...``)
 ``--calls`` times back to back, each into a fresh temporary file, and compares every entry's value (the median of

@@ -1,4 +1,4 @@
-"""Real engines on this machine (issues 5 and 16): hand-off latency, master throughput, the master loop's own
+"""Real engines on this machine: hand-off latency, master throughput, the master loop's own
 overhead, the LeNet5 gradient beside a plain torch loop, and seconds per epoch / speed-up at P = 1, 2.
 
 Sections (``--only`` runs one):
@@ -57,9 +57,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from algorithms import build_rule  # noqa: E402
-from experiments.engines import distributed, shared_memory  # noqa: E402
-from experiments.engines.workers import cpu_times  # noqa: E402
+from experiments.engines import distributed, shared_memory, shm_handoff  # noqa: E402
 from experiments.engines.loopback import LoopbackTransport  # noqa: E402
+from experiments.engines.workers import cpu_times  # noqa: E402
 from experiments.training.recorder import Recorder  # noqa: E402
 
 ENGINES = {"shared_memory": shared_memory, "distributed": distributed}
@@ -200,7 +200,7 @@ def engine_variants() -> list[tuple[str, str, tuple]]:
 def bench_handoff(args, rows: list[dict]) -> None:
     d, K = 784, args.master_updates
     problem = CheapProblem(d)
-    configs = [v for v in engine_variants() if v[1] != "spin" or shared_memory.spin_allowed()]
+    configs = [v for v in engine_variants() if v[1] != "spin" or shm_handoff.spin_allowed()]
     times = {c: [] for c in configs}
     local = []  # wall microseconds of the rule + the gradient in this process (what a round trip adds to)
     idles = {}
@@ -446,7 +446,7 @@ def bench_floor(args, rows: list[dict]) -> None:
     """The machine's own floor under the hand-off: a blocking round trip between two processes on two cores (pipe
     and eventfd; with no work, and with 100 us of work a side, where an idle core may go to sleep), and on one core
     (not pinned: the kernel wakes the peer where the waker runs). A blocking hand-off of the engines cannot beat the
-    pinned numbers; issue 16's goal of <= 25 us assumes 1-4 us wake-ups."""
+    pinned numbers; the blocking goal of <= 25 us (TARGETS) assumes 1-4 us wake-ups."""
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     pair = (cpus[0], cpus[1]) if len(cpus) >= 2 else None
     n = max(500, args.master_updates // 2)

@@ -1,7 +1,7 @@
-"""Peak memory of one real-engine run at P workers (issue 12 item 1: "measure and state the memory of a P = 32 run
-on each engine"): the run's whole process tree is sampled every 0.2 s from /proc; the peak of the summed RSS
-(shared pages counted once per process: an upper bound) and of the summed PSS (shared pages split between the
-processes that map them: what the machine actually spends) are written to a CSV.
+"""Peak memory of one real-engine run at P workers (up to P = 32, on each engine): the run's whole process tree is
+sampled every 0.2 s from /proc; the peak of the summed RSS (shared pages counted once per process: an upper bound) and
+of the summed PSS (shared pages split between the processes that map them: what the machine actually spends) are written
+to a CSV.
 
     python benchmarks/bench_memory.py [--workers 32] [--engines shared_memory distributed] [--out FILE]
 

@@ -1,4 +1,4 @@
-"""Simulated engine against a plain serial loop: gradients per second and peak memory (issue 4, item 5).
+"""Simulated engine against a plain serial loop: gradients per second and peak memory.
 
     .venv/bin/python benchmarks/bench_simulated.py [--updates N] [--repeats 5]
 
@@ -47,8 +47,8 @@ def one(problem_name: str, mode: str, updates: int) -> dict:
     import torch
 
     from experiments.engines import simulated
-    from experiments.training.recorder import Recorder
     from experiments.run import build_rule_from_config
+    from experiments.training.recorder import Recorder
     from experiments.training.sampling import BatchStream
     from problems import build_problem
     from problems.data import data_root
@@ -112,7 +112,7 @@ def main() -> int:
     for prob in args.problems:
         per_mode = {}
         updates = args.updates or UPDATES[prob]
-        for rep in range(args.repeats):
+        for _rep in range(args.repeats):
             for mode in ("serial", "timing-P1", "timing-P32", "uniform-D33"):  # interleaved: load hits all alike
                 out = subprocess.run([sys.executable, __file__, "--updates", str(updates), "--one", prob, mode],
                                      capture_output=True, text=True, check=True, cwd=REPO)

@@ -32,9 +32,9 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from experiments.settings.build import build_settings, make_rule
-from experiments.settings.compose import compose_jobs
-from experiments.training.master import Master
+from experiments.settings.build import build_settings, make_rule  # noqa: E402 (after the sys.path line)
+from experiments.settings.compose import compose_jobs  # noqa: E402 (after the sys.path line)
+from experiments.training.master import Master  # noqa: E402 (after the sys.path line)
 
 DIMS = (784, 61_706, 1_000_000)
 PROBLEMS = ("logreg_fmnist", "lenet5_fmnist")

@@ -20,7 +20,8 @@ import pandas as pd
 
 from experiments.runner import execute
 from experiments.settings.compose import compose_jobs, precheck
-from experiments.store.sink import RunSink, make_run_id
+from experiments.store.run_id import make_run_id
+from experiments.store.sink import RunSink
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ class WorkerLost(RuntimeError):
 
 class Interrupted(KeyboardInterrupt):
     """A run stopped by a signal: SIGINT (Ctrl-C) or SIGTERM. Raised in the main thread by the runner's handler
-    (experiments.run) and by the real engines' (experiments.engines.workers.sigterm_as_interrupt); the runner records
+    (experiments.run) and by the real engines' (experiments.engines.processes.sigterm_as_interrupt); the runner records
     the run as ``failed`` with its partial trace, then exits ``128 + signum`` (130 for SIGINT, 143 for SIGTERM).
 
     Attributes:

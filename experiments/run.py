@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 
+from tqdm.auto import tqdm
+
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # every process pins its math threads; settings.threads sets torch's
 
@@ -25,8 +27,8 @@ import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from experiments.errors import ConfigError, Interrupted  # noqa: E402
 from experiments.aggregate import write_speedup  # noqa: E402
+from experiments.errors import ConfigError, Interrupted  # noqa: E402
 from experiments.runner import execute  # noqa: E402
 from experiments.settings.compose import Source, compose_jobs, expand_overrides, precheck, profile_sweep  # noqa: E402
 from experiments.sweeps import OUTCOME  # noqa: E402
@@ -49,8 +51,6 @@ def _sweep_bar(experiment: str, in_process: bool):
     off when a launcher runs the jobs in other processes (joblib, submitit), where no process sees them all."""
     global _SWEEP_BAR
     if _SWEEP_BAR is None:
-        from tqdm.auto import tqdm
-
         total = int(os.environ.get("APAM_SWEEP_JOBS", "0")) or None
         _SWEEP_BAR = tqdm(total=total, unit="run", desc=f"sweep {experiment}",
                           disable=not (in_process and sys.stderr.isatty()))

@@ -9,9 +9,12 @@ at ``eval_every`` epochs (never timed); write ``trace.csv``, ``staleness.csv`` a
 """
 from __future__ import annotations
 
+import json
 import math
 import os
+import signal
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -23,17 +26,14 @@ from experiments.clock.calibration import calibrated_probe
 from experiments.clock.predict import KINDS, predict
 from experiments.clock.resolve import calibration_of, emulated_lateness, resolve
 from experiments.engines import EngineResult, get_engine
-from experiments.engines.driver import TIMELINE_COLUMNS
-from experiments.engines.emulation import (
-    COMPUTE_TIMES_COLUMNS,
-    compute_times_rows,
-    expected_late,
-)
+from experiments.engines.emulation import COMPUTE_TIMES_COLUMNS, compute_times_rows, expected_late
+from experiments.engines.timeline import TIMELINE_COLUMNS
 from experiments.errors import ConfigError, Interrupted
 from experiments.settings.build import build_settings, make_rule, resolved
 from experiments.settings.preflight import check_device, check_writable
 from experiments.store import provenance
-from experiments.store.sink import RunSink, make_run_id
+from experiments.store.run_id import make_run_id
+from experiments.store.sink import RunSink
 from experiments.store.summary import constant_columns, summary_row
 from experiments.sweeps.tuning import (
     CHOICES_FILE,
@@ -53,8 +53,6 @@ from problems.data import DataError, data_root
 
 def interrupted_message(signum: int) -> str:
     """The summary row's message of a run stopped by a signal: ``interrupted (SIGTERM)`` / ``interrupted (SIGINT)``."""
-    import signal
-
     return f"interrupted ({signal.Signals(signum).name})"
 
 
@@ -88,9 +86,6 @@ def job_event(event: str, run_id: str, settings) -> None:
     anything); one short line per ``write`` in append mode, so jobs in several processes share the file."""
     path = os.environ.get("APAM_JOB_EVENTS")
     if path:
-        import json
-        import time
-
         line = json.dumps({"event": event, "run_id": run_id, "experiment": settings.experiment_id,
                            "engine": settings.engine.name, "clock": settings.engine.clock, "pid": os.getpid(),
                            "t": time.time()})
@@ -135,7 +130,7 @@ def execute(cfg, overrides: list[str]) -> str:
 
     Args:
         cfg: the composed config (a DictConfig from Hydra, or a mapping).
-        overrides: the job's command-line overrides (they name the run: :func:`experiments.store.sink.make_run_id`).
+        overrides: the job's command-line overrides (they name the run: :func:`experiments.store.run_id.make_run_id`).
 
     Raises:
         ConfigError: bad input found before any work (nothing written); a job of another seed whose setting the
@@ -202,7 +197,7 @@ def _execute_one(cfg, settings, overrides: list[str], experiment_dir: str, tunin
     rule = make_rule(settings)
     if settings.engine.name == "distributed" and int(os.environ.get("RANK", "0")) > 0:
         # a torchrun worker rank: gradients for rank 0, no files
-        from experiments.engines.distributed import serve
+        from experiments.engines.dist_worker import serve  # torch.distributed: imported only by runs that use it
 
         serve(problem, settings, resolve(settings, problem, rule))
         return "worker"

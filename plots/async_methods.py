@@ -14,6 +14,7 @@ import pandas as pd
 from matplotlib.patches import Patch
 
 from experiments.analysis.comparisons import comparison, compute_model
+from experiments.analysis.targets import FRACTIONS, label
 from experiments.sweeps.tuning import time_to_target
 
 from . import style
@@ -285,8 +286,6 @@ def _first_index(method: str) -> int:
 
 def _target(targets: pd.DataFrame, problem: str, name: str) -> float:
     """The loss of target ``name`` (``T(1/2)``) of ``problem`` in experiments.analysis.targets' frame."""
-    from experiments.analysis.targets import FRACTIONS, label
-
     col = next(f"target_{f:g}" for f in FRACTIONS if label(f) == name)
     return float(targets.set_index("problem").loc[problem, col])
 

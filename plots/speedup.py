@@ -303,7 +303,7 @@ def _paper_relative_times(paper, problem=None):
     out = []
     if rows is None or rows.empty:
         return out
-    for (pproblem, metric), prow in rows.groupby(["problem", "metric"], sort=True):
+    for (pproblem, _metric), prow in rows.groupby(["problem", "metric"], sort=True):
         base_any = prow.loc[prow["workers"] == 1, "value"]
         if base_any.empty:
             continue

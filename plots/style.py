@@ -26,6 +26,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib import colormaps
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
+from matplotlib.transforms import ScaledTranslation
+
+from .data import STAND_IN_MODELS, _model, paper_problem
 
 DPI = 130
 PANEL_SIZE = (4.8, 3.5)  # inches per panel
@@ -267,8 +272,6 @@ def log2_workers_axis(ax, workers, label="workers"):
     """Log2 x-axis with ticks at exactly the given worker (or compute-agent) counts, labelled as plain integers;
     counts below 1 (workers = 0: the master alone) have no place on it and are left out. ``label``: the axis label
     (:func:`agents_label`)."""
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
-
     ticks = sorted({int(w) for w in workers if np.isfinite(w) and w > 0})
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(FixedLocator(ticks))
@@ -283,8 +286,6 @@ def plain_log_axis(ax, axis="y", base=10):
     """Log scale on ``axis`` with tick labels written as plain numbers (1, 2, 4 or 0.01, 10). With base 10, an axis
     that spans less than 1.5 decades when drawn also labels its minor ticks at 2 and 5 times a power of ten (one
     major label alone, or none, cannot be read as a scale)."""
-    from matplotlib.ticker import FuncFormatter, LogLocator
-
     target = ax.yaxis if axis == "y" else ax.xaxis
     (ax.set_yscale if axis == "y" else ax.set_xscale)("log", base=base)
     target.set_major_locator(LogLocator(base=base))
@@ -312,8 +313,6 @@ def mark_missing(ax, xs, color, marker="x", label=None, offset_pt=0.0):
     Drawn with ``ax.plot`` in the x-data / y-axes blended transform, so the x positions count for autoscaling.
     ``offset_pt`` shifts the markers sideways by that many points (to keep several lines' markers apart).
     """
-    from matplotlib.transforms import ScaledTranslation
-
     xs = [x for x in xs if np.isfinite(x)]
     if not xs:
         return
@@ -373,8 +372,6 @@ def problem_text(problem, paper=None):
     """A problem as a title names it: its id, and where it stands in for the paper's (``paper``: a problem id or a
     model family, :func:`plots.data.paper_problem`) what it stands in for -- ``LeNet5 (standing in for AllCNN),
     lenet5_fmnist`` when the model differs, ``logreg_fmnist (standing in for logreg_rcv1)`` when the data do."""
-    from .data import STAND_IN_MODELS, _model
-
     if not paper:
         return str(problem)
     ours, theirs = _model(problem), _model(paper)
@@ -386,8 +383,6 @@ def problem_text(problem, paper=None):
 def figure_title(fig, exp, problem, what, note=""):
     """:func:`title` for experiment ``exp`` (``ExperimentData``): it starts with the experiment id the CSVs name
     (``exp.experiment``) and names the problem run, with the paper's where it stands in for one."""
-    from .data import paper_problem
-
     title(fig, exp.experiment, problem_text(problem, paper_problem(exp, problem)), what, note)
 
 
@@ -472,9 +467,6 @@ def draw_series(ax, series, ideal=None, ideal_name="ideal"):
     Returns:
         the overlap groups (lists of indices into ``series``; -1 the ideal).
     """
-    from matplotlib.lines import Line2D
-    from matplotlib.transforms import ScaledTranslation
-
     groups = overlap_groups(series, ideal)
     rank, size = {}, {}
     for g in groups:

@@ -1,6 +1,7 @@
 """tau_threshold (our experiment, APAM.md Sec. 3): does APAM stay on course while tau = o(K^(1/4))?"""
 
 import numpy as np
+from matplotlib.ticker import FuncFormatter
 
 from . import style
 from .data import as_experiment, distinct, master_computes
@@ -25,8 +26,6 @@ def _finite_stat(func, values):
 
 def _x_scale(ax, x):
     """Log x (symlog when tau = 0 is present) for values spanning > 10x, else linear; limits cover every x."""
-    from matplotlib.ticker import FuncFormatter
-
     x = np.asarray(x, dtype=float)
     x = x[np.isfinite(x)]
     if not x.size:
@@ -49,7 +48,7 @@ def _x_scale(ax, x):
 def _line_stats(line, ycol):
     """Per tau: mean x, mean/min/max of y over seeds with a finite (and, for log axes, any) y; and missing taus."""
     out, missing = [], []
-    for tau, g in line.groupby("tau", sort=True):
+    for _tau, g in line.groupby("tau", sort=True):
         x = float(np.nanmean(g["x"])) if np.isfinite(g["x"]).any() else np.nan
         y = g[ycol].to_numpy(dtype=float)
         y = y[np.isfinite(y)]

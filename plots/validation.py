@@ -9,6 +9,7 @@ settings: :func:`pair_clocks` pairs them, :func:`draw_model_validation` draws th
 
 import numpy as np
 import pandas as pd
+from matplotlib.lines import Line2D
 
 from . import style
 from .aggregate import seed_stats
@@ -72,7 +73,7 @@ def overrun_fraction(rows):
 def overrun_flagged(rows):
     """Per row of a summary: did its emulated gradients overrun on more than ``emulation.OVERRUN_FLAG`` of them
     (:func:`overrun_fraction`)? False where there is no overrun count or no ``gradients`` column."""
-    from experiments.engines.emulation import OVERRUN_FLAG
+    from experiments.engines.emulation import OVERRUN_FLAG  # lazy: the engines import torch; figures need not
 
     if "overruns" not in rows or "gradients" not in rows:
         return pd.Series(False, index=rows.index)
@@ -84,7 +85,7 @@ def overrun_workers(summary, column="workers", **match):
     ``summary`` whose columns equal ``match`` and whose emulated gradients overran their targets on more than
     ``OVERRUN_FLAG`` of them (:mod:`experiments.engines.emulation`): the machine did not run the requested compute
     there. [] without an ``overruns`` column or a matching row."""
-    from experiments.engines.emulation import OVERRUN_FLAG
+    from experiments.engines.emulation import OVERRUN_FLAG  # lazy: the engines import torch; figures need not
 
     if summary is None or "overruns" not in summary:
         return []
@@ -222,8 +223,6 @@ def pooled_histograms(run_ids, hists, predicted=None, kind="sitting"):
 
 def _legend_proxies(ax, algorithms, kinds):
     """Legend entries: a colour per algorithm, a marker per prediction kind (at most len(algorithms) + 3)."""
-    from matplotlib.lines import Line2D
-
     for a in algorithms:
         ax.add_line(Line2D([], [], color=style.color_for(a), linewidth=6, label=a))
     for k in kinds:  # pred drawn open, as on the panels

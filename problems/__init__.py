@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Mapping
+from dataclasses import fields
 from pathlib import Path
 
 import torch
@@ -30,7 +31,8 @@ CACHE_SUBDIR = "cache"
 
 
 def optimum_cache_dir(data_root: str | Path) -> Path:
-    """Where optima (f*, x*) are cached: `<data_root>/cache` (created when the first one is written); also parsed LIBSVM files (`libsvm/`)."""
+    """Where optima (f*, x*) are cached: `<data_root>/cache` (created when the first one is written); also parsed
+    LIBSVM files (`libsvm/`)."""
     return Path(data_root) / CACHE_SUBDIR
 
 
@@ -100,7 +102,7 @@ def _vision_logreg(cfg, root: Path, device: torch.device) -> LogisticRegression:
 
 
 def _libsvm_logreg(cfg, root: Path, device: torch.device) -> LogisticRegression:
-    from problems.data import load_libsvm
+    from problems.data import load_libsvm  # lazy: scikit-learn only for LIBSVM problems
 
     path = Path(str(_req(cfg, "path", "logreg_libsvm")))
     test_path = _get(cfg, "test_path")
@@ -122,9 +124,7 @@ def _libsvm_logreg(cfg, root: Path, device: torch.device) -> LogisticRegression:
 
 def _rcv1like_logreg(cfg, root: Path, device: torch.device) -> LogisticRegression:
     """`logreg_libsvm` on the synthetic rcv1-like files (problems.rcv1like), generated once into `<root>/cache`."""
-    from dataclasses import fields
-
-    from problems.rcv1like import Rcv1LikeSpec, rcv1like_files
+    from problems.rcv1like import Rcv1LikeSpec, rcv1like_files  # lazy: scikit-learn only for this problem
 
     spec = Rcv1LikeSpec(**{f.name: _get(cfg, f.name) for f in fields(Rcv1LikeSpec) if _get(cfg, f.name) is not None})
     train, test = rcv1like_files(optimum_cache_dir(root), spec)
@@ -184,7 +184,7 @@ def _dataset(spec, root: Path):
     """``problem.dataset``: a built-in image set's name (problems.data.load_vision), or a mapping with ``_target_``:
     a callable called with ``root`` (the data folder) that returns an object with ``train_x, train_y, test_x,
     test_y`` tensors (images (N, C, H, W) float in [0, 1] or uint8, labels (N,) int64), as load_vision's."""
-    from problems.data import load_vision
+    from problems.data import load_vision  # lazy: torchvision only for image problems
 
     if _instantiable(spec):
         data = _target(spec)(root=root)
@@ -222,7 +222,7 @@ def _cnn(cfg, root: Path, device: torch.device) -> CNNProblem:
 
 
 def _cnn_timing(cfg, device: torch.device):
-    from problems.timing import TimingOnlyCNN, fake_images
+    from problems.timing import TimingOnlyCNN, fake_images  # lazy: torchvision only for this problem
 
     model = _model_name(cfg, "cnn_timing")
     shape = tuple(int(v) for v in _req(cfg, "image_shape", "cnn_timing"))

@@ -127,14 +127,14 @@ def load_vision(name: str, root: str | Path | None = None, *, download: bool = T
 
 # The last data set `load_vision` read, in this process: every job of a sweep (Hydra runs them one after another in
 # one process, or in a few joblib workers) builds its problem from it instead of reading and converting the IDX
-# files again (about 0.3 s a job, 2026-12-02). Keyed by the staged files' paths, sizes and modification times, so a
+# files again (a fraction of a second a job). Keyed by the staged files' paths, sizes and modification times, so a
 # changed file is read again. Callers take slices or copies and never write into these tensors.
 _LOADED: dict = {}
 
 
 def _read_vision(name: str, root: Path) -> VisionData:
     """Read staged data set ``name`` under ``root`` with torchvision (see :func:`load_vision`)."""
-    import torchvision.datasets as tvd
+    import torchvision.datasets as tvd  # lazy: torchvision only for image data
 
     if name in ("fashion_mnist", "mnist"):
         cls = tvd.FashionMNIST if name == "fashion_mnist" else tvd.MNIST
@@ -150,7 +150,7 @@ def _read_vision(name: str, root: Path) -> VisionData:
 
 @functools.cache
 def _cifar10_staged_class() -> type:
-    import torchvision.datasets as tvd
+    import torchvision.datasets as tvd  # lazy: torchvision only for image data
 
     class CIFAR10Staged(tvd.CIFAR10):
         """torchvision's CIFAR10 without its MD5 checks (the way CIFAR100 overrides the file lists): `stage_cifar10`

@@ -10,7 +10,7 @@ logaddexp(0, -m) (numpy) of the margin m = y a^T x, both exact and finite for an
 Dense features live on the problem's device as one (N, d) tensor; a minibatch gathers its rows (index_select)
 and costs two matrix-vector products. Sparse features stay in scipy CSR on the CPU: a minibatch's rows are sliced
 with scipy's own compiled CSR kernels (`scipy.sparse._sparsetools`: csr_row_index, csr_matvec, csc_matvec), which
-skip the argument checking of the public `X[idx]` (about 3x faster for B=64 on rcv1-like data, see
+skip the argument checking of the public `X[idx]` (faster for small minibatches on rcv1-like data, see
 benchmarks/bench_grads.py); where that private module is missing the public scipy calls are used instead, with the
 same result.
 """
@@ -87,7 +87,7 @@ def logistic_hessian(X, y_pm: np.ndarray, l2: float):
     H(w) = X^T diag(s (1 - s)) X / N + l2 I with s = expit(X w) (the labels drop out). X: (N, d) numpy array or
     scipy sparse matrix; dense X uses BLAS syrk on sqrt(weights) * X (half the work of a general product).
     """
-    import scipy.linalg.blas as blas
+    import scipy.linalg.blas as blas  # lazy: BLAS bindings only for the Hessian (optimum search)
 
     Xd = X.astype(np.float64) if sp.issparse(X) else np.asarray(X, dtype=np.float64)
     n, d = Xd.shape

@@ -16,8 +16,8 @@ as its ``num_train``:
   divergence on a timing-only problem (``timing_only = True``).
 
 The simulated engine runs one at the calibrated cost of its real gradient; a real engine only with
-``engine.compute=emulated`` (experiments/settings/validate.py), where each free gradient waits for its emulated target (the
-paper's Fig. 10: the paper's serial cost); with real compute it would time the free zero gradients.
+``engine.compute=emulated`` (experiments/settings/schema.py), where each free gradient waits for its emulated target
+(the paper's Fig. 10: the paper's serial cost); with real compute it would time the free zero gradients.
 """
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ class TimingOnlyCNN(CNNProblem):
 def fake_images(size: int, shape: tuple[int, int, int], classes: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``size`` random images of ``shape`` (C, H, W), pixels in [0, 1], and random labels in [0, classes), from
     torchvision's ``FakeData`` (deterministic in ``seed``). Returns (x float32 (size, C, H, W), y int64 (size,))."""
-    from torchvision.datasets import FakeData
+    from torchvision.datasets import FakeData  # lazy: torchvision only for the timing-only problem
     from torchvision.transforms.functional import pil_to_tensor
 
     data = FakeData(size=int(size), image_size=tuple(shape), num_classes=int(classes), random_offset=int(seed))

@@ -1,4 +1,4 @@
-"""The simulated clock's cost model, in closed form (issue 12 item 2). No measuring here: the costs come from
+"""The simulated clock's cost model, in closed form. No measuring here: the costs come from
 :mod:`experiments.clock.calibration` (measured once per machine) or from the config (``engine.costs.*``).
 
 Terms (seconds; each is charged where it occurs):
@@ -10,7 +10,7 @@ Terms (seconds; each is charged where it occurs):
   "hot" master: measured with the master saturated);
 - ``overhead_idle_s``: the same when the master had been waiting for the gradient (blocked, woken by it): its own
   return from the wait, and caches that the worker's gradient -- the problem's data -- has since filled with other
-  lines (measured in P = 1 runs, where the master always waits: issue 12 "charged where it occurs");
+  lines (measured in P = 1 runs, where the master always waits: charged where it occurs);
 - ``update_s``: one master update (the rule's ``step`` at dimension d).
 
 The master is busy ``update_s + overhead_idle_s`` for a gradient it waited for and ``master_s = update_s +

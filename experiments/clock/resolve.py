@@ -10,12 +10,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from experiments.clock.calibration import (GRAD_ENGINE, TRANSPORTS, Calibration, grad_key, grad_times_key, idle_key,
-                                           lateness_key, message_keys, round_key, rule_calibration_key, update_key)
+from experiments.clock.calibration import (
+    GRAD_ENGINE,
+    TRANSPORTS,
+    Calibration,
+    grad_key,
+    grad_times_key,
+    idle_key,
+    lateness_key,
+    message_keys,
+    round_key,
+    rule_calibration_key,
+    update_key,
+)
 from experiments.clock.costmodel import COST_KEYS, CostModel
-from experiments.clock.measure import (REPEATS, measure_grad_samples, measure_lateness_samples,
-                                       measure_message_terms, measure_update_s, p1_run_samples, probe_grad_samples,
-                                       round_samples)
+from experiments.clock.measure import (
+    REPEATS,
+    measure_grad_samples,
+    measure_lateness_samples,
+    measure_message_terms,
+    measure_update_s,
+    p1_run_samples,
+    probe_grad_samples,
+    round_samples,
+)
 from experiments.settings.schema import RunSettings
 
 
@@ -170,18 +188,19 @@ def cost_model(settings: RunSettings, problem, rule, calibration: Calibration) -
         if key not in calibration.read()["entries"]:
             lat, over = [], []
 
-            def both():
+            def both(lat=lat, over=over):  # measured once for both entries
                 if not lat:
                     lat[:], over[:] = measure_message_terms(settings, transport, problem.dim, handoff=handoff)
                 return lat, over
 
-            calibration.entry(lat_key, lambda: both()[0])
-            calibration.entry(over_key, lambda: both()[1])
+            calibration.entry(lat_key, lambda both=both: both()[0])
+            calibration.entry(over_key, lambda both=both: both()[1])
         entry = calibration.entry(key, lambda: [])
         terms[name], spread[name] = entry["value"], entry["spread"]
     round_s = None
     P = settings.workers
-    if settings.algorithm.protocol == "sync" and settings.shared_cores() is not None and fixed.get("overhead_s") is None:
+    if (settings.algorithm.protocol == "sync" and settings.shared_cores() is not None
+            and fixed.get("overhead_s") is None):
         entry = calibration.entry(round_key(transport, problem.dim, P),
                                   lambda: round_samples(settings, transport, problem.dim, P))
         round_s, spread["round_s"] = entry["value"], entry["spread"]

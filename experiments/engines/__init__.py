@@ -8,6 +8,13 @@ for the update logic, so the engines differ only in transport and clock:
 - ``simulated``: one process, event-driven, exact staleness, simulated clock from the calibrated cost model;
 - ``shared_memory``: a master and P worker processes on one machine, wall clock;
 - ``distributed``: torch.distributed master (rank 0) and P worker ranks, wall clock.
+
+Modules: the real engines share the master loop (``driver``, timed by ``timeline``), the transport interface
+(``transport``; ``loopback`` for tests), the workers' spec and set-up (``workers``), their processes' lives
+(``processes``), their start-up data (``startup``) and emulated compute (``emulation``). ``shared_memory`` keeps its
+transport and run, with ``shm_layout`` (shared blocks, wake-ups), ``shm_handoff`` (spin or block) and ``shm_worker``;
+``distributed`` likewise, with ``dist_wire`` (messages), ``dist_group`` (process group) and ``dist_worker``.
+``simulated`` runs on the clock of ``cores`` (CPU sharing) or replays a measured run (``twin``).
 """
 from __future__ import annotations
 
@@ -43,7 +50,7 @@ class EngineResult:
             (receive, update, hand out work, bookkeeping; the measured counterpart of the model's ``master_s``
             for async, ``update_s + P overhead_s`` for sync); None on the simulated engine.
         provenance: what the run's provenance.json should add (the simulated clock: calibration file and spreads).
-        timeline: real engines: one row per gradient the master took (engines/driver.py:TIMELINE_COLUMNS), the
+        timeline: real engines: one row per gradient the master took (engines/timeline.py:TIMELINE_COLUMNS), the
             input of the trace-driven twin (engines/twin.py).
     """
 

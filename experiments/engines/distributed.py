@@ -49,316 +49,55 @@ master is gone gets a connection error at once and exits.
 
 The master loop (work hand-out, staleness, wall clock, lost workers) is :mod:`experiments.engines.driver`.
 """
+
 from __future__ import annotations
 
-import datetime
 import os
 import queue
-import shutil
 import signal
-import socket
-import sys
-import tempfile
 import threading
 import time
-import traceback
-import weakref
 from contextlib import contextmanager
 
 import torch
 import torch.distributed as dist
 
-from experiments.engines.driver import drive
-from experiments.engines.transport import Arrival, Lost, NoWorkers
-from experiments.engines.emulation import with_emulation, worker_emulator
-from experiments.engines.workers import (
-    WorkerSpec,
-    _Fd,
-    await_ready,
-    deliver,
-    describe_exit,
-    load_problem,
-    process_context,
-    reap,
-    receive,
-    report_worker_error,
-    sigterm_as_interrupt,
-    split_problem,
-    worker_process_setup,
+from experiments.engines.dist_group import (
+    STARTUP_TIMEOUT_S,
+    check_world,
+    choose_backend,
+    destroy_group,
+    gloo_interface,
+    init_group,
+    rank_device,
+    store_for_local,
+    under_torchrun,
 )
+from experiments.engines.dist_wire import (
+    COMPUTE,
+    ERROR,
+    GRADIENT,
+    HEADER,
+    HOLD,
+    INT_OF,
+    STOP,
+    get_header,
+    get_text,
+    get_time,
+    put_header,
+)
+from experiments.engines.dist_worker import spawned_worker
+from experiments.engines.driver import drive
+from experiments.engines.emulation import with_emulation
+from experiments.engines.processes import describe_exit, process_context, reap, sigterm_as_interrupt
+from experiments.engines.startup import await_ready, deliver, split_problem
+from experiments.engines.transport import Arrival, Lost, NoWorkers
+from experiments.engines.workers import WorkerSpec
 from experiments.errors import ConfigError, WorkerLost
-from experiments.training.sampling import BatchStream
 
-HEADER = 9
-COMPUTE, HOLD, STOP, GRADIENT, BYE, ERROR = 1, 2, 3, 4, 5, 6
-_INT_OF = {torch.float32: torch.int32, torch.float64: torch.int64, torch.float16: torch.int16,
-           torch.bfloat16: torch.int16}
 LAST_WORKER_PIDS: list[int] = []  # process ids of the latest locally started workers (tests check none is left)
 
 
-# ---------------------------------------------------------------------- messages
-def _put(buf: torch.Tensor, cmd: int, version: int = 0, loss: float = 0.0, length: int = 0) -> None:
-    h = buf[:HEADER].view(_INT_OF[buf.dtype])
-    h[0], h[1], h[3] = cmd, version, length
-    buf[2] = loss
-
-
-def _get(buf: torch.Tensor) -> tuple[int, int, float, int]:
-    h = buf[:HEADER].view(_INT_OF[buf.dtype])
-    return int(h[0]), int(h[1]), float(buf[2]), int(h[3])
-
-
-def _put_time(buf: torch.Tensor, t: float) -> None:
-    """A ``time.perf_counter()`` reading into header words 7-8, in whole microseconds (two 31-bit halves: the
-    header's integer view may be 32 bits wide)."""
-    us = int(t * 1e6)
-    h = buf[:HEADER].view(_INT_OF[buf.dtype])
-    h[7], h[8] = us >> 31, us & 0x7FFFFFFF
-
-
-def _get_time(buf: torch.Tensor) -> float:
-    h = buf[:HEADER].view(_INT_OF[buf.dtype])
-    return ((int(h[7]) << 31) | int(h[8])) / 1e6
-
-
-def _put_text(buf: torch.Tensor, text: str) -> None:
-    """An ``error`` message carrying ``text`` (UTF-8, cut to the payload's size: element size x d bytes)."""
-    raw = buf[HEADER:].view(torch.uint8)
-    data = torch.frombuffer(bytearray(text.encode()[: raw.numel()]), dtype=torch.uint8)
-    raw[: data.numel()].copy_(data)
-    _put(buf, ERROR, length=data.numel())
-
-
-def _get_text(buf: torch.Tensor, length: int) -> str:
-    return bytes(buf[HEADER:].view(torch.uint8)[:length].tolist()).decode(errors="replace")
-
-
-# ---------------------------------------------------------------------- set-up
-def loopback_interface() -> str | None:
-    """Name of the loopback network interface (``lo`` on Linux, ``lo0`` on macOS), or None."""
-    try:
-        names = [n for _, n in socket.if_nameindex()]
-    except OSError:
-        return None
-    return next((n for n in names if n.startswith("lo")), None)
-
-
-def _is_loopback(host: str) -> bool:
-    try:
-        return socket.gethostbyname(host).startswith("127.")
-    except OSError:
-        return False
-
-
-@contextmanager
-def _gloo_interface(host: str):
-    """Bind gloo to the loopback interface while the process group is created, when ``host`` is a loopback
-    address and the user has not chosen an interface (``GLOO_SOCKET_IFNAME``)."""
-    name = loopback_interface() if _is_loopback(host) and "GLOO_SOCKET_IFNAME" not in os.environ else None
-    if name:
-        os.environ["GLOO_SOCKET_IFNAME"] = name
-    try:
-        yield
-    finally:
-        if name:
-            os.environ.pop("GLOO_SOCKET_IFNAME", None)
-
-
-def choose_backend(settings, device: torch.device) -> str:
-    """``engine.backend`` resolved: ``auto`` -> nccl for sync on CUDA with a GPU per rank, else gloo.
-
-    Raises:
-        ConfigError: nccl asked for an async algorithm or without enough GPUs.
-    """
-    backend = settings.engine.backend
-    world = settings.workers + 1
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    sync = settings.algorithm.protocol == "sync"
-    if backend == "auto":
-        return "nccl" if sync and device.type == "cuda" and gpus >= world else "gloo"
-    if backend == "nccl":
-        if not sync:
-            raise ConfigError("engine.backend=nccl: NCCL has no receive-from-any-worker; async needs gloo")
-        if gpus < world:
-            raise ConfigError(f"engine.backend=nccl: needs a GPU per rank ({world}), found {gpus}")
-    return backend
-
-
-STARTUP_TIMEOUT_S = 300.0  # joining the process group (process start-up, imports) may take this long
-
-
-def _init_group(backend: str, timeout_s: float, **kwargs) -> None:
-    """Join the process group with a start-up timeout, then set the operations' timeout to ``timeout_s``."""
-    startup = datetime.timedelta(seconds=max(float(timeout_s), STARTUP_TIMEOUT_S))
-    dist.init_process_group(backend, timeout=startup, **kwargs)
-    dist.set_timeout(datetime.timedelta(seconds=float(timeout_s)))
-
-
-def _torchrun() -> bool:
-    return "RANK" in os.environ and "WORLD_SIZE" in os.environ and "MASTER_ADDR" in os.environ
-
-
-def _check_world(settings) -> None:
-    world = int(os.environ["WORLD_SIZE"])
-    if world != settings.workers + 1:
-        raise ConfigError(f"workers={settings.workers}: torchrun started {world} processes, needs workers + 1 = "
-                          f"{settings.workers + 1} (--nproc_per_node x --nnodes)")
-
-
-def _rank_device(backend: str, problem_device: torch.device) -> torch.device:
-    if backend == "nccl":
-        local = int(os.environ.get("LOCAL_RANK", dist.get_rank() if dist.is_initialized() else 0))
-        torch.cuda.set_device(local)
-        return torch.device("cuda", local)
-    return torch.device("cpu")
-
-
-# ---------------------------------------------------------------------- worker side
-class Stopped(Exception):
-    """Raised in a locally started worker by its SIGUSR1 handler: the master superseded its request (a stop)."""
-
-
-def _serve_loop(problem, spec: WorkerSpec, buf_device: torch.device, stream, requests=None) -> None:
-    """Worker rank ``spec.worker + 1``: answer ``compute`` with one gradient (next minibatch of ``stream``, drawn while
-    waiting), ``hold`` with nothing, ``stop`` with ``bye``; errors go to the master as an ``error`` message, then
-    raise. ``requests``: the shared (P,) int64 count of ``compute`` messages the master has sent each worker (locally
-    started workers; None under torchrun): a ``compute`` it has superseded is skipped, and SIGUSR1 while computing a
-    superseded one abandons it for the next message, on the same minibatch (module docstring, stops).
-
-    The receive of the master's next message is always posted before this worker sends (two alternating
-    buffers): gloo delivers a message whose receive is already posted much faster."""
-    x0 = problem.init_params(0)
-    emu = worker_emulator(spec)
-    rbufs = [torch.zeros(HEADER + x0.numel(), dtype=x0.dtype, device=buf_device) for _ in range(2)]
-    sbuf = torch.zeros_like(rbufs[0])
-    i = 0
-    sent = memoryview(requests.numpy()).cast("B").cast("q") if requests is not None else None
-    me, received = spec.worker, 0  # compute messages received
-    computing = [0]  # the number of the compute message being served; 0 while not computing
-
-    def on_stop(signum, frame) -> None:
-        current = computing[0]
-        if current and sent[me] > current:
-            computing[0] = 0  # raise once
-            raise Stopped
-
-    if sent is not None:
-        signal.signal(signal.SIGUSR1, on_stop)
-    pending = dist.irecv(rbufs[0], src=0)
-    idx = stream.next()  # the next gradient's minibatch, drawn while waiting: off the round trip's critical path
-    try:
-        while True:
-            pending.wait()
-            cur, i = rbufs[i], 1 - i
-            pending = dist.irecv(rbufs[i], src=0)
-            cmd, version, _, _ = _get(cur)
-            if cmd == HOLD:
-                continue
-            if cmd == STOP:
-                _put(sbuf, BYE)
-                dist.send(sbuf, dst=0)
-                return
-            received += 1
-            spec.fault.maybe_fail(spec.worker, version)
-            x = cur[HEADER:]
-            if x.device != problem.device:
-                x = x.to(problem.device)
-            try:
-                computing[0] = received  # from here a stop's SIGUSR1 raises Stopped
-                if sent is not None and sent[me] > received:
-                    raise Stopped  # superseded before it began
-                t0 = time.perf_counter()
-                loss, g = problem.loss_grad(x, idx)
-                sbuf[HEADER:].copy_(g)
-                timing = emu.finish(t0)
-                computing[0] = 0
-            except Stopped:
-                computing[0] = 0
-                continue  # the next compute message, on the same minibatch
-            _put(sbuf, GRADIENT, version, float(loss))
-            sbuf[4], sbuf[5], sbuf[:HEADER].view(_INT_OF[sbuf.dtype])[6] = timing
-            _put_time(sbuf, time.perf_counter())
-            dist.send(sbuf, dst=0)
-            idx = stream.next()
-    except Exception as exc:
-        if "Connection" in str(exc) or "closed" in str(exc):
-            return  # the master is gone
-        traceback.print_exc(file=sys.stderr)
-        try:
-            _put_text(sbuf, f"{type(exc).__name__}: {exc}".splitlines()[0])
-            dist.send(sbuf, dst=0)
-        except Exception:  # noqa: BLE001, S110 - the master may be gone too
-            pass
-        raise
-
-
-def _spawned_worker(rank: int, world: int, store_spec: tuple, backend: str, timeout_s: float, tensors: list,
-                    spec: WorkerSpec, conn, requests=None) -> None:
-    """Entry of a locally started worker process (rank >= 1): receive the rest of the problem on ``conn`` (its
-    ``tensors`` came with the process; workers.split_problem), say ready, join the process group, serve.
-    ``requests``: the shared count of compute messages per worker (stops; :func:`_serve_loop`)."""
-    worker_process_setup(spec)
-    signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # never the default (exit) before _serve_loop's handler
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})  # the group's threads start with SIGUSR1 blocked
-    try:
-        problem = load_problem(tensors, receive(conn.fileno()))
-        stream = BatchStream(problem.num_train, spec.batch, spec.seed)  # before joining: start-up is not silence
-        conn.send_bytes(b"R")
-    except (EOFError, BrokenPipeError, ConnectionResetError):
-        return  # the master is gone (or gave up on the start-up)
-    except BaseException as exc:  # noqa: BLE001 - reported to the master, then the process exits
-        report_worker_error(conn, exc)
-    finally:
-        conn.close()
-    kind, where, port = store_spec
-    with _gloo_interface("127.0.0.1" if kind in ("file", "memfd") else where):
-        if kind == "memfd":
-            store = dist.FileStore(f"/proc/self/fd/{where.fd}", world)
-        elif kind == "file":
-            store = dist.FileStore(where, world)
-        else:
-            store = dist.TCPStore(where, port, world, is_master=False,
-                                  timeout=datetime.timedelta(seconds=STARTUP_TIMEOUT_S))
-        _init_group(backend, timeout_s, store=store, rank=rank, world_size=world)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})  # this (main) thread takes the stops
-    try:
-        _serve_loop(problem, spec, _rank_device(backend, problem.device), stream, requests)
-    finally:
-        _destroy()
-
-
-def serve(problem, settings, costs=None) -> None:
-    """Worker side under torchrun (RANK >= 1): join the process group, compute gradients until the master says
-    stop, leave. Writes nothing. ``costs``: as for :func:`run` (emulated compute's base seconds).
-
-    Raises:
-        ConfigError: WORLD_SIZE is not workers + 1.
-    """
-    _check_world(settings)
-    rank = int(os.environ["RANK"])
-    spec = with_emulation([WorkerSpec.of(settings, rank - 1)], settings,
-                          *((costs.base_s, costs.xi) if costs is not None else (None, None)))[0]
-    worker_process_setup(spec)
-    stream = BatchStream(problem.num_train, spec.batch, spec.seed)
-    backend = choose_backend(settings, problem.device)
-    with _gloo_interface(os.environ["MASTER_ADDR"]):
-        _init_group(backend, settings.engine.timeout_s, init_method="env://", rank=rank,
-                    world_size=settings.workers + 1)
-    try:
-        _serve_loop(problem, spec, _rank_device(backend, problem.device), stream)
-    finally:
-        _destroy()
-
-
-def _destroy() -> None:
-    if dist.is_initialized():
-        try:
-            dist.destroy_process_group()
-        except Exception:  # noqa: BLE001, S110 - best effort on the way out
-            pass
-
-
-# ---------------------------------------------------------------------- master side
 class DistTransport:
     """Rank 0's side: per-worker send and receive buffers, one receiving thread per worker (see module docstring).
 
@@ -378,11 +117,14 @@ class DistTransport:
         self._sent = memoryview(requests.numpy()).cast("B").cast("q") if requests is not None else None
         self._latest = [0] * P  # the version of the latest compute sent to each worker
         self._posted = [0] * P  # receives posted for each worker and not yet converted
-        mk = lambda: torch.zeros(HEADER + d, dtype=x0.dtype, device=buf_device)
+
+        def mk():
+            return torch.zeros(HEADER + d, dtype=x0.dtype, device=buf_device)
+
         self.sbuf = [mk() for _ in range(P)]
         self.rbuf = [mk() for _ in range(P)]
         self.hold_buf = mk()
-        _put(self.hold_buf, HOLD)
+        put_header(self.hold_buf, HOLD)
         self.gbuf = torch.zeros(d, dtype=x0.dtype, device=x0.device) if buf_device != x0.device else None
         self.sends: list = [None] * P
         self.events: queue.SimpleQueue = queue.SimpleQueue()
@@ -409,7 +151,7 @@ class DistTransport:
             self.events.put(("msg", w))
 
     def _post_recv(self, w: int) -> bool:
-        """Post the receive of w's next message (before sending to w: see _serve_loop) and hand it to w's thread."""
+        """Post the receive of w's next message (before sending to w: see serve_loop) and hand it to w's thread."""
         try:
             self.expect[w].put(dist.irecv(self.rbuf[w], src=w + 1))
             self._posted[w] += 1
@@ -452,7 +194,7 @@ class DistTransport:
             return
         buf = self.sbuf[w]
         buf[HEADER:].copy_(x)
-        _put(buf, COMPUTE, version)
+        put_header(buf, COMPUTE, version)
         self._latest[w] = version
         if self._sent is not None:
             self._sent[w] += 1
@@ -473,7 +215,7 @@ class DistTransport:
             return
         buf = self.sbuf[w]
         buf[HEADER:].copy_(x)
-        _put(buf, COMPUTE, version)
+        put_header(buf, COMPUTE, version)
         self._latest[w] = version
         self._sent[w] += 1
         if self._posted[w] == 0 and not self._post_recv(w):
@@ -493,17 +235,17 @@ class DistTransport:
             return Lost(w, self._why(w, text))
         w = item[1]
         self._posted[w] -= 1
-        cmd, version, loss, length = _get(self.rbuf[w])
+        cmd, version, loss, length = get_header(self.rbuf[w])
         if cmd == GRADIENT:
             buf = self.rbuf[w]
-            timing = int(buf[:HEADER].view(_INT_OF[buf.dtype])[6])
+            timing = int(buf[:HEADER].view(INT_OF[buf.dtype])[6])
             stale = version < self._latest[w]
-            arrival = Arrival(w, version, loss, float(buf[4]), float(buf[5]), timing, _get_time(buf), stale)
+            arrival = Arrival(w, version, loss, float(buf[4]), float(buf[5]), timing, get_time(buf), stale)
             if stale:  # a stopped compute's reply: the new one's comes next
                 self._post_recv(w)
             return arrival
         if cmd == ERROR:
-            raise RuntimeError(f"worker {w} failed: {_get_text(self.rbuf[w], length)}")
+            raise RuntimeError(f"worker {w} failed: {get_text(self.rbuf[w], length)}")
         return None  # a bye
 
     def wait(self, timeout: float | None) -> list:
@@ -568,7 +310,7 @@ class DistTransport:
         for w in sorted(self.live):
             if not self.threads[w].is_alive() or not self._wait_send(w):
                 continue
-            _put(self.sbuf[w], STOP)
+            put_header(self.sbuf[w], STOP)
             if self._post_recv(w) and self._send(w, self.sbuf[w]):
                 waiting.add(w)
         deadline = time.monotonic() + self.timeout_s
@@ -583,39 +325,6 @@ class DistTransport:
             self.expect[w].put(None)
         for t in self.threads:
             t.join(1.0)
-
-
-def _store_for_local(engine, world: int):
-    """Rank 0's rendezvous store for locally started workers: (store, spec for the workers, clean-up or None).
-
-    On loopback: a FileStore (nothing listens on the network; a TCPStore would listen on every interface) on an
-    anonymous in-memory file (Linux ``memfd_create``; the workers open it as ``/proc/self/fd/N``): nothing on disk
-    that a killed master would leave behind (the master's descriptor closes with the store object). Where memfd is
-    missing, a temporary ``apam-dist-*`` folder, removed by the clean-up (but left behind if the master is killed).
-    Elsewhere: a TCPStore on ``master_addr:master_port`` (a free port when that one is taken)."""
-    host = engine.master_addr
-    if _is_loopback(host):
-        if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
-            fd = os.memfd_create("apam-dist-store", os.MFD_CLOEXEC)
-            try:
-                store = dist.FileStore(f"/proc/self/fd/{fd}", world)
-            except BaseException:
-                os.close(fd)
-                raise
-            # closed when the store is gone, not before: a store that outlives its fd (kept by a traceback) would
-            # open whatever file reuses that number
-            weakref.finalize(store, os.close, fd)
-            return store, ("memfd", _Fd(fd), 0), None
-        tmpdir = tempfile.mkdtemp(prefix="apam-dist-")
-        path = os.path.join(tmpdir, "store")
-        return dist.FileStore(path, world), ("file", path, 0), lambda: shutil.rmtree(tmpdir, ignore_errors=True)
-    port = engine.master_port
-    timeout = datetime.timedelta(seconds=STARTUP_TIMEOUT_S)
-    try:
-        store = dist.TCPStore(host, port, world, is_master=True, timeout=timeout, wait_for_workers=False)
-    except (RuntimeError, dist.DistNetworkError):  # the port is taken: let the system choose a free one
-        store = dist.TCPStore(host, 0, world, is_master=True, timeout=timeout, wait_for_workers=False)
-    return store, ("tcp", host, store.port), None
 
 
 def run(problem, rule, settings, recorder, costs=None):
@@ -643,22 +352,22 @@ def run(problem, rule, settings, recorder, costs=None):
     procs, conns, cleanup, transport, store, started, requests = [], [], None, None, None, False, None
     with sigterm_as_interrupt():
         try:
-            if _torchrun():
-                _check_world(settings)
+            if under_torchrun():
+                check_world(settings)
                 if int(os.environ["RANK"]) != 0:
                     raise ConfigError(f"RANK={os.environ['RANK']}: only rank 0 runs the master")
-                with _gloo_interface(os.environ["MASTER_ADDR"]):
-                    _init_group(backend, e.timeout_s, init_method="env://", rank=0, world_size=world)
+                with gloo_interface(os.environ["MASTER_ADDR"]):
+                    init_group(backend, e.timeout_s, init_method="env://", rank=0, world_size=world)
             else:
                 ctx = process_context(e.start_method, problem)
-                store, spec, cleanup = _store_for_local(e, world)
+                store, spec, cleanup = store_for_local(e, world)
                 tensors, payload = split_problem(problem)  # the Process arguments stay small: see workers.py (start-up)
                 specs = with_emulation([WorkerSpec.of(settings, w, pin=True) for w in range(P)], settings,
                                        *((costs.base_s, costs.xi) if costs is not None else (None, None)))
                 requests = torch.zeros(P, dtype=torch.int64).share_memory_()  # compute messages sent (stops)
                 for w in range(P):
                     parent, child = ctx.Pipe(duplex=True)
-                    p = ctx.Process(target=_spawned_worker, name=f"apam-rank-{w + 1}", daemon=True,
+                    p = ctx.Process(target=spawned_worker, name=f"apam-rank-{w + 1}", daemon=True,
                                     args=(w + 1, world, spec, backend, float(e.timeout_s), tensors,
                                           specs[w], child, requests))
                     p.start()
@@ -669,10 +378,10 @@ def run(problem, rule, settings, recorder, costs=None):
                 deadline = time.monotonic() + STARTUP_TIMEOUT_S
                 deliver(payload, [c.fileno() for c in conns], procs, deadline)
                 await_ready(conns, procs, deadline)  # a death from here to joining waits for the group's timeout
-                with _gloo_interface("127.0.0.1" if spec[0] in ("file", "memfd") else spec[1]):
-                    _init_group(backend, e.timeout_s, store=store, rank=0, world_size=world)
+                with gloo_interface("127.0.0.1" if spec[0] in ("file", "memfd") else spec[1]):
+                    init_group(backend, e.timeout_s, store=store, rank=0, world_size=world)
             started = True
-            transport = DistTransport(P, x0, float(e.timeout_s), _rank_device(backend, problem.device), procs,
+            transport = DistTransport(P, x0, float(e.timeout_s), rank_device(backend, problem.device), procs,
                                       requests)
             return drive(problem, rule, settings, recorder, transport)
         finally:
@@ -682,7 +391,7 @@ def run(problem, rule, settings, recorder, costs=None):
             finally:
                 for conn in conns:
                     conn.close()
-                _destroy()
+                destroy_group()
                 store = None  # the memfd store's descriptor closes with it
                 reap(procs, grace_s=5.0 if started else 0.0)  # a failed start-up ends the workers at once
                 if cleanup is not None:

@@ -1,16 +1,16 @@
 """The master loop of the real engines, written once over a transport (shared_memory, distributed).
 
 A *transport* moves iterates to workers and gradients back; this loop decides who computes what, feeds the
-gradients to :class:`experiments.training.master.Master` (which owns x, the optimizer state and the staleness log), keeps
-the wall clock, calls the recorder, and handles lost workers. Engines differ only in their transport.
+gradients to :class:`experiments.training.master.Master` (which owns x, the optimizer state and the staleness log),
+keeps the wall clock, calls the recorder, and handles lost workers. Engines differ only in their transport.
 
 Work is handed out one gradient at a time: the master copies its current x (version k) to worker w and asks for
 one gradient; w computes it at that copy and reports k back, so the staleness of the update that uses it is
 exactly ``version at apply - k`` (APAM.md §1: "x_hat_k is exactly the iterate the master last sent to that
 worker"). The master hands out exactly the gradients the run asks for (``updates`` K, or ``epochs``), so every
 gradient computed reaches the master -- none is lost or thrown away, and without a staleness policy
-``gradients`` equals ``updates`` (async) or P x ``updates`` (sync); a policy (experiments/training/policies.py) may discard
-gradients it receives, which the ``discarded`` column counts.
+``gradients`` equals ``updates`` (async) or P x ``updates`` (sync); a policy (experiments/training/policies.py) may
+discard gradients it receives, which the ``discarded`` column counts.
 
 Clock (``clock=wall``): ``time.perf_counter`` seconds, started after the warm-up updates
 (:func:`experiments.engines.warmup_updates`: ``engine.warmup_updates``, for async at least P of them, at most half
@@ -36,6 +36,7 @@ is dropped. Async with ``engine.on_worker_loss=continue`` goes on with the other
 handed to another worker) and the result's ``message`` names the lost worker; sync, ``on_worker_loss=fail``, or
 losing the last worker ends the run with status ``failed`` after a final evaluation of the master's x.
 """
+
 from __future__ import annotations
 
 import time
@@ -43,57 +44,13 @@ from collections import deque
 
 from experiments.engines import EngineResult, warmup_updates
 from experiments.engines.emulation import LATE, OVERRAN, log_arrival
+from experiments.engines.timeline import PROMPT_WAIT_S, WallClock
 from experiments.engines.transport import Arrival, Lost
 from experiments.engines.workers import worker_seed
 from experiments.errors import WorkerLost
 from experiments.training.master import Master
 from experiments.training.recorder import Diverged
 from experiments.training.sampling import BatchStream
-
-TIMELINE_COLUMNS = ["worker", "issued_s", "arrived_s", "compute_s", "start_s", "end_s", "prompt", "sent_s"]
-"""One row per gradient the master took (a real engine's ``timeline.csv``; experiments/engines/twin.py replays it):
-the worker (-1: the master's own gradient), when its iterate was handed out, when the master's wait returned with it,
-the seconds the worker spent on it (emulated wait included), when the master began and ended its part (async: the
-receive, the update and the hand-out of the worker's next iterate; sync: the round, from its first hand-out to its
-update), seconds since the master loop began, evaluation included; and ``prompt``: 1 when the master was waiting
-for it (its wait blocked and it was the first event the wait returned), so that ``arrived_s`` is when it came,
-0 when it had been waiting while the master was busy; ``sent_s``: when the worker sent it (the same clock)."""
-
-
-PROMPT_WAIT_S = 5e-6
-"""A wait that blocked longer than this returned an event that came while the master waited."""
-
-
-class WallClock:
-    """Wall-clock seconds (``time.perf_counter``) since :meth:`start`, minus the paused intervals; 0 before start."""
-
-    def __init__(self) -> None:
-        self._start: float | None = None
-        self._paused_at: float | None = None
-        self._excluded = 0.0
-
-    @property
-    def started(self) -> bool:
-        return self._start is not None
-
-    def start(self) -> None:
-        if self._start is None:
-            self._start = time.perf_counter()
-
-    def pause(self) -> None:
-        if self._start is not None and self._paused_at is None:
-            self._paused_at = time.perf_counter()
-
-    def resume(self) -> None:
-        if self._paused_at is not None:
-            self._excluded += time.perf_counter() - self._paused_at
-            self._paused_at = None
-
-    def elapsed(self) -> float:
-        if self._start is None:
-            return 0.0
-        now = self._paused_at if self._paused_at is not None else time.perf_counter()
-        return now - self._start - self._excluded
 
 
 class MasterLoop:
@@ -191,7 +148,7 @@ class MasterLoop:
 
         ``deadlines`` (worker -> monotonic seconds) is in deadline order: every entry is ``issue time +
         engine.timeout_s`` and is inserted when its gradient is handed out (after its previous entry was deleted), so
-        the first is the earliest -- O(1) per wait instead of a min over the P workers (1 us at P = 32)."""
+        the first is the earliest -- O(1) per wait instead of a min over the P workers."""
         first = next(iter(deadlines.values())) if deadlines else None
         timeout = 0.0 if poll else (None if first is None else max(0.0, first - time.monotonic()))
         timed, t0 = self.clock.started, time.perf_counter()
@@ -430,5 +387,6 @@ def drive(problem, rule, settings, recorder, transport) -> EngineResult:
                         histogram=m.histogram, status=status, message=message,
                         timed_samples=loop.samples - loop.samples_at_start if loop.clock.started else 0,
                         overruns=loop.overruns if loop.emulated else None,
-                        late_wakeups=loop.late_wakeups if loop.emulated else None, compute_times=loop.compute_log, timeline=loop.timeline,
+                        late_wakeups=loop.late_wakeups if loop.emulated else None, compute_times=loop.compute_log,
+                        timeline=loop.timeline,
                         master_busy_s=loop.master_busy_s())

@@ -1,26 +1,26 @@
-"""Emulated compute on the real engines (issue 12 item 1): ``engine.compute=emulated``.
+"""Emulated compute on the real engines: ``engine.compute=emulated``.
 
 Each worker computes its gradient for real (learning is unchanged), then waits until a target wall time has passed
 since it began. Targets come from the same compute-time law as ``delay=timing`` on the simulated engine
 (:meth:`experiments.training.delays.ComputeTimes.of_delay`: law, sigma, slow workers, slowdown) with the base time
-``engine.compute_base_s`` (seconds; null = this machine's calibrated gradient cost, :mod:`experiments.clock.calibration`).
+``engine.compute_base_s`` (seconds; null = this machine's calibrated gradient cost,
+:mod:`experiments.clock.calibration`).
 So a 2-core machine runs 1..32 workers whose gradients take as long as a wider machine's would, while the master,
 the transport and the staleness are real.
 
 A gradient's timing is one of three outcomes (:func:`Emulator.finish`'s code): ``ON_TIME``; ``OVERRAN``: its real
-computation alone took more than ``(1 + OVERRUN_TOL)`` x its target (the worker never waited: the machine could not
-run the requested compute -- no cost model charges that); ``LATE``: the computation fit, but the wait ended more
-than ``OVERRUN_TOL`` x target after the target (the sleep's wake-up). Late wake-ups happen on an idle machine too
-(on our virtual machine a 10 ms sleep ends a median 0.2 ms late, 5% of them over 1.5 ms), and the simulated twin
-of an emulated run charges them, drawn from the calibrated samples (``late|sleep``, engines/simulated.py); a run
-whose late wake-ups are much more frequent than the calibrated ones is one whose cores were oversubscribed. So the
-master counts both (``overruns`` and ``late_wakeups`` in trace and summary), the run adds ``late_expected`` (the
-count the calibrated wake-ups give for the same targets, :func:`expected_late`), and a run is flagged when its
-overruns plus its late wake-ups beyond the expected ones exceed ``OVERRUN_FLAG`` of its gradients
+computation alone took more than ``(1 + OVERRUN_TOL)`` x its target (the worker never waited: the machine could not run
+the requested compute -- no cost model charges that); ``LATE``: the computation fit, but the wait ended more than
+``OVERRUN_TOL`` x target after the target (the sleep's wake-up). Late wake-ups happen on an idle machine too, and the
+simulated twin of an emulated run charges them, drawn from the calibrated samples (``late|sleep``,
+engines/simulated.py); a run whose late wake-ups are much more frequent than the calibrated ones is one whose cores were
+oversubscribed. So the master counts both (``overruns`` and ``late_wakeups`` in trace and summary), the run adds
+``late_expected`` (the count the calibrated wake-ups give for the same targets, :func:`expected_late`), and a run is
+flagged when its overruns plus its late wake-ups beyond the expected ones exceed ``OVERRUN_FLAG`` of its gradients
 (:func:`plots.validation.overrun_count`). Each gradient reports ``(compute_s, target_s, code)`` to the master
 (``compute_s``: seconds from the start of the gradient to the end of the wait, as the worker measured them; with
-``compute=real`` the target is NaN and the code ON_TIME); the run writes ``<run_dir>/compute_times.csv``
-(``worker, index, compute_s, target_s``).
+``compute=real`` the target is NaN and the code ON_TIME); the run writes ``<run_dir>/compute_times.csv`` (``worker,
+index, compute_s, target_s``).
 
 Worker w draws its targets from its own generator (seed ``seed + 1 + STREAM_SEED_STRIDE * w``, the law's
 draws for worker w of :class:`experiments.training.delays.ComputeTimes`). Waiting (``engine.compute_wait``): ``sleep``
@@ -30,6 +30,7 @@ with a core of its own: the calibration of idle-dependent costs, experiments/clo
 """
 from __future__ import annotations
 
+import bisect
 import math
 import time
 from dataclasses import dataclass, replace
@@ -152,8 +153,6 @@ def expected_late(targets, lateness) -> float:
     ``OVERRUN_TOL`` x target. NaN targets (real compute) count 0; NaN without samples.
 
     Example: samples [0.1, 0.2, 0.3, 2.0] ms and two 10 ms targets (threshold 1 ms): 2 x 1/4 = 0.5."""
-    import bisect
-
     if not lateness:
         return math.nan
     late = sorted(float(v) for v in lateness)

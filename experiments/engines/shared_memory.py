@@ -42,8 +42,8 @@ the gradient and the fields the worker wrote before it. CPUs with weaker orderin
 Python cannot issue, so there ``auto`` blocks and ``spin`` is a config error (:func:`spin_allowed`). A stale wake-up
 (the fd written after a spinning worker already took the request) only makes the worker re-check the sequence number
 once; a request is served once, because the worker compares with the last sequence number it served
-(tests/engines/test_handoff.py: every gradient exactly once, in order, with its version, spinning and blocking, with more
-and fewer processes than cores). Each field has one writer (the master for ``ctrl``, worker w for its ``replies``
+(tests/engines/test_handoff.py: every gradient exactly once, in order, with its version, spinning and blocking, with
+more and fewer processes than cores). Each field has one writer (the master for ``ctrl``, worker w for its ``replies``
 row; aligned 8-byte stores; the reply fields, written by one C call, are complete before the done count's store).
 
 Stops (:meth:`SharedMemoryTransport.restart`, a staleness policy's ``restart``): the master writes a new request
@@ -72,255 +72,41 @@ process sentinel); a silent one is killed after ``engine.timeout_s``. Ctrl-C or 
 is stopped (then terminated, then killed) before the exception propagates; a worker whose master dies sees its pipe
 close and exits.
 """
+
 from __future__ import annotations
 
 import math
 import os
-import platform
-import select
 import signal
-import struct
-import sys
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 
 import torch
 
 from experiments.engines.driver import drive
-from experiments.engines.transport import Arrival, Lost, NoWorkers
-from experiments.engines.emulation import with_emulation, worker_emulator
-from experiments.engines.workers import (
-    WorkerSpec,
-    _Fd,
-    await_ready,
-    busy_cpus,
-    deliver,
-    describe_exit,
-    load_problem,
-    process_context,
-    reap,
-    receive,
-    report_worker_error,
-    sigterm_as_interrupt,
-    split_problem,
-    worker_process_setup,
+from experiments.engines.emulation import with_emulation
+from experiments.engines.processes import describe_exit, process_context, reap, sigterm_as_interrupt
+from experiments.engines.shm_handoff import choose_handoff, master_beside
+from experiments.engines.shm_layout import (
+    GRAD_MSG,
+    ONE,
+    REPLY,
+    REPLY_DONE,
+    ROW,
+    SEQ,
+    SPIN_S,
+    VERSION,
+    ReadPoller,
+    wake_channel,
+    words,
 )
-from experiments.errors import ConfigError
-from experiments.training.sampling import BatchStream
+from experiments.engines.shm_worker import worker_main
+from experiments.engines.startup import PassedFd, await_ready, deliver, split_problem
+from experiments.engines.transport import Arrival, Lost, NoWorkers
+from experiments.engines.workers import WorkerSpec
 
-_GRAD = struct.Struct("<cqddddbq")  # b"G", version, loss, compute_s, target_s, sent_s, timing code (emulation.py),
-                                   # the request's sequence number (a stopped request's late reply is told apart)
-ROW = 8                         # int64 words per worker row of ctrl and replies: 64 bytes, a cache line of its own
-VERSION, SEQ = 0, 1             # words of worker w's row of the shared control block ctrl (P, ROW) int64
-_REPLY = struct.Struct("<qddddq")  # spin: words 0-5 of a replies row: version, loss, compute_s, target_s, sent_s,
-                                   # timing code
-REPLY_DONE = 6                  # spin: word of a replies row counting the gradients the worker has put there
-SPIN_S = 200e-6                 # how long a spinning side polls before it blocks (covers one master update)
 STARTUP_TIMEOUT_S = 300.0       # a worker process must be up (imports, problem received) within this
 LAST_WORKER_PIDS: list[int] = []  # process ids of the latest run's workers (tests check that none is left)
-
-
-_ONE = (1).to_bytes(8, sys.byteorder)
-
-
-def _words(block: torch.Tensor) -> memoryview:
-    """A flat int64 memoryview of a shared (P, ROW) int64 block: item ``w * ROW + i`` is word i of row w. An item read
-    or write is one aligned 8-byte load or store (CPython moves it with an 8-byte memcpy), 0.04-0.1 us against
-    0.15-0.3 us for a numpy scalar."""
-    return memoryview(block.numpy()).cast("B").cast("q")
-
-
-def _wake_channel() -> tuple[int, int]:
-    """(read end, write end) of a wake-up channel: one eventfd where the OS has them (both ends the same fd),
-    else a pipe. A wake-up is one 8-byte write, read back as 8 bytes."""
-    if hasattr(os, "eventfd"):
-        fd = os.eventfd(0, os.EFD_CLOEXEC)
-        return fd, fd
-    return os.pipe()
-
-
-class ReadPoller:
-    """Waits for any of a set of file descriptors to become readable: ``epoll`` where the OS has it (a wait costs the
-    same whatever the number of fds: 0.6 us with P = 32's 65 fds on our machine, against 2.3 us for ``poll(2)``,
-    which scans them all; 0.5 against 0.7 us with P = 2's 5), else ``poll(2)``. Level-triggered, like ``poll``: a
-    pipe with data, a closed pipe or an exited process's sentinel reads as ready until it is read or
-    unregistered. ``poll(timeout_ms)`` (None: no timeout) returns ``(fd, event mask)`` pairs; :meth:`close` frees
-    the epoll descriptor."""
-
-    def __init__(self) -> None:
-        self._epoll = select.epoll() if hasattr(select, "epoll") else None
-        self._poll = None if self._epoll is not None else select.poll()
-
-    def register(self, fd: int) -> None:
-        if self._epoll is not None:
-            self._epoll.register(fd, select.EPOLLIN)
-        else:
-            self._poll.register(fd, select.POLLIN)
-
-    def unregister(self, fd: int) -> None:
-        (self._epoll if self._epoll is not None else self._poll).unregister(fd)
-
-    def poll(self, timeout_ms: int | None) -> list[tuple[int, int]]:
-        if self._epoll is not None:
-            return self._epoll.poll(-1 if timeout_ms is None else timeout_ms / 1000)
-        return self._poll.poll(timeout_ms)
-
-    def close(self) -> None:
-        if self._epoll is not None:
-            self._epoll.close()
-
-
-class Stopped(Exception):
-    """Raised in a worker by its SIGUSR1 handler: the master superseded the request being computed (a stop)."""
-
-
-def _worker_main(spec: WorkerSpec, tensors: list, xs: torch.Tensor, grads: torch.Tensor, ctrl: torch.Tensor,
-                 wake: _Fd, conn, spin_s: float = 0.0, replies: torch.Tensor | None = None,
-                 master_wake: _Fd | None = None) -> None:
-    """Body of worker process ``spec.worker``: receive the rest of the problem on the pipe (its ``tensors`` came
-    with the process; workers.split_problem), say ready; then wait until ``ctrl[w, SEQ]`` moves past the last request
-    served (spin on it for ``spin_s`` seconds, then block on its wake-up fd and pipe), read the version from
-    ``ctrl[w, VERSION]``, compute one gradient at ``xs[w]`` on the next minibatch of its own stream (drawn while it
-    waited), write it to ``grads[w]``, report (version, loss) on the pipe -- or, spinning, in its row of ``replies``
-    followed by its ``done`` count and one write to the master's wake-up fd; until the pipe says stop or closes (the
-    master is gone). SIGUSR1 while it computes a request the master has superseded (a stop; module docstring)
-    abandons the computation for the new request, on the same minibatch."""
-    worker_process_setup(spec)
-    w = spec.worker
-    computing = [0]  # sequence number of the request being computed; 0 while not computing
-
-    def on_stop(signum, frame) -> None:
-        current = computing[0]
-        if current and ctl[seq_at] != current:
-            computing[0] = 0  # raise once: a second signal while leaving finds nothing armed
-            raise Stopped
-
-    try:
-        problem = load_problem(tensors, receive(conn.fileno()))
-        stream = BatchStream(problem.num_train, spec.batch, spec.seed)
-        x, g_slot, ctl = xs[w], grads[w], _words(ctrl)
-        seq_at, version_at, row_at, done_at = w * ROW + SEQ, w * ROW + VERSION, w * ROW * 8, w * ROW + REPLY_DONE
-        reply = _words(replies) if replies is not None else None  # spin: this worker's row of the replies block
-        reply_bytes = reply.cast("B") if reply is not None else None
-        emu = worker_emulator(spec)
-        poller = select.poll()
-        poller.register(wake.fd, select.POLLIN)
-        poller.register(conn.fileno(), select.POLLIN)
-        served = 0  # sequence number of the last request served
-        idx = stream.next()  # the next request's minibatch, drawn while waiting: off the hand-off's critical path
-        signal.signal(signal.SIGUSR1, on_stop)
-        conn.send_bytes(b"R")
-        while True:
-            if spin_s > 0 and ctl[seq_at] == served:
-                deadline = time.perf_counter() + spin_s
-                while ctl[seq_at] == served and time.perf_counter() < deadline:
-                    pass
-            if ctl[seq_at] == served:  # nothing yet: block until the master writes the wake-up fd (or the pipe)
-                ready = {fd for fd, _ in poller.poll()}
-                if conn.fileno() in ready:
-                    msg = conn.recv_bytes()
-                    if msg == b"S":
-                        break
-                if wake.fd in ready:
-                    os.read(wake.fd, 8)  # resets the eventfd counter (wake-ups already seen by spinning included)
-                continue  # re-check the sequence number: a wake-up may be stale
-            served = ctl[seq_at]
-            version = ctl[version_at]
-            spec.fault.maybe_fail(w, version)
-            try:
-                computing[0] = served  # from here a stop's SIGUSR1 raises Stopped
-                if ctl[seq_at] != served:
-                    raise Stopped  # superseded before it began
-                t0 = time.perf_counter()
-                loss, g = problem.loss_grad(x, idx)
-                g_slot.copy_(g)
-                compute_s, target_s, timing = emu.finish(t0)
-                computing[0] = 0
-            except Stopped:
-                computing[0] = 0
-                continue  # the new request, on the same minibatch
-            if reply is None:
-                conn.send_bytes(_GRAD.pack(b"G", version, float(loss), compute_s, target_s, time.perf_counter(),
-                                           timing, served))
-            else:  # the fields, then the count the master spins on (program order; see the module docstring)
-                _REPLY.pack_into(reply_bytes, row_at, version, float(loss), compute_s, target_s, time.perf_counter(),
-                                 timing)
-                reply[done_at] += 1
-                os.write(master_wake.fd, _ONE)  # wakes the master if it has stopped spinning and blocked
-            idx = stream.next()
-    except (EOFError, BrokenPipeError, ConnectionResetError):
-        return  # the master is gone
-    except BaseException as exc:  # noqa: BLE001 - reported to the master, then the process exits
-        report_worker_error(conn, exc)
-    finally:
-        conn.close()
-        os.close(wake.fd)
-        if master_wake is not None:
-            os.close(master_wake.fd)
-
-
-def spin_allowed() -> bool:
-    """True where a plain store/load hand-off through shared memory is ordered without fences (x86-64's total store
-    order; see the module docstring). Elsewhere the hand-off always blocks (system calls order memory)."""
-    return platform.machine().lower() in ("x86_64", "amd64")
-
-
-def choose_handoff(setting: str, specs: list[WorkerSpec], load: float | None = None) -> str:
-    """``engine.handoff`` resolved to ``spin`` or ``block`` for this run.
-
-    ``auto``: spin when every worker is pinned to CPUs of its own (:func:`experiments.engines.workers.worker_cpus`),
-    at least one allowed CPU is left for the master, the machine's other work leaves those CPUs free (``load``: the
-    CPUs' worth of work done on the CPUs left for the master, by default measured over 0.1 s before the workers
-    start, :func:`experiments.engines.workers.busy_cpus`, else the machine's 1-minute load average; below the number
-    of those CPUs), and the CPU
-    orders memory strongly enough (:func:`spin_allowed`); block at once otherwise: processes (ours or other
-    people's) would outnumber cores, and a spinning process would take the core from the one it waits for (on our
-    2-core machine under a load of about 10, spinning made a P = 1 round trip 2.7x slower than blocking).
-    ``spin`` / ``block`` force the choice.
-
-    Raises:
-        ConfigError: an unknown setting, or ``spin`` on a CPU where :func:`spin_allowed` is false.
-    """
-    if setting not in ("auto", "spin", "block"):
-        raise ConfigError(f"engine.handoff={setting}: must be auto, spin or block")
-    if setting == "spin" and not spin_allowed():
-        raise ConfigError(f"engine.handoff=spin: needs an x86-64 CPU (this is {platform.machine()}); use auto or block")
-    if setting != "auto":
-        return setting
-    if not spin_allowed() or any(s.cpus is None for s in specs) or not hasattr(os, "sched_getaffinity"):
-        return "block"
-    free_cpus = set(os.sched_getaffinity(0)) - {c for s in specs for c in s.cpus}
-    free = len(free_cpus)
-    if load is None and free:
-        load = busy_cpus(free_cpus)
-    if load is None:
-        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    return "spin" if free >= 1 and load < free else "block"
-
-
-@contextmanager
-def master_beside(cpus: tuple[int, ...] | None):
-    """While inside, this process (the master) runs on ``cpus`` (the lone worker's); None, or no CPU affinity on
-    this OS: nothing changes. Restores the previous affinity on the way out. Used by :func:`run` at P = 1 with the
-    blocking hand-off when ``engine.colocate=true`` (off by default: the simulated clock's message latency is
-    calibrated by a blocking P = 1 run with master and worker on different CPUs, as they are at P >= 2, so a
-    co-located P = 1 run would be faster than its simulated twin).
-
-    Why: a blocking P = 1 run alternates strictly (the master updates while the worker waits, then the reverse), so
-    it needs one CPU, and on the same CPU a wake-up costs a context switch, while across CPUs it costs an
-    inter-processor interrupt, which a virtual machine pays dearly for: on our 2-core VM a blocking pipe round trip
-    between two processes took 6-10 us on one CPU against 75-100 us across two, and the engine's blocking P = 1
-    hand-off 79 us beside its worker against 460 us apart, in the same hour (benchmarks/bench_engines.py,
-    ``handoff``: ``block_beside`` and ``block``)."""
-    if cpus is None or not hasattr(os, "sched_setaffinity"):
-        yield
-        return
-    before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, cpus)
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, before)
 
 
 class SharedMemoryTransport:
@@ -354,16 +140,16 @@ class SharedMemoryTransport:
             self.grads.share_memory_()
         self._x_slots, self._g_slots = list(self.xs.unbind(0)), list(self.grads.unbind(0))
         self.ctrl = torch.zeros(P, ROW, dtype=torch.int64).share_memory_()  # per worker: version, request seq
-        self._ctl = _words(self.ctrl)
-        self.wakes = [_wake_channel() for _ in range(P)]
+        self._ctl = words(self.ctrl)
+        self.wakes = [wake_channel() for _ in range(P)]
         # spin: replies through shared memory (row w: version, loss, compute_s, target_s, timing code, done count) and
         # one wake-up channel for the master, written after every reply
         self.replies = torch.zeros(P, ROW, dtype=torch.int64).share_memory_() if self._spin_s else None
-        self._rep = _words(self.replies) if self.replies is not None else None
+        self._rep = words(self.replies) if self.replies is not None else None
         self._rep_bytes = self._rep.cast("B") if self._rep is not None else None
         self._seen = [0] * P
         self._dropped: set[int] = set()
-        self._mwake = _wake_channel() if self._spin_s else None
+        self._mwake = wake_channel() if self._spin_s else None
         ctx = process_context(start_method, problem)
         self.procs, self.conns = [], []
         self._poller = ReadPoller()  # pipe ends and process sentinels (registered once: cheaper than mp_wait)
@@ -374,10 +160,10 @@ class SharedMemoryTransport:
         try:
             for spec in specs:
                 parent, child = ctx.Pipe(duplex=True)
-                wake = _Fd(self.wakes[spec.worker][0])
-                p = ctx.Process(target=_worker_main, args=(spec, tensors, self.xs, self.grads, self.ctrl, wake, child,
+                wake = PassedFd(self.wakes[spec.worker][0])
+                p = ctx.Process(target=worker_main, args=(spec, tensors, self.xs, self.grads, self.ctrl, wake, child,
                                                            self._spin_s, self.replies,
-                                                           _Fd(self._mwake[1]) if self._mwake else None),
+                                                           PassedFd(self._mwake[1]) if self._mwake else None),
                                 name=f"apam-worker-{spec.worker}", daemon=True)
                 p.start()
                 child.close()  # the master keeps no copy of the child's end: its death breaks the pipe
@@ -429,7 +215,7 @@ class SharedMemoryTransport:
             except OSError:
                 pass  # the worker is gone; its sentinel reports it
         else:
-            os.write(self.wakes[w][1], _ONE)
+            os.write(self.wakes[w][1], ONE)
 
     def restart(self, w: int, x: torch.Tensor, version: int) -> None:
         """A stop: hand worker w, busy with an older request, the iterate x (master version ``version``) as
@@ -448,7 +234,7 @@ class SharedMemoryTransport:
             if done != seen[w]:
                 seen[w] = done
                 if w not in self._dropped:
-                    version, loss, compute_s, target_s, sent_s, timing = _REPLY.unpack_from(self._rep_bytes,
+                    version, loss, compute_s, target_s, sent_s, timing = REPLY.unpack_from(self._rep_bytes,
                                                                                             w * ROW * 8)
                     out.append(Arrival(w, version, loss, compute_s, target_s, timing, sent_s))
         return out
@@ -489,7 +275,7 @@ class SharedMemoryTransport:
             if msg is None:
                 events.append(Lost(w, describe_exit(self.procs[w])))
             elif msg:
-                _, version, loss, compute_s, target_s, sent_s, timing, seq = _GRAD.unpack(msg)
+                _, version, loss, compute_s, target_s, sent_s, timing, seq = GRAD_MSG.unpack(msg)
                 events.append(Arrival(w, version, loss, compute_s, target_s, timing, sent_s,
                                       seq != self._ctl[w * ROW + SEQ]))
                 if fd == self.procs[w].sentinel:  # it sent its last gradient, then died

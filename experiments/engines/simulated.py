@@ -8,8 +8,8 @@ law), a message in flight ``latency_s`` (delays the worker), the master's busy t
 
 Async protocol (APAM, async SGD). P workers; the master hands worker w the current iterate (version v); it reaches
 w one latency later and w computes one gradient there, on its next minibatch, in a compute time drawn by
-:class:`experiments.training.delays.ComputeTimes`; the gradient reaches the master one latency later; the master, serving
-gradients in arrival order, is busy ``master_s`` or ``master_idle_s`` per gradient (above), then the new iterate
+:class:`experiments.training.delays.ComputeTimes`; the gradient reaches the master one latency later; the master,
+serving gradients in arrival order, is busy ``master_s`` or ``master_idle_s`` per gradient (above), then the new iterate
 travels back to w. The update
 that applies the gradient has staleness ``tau = version at apply - v`` (``delay=timing``, the default: the staleness
 comes out of this event order). Gradients are computed for real, at the iterate the worker was sent, when it is sent
@@ -23,8 +23,8 @@ compute time so far lost) and its worker handed the current iterate at that mome
 minibatch.
 
 Artificial delays (``fixed``, ``uniform``; paper Sec. 5.4; ``none`` only with P = 1, see
-:mod:`experiments.settings.schema`): the iterate a gradient is computed at is chosen by the delay model from a ring of the
-newest iterates when the gradient is applied (so it is computed then, in arrival order), while the clock still
+:mod:`experiments.settings.schema`): the iterate a gradient is computed at is chosen by the delay model from a ring of
+the newest iterates when the gradient is applied (so it is computed then, in arrival order), while the clock still
 follows the event queue above.
 
 Sync protocol (sync AMSGrad). Each round all P workers compute at the same iterate (global batch split across
@@ -49,6 +49,8 @@ from __future__ import annotations
 
 import functools
 import heapq
+
+import numpy as np
 
 from experiments.engines import EngineResult, cores, twin, warmup_updates
 from experiments.training.delays import ArtificialDelay, ComputeTimes, IterateRing
@@ -151,15 +153,13 @@ def run(problem, rule, settings, recorder, costs) -> EngineResult:
 
 
 class EmulatedTimes:
-    """The compute-time model of ``times`` (:class:`experiments.training.delays.ComputeTimes`) for the simulated twin of an
-    emulated run: each draw gets one draw of the wait's wake-up lateness added, from ``samples`` (seconds;
+    """The compute-time model of ``times`` (:class:`experiments.training.delays.ComputeTimes`) for the simulated twin of
+    an emulated run: each draw gets one draw of the wait's wake-up lateness added, from ``samples`` (seconds;
     :func:`experiments.clock.resolve.emulated_lateness`) with its own seeded generator, as a real engine's emulated
     worker computes, then sleeps until its target and wakes that late (experiments/engines/emulation.py). With no
     samples (real compute) the draws are ``times``' own."""
 
     def __init__(self, times, samples: list[float] | None, seed: int) -> None:
-        import numpy as np
-
         self.times, self.samples = times, None if samples is None else np.asarray(samples, dtype=float)
         self.median_s = None if samples is None else float(np.median(self.samples))
         self._rng = np.random.default_rng(seed)

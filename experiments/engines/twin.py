@@ -1,15 +1,14 @@
 """The trace-driven twin: the simulated engine driven by a measured run's own per-gradient and per-update times.
 
 ``engine=simulated engine.trace=<run folder>/timeline.csv`` replays a real-engine run's timeline
-(engines/driver.py:TIMELINE_COLUMNS) through the simulated engine's event order: worker w's k-th gradient takes its
-recorded cycle (hand-out to arrival at the master: both messages and the computation), the master's j-th gradient
-its recorded service (receive, update, hand-out of the worker's next iterate, at its recorded offset), and the authors' master its own
-gradients' recorded times. A gradient that came while the master was busy is known only by when the master saw it; it arrived when it was
-sent (the worker's own clock reading) plus its worker's median time from sending to being seen, over the gradients
-the master waited for. The costs are the
-measurement's, so what remains is the model's queueing and ordering:
-where the twin's time differs from the measured one, the event order is wrong, not the costs. Fed a timeline the
-simulated engine itself wrote, it gives that run's times exactly.
+(engines/timeline.py:TIMELINE_COLUMNS) through the simulated engine's event order: worker w's k-th gradient takes its
+recorded cycle (hand-out to arrival at the master: both messages and the computation), the master's j-th gradient its
+recorded service (receive, update, hand-out of the worker's next iterate, at its recorded offset), and the authors'
+master its own gradients' recorded times. A gradient that came while the master was busy is known only by when the
+master saw it; it arrived when it was sent (the worker's own clock reading) plus its worker's median time from sending
+to being seen, over the gradients the master waited for. The costs are the measurement's, so what remains is the model's
+queueing and ordering: where the twin's time differs from the measured one, the event order is wrong, not the costs. Fed
+a timeline the simulated engine itself wrote, it gives that run's times exactly.
 
 Sync rounds: round r's worker w is handed its iterate at its recorded offset from the round's start, its gradient
 arrives one recorded cycle later, and the round ends its recorded tail after the last arrival (the gather and the
@@ -50,7 +49,7 @@ class Timeline:
         except (OSError, ValueError, KeyError) as exc:
             raise ValueError(f"engine.trace={path}: cannot read a timeline ({exc})") from None
         if rows and not {"worker", "issued_s", "arrived_s", "start_s", "end_s"} <= rows[0].keys():
-            raise ValueError(f"engine.trace={path}: not a timeline.csv (engines/driver.py:TIMELINE_COLUMNS)")
+            raise ValueError(f"engine.trace={path}: not a timeline.csv (engines/timeline.py:TIMELINE_COLUMNS)")
         missing = sorted(set(range(workers)) - {int(r["worker"]) for r in rows})
         if missing:
             raise ValueError(f"engine.trace={path}: no rows for worker(s) {missing} of the run's {workers}")

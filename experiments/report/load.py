@@ -19,6 +19,7 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from experiments.analysis import compute_times, configs, staleness
+from experiments.report.clock import read_validation, validation_rows
 
 REPO = Path(__file__).resolve().parents[2]
 PAPER_DIR = REPO / "results" / "paper"
@@ -86,8 +87,6 @@ class Experiment:
     def validation(self) -> pd.DataFrame:
         """model_validation's rows beside this experiment (``<folder>/../model_validation``; its own rows for
         model_validation itself): :func:`experiments.report.clock.validation_rows`."""
-        from experiments.report.clock import read_validation, validation_rows
-
         if "validation" in self.given:
             return self.given["validation"]
         if self.folder is None:

@@ -55,8 +55,9 @@ def absent(status: dict) -> Verdict:
 
 def judge(claims: tuple[Claim, ...], summary: pd.DataFrame, results_dir: Path, missing: Verdict) -> list[Claim]:
     """The section's claims as the report shows them: a time claim whose number is not measured (``Claim.measured``)
-    carries the clock label of its problem's runs (experiments.report.clock.clock_label), a claim without runs the experiment's ``missing`` verdict, and a claim
-    judged from fewer than MIN_SEEDS seeds in all says so in its conditions."""
+    carries the clock label of its problem's runs (experiments.report.clock.clock_label), a claim without runs the
+    experiment's ``missing`` verdict, and a claim judged from fewer than MIN_SEEDS seeds in all says so in its
+    conditions."""
     labels: dict = {}
     seeds = int(summary["seed"].nunique()) if "seed" in summary else 0
     out = []

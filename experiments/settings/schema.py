@@ -14,7 +14,7 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -74,7 +74,7 @@ class LogregVision(ProblemBase):
     """Binary logistic regression on two classes of an image data set."""
 
     kind: Literal["logreg"]
-    dataset: Union[str, Annotated[dict[str, Any], Field(strict=False)]]
+    dataset: str | Annotated[dict[str, Any], Field(strict=False)]
     """A built-in image set (fashion_mnist, mnist, cifar10) or a mapping with ``_target_`` (problems/__init__.py)."""
     classes: tuple[NonNegativeInt, NonNegativeInt] = Field(strict=False)
     row_norm: Literal["unit"] | None
@@ -127,9 +127,9 @@ class Cnn(ProblemBase):
     """A convolutional net on an image data set (problems/cnn.py)."""
 
     kind: Literal["cnn"]
-    model: Union[str, Annotated[dict[str, Any], Field(strict=False)]]
+    model: str | Annotated[dict[str, Any], Field(strict=False)]
     """A built-in net (lenet5, allcnn, resnet18) or a mapping with ``_target_``: your own module's net."""
-    dataset: Union[str, Annotated[dict[str, Any], Field(strict=False)]]
+    dataset: str | Annotated[dict[str, Any], Field(strict=False)]
     standardize: bool
 
 
@@ -137,7 +137,7 @@ class CnnTiming(ProblemBase):
     """A net at its true size and gradient cost without its data: time per epoch only (problems/timing.py)."""
 
     kind: Literal["cnn_timing"]
-    model: Union[str, Annotated[dict[str, Any], Field(strict=False)]]
+    model: str | Annotated[dict[str, Any], Field(strict=False)]
     image_shape: tuple[PositiveInt, PositiveInt, PositiveInt] = Field(strict=False)
     classes: PositiveInt
     num_train: PositiveInt

@@ -14,29 +14,27 @@ it: each folder's ``summary_row.json``, else (runs written before that file exis
 damaged file holds it whole; a run with neither has no row and counts as unfinished (it runs again). A summary that
 cannot be read at all (permissions, not a regular file) is a :class:`experiments.errors.ConfigError` naming it.
 """
+
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
-import math
-import os
-import re
-import stat
 import sys
 from collections import Counter
 from pathlib import Path
 
+import yaml
 from filelock import FileLock
 
-from experiments.errors import ConfigError
-from experiments.store.atomic import atomic_write_text
+from experiments.store.run_id import IGNORED_IN_RUN_ID, LOOKUP_TABLES
+from experiments.store.table import csv_cell, csv_text, file_problem, parse_summary, set_aside, write_atomically
 
 TRACE_COLUMNS = ["run_id", "problem", "algorithm", "engine", "workers", "delay_model", "max_delay", "batch_size",
                  "seed", "epoch", "updates", "gradients", "clock", "time_s", "train_loss", "train_acc", "test_loss",
                  "test_acc", "staleness_mean", "staleness_max", "experiment", "tau", "straggler_sigma",
                  "straggler_slowdown", "opt_gap"]
+
+
 SUMMARY_COLUMNS = ["experiment", "run_id", "problem", "algorithm", "engine", "clock", "workers", "delay_model",
                    "max_delay", "tau", "straggler_sigma", "straggler_slowdown", "batch_size", "seed", "epochs",
                    "updates", "gradients", "time_s", "time_per_epoch_s", "target_loss", "time_to_target_s",
@@ -45,97 +43,12 @@ SUMMARY_COLUMNS = ["experiment", "run_id", "problem", "algorithm", "engine", "cl
                    "cost_update_s", "cost_latency_s", "cost_overhead_s", "cost_master_s",
                    "overruns", "master_busy_s", "cost_overhead_idle_s", "speed_probe_s", "cal_probe_s",
                    "late_wakeups", "late_expected"]
-IGNORED_IN_RUN_ID = {"results_dir", "force", "progress", "experiment", "profile", "experiment_id", "device", "threads",
-                    "lr_tuning_seed", "tuning"}
-"""Top-level keys (and their sub-keys) that name no part of a run: where results go, how they are shown, how a tuning
-seed searches (a run's own step factor is in its config)."""
-LOOKUP_TABLES = {"profiles", "points", "compute_models", "by_kind", "real_engine", "report", "reference_sweep"}
-"""Top-level tables that experiment configs index into (conf/experiment/*.yaml): what a run takes from them shows in
-the keys it sets (workers, engine.compute_base_s, delay.*, epochs), so an edit elsewhere in a table is no change."""
 
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9.+-]+")
-_KEPT_AS_HYPHEN = re.compile(r"[A-Za-z0-9.+=_-]*")
-"""Characters an override may hold for its id fragment to stay as it always was: the fragment turns ``=`` and ``_``
-into ``-`` (config keys and option names are written with ``_``, never with ``-`` in the same place), so nothing
-that tells runs apart is lost."""
 SUMMARY_ROW_FILE = "summary_row.json"
+
+
 RUN_FILES = ("config.yaml", "trace.csv", "provenance.json")  # what a finished run's folder holds
-
-
-def _fragment(override: str) -> str:
-    """``key=value`` as it appears in a run id: every run of characters outside ``[A-Za-z0-9.+-]`` (``=`` and ``_``
-    included) becomes one ``-``, and ``-`` at either end is dropped."""
-    return _UNSAFE.sub("-", override.replace("=", "-")).strip("-")
-
-
-def _lossless(override: str) -> bool:
-    """True when :func:`_fragment` keeps everything that tells ``override`` apart from another: only ``=`` and
-    ``_`` are replaced (one character each by one ``-``) and nothing is cut at the ends."""
-    return (_KEPT_AS_HYPHEN.fullmatch(override) is not None
-            and _fragment(override) == override.replace("=", "-").replace("_", "-"))
-
-
-def make_run_id(overrides: list[str], seed: int) -> str:
-    """A deterministic run id from the run's command-line overrides and its seed (no timestamps).
-
-    Overrides are sorted, keys in ``IGNORED_IN_RUN_ID`` (where results go, how they are shown) dropped, and
-    ``seed=<seed>`` always included: ``['workers=4', 'algorithm=apam']`` -> ``algorithm-apam_workers-4_seed-0``.
-    An override whose fragment loses information (a path's ``/``, spaces, brackets, commas, quotes, runs of
-    replaced characters: :func:`_lossless`) would let two different inputs share an id (``problem.path=/d/a/b`` and
-    ``problem.path=/d/a-b``): then the id ends in ``_h-`` and 10 hex digits of the sha1 of those overrides' exact
-    text, sorted. Ids of overrides that lose nothing are as they always were (the committed results are keyed by
-    them). Ids longer than 120 characters are cut and end in a hash of the whole.
-    """
-    kept = []
-    for o in overrides:
-        key = o.split("=", 1)[0].lstrip("+~")
-        if key.split(".")[0] in IGNORED_IN_RUN_ID or key.startswith("hydra.") or key == "seed":
-            continue
-        kept.append(o.lstrip("+~"))
-    kept = sorted(kept) + [f"seed={seed}"]
-    rid = "_".join(_fragment(o) for o in kept)
-    lossy = [o for o in kept if not _lossless(o)]
-    if lossy:
-        rid += "_h-" + hashlib.sha1("\n".join(lossy).encode()).hexdigest()[:10]
-    if len(rid) > 120:
-        rid = rid[:100] + "-" + hashlib.sha1(rid.encode()).hexdigest()[:12]
-    return rid
-
-
-def upsert_row(path: Path, key: str, row: dict, columns: list[str]) -> None:
-    """Put ``row`` into the CSV table ``path`` (``columns`` first), replacing the row with the same ``key`` value,
-    under the table's file lock (several jobs may write it at once; e.g. experiments/sweeps/tuning.py's tuning.csv)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path) + ".lock", timeout=120):
-        rows = []
-        if path.exists():
-            with open(path, newline="") as f:
-                rows = [r for r in csv.DictReader(f) if r.get(key) != str(row[key])]
-        _atomic_write(path, _csv_text(rows + [row], columns))
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    atomic_write_text(path, text)
-
-
-def _csv_text(rows: list[dict], columns: list[str]) -> str:
-    cols = columns + sorted({k for r in rows for k in r} - set(columns))
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
-    w.writeheader()
-    for r in rows:
-        w.writerow({k: _fmt(r.get(k)) for k in cols})
-    return buf.getvalue()
-
-
-def _fmt(v):
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        return "" if math.isnan(v) else repr(v)
-    return v
 
 
 def _flat(d, prefix: str = "") -> dict:
@@ -150,97 +63,11 @@ def _flat(d, prefix: str = "") -> dict:
     return out
 
 
-def _file_problem(path: Path) -> str | None:
-    """Why ``path`` cannot be read as a file (``not a regular file (fifo)``, ``permission denied``), None when it
-    can or when it does not exist. Checked before opening, so a named pipe never blocks the reader."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return exc.strerror or str(exc)
-    if not stat.S_ISREG(st.st_mode):
-        kind = ("folder" if stat.S_ISDIR(st.st_mode) else "fifo" if stat.S_ISFIFO(st.st_mode)
-                else "socket" if stat.S_ISSOCK(st.st_mode) else "device" if stat.S_ISCHR(st.st_mode)
-                or stat.S_ISBLK(st.st_mode) else "special file")
-        return f"not a regular file ({kind})"
-    if not os.access(path, os.R_OK):
-        return "permission denied"
-    return None
-
-
-def parse_summary(path: Path, runs_dir: Path | None = None) -> tuple[list[str], list[list[str]], str | None]:
-    """Read ``summary.csv`` strictly: its header, its data rows (blank lines skipped; a last row cut before its
-    newline left out), and why it is damaged (None when it parses cleanly: a header with ``run_id``, every row as
-    wide as the header and ended by a newline, each run id non-empty and once, and -- with ``runs_dir`` -- each
-    row's run folder present). A missing file is clean and empty.
-
-    Raises:
-        ConfigError: the file exists but cannot be read (permissions, a folder or a named pipe at its name).
-    """
-    why = _file_problem(path)
-    if why is not None:
-        raise ConfigError(f"{path}: cannot read this summary ({why}); fix its permissions or move it away")
-    try:
-        with open(path, newline="", encoding="utf-8") as f:
-            text = f.read()
-        table = [r for r in csv.reader(io.StringIO(text)) if r]
-    except FileNotFoundError:
-        return [], [], None
-    except PermissionError as exc:
-        raise ConfigError(f"{path}: cannot read this summary ({exc.strerror}); fix its permissions or move it "
-                          "away") from None
-    except (UnicodeDecodeError, csv.Error) as exc:
-        return [], [], f"not UTF-8 CSV ({' '.join(str(exc).split())[:120]})"
-    if not table:
-        return [], [], "empty (no header)"
-    if not text.endswith("\n"):  # every row is written with its newline: a file cut inside its last field
-        return table[0], table[1:-1], "the last row does not end with a newline (truncated)"  # that row left out
-    header, rows = table[0], table[1:]
-    if "run_id" not in header:
-        return header, rows, "no run_id column in the header"
-    if len(set(header)) != len(header):
-        return header, rows, "a column named twice in the header"
-    at, seen = header.index("run_id"), set()
-    for n, r in enumerate(rows, start=2):
-        if len(r) != len(header):
-            return header, rows, f"row {n} has {len(r)} fields, the header {len(header)}"
-        rid = r[at]
-        if not rid or rid in seen:
-            return header, rows, f"row {n}: {'empty' if not rid else 'duplicate'} run id {rid!r}"
-        seen.add(rid)
-        if runs_dir is not None and not (runs_dir / rid).is_dir():
-            return header, rows, f"row {n}: no run folder for run id {rid!r}"
-    return header, rows, None
-
-
-def _free_name(path: Path, tag: str) -> Path:
-    """``<path>.<tag>-<n>`` with the smallest n >= 1 that is not taken."""
-    n = 1
-    while path.with_name(f"{path.name}.{tag}-{n}").exists() or path.with_name(f"{path.name}.{tag}-{n}").is_symlink():
-        n += 1
-    return path.with_name(f"{path.name}.{tag}-{n}")
-
-
-def set_aside(path: Path, tag: str = "damaged") -> Path:
-    """Rename a damaged file to ``<path>.<tag>-<n>`` (first free n); return the new name.
-
-    Raises:
-        OSError: the rename failed (one line naming ``path``).
-    """
-    dest = _free_name(path, tag)
-    try:
-        os.rename(path, dest)
-    except OSError as exc:
-        raise OSError(exc.errno, f"cannot set aside a damaged file ({exc.strerror})", str(path)) from None
-    return dest
-
-
 def _read_row_file(run_dir: Path) -> dict | None:
     """A run folder's ``summary_row.json`` when it holds the row of this run (a mapping whose ``run_id`` is the
     folder's name) and the folder holds a run's files; else None."""
     path = run_dir / SUMMARY_ROW_FILE
-    if _file_problem(path) is not None or not path.is_file():
+    if file_problem(path) is not None or not path.is_file():
         return None
     try:
         row = json.loads(path.read_text(encoding="utf-8"))
@@ -285,10 +112,8 @@ class RunSink:
 
     def _read_config(self) -> tuple[dict | None, str | None]:
         """The run's ``config.yaml`` as a mapping, and why it is damaged (None when whole)."""
-        import yaml
-
         path = self.run_dir / "config.yaml"
-        why = _file_problem(path)
+        why = file_problem(path)
         if why is not None:
             return None, f"cannot be read ({why})"
         try:
@@ -382,27 +207,27 @@ class RunSink:
         aside = set_aside(self.summary_path)
         kept = list(rebuilt.values())
         if kept:
-            _atomic_write(self.summary_path, _csv_text(kept, SUMMARY_COLUMNS))
+            write_atomically(self.summary_path, csv_text(kept, SUMMARY_COLUMNS))
         print(f"[repair] {self.summary_path}: {damage}; set aside as {aside.name}, rebuilt with {len(kept)} row(s) "
               f"from {len(folders)} run folder(s)", file=sys.stderr)
-        return [{k: str(_fmt(r.get(k))) for k in r} for r in kept]
+        return [{k: str(csv_cell(r.get(k))) for k in r} for r in kept]
 
     def write_config(self, config_yaml: str, provenance: dict) -> None:
         """The resolved config and the provenance (first thing a run writes, after validation); the provenance
         gains ``config_sha256`` and ``config_bytes``, the sha256 and the length of the config's UTF-8 bytes, by
         which a truncated ``config.yaml`` is told from a whole one (:meth:`config_damage`)."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        _atomic_write(self.run_dir / "config.yaml", config_yaml)
+        write_atomically(self.run_dir / "config.yaml", config_yaml)
         raw = config_yaml.encode("utf-8")
         provenance = {**provenance, "config_sha256": hashlib.sha256(raw).hexdigest(), "config_bytes": len(raw)}
-        _atomic_write(self.run_dir / "provenance.json", json.dumps(provenance, indent=1, default=str))
+        write_atomically(self.run_dir / "provenance.json", json.dumps(provenance, indent=1, default=str))
 
     def add_provenance(self, extra: dict) -> None:
         """Merge ``extra`` (e.g. the costs the run's clock used) into the run's ``provenance.json``."""
         path = self.run_dir / "provenance.json"
         data = json.loads(path.read_text()) if path.exists() else {}
         data.update(extra)
-        _atomic_write(path, json.dumps(data, indent=1, default=str))
+        write_atomically(path, json.dumps(data, indent=1, default=str))
 
     def write_compute_times(self, rows: list[dict], columns: list[str]) -> None:
         """``compute_times.csv``: one row per gradient of a real engine (experiments/engines/emulation.py)."""
@@ -411,14 +236,14 @@ class RunSink:
     def write_table(self, name: str, rows: list[dict], columns: list[str]) -> None:
         """A CSV file ``name`` in the run's folder, one row per dict, ``columns`` first."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        _atomic_write(self.run_dir / name, _csv_text(rows, columns))
+        write_atomically(self.run_dir / name, csv_text(rows, columns))
 
     def write_trace(self, rows: list[dict], histogram: Counter) -> None:
         """``trace.csv`` (contract columns first) and ``staleness.csv`` (``staleness, count``)."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        _atomic_write(self.run_dir / "trace.csv", _csv_text(rows, TRACE_COLUMNS))
+        write_atomically(self.run_dir / "trace.csv", csv_text(rows, TRACE_COLUMNS))
         hist = [{"staleness": k, "count": histogram[k]} for k in sorted(histogram)]
-        _atomic_write(self.run_dir / "staleness.csv", _csv_text(hist, ["staleness", "count"]))
+        write_atomically(self.run_dir / "staleness.csv", csv_text(hist, ["staleness", "count"]))
 
     def append_summary(self, row: dict) -> None:
         """Put the run's row into ``summary.csv`` (replacing an older row of the same run), under a file lock; the
@@ -429,7 +254,7 @@ class RunSink:
             OSError: a file could not be written (one line naming it; nothing half-written is left).
         """
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        _atomic_write(self.run_dir / SUMMARY_ROW_FILE, json.dumps(row, indent=1, default=str) + "\n")
+        write_atomically(self.run_dir / SUMMARY_ROW_FILE, json.dumps(row, indent=1, default=str) + "\n")
         self._replace_summary_row(row)
 
     def _replace_summary_row(self, row: dict | None) -> bool:
@@ -444,5 +269,5 @@ class RunSink:
             if row is not None:
                 kept.append(row)
             if row is not None or dropped:
-                _atomic_write(self.summary_path, _csv_text(kept, SUMMARY_COLUMNS))
+                write_atomically(self.summary_path, csv_text(kept, SUMMARY_COLUMNS))
             return dropped

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from experiments.errors import ConfigError
+from experiments.store.run_id import make_run_id
+from experiments.store.table import upsert_row
 
 FACTOR_KEY = "algorithm.lr_factor"
 POLICY_SIZE = {"ringmaster": "R", "rennala": "S"}
@@ -48,9 +50,10 @@ CHOICE_COLUMNS = ["setting", "experiment", "problem", "algorithm", "workers", "s
                   "at_edge", "factors_tried", "policy_tried", "trials", "time_to_target_s",
                   "final_train_loss"]
 """tuning.csv: the setting, what identifies it, the tuning seed and target, the chosen ``lr_factor`` and policy size
-(``R`` for Ringmaster, ``S`` for Rennala, empty when not tuned), ``at_edge`` (``low``/``high`` when the chosen factor is the smallest /
-largest tried after the extension reached its limit, else empty), the factors and sizes tried (``;``-separated),
-the number of trials, and the chosen trial's time to target (seconds) and final training loss (nats)."""
+(``R`` for Ringmaster, ``S`` for Rennala, empty when not tuned), ``at_edge`` (``low``/``high`` when the chosen factor is
+the smallest / largest tried after the extension reached its limit, else empty), the factors and sizes tried
+(``;``-separated), the number of trials, and the chosen trial's time to target (seconds) and final training loss
+(nats)."""
 
 
 def fmt(value: float) -> str:
@@ -59,10 +62,8 @@ def fmt(value: float) -> str:
 
 
 def setting_key(overrides: list[str], tuning_seed: int) -> str:
-    """The run id (``experiments.store.sink.make_run_id``) of ``overrides`` without the tuned keys, at the tuning
+    """The run id (``experiments.store.run_id.make_run_id``) of ``overrides`` without the tuned keys, at the tuning
     seed: the same string for every trial and every seed of one setting."""
-    from experiments.store.sink import make_run_id
-
     kept = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") not in TUNED_KEYS]
     return make_run_id(kept, tuning_seed)
 
@@ -194,8 +195,6 @@ def choice_row(choice: Choice, settings) -> dict:
 
 def write_choice(exp_dir: Path, row: dict) -> None:
     """Put the setting's row into ``<exp_dir>/tuning.csv`` (replacing an older one), under a file lock."""
-    from experiments.store.sink import upsert_row
-
     upsert_row(Path(exp_dir) / CHOICES_FILE, "setting", row, CHOICE_COLUMNS)
 
 

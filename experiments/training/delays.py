@@ -172,7 +172,7 @@ class ComputeTimes:
             self._next = [0] * self.workers
 
     @classmethod
-    def of_delay(cls, workers: int, delay, seed: int, xi=None) -> "ComputeTimes":
+    def of_delay(cls, workers: int, delay, seed: int, xi=None) -> ComputeTimes:
         """The compute-time law of a run's ``delay`` settings block (:mod:`experiments.settings.schema`): its law,
         sigma, slow workers, slowdown, spread, shape and replay file under ``delay=timing``; constant equal workers
         under every other delay model (the artificial delays choose staleness by rule, not by timing). ``xi``: the
@@ -228,7 +228,7 @@ def load_compute_times(path, workers: int) -> list[list[float]]:
         ValueError naming the file: unreadable, missing columns, a non-finite or negative compute_s, or a worker in
         [0, workers) without rows.
     """
-    import pandas as pd
+    import pandas as pd  # lazy: pandas only to read a compute-times file; worker processes import this module
 
     try:
         df = pd.read_csv(path)

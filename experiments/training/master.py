@@ -41,8 +41,8 @@ class Master:
         x0: initial iterate, shape (d,), float32; copied.
         protocol: ``"async"`` or ``"sync"``.
         workers: number of workers P >= 1 (the sync round size; async: >= 0, the master alone computing).
-        policy: None, a :class:`experiments.training.policies.Policy`, or the ``algorithm.policy`` config (name and keys;
-            built with :func:`experiments.training.policies.build_policy`).
+        policy: None, a :class:`experiments.training.policies.Policy`, or the ``algorithm.policy`` config (name and
+            keys; built with :func:`experiments.training.policies.build_policy`).
 
     Raises:
         ValueError: unknown protocol, P < 1, a bad policy or a policy with the sync protocol (PolicyError), a

@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional  # noqa: UP035 (OmegaConf's annotations, below)
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.plugins import Plugins
@@ -36,7 +36,7 @@ class CheckedSweeper(Sweeper):
     """See the module docstring. ``max_batch_size``: jobs per launch (None or -1: all); ``params`` is accepted for
     the basic sweeper's config shape and must be empty."""
 
-    def __init__(self, max_batch_size: Optional[int] = None, params: Optional[Dict[str, str]] = None) -> None:
+    def __init__(self, max_batch_size: int | None = None, params: dict[str, str] | None = None) -> None:
         super().__init__()
         if params:
             raise ValueError("hydra.sweeper.params: not supported by the checked sweeper; give sweeps on the "
@@ -81,8 +81,10 @@ def _failed(ret) -> bool:
 @dataclass
 class CheckedSweeperConf:
     _target_: str = "hydra_plugins.apam_sweeper.CheckedSweeper"
-    max_batch_size: Optional[int] = None  # typing's spelling: OmegaConf reads these annotations, without
-    params: Optional[Dict[str, Any]] = None  # `from __future__ import annotations` (Hydra imports plugins apart)
+    # typing's spelling: OmegaConf reads these annotations (it has no X | None), without
+    # `from __future__ import annotations` (Hydra imports plugins apart)
+    max_batch_size: Optional[int] = None  # noqa: UP045
+    params: Optional[Dict[str, Any]] = None  # noqa: UP006, UP045
 
 
 ConfigStore.instance().store(group="hydra/sweeper", name="checked", node=CheckedSweeperConf, provider="apam-harness")

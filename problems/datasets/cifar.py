@@ -12,6 +12,7 @@ import pickle
 from pathlib import Path
 
 import numpy as np
+from filelock import FileLock
 
 from .files import DataError, looks_like_html, move_into_place, one_line, scratch_dir
 
@@ -97,7 +98,7 @@ def how_to_get(root: Path) -> str:
 
 def _torchvision_download(where: Path) -> str | None:
     try:
-        import torchvision.datasets as tvd
+        import torchvision.datasets as tvd  # lazy: torchvision only when downloading
 
         tvd.CIFAR10(str(where), train=False, download=True)
     except Exception as e:  # noqa: BLE001 -- URLError, RuntimeError, OSError, ...: all mean "no download"
@@ -118,8 +119,6 @@ def stage_cifar10(root: Path, *, download: bool = True) -> Path:
     if dest.is_dir():
         verify_folder(dest, hint=f". Get it: {how_to_get(root)}")
         return dest
-    from filelock import FileLock
-
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(root / ".cifar-10.lock")), scratch_dir(root, ".cifar-10-staging-") as scratch:
         if dest.is_dir():   # staged by another process while we waited for the lock
@@ -128,7 +127,7 @@ def stage_cifar10(root: Path, *, download: bool = True) -> Path:
         notes = []
         archive = root / ARCHIVE
         if archive.is_file():
-            from torchvision.datasets.utils import extract_archive
+            from torchvision.datasets.utils import extract_archive  # lazy: torchvision only when staging
 
             try:
                 extract_archive(str(archive), str(scratch))
@@ -145,6 +144,7 @@ def stage_cifar10(root: Path, *, download: bool = True) -> Path:
         else:
             notes.append("download disabled")
         if not (scratch / FOLDER).is_dir() or notes:
-            raise DataError(f"CIFAR-10 not found: no {dest} nor {archive} ({'; '.join(notes)}). Get it: {how_to_get(root)}")
+            raise DataError(f"CIFAR-10 not found: no {dest} nor {archive} ({'; '.join(notes)}). "
+                            f"Get it: {how_to_get(root)}")
         move_into_place(scratch / FOLDER, dest)
     return dest

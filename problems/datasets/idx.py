@@ -16,6 +16,8 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from filelock import FileLock
+
 from .apt import apt_install
 from .files import DataError, looks_like_html, move_into_place, one_line, scratch_dir
 
@@ -137,7 +139,7 @@ def _check_pairs(counts: dict[str, tuple[int, str]]) -> None:
 def _torchvision_download(ds: IdxDataset, where: Path) -> str | None:
     """`torchvision.datasets.<folder>(where, download=True)`; None on success, else a one-line reason."""
     try:
-        import torchvision.datasets as tvd
+        import torchvision.datasets as tvd  # lazy: torchvision only when downloading
 
         getattr(tvd, ds.folder)(str(where), train=True, download=True)
     except Exception as e:  # noqa: BLE001 -- URLError, RuntimeError, OSError, ...: all mean "no download"
@@ -171,8 +173,6 @@ def stage_idx(ds: IdxDataset, root: Path, *, debian_dir: Path | None = None, apt
     if all((raw / f).is_file() for f in FILES):   # fast path: nothing to write, works on a read-only root
         _check_pairs({f: (validate_idx(raw / f), str(raw / f)) for f in FILES})
         return raw
-    from filelock import FileLock
-
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(root / f".{ds.folder}.lock")), scratch_dir(root, f".{ds.folder}-staging-") as scratch:
         found: dict[str, Path] = {}

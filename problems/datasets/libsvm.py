@@ -9,8 +9,10 @@ Format: https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/ -- one example 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,9 +54,7 @@ def _first_bad_line(path: Path, kw: dict) -> int | None:
     Bisection over line prefixes (about log2(lines) parses); only for uncompressed files up to
     LOCATE_LINE_MAX_BYTES, and only called after a parse already failed.
     """
-    import io
-
-    from sklearn.datasets import load_svmlight_file
+    from sklearn.datasets import load_svmlight_file  # lazy: scikit-learn only for LIBSVM files
 
     if path.suffix in (".gz", ".bz2") or path.stat().st_size > LOCATE_LINE_MAX_BYTES:
         return None
@@ -78,7 +78,7 @@ def _first_bad_line(path: Path, kw: dict) -> int | None:
 
 def _parse_error(files: list[Path], err: Exception, kw: dict) -> DataError:
     """Turn sklearn's exception into a DataError naming the failing file (and line, when found)."""
-    from sklearn.datasets import load_svmlight_file
+    from sklearn.datasets import load_svmlight_file  # lazy: scikit-learn only for LIBSVM files
 
     for f in files:
         try:
@@ -136,8 +136,6 @@ def _csr_bytes(x) -> int:
 
 def _check_readable(f: Path) -> None:
     """Refuse a path that is missing, not a regular file (a folder, a named pipe: never opened) or unreadable."""
-    import stat
-
     try:
         st = f.stat()
     except FileNotFoundError:
@@ -187,7 +185,7 @@ def _parse(files: list[Path], kw: dict, cache: Path | None) -> list:
                     z[f"y{i}"])]
         except Exception:  # noqa: BLE001, S110 -- an unreadable cache is parsed again and rewritten
             pass
-    from sklearn.datasets import load_svmlight_files
+    from sklearn.datasets import load_svmlight_files  # lazy: scikit-learn only for LIBSVM files
 
     try:
         loaded = load_svmlight_files([str(f) for f in files], **kw)

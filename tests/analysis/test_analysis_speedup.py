@@ -17,8 +17,14 @@ def _row(alg, p, tpe, ttt, seed=0, status="ok", engine="simulated"):
 
 
 def test_speedup_and_efficiency_against_p1_mean_over_seeds():
-    rows = [_row("apam", 1, 8.0, 40.0), _row("apam", 1, 12.0, 60.0, seed=1), _row("apam", 4, 2.5, 12.5),
-            _row("apam", 4, 2.5, 12.5, seed=1), _row("sync_amsgrad", 1, 10.0, 50.0), _row("sync_amsgrad", 4, 5.0, math.nan)]
+    rows = [
+        _row("apam", 1, 8.0, 40.0),
+        _row("apam", 1, 12.0, 60.0, seed=1),
+        _row("apam", 4, 2.5, 12.5),
+        _row("apam", 4, 2.5, 12.5, seed=1),
+        _row("sync_amsgrad", 1, 10.0, 50.0),
+        _row("sync_amsgrad", 4, 5.0, math.nan),
+    ]
     t = speedup_table(pd.DataFrame(rows))
     a = t[(t.algorithm == "apam") & (t.basis == "time_per_epoch")].set_index("workers")
     assert a.loc[4, "speedup"] == pytest.approx(10.0 / 2.5)
@@ -26,7 +32,9 @@ def test_speedup_and_efficiency_against_p1_mean_over_seeds():
     assert a.loc[1, "n_seeds"] == 2
     s = t[(t.algorithm == "sync_amsgrad") & (t.basis == "time_to_target")]
     assert list(s.workers) == [1]  # P = 4 never reached the target
-    assert t[(t.algorithm == "sync_amsgrad") & (t.basis == "time_per_epoch")].set_index("workers").loc[4, "speedup"] == 2.0
+    assert (
+        t[(t.algorithm == "sync_amsgrad") & (t.basis == "time_per_epoch")].set_index("workers").loc[4, "speedup"] == 2.0
+    )
 
 
 def test_failed_runs_are_left_out_and_counted():
@@ -49,5 +57,5 @@ def test_mean_speedup_by_workers_and_the_aggregate_command(tmp_path, capsys):
     exp.mkdir()
     pd.DataFrame(rows).assign(engine="simulated").to_csv(exp / "summary.csv", index=False)
     assert aggregate.main([str(exp)]) == 0 and capsys.readouterr().out.strip() == str(exp / "speedup.csv")
-    assert pd.read_csv(exp / "speedup.csv")["speedup"].tolist() == [1.0, 4.0, 1.0, 4.0]   # per epoch, to target
+    assert pd.read_csv(exp / "speedup.csv")["speedup"].tolist() == [1.0, 4.0, 1.0, 4.0]  # per epoch, to target
     assert aggregate.main([str(tmp_path / "missing")]) == 2 and "no such file" in capsys.readouterr().err

@@ -82,12 +82,34 @@ def _comparison_summary():
         for s in range(5):
             rid = f"{alg}-{p}-{s}"
             curve = [1.0 - slope * (1 + 0.01 * s) * e for e in range(11)]
-            rows.append({"run_id": rid, "problem": "q", "algorithm": alg, "workers": p, "seed": s, "status": "ok", "epochs": 10.0,
-                             "final_train_loss": curve[-1], "time_s": 10.0 / p, "updates": 100, "gradients": 100, "discarded": 0,
-                             "time_to_target_s": math.nan, "target_loss": 0.5, "lr_factor": 1.0, "compute_spread": "equal",
-                             "compute_law": "constant", "straggler_sigma": 0.0, "straggler_slowdown": 1.0, "policy": "none"})
-            traces += [{"run_id": rid, "epoch": float(e), "time_s": e / p, "updates": 10 * e, "train_loss": v}
-                       for e, v in enumerate(curve)]
+            rows.append(
+                {
+                    "run_id": rid,
+                    "problem": "q",
+                    "algorithm": alg,
+                    "workers": p,
+                    "seed": s,
+                    "status": "ok",
+                    "epochs": 10.0,
+                    "final_train_loss": curve[-1],
+                    "time_s": 10.0 / p,
+                    "updates": 100,
+                    "gradients": 100,
+                    "discarded": 0,
+                    "time_to_target_s": math.nan,
+                    "target_loss": 0.5,
+                    "lr_factor": 1.0,
+                    "compute_spread": "equal",
+                    "compute_law": "constant",
+                    "straggler_sigma": 0.0,
+                    "straggler_slowdown": 1.0,
+                    "policy": "none",
+                }
+            )
+            traces += [
+                {"run_id": rid, "epoch": float(e), "time_s": e / p, "updates": 10 * e, "train_loss": v}
+                for e, v in enumerate(curve)
+            ]
     return pd.DataFrame(rows), pd.DataFrame(traces)
 
 

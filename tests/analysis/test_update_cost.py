@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.util
 
 from conftest import REPO
-
 from experiments.analysis.update_cost import COLUMNS, update_cost_table
 
 
@@ -26,7 +25,9 @@ def test_the_benchmark_times_each_option_with_its_policy_work_and_the_table_read
     out = tmp_path / "cost.csv"
     with open(out, "w") as f:
         f.write(",".join(bench.COLUMNS) + "\n")
-        f.writelines(",".join(str(r[c]) for c in bench.COLUMNS) + "\n" for r in rows + [dict(rows[0], d=128, median_us=9.0)])
+        f.writelines(
+            ",".join(str(r[c]) for c in bench.COLUMNS) + "\n" for r in rows + [dict(rows[0], d=128, median_us=9.0)]
+        )
     table = update_cost_table(out, problem="logreg_fmnist", d=64)
     assert list(table.columns) == list(COLUMNS) and list(table["algorithm"]) == ["apam", "apam_wu", "rennala_sgd"]
     assert table.loc[2, "us_per_gradient"] == rows[2]["us_per_gradient"]

@@ -273,7 +273,8 @@ GOOD = {"machine": {}, "entries": {"k": {"value": 2.0, "samples": [1.0, 2.0, 3.0
 
 @pytest.mark.parametrize("content", [b"\x00\xffgarbage", json.dumps(GOOD).encode()[:-7], b"", b"  \n",
                                      b"[1, 2]", b'{"entries": []}', b'{"entries": {"k": {"value": "fast"}}}',
-                                     b'{"entries": {"k": {"value": 1.0, "samples": "x"}}}', b'{"machine": 3, "entries": {}}'])
+                                     b'{"entries": {"k": {"value": 1.0, "samples": "x"}}}',
+                                     b'{"machine": 3, "entries": {}}'])
 def test_a_damaged_calibration_is_set_aside_and_measured_again(tmp_path, capsys, content):
     path = tmp_path / "cal.json"
     path.write_bytes(content)
@@ -288,8 +289,12 @@ def test_a_damaged_calibration_is_set_aside_and_measured_again(tmp_path, capsys,
     cal.drop(["k"])  # a second damage: the next free name
     assert (tmp_path / "cal.json.damaged-2").read_bytes() == content
     assert json.loads(path.read_text())["entries"] == {}
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cal.json", "cal.json.damaged-1", "cal.json.damaged-2",
-                                                          "cal.json.lock"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "cal.json",
+        "cal.json.damaged-1",
+        "cal.json.damaged-2",
+        "cal.json.lock",
+    ]
 
 
 def test_a_fifo_folder_or_unreadable_calibration_is_a_config_error_and_never_waits(tmp_path, monkeypatch):
@@ -324,10 +329,22 @@ def test_a_fifo_calibration_stops_a_simulated_run_with_one_line_and_exit_2(tmp_p
     data.write_text("".join(f"{1 if i % 2 else -1} 1:{(i % 7) / 7:.3f}\n" for i in range(32)))
     fifo = tmp_path / "cal.json"
     os.mkfifo(fifo)
-    cmd = [sys.executable, "-m", "experiments.run", "problem=logreg_libsvm", f"problem.path={data}", "epochs=1",
-           "batch_size=8", "engine=simulated", f"engine.calibration={fifo}", f"results_dir={tmp_path / 'res'}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "experiments.run",
+        "problem=logreg_libsvm",
+        f"problem.path={data}",
+        "epochs=1",
+        "batch_size=8",
+        "engine=simulated",
+        f"engine.calibration={fifo}",
+        f"results_dir={tmp_path / 'res'}",
+    ]
     p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr[-3000:]
-    assert p.stderr.strip().splitlines()[-1] == (f"error: {fifo}: the calibration file is a named pipe, not a "
-                                                 "regular file (engine.calibration / APAM_CALIBRATION must name a "
-                                                 "JSON file)")
+    assert p.stderr.strip().splitlines()[-1] == (
+        f"error: {fifo}: the calibration file is a named pipe, not a "
+        "regular file (engine.calibration / APAM_CALIBRATION must name a "
+        "JSON file)"
+    )

@@ -6,8 +6,18 @@ import json
 import pytest
 
 from algorithms import build_rule
-from conftest import (GRAD, LAT, OVER, UPD, QuadraticProblem, compose_cfg, needs_fmnist, pinned, recorder_for,
-                      settings_for)
+from conftest import (
+    GRAD,
+    LAT,
+    OVER,
+    UPD,
+    QuadraticProblem,
+    compose_cfg,
+    needs_fmnist,
+    pinned,
+    recorder_for,
+    settings_for,
+)
 from experiments.clock import measure
 from experiments.clock import resolve as resolve_mod
 from experiments.clock.calibration import Calibration, grad_key, lateness_key

@@ -7,12 +7,20 @@ import statistics
 import time
 
 import pytest
+from test_real_engines import run_real
 
 from conftest import QuadraticProblem, settings_for
-from experiments.engines.emulation import (LATE, ON_TIME, OVERRAN, EmulationSpec, Emulator, compute_times_rows,
-                                           expected_late, with_emulation)
+from experiments.engines.emulation import (
+    LATE,
+    ON_TIME,
+    OVERRAN,
+    EmulationSpec,
+    Emulator,
+    compute_times_rows,
+    expected_late,
+    with_emulation,
+)
 from experiments.training.delays import ComputeTimes
-from test_real_engines import run_real
 
 
 class SlowGradQuadratic(QuadraticProblem):

@@ -1,10 +1,11 @@
-"""Start-up and shutdown faults of the real engines (issue 15, items 2, 7 and 11): a worker killed while it starts
+"""Start-up and shutdown faults of the real engines: a worker killed while it starts
 (before or while the master writes its start-up data) fails the run at once with a one-line message, leaves no
 process behind and no temporary folder; a worker lost mid-run is reaped at once (no zombie while the master goes
 on); and the distributed engine runs across two torchrun "nodes" (c10d rendezvous on 127.0.0.1).
 
 These tests use the spawn start method (pinned: forkserver is the default), where the master writes each worker's
-start-up data into a pipe (the case that used to hang), and where workers are the master's own children."""
+start-up data into a pipe (where a blocking write would hang on a dead worker), and where workers are the master's own
+children."""
 from __future__ import annotations
 
 import glob
@@ -24,7 +25,7 @@ import pytest
 from algorithms import build_rule
 from conftest import REPO, QuadraticProblem, child_pids, pinned, recorder_for, run_engine, settings_for
 from experiments.engines import distributed, shared_memory
-from experiments.engines.workers import load_problem, split_problem
+from experiments.engines.startup import load_problem, split_problem
 from experiments.errors import WorkerLost
 from experiments.training.recorder import Recorder
 from problems.data import data_root
@@ -126,7 +127,7 @@ def _assert_no_children_left() -> None:
     raise AssertionError(f"worker processes left behind: {workers}")
 
 
-# ---------------------------------------------------------------------- item 2: a worker killed at start
+# ---------------------------------------------------------------------- a worker killed at start
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("nth", [0, 1])
@@ -185,7 +186,7 @@ def test_the_problem_travels_without_its_tensors():
     assert q.a is p.a and np.array_equal(q.blob, p.blob) and q.dim == p.dim
 
 
-# ---------------------------------------------------------------------- item 7: leftovers
+# ---------------------------------------------------------------------- leftovers
 class ZombieWatch(Recorder):
     """A Recorder that, at every evaluation point (a snapshot, evaluated later; ``record`` takes one too), notes the
     master's version and this process's zombie children (the master goes on meanwhile); once ``after_loss``
@@ -249,7 +250,7 @@ class Announcing(Recorder):
         return super().snapshot(*args, **kwargs)
 
 
-@pytest.mark.slow  # about 25 s on our loaded 2-core machine (a fresh interpreter, then spawn)
+@pytest.mark.slow  # a fresh interpreter, then spawn
 @pytest.mark.timeout(120)
 def test_distributed_leaves_no_store_folder_when_its_master_is_killed(tmp_path):
     """SIGKILL of the master runs no clean-up: the rendezvous store must be nothing that needs one. Its workers see
@@ -288,7 +289,7 @@ def test_distributed_leaves_no_store_folder_when_its_master_is_killed(tmp_path):
     assert _store_folders(str(tmp_path)) == []
 
 
-# ---------------------------------------------------------------------- item 11: two torchrun "nodes"
+# ---------------------------------------------------------------------- two torchrun "nodes"
 def _free_port() -> int:
     import socket
 
@@ -319,12 +320,12 @@ def test_the_readme_multinode_command_is_the_tested_one():
     assert argv[argv.index("-m") + 1:argv.index("-m") + 3] == ["experiments.run", "engine=distributed"]
 
 
-@pytest.mark.slow  # about 35-45 s on our loaded 2-core machine (6 interpreters, 4 load Fashion-MNIST)
+@pytest.mark.slow  # 6 interpreters, 4 of them load Fashion-MNIST
 @pytest.mark.timeout(150)
 @pytest.mark.skipif(not HAS_FMNIST, reason="Fashion-MNIST not staged (make data)")
 def test_distributed_across_two_torchrun_nodes(tmp_path):
-    """The documented multi-node command (docs/engines.md), run as two "nodes" on this machine (R = 0 and 1, HOST = 127.0.0.1 on a
-    free port; c10d rendezvous, two ranks per node): the job runs to its end, rank 0 writes the one summary row,
+    """The documented multi-node command (docs/engines.md), run as two "nodes" on this machine (R = 0 and 1,
+    HOST = 127.0.0.1 on a free port; c10d rendezvous, two ranks per node): the job runs to its end, rank 0 writes the one summary row,
     no process survives."""
     port = _free_port()
     env = {**os.environ, "TMPDIR": str(tmp_path)}  # torchrun's own torchelastic_* log folders land here
@@ -354,7 +355,7 @@ def test_distributed_across_two_torchrun_nodes(tmp_path):
     assert row["staleness_max"] >= 1  # three workers computed at once
 
 
-# ---------------------------------------------------------------------- item 2 from the command line
+# ---------------------------------------------------------------------- a worker killed at start, from the command line
 @pytest.mark.slow  # about 20 s: a fresh interpreter loads Fashion-MNIST, then spawns
 @pytest.mark.timeout(120)
 @pytest.mark.skipif(not HAS_FMNIST, reason="Fashion-MNIST not staged (make data)")

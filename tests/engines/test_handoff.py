@@ -1,4 +1,4 @@
-"""The shared_memory hand-off (issue 16): spinning and blocking, with fewer and more processes than cores. Every
+"""The shared_memory hand-off: spinning and blocking, with fewer and more processes than cores. Every
 request is served exactly once, in order, at the iterate and version it was handed (no torn or stale read), and
 ``engine.handoff=auto`` chooses as documented."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from conftest import QuadraticProblem, pinned, recorder_for, run_engine, settings_for
-from experiments.engines import shared_memory
+from experiments.engines import shared_memory, shm_handoff
 from experiments.engines.transport import Arrival
 from experiments.engines.workers import FaultPlan, WorkerSpec, worker_cpus
 from experiments.errors import ConfigError
@@ -86,7 +86,7 @@ def _stress(P: int, handoff: str, requests: int) -> None:
     (CORES + 1, "block"), (CORES + 1, "spin"),
 ])
 def test_every_request_is_served_exactly_once_in_order(P, handoff):
-    if handoff == "spin" and not shared_memory.spin_allowed():
+    if handoff == "spin" and not shm_handoff.spin_allowed():
         pytest.skip("spinning needs x86-64")
     _stress(P, handoff, requests=1500)
 
@@ -96,21 +96,21 @@ def _specs(cpus_per_worker):
 
 
 def test_auto_spins_only_when_every_process_has_a_core(monkeypatch):
-    monkeypatch.setattr(shared_memory, "spin_allowed", lambda: True)
+    monkeypatch.setattr(shm_handoff, "spin_allowed", lambda: True)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
-    assert shared_memory.choose_handoff("auto", _specs([(0,), (1,)]), load=0.3) == "spin"  # CPU 2 for the master
-    assert shared_memory.choose_handoff("auto", _specs([(0,), (1,)]), load=1.2) == "block"  # others use it
-    assert shared_memory.choose_handoff("auto", _specs([(0,)]), load=1.2) == "spin"      # two CPUs left
-    assert shared_memory.choose_handoff("auto", _specs([(0,), (1,), (2,)]), load=0.0) == "block"  # none left
-    assert shared_memory.choose_handoff("auto", _specs([None, None]), load=0.0) == "block"  # not pinned
-    assert shared_memory.choose_handoff("block", _specs([(0,)])) == "block"
-    assert shared_memory.choose_handoff("spin", _specs([None] * 5)) == "spin"
-    monkeypatch.setattr(shared_memory, "spin_allowed", lambda: False)
-    assert shared_memory.choose_handoff("auto", _specs([(0,)]), load=0.0) == "block"
+    assert shm_handoff.choose_handoff("auto", _specs([(0,), (1,)]), load=0.3) == "spin"  # CPU 2 for the master
+    assert shm_handoff.choose_handoff("auto", _specs([(0,), (1,)]), load=1.2) == "block"  # others use it
+    assert shm_handoff.choose_handoff("auto", _specs([(0,)]), load=1.2) == "spin"      # two CPUs left
+    assert shm_handoff.choose_handoff("auto", _specs([(0,), (1,), (2,)]), load=0.0) == "block"  # none left
+    assert shm_handoff.choose_handoff("auto", _specs([None, None]), load=0.0) == "block"  # not pinned
+    assert shm_handoff.choose_handoff("block", _specs([(0,)])) == "block"
+    assert shm_handoff.choose_handoff("spin", _specs([None] * 5)) == "spin"
+    monkeypatch.setattr(shm_handoff, "spin_allowed", lambda: False)
+    assert shm_handoff.choose_handoff("auto", _specs([(0,)]), load=0.0) == "block"
     with pytest.raises(ConfigError, match="engine.handoff=spin"):
-        shared_memory.choose_handoff("spin", _specs([(0,)]))
+        shm_handoff.choose_handoff("spin", _specs([(0,)]))
     with pytest.raises(ConfigError, match="engine.handoff=fast"):
-        shared_memory.choose_handoff("fast", _specs([(0,)]))
+        shm_handoff.choose_handoff("fast", _specs([(0,)]))
 
 
 def test_auto_reads_the_load_of_the_last_tenth_of_a_second(monkeypatch):
@@ -130,24 +130,24 @@ def test_auto_reads_the_load_of_the_last_tenth_of_a_second(monkeypatch):
     monkeypatch.setattr(worker_procs, "cpu_times", lambda cpus=None: None)
     assert worker_procs.busy_cpus() is None  # no /proc/stat: the caller falls back to the load average
 
-    monkeypatch.setattr(shared_memory, "spin_allowed", lambda: True)
+    monkeypatch.setattr(shm_handoff, "spin_allowed", lambda: True)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     monkeypatch.setattr(os, "getloadavg", lambda: (5.0, 5.0, 5.0), raising=False)  # a busy past minute
     measured = []
-    monkeypatch.setattr(shared_memory, "busy_cpus", lambda cpus: (measured.append(cpus), 0.2)[1])
-    assert shared_memory.choose_handoff("auto", _specs([(0,)])) == "spin"  # quiet now: the past minute is ignored
+    monkeypatch.setattr(shm_handoff, "busy_cpus", lambda cpus: (measured.append(cpus), 0.2)[1])
+    assert shm_handoff.choose_handoff("auto", _specs([(0,)])) == "spin"  # quiet now: the past minute is ignored
     assert measured == [{1}]  # the CPU left for the master, not the worker's
-    monkeypatch.setattr(shared_memory, "busy_cpus", lambda cpus: 1.0)
-    assert shared_memory.choose_handoff("auto", _specs([(0,)])) == "block"  # another job holds CPU 1
-    monkeypatch.setattr(shared_memory, "busy_cpus", lambda cpus: None)
-    assert shared_memory.choose_handoff("auto", _specs([(0,)])) == "block"  # fallback: the load average, 5
+    monkeypatch.setattr(shm_handoff, "busy_cpus", lambda cpus: 1.0)
+    assert shm_handoff.choose_handoff("auto", _specs([(0,)])) == "block"  # another job holds CPU 1
+    monkeypatch.setattr(shm_handoff, "busy_cpus", lambda cpus: None)
+    assert shm_handoff.choose_handoff("auto", _specs([(0,)])) == "block"  # fallback: the load average, 5
 
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("handoff", ["spin", "block"])
 def test_a_run_records_its_handoff_and_matches_the_other_mode(tmp_path, handoff):
     """The same P = 1 run spinning and blocking: the hand-off changes timing only, never the numbers."""
-    if handoff == "spin" and not shared_memory.spin_allowed():
+    if handoff == "spin" and not shm_handoff.spin_allowed():
         pytest.skip("spinning needs x86-64")
     from algorithms import build_rule
 
@@ -175,7 +175,7 @@ def test_a_blocking_p1_master_runs_beside_its_worker(tmp_path, monkeypatch, hand
     strictly alternating work; a same-CPU wake-up is a context switch, not an inter-processor interrupt) and gets its
     affinity back after. Spinning needs the two on different CPUs, and colocate=false (the default) keeps them
     apart: nothing changes there."""
-    if handoff == "spin" and not shared_memory.spin_allowed():
+    if handoff == "spin" and not shm_handoff.spin_allowed():
         pytest.skip("spinning needs x86-64")
     from algorithms import build_rule
 

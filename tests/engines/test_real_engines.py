@@ -17,11 +17,21 @@ import pytest
 import torch
 
 from algorithms import build_rule
-from conftest import (HAS_FMNIST, REPO, QuadraticProblem, child_pids, pinned, recorder_for, run_engine,
-                      serial_amsgrad, settings_for)
-from experiments.engines import distributed, shared_memory
-from experiments.engines.driver import WallClock, drive
+from conftest import (
+    HAS_FMNIST,
+    REPO,
+    QuadraticProblem,
+    child_pids,
+    pinned,
+    recorder_for,
+    run_engine,
+    serial_amsgrad,
+    settings_for,
+)
+from experiments.engines import dist_group, dist_wire, distributed, shared_memory, shm_handoff
+from experiments.engines.driver import drive
 from experiments.engines.loopback import LoopbackTransport
+from experiments.engines.timeline import WallClock
 from experiments.engines.workers import FaultPlan, WorkerSpec, worker_cpus, worker_seed
 from experiments.training.recorder import Recorder
 
@@ -313,7 +323,7 @@ def test_shared_memory_cuts_off_a_silent_worker_after_the_timeout(tmp_path, monk
 def test_shared_memory_run_leaves_no_file_descriptor_open(tmp_path, handoff):
     """A run opens pipes, wake-up eventfds (plain ints: nothing closes them but the transport), an epoll descriptor
     and shared tensors' descriptors; after it none is left open (a sweep makes hundreds of runs in one process)."""
-    if handoff == "spin" and not shared_memory.spin_allowed():
+    if handoff == "spin" and not shm_handoff.spin_allowed():
         pytest.skip("spin needs x86-64")
     run = ["workers=2", "updates=20", f"engine.handoff={handoff}"]
     run_real(tmp_path, "shared_memory", run)  # the forkserver's own socket, imports
@@ -452,18 +462,18 @@ def test_fault_plan_from_the_settings():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_distributed_message_header_round_trip(dtype):
-    buf = torch.zeros(distributed.HEADER + 50, dtype=dtype)
-    distributed._put(buf, distributed.GRADIENT, 2**31 - 5, 1.25, 3)
-    assert distributed._get(buf) == (distributed.GRADIENT, 2**31 - 5, 1.25, 3)
-    distributed._put_text(buf, "ValueError: bad index 99")
-    cmd, _, _, n = distributed._get(buf)
-    assert cmd == distributed.ERROR and distributed._get_text(buf, n) == "ValueError: bad index 99"
+    buf = torch.zeros(dist_wire.HEADER + 50, dtype=dtype)
+    dist_wire.put_header(buf, dist_wire.GRADIENT, 2**31 - 5, 1.25, 3)
+    assert dist_wire.get_header(buf) == (dist_wire.GRADIENT, 2**31 - 5, 1.25, 3)
+    dist_wire.put_text(buf, "ValueError: bad index 99")
+    cmd, _, _, n = dist_wire.get_header(buf)
+    assert cmd == dist_wire.ERROR and dist_wire.get_text(buf, n) == "ValueError: bad index 99"
 
 
 def test_loopback_detection():
-    assert distributed._is_loopback("127.0.0.1") and distributed._is_loopback("localhost")
-    assert not distributed._is_loopback("192.0.2.1")
-    name = distributed.loopback_interface()
+    assert dist_group.is_loopback("127.0.0.1") and dist_group.is_loopback("localhost")
+    assert not dist_group.is_loopback("192.0.2.1")
+    name = dist_group.loopback_interface()
     assert name is None or name.startswith("lo")
 
 
@@ -491,7 +501,7 @@ def test_distributed_on_a_named_address_takes_a_free_port_when_the_configured_on
         taken.listen(1)
         port = taken.getsockname()[1]
         settings = settings_for(["engine=distributed", f"engine.master_addr={ip}", f"engine.master_port={port}"])
-        store, spec, tmpdir = distributed._store_for_local(settings.engine, 3)
+        store, spec, tmpdir = dist_group.store_for_local(settings.engine, 3)
         assert spec[:2] == ("tcp", ip) and spec[2] != port and tmpdir is None
         del store
         result, _, _ = run_real(tmp_path, "distributed", ["workers=2", "updates=50", f"engine.master_addr={ip}",
@@ -500,7 +510,7 @@ def test_distributed_on_a_named_address_takes_a_free_port_when_the_configured_on
 
 
 def test_bad_start_method_is_a_config_error(tmp_path):
-    from experiments.engines.workers import process_context
+    from experiments.engines.processes import process_context
     from experiments.errors import ConfigError
 
     with pytest.raises(ConfigError, match="engine.start_method=fork"):  # refused before any engine starts
@@ -582,7 +592,7 @@ def test_torchrun_ranks_above_zero_are_workers_and_write_nothing(tmp_path):
     assert row["staleness_max"] >= 1
 
 
-# ---------------------------------------------------------------------- the workers' CNN gradient (issue 16)
+# ---------------------------------------------------------------------- the workers' CNN gradient
 def test_cnn_module_gradient_path_matches_the_functional_reference():
     """The fast path (module with parameters in one flat buffer, channels-last) against the eager functional_call
     reference, at several points and minibatches; a fresh gradient each call; a pickled problem (what a worker
@@ -597,7 +607,7 @@ def test_cnn_module_gradient_path_matches_the_functional_reference():
     ref = CNNProblem(LeNet5, xtr, ytr, xtr[:8], ytr[:8], grad_path="functional")
     assert fast.grad_path == "module" and fast.channels_last
     x = fast.init_params(2)
-    for step in range(3):
+    for _step in range(3):
         idx = torch.randint(0, 64, (40,), generator=gen)
         x_before = x.clone()
         loss, g = fast.loss_grad(x, idx)

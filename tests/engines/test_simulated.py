@@ -219,7 +219,7 @@ def test_the_free_lunch_is_refused_in_one_line(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
-IDLE = 0.0004  # engine.costs.overhead_idle_s: what a master that waited for the gradient spends on it besides the update
+IDLE = 0.0004
 
 
 @pytest.mark.parametrize("P", [1, 64])
@@ -230,8 +230,10 @@ def test_a_waiting_master_is_charged_the_idle_overhead_a_busy_one_the_queued_ove
     from experiments.clock.costmodel import CostModel, predicted_time_per_epoch
 
     K, B, N = 500, 8, 256
-    result, _, _ = run_sim(tmp_path, ["delay=timing", f"workers={P}", f"updates={K}", "algorithm.lr=0.001",
-                                      f"engine.costs.overhead_idle_s={IDLE}"])
+    result, _, _ = run_sim(
+        tmp_path,
+        ["delay=timing", f"workers={P}", f"updates={K}", "algorithm.lr=0.001", f"engine.costs.overhead_idle_s={IDLE}"],
+    )
     assert result.costs["overhead_idle_s"] == IDLE and result.costs["master_s"] == pytest.approx(UPD + OVER)
     costs = CostModel(grad={B: GRAD}, update_s=UPD, latency_s=LAT, overhead_s=OVER, overhead_idle_s=IDLE)
     cycle = GRAD + 2 * LAT + UPD + IDLE
@@ -245,6 +247,16 @@ def test_a_waiting_master_is_charged_the_idle_overhead_a_busy_one_the_queued_ove
 
 def test_a_sync_round_charges_the_idle_overhead_once(tmp_path):
     """The master waited for the round: its first gradient costs the idle overhead, the other P - 1 the queued one."""
-    sync, _, _ = run_sim(tmp_path, ["algorithm=sync_amsgrad", "algorithm.lr=0.01", "algorithm.sync_batch=full",
-                                    "delay=timing", "workers=4", "updates=50", f"engine.costs.overhead_idle_s={IDLE}"])
+    sync, _, _ = run_sim(
+        tmp_path,
+        [
+            "algorithm=sync_amsgrad",
+            "algorithm.lr=0.01",
+            "algorithm.sync_batch=full",
+            "delay=timing",
+            "workers=4",
+            "updates=50",
+            f"engine.costs.overhead_idle_s={IDLE}",
+        ],
+    )
     assert sync.time_s == pytest.approx(50 * (2 * LAT + GRAD + IDLE + 3 * OVER + UPD))

@@ -8,9 +8,9 @@ import os
 import time
 
 import pytest
-from conftest import QuadraticProblem, recorder_for, run_engine, settings_for
 
 from algorithms import build_rule
+from conftest import QuadraticProblem, recorder_for, run_engine, settings_for
 from experiments.engines import distributed, shared_memory
 from experiments.engines.driver import drive
 from experiments.engines.loopback import LoopbackTransport

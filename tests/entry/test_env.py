@@ -99,13 +99,15 @@ def test_lock_info_is_kept_until_the_lock_or_the_environment_changes(tmp_path, m
     site.mkdir()
     monkeypatch.setattr(provenance.sysconfig, "get_paths", lambda: {"purelib": str(site), "platlib": str(site)})
     calls = []
-    monkeypatch.setattr(provenance, "lock_mismatches", lambda path: calls.append(path) or ["foo: locked 1.0, not installed"])
+    monkeypatch.setattr(
+        provenance, "lock_mismatches", lambda path: calls.append(path) or ["foo: locked 1.0, not installed"]
+    )
     first = provenance.lock_info(lock)
     assert first["matches_env"] is False and provenance.lock_info(lock) == first and len(calls) == 1
-    (site / "bar-1.0.dist-info").mkdir()                      # an install: the folder changes
+    (site / "bar-1.0.dist-info").mkdir()  # an install: the folder changes
     os.utime(site, ns=(1, 1))
     provenance.lock_info(lock)
-    lock.write_text("foo==1.1\n")                            # a new lock
+    lock.write_text("foo==1.1\n")  # a new lock
     info = provenance.lock_info(lock)
     assert len(calls) == 3 and info["sha256"] == hashlib.sha256(b"foo==1.1\n").hexdigest()
 
@@ -116,8 +118,13 @@ def test_the_makefile_installs_from_and_regenerates_the_lock(target):
     `make lock` is pip-compile with hashes of both extras."""
     import subprocess
 
-    proc = subprocess.run(["make", "-n", "-B", "-f", "Makefile", target, "VENV=/nonexistent-venv"], cwd=REPO,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        ["make", "-n", "-B", "-f", "Makefile", target, "VENV=/nonexistent-venv"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     if target == "venv":
         assert "pip install --quiet --require-hashes -r requirements-lock.txt" in proc.stdout

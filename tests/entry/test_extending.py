@@ -9,6 +9,7 @@ import sys
 
 import pandas as pd
 import pytest
+
 from conftest import REPO
 
 DOC = (REPO / "docs" / "extending.md").read_text()

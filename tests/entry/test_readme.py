@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from conftest import REPO
 
 README = (REPO / "README.md").read_text()

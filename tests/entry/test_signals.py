@@ -1,7 +1,6 @@
-"""SIGTERM and SIGINT on every engine (issue 15, item 3): the run is recorded (trace so far, staleness, summary row
+"""SIGTERM and SIGINT on every engine: the run is recorded (trace so far, staleness, summary row
 ``failed`` with ``interrupted (SIG...)``), in a sweep too, and the runner exits 128 + signal (143 / 130). The row
 stops where the trace does: its updates, epochs and staleness histogram are those of the last evaluation."""
-import os
 import re
 import signal
 import subprocess

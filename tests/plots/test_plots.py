@@ -19,6 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # bare `pytest` (not `python -m pytest`) with an editable install made before plots/
     sys.path.insert(0, str(ROOT))
 
+import matplotlib.pyplot as plt  # noqa: E402  (after plots, which selects the Agg backend)
+
 import plots  # noqa: E402
 from plots import style  # noqa: E402
 from plots.aggregate import mean_band, seed_stats  # noqa: E402
@@ -28,8 +30,6 @@ from plots.speedup import _paper_relative_times  # noqa: E402
 from plots.staleness import histogram_fractions  # noqa: E402
 from plots.tau import tau_ratio  # noqa: E402
 from plots.validation import pair_clocks  # noqa: E402
-
-import matplotlib.pyplot as plt  # noqa: E402  (after plots, which selects the Agg backend)
 
 FIXTURES = ROOT / "tests" / "fixtures" / "plots"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

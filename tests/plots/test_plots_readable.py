@@ -1,30 +1,25 @@
 """Figures that follow the data and can be read: compute agents on the x-axis, one line per cores setting, the
 master alone (workers = 0), at most 8 legend entries and 2,400 px of width, titles from the CSVs' experiment id,
-no line hidden under another (plots/style.py). The new columns are made from the committed fixtures
+no line hidden under another (plots/style.py). Columns the committed fixtures lack are made from them
 (tests/fixtures/plots/) the way the runner writes them: ``agents``, ``cores``, ``master_computes`` in summary.csv,
 speedup.csv from experiments.analysis.speedup."""
 
 import shutil
-import sys
 import warnings
 from pathlib import Path
 
 import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-import matplotlib.pyplot as plt
 
 import plots
 from experiments.analysis.speedup import speedup_table
 from plots import style
 from plots.data import load_experiment
 
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "plots"
 FAMILIES = ("lr_speedup", "lenet5_speedup", "large_time_per_epoch", "artificial_delay", "tau_threshold",
             "stragglers", "model_validation")
@@ -48,7 +43,7 @@ def _copy(dest, family):
 
 
 def agents_experiment(dest, slower_on_two_cores=1.4):
-    """lr_speedup as the runner now writes it: the master computes (``agents`` = workers + 1, so the one-agent runs
+    """lr_speedup as the runner writes it: the master computes (``agents`` = workers + 1, so the one-agent runs
     have workers = 0), the simulated clock twice -- on this machine's 2 cores (times of 4 agents x
     ``slower_on_two_cores``) and with a core each -- and shared_memory measured on the machine's 2 cores; each
     simulated run a trace of its own."""

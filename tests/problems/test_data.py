@@ -317,7 +317,9 @@ echo "$@" >> "$FAKE_APT_LOG"
 case "$1" in
   update) touch "$FAKE_APT_LOG.updated"; echo "Reading package lists..."; exit "${FAKE_APT_UPDATE_RC:-0}" ;;
   install)
-    if [ -e "$FAKE_APT_LOG.updated" ]; then mkdir -p "$FAKE_APT_DEST" && cp "$FAKE_APT_SRC"/*.gz "$FAKE_APT_DEST"/; exit 0; fi
+    if [ -e "$FAKE_APT_LOG.updated" ]; then
+      mkdir -p "$FAKE_APT_DEST" && cp "$FAKE_APT_SRC"/*.gz "$FAKE_APT_DEST"/; exit 0
+    fi
     echo "E: Unable to locate package dataset-fashion-mnist"; exit 100 ;;
 esac
 exit 1
@@ -365,8 +367,12 @@ def write_cifar(folder: Path, n_train: int = 2, n_test: int = 3, seed: int = 0) 
         n = n_test if name == "test_batch" else n_train
         rows = rng.integers(0, 256, (n, 3072), dtype=np.uint8)
         labels = [int(v) for v in rng.integers(0, 10, n)]
-        batch = {"batch_label": f"{name} of 6", "labels": labels, "data": rows,
-                 "filenames": [f"img_{name}_{i}.png" for i in range(n)]}
+        batch = {
+            "batch_label": f"{name} of 6",
+            "labels": labels,
+            "data": rows,
+            "filenames": [f"img_{name}_{i}.png" for i in range(n)],
+        }
         (folder / name).write_bytes(pickle.dumps(batch, protocol=2))
         out[name] = (rows, labels)
     classes = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
@@ -432,7 +438,7 @@ def test_cifar10_from_archive_and_corrupt_archive(tmp_path):
 
 def test_cifar10_missing_says_how_to_get_it(tmp_path):
     with pytest.raises(DataError, match="cifar-10-python.tar.gz.*APAM_DATA"):
-        load_vision("cifar10", tmp_path)                       # the (refused) download is reported too
+        load_vision("cifar10", tmp_path)  # the (refused) download is reported too
     assert stray_files(tmp_path) == []
 
 
@@ -461,8 +467,14 @@ def test_cli_module_entry_point(tmp_path):
     write_idx(tmp_path / "FashionMNIST" / "raw", make_idx(12), gz=False)
     (tmp_path / "FashionMNIST" / "raw" / "t10k-labels-idx1-ubyte").write_bytes(b"\0\0\x08\x01\0\0\0\x05ab")
     env = {**os.environ, "APAM_NO_APT": "1", "APAM_DATA": str(tmp_path)}
-    r = subprocess.run([sys.executable, "-m", "problems.data", "fashion_mnist", "--no-download"], cwd=REPO,
-                       env=env, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "problems.data", "fashion_mnist", "--no-download"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2 and r.stdout == "" and r.stderr.count("\n") == 1, r.stderr
     assert f"{tmp_path / 'FashionMNIST' / 'raw' / 't10k-labels-idx1-ubyte'}: truncated" in r.stderr
 
@@ -504,7 +516,7 @@ def test_libsvm_train_test_width_agree(tmp_path):
     assert d.label_values == (1, 2) and d.train_y.tolist() == [0, 1] and d.test_y.tolist() == [1, 0]
     d = load_libsvm(tr, n_features=7, test_path=te)
     assert d.train_x.shape == (2, 7) and d.test_x.shape == (2, 7)
-    d = load_libsvm(tr, zero_based=True, test_path=te)                # indices taken as 0-based: one column more
+    d = load_libsvm(tr, zero_based=True, test_path=te)  # indices taken as 0-based: one column more
     assert d.train_x.shape == (2, 6) and d.train_x[0, 1] == 1.0
 
 
@@ -526,9 +538,9 @@ def test_libsvm_parse_is_cached_until_a_file_changes(tmp_path, monkeypatch):
         assert b.format == "csr" and b.dtype == np.float32 and b.shape == a.shape
         np.testing.assert_array_equal(a.toarray(), b.toarray())
     assert again.train_y.tolist() == [0, 1] and again.test_y.tolist() == [1, 0] and again.label_values == (1, 2)
-    load_libsvm(tr, n_features=7, test_path=te, cache_dir=cache)       # other arguments: their own parse
+    load_libsvm(tr, n_features=7, test_path=te, cache_dir=cache)  # other arguments: their own parse
     assert len(calls) == 2
-    os.utime(te, ns=(0, 0))                                            # the file changed (its time): parsed again
+    os.utime(te, ns=(0, 0))  # the file changed (its time): parsed again
     load_libsvm(tr, test_path=te, cache_dir=cache)
     assert len(calls) == 3
     for f in (cache / "libsvm").glob("*.npz"):
@@ -576,7 +588,8 @@ def test_libsvm_missing_and_unparsable(tmp_path):
         load_libsvm(write(tmp_path / "empty.svm", "# nothing\n\n"))
 
 
-# --- an OSError while staging is a one-line DataError naming the path (issue 15, item 6) ------------------------------
+# --- an OSError while staging is a one-line DataError naming the path ------------------------------
+
 
 def test_data_root_that_is_a_file_is_a_data_error(tmp_path):
     from problems.data import DataError, stage
@@ -610,12 +623,14 @@ def test_non_finite_libsvm_value_names_the_file(tmp_path):
 
 # --- degenerate data is refused with the reason: one line naming the file -------------------------------------------
 
+
 def test_single_class_libsvm_file_is_refused(tmp_path):
     one = write(tmp_path / "one.svm", "1 1:0.5\n1 2:0.25\n1 1:1\n")
     with pytest.raises(DataError) as info:
         load_libsvm(one)
-    assert str(info.value) == (f"{one}: every example has label 1; a binary problem needs training examples of "
-                               "both classes")
+    assert str(info.value) == (
+        f"{one}: every example has label 1; a binary problem needs training examples of both classes"
+    )
     # a test file of one class is a fair test set
     d = load_libsvm(write(tmp_path / "tr.svm", "1 1:1\n-1 2:1\n"), test_path=write(tmp_path / "te.svm", "-1 1:1\n"))
     assert d.test_y.tolist() == [0]

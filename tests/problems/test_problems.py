@@ -497,7 +497,8 @@ def test_build_problem_libsvm(tmp_path):
     path = tmp_path / "tiny.svm"
     dump_svmlight_file(X, 2 * y - 1, str(path), zero_based=False)
     p = build_problem({"kind": "logreg_libsvm", "path": str(path), "test_path": None,
-                       "zero_based": "auto", "l2": 0.0, "max_train": None, "n_features": 6}, data_root=tmp_path, device="cpu")
+                       "zero_based": "auto", "l2": 0.0, "max_train": None, "n_features": 6},
+                      data_root=tmp_path, device="cpu")
     ref = LogisticRegression(X, y)
     assert p.sparse and p.num_train == 40
     x = torch.linspace(-1, 1, p.dim)
@@ -509,8 +510,12 @@ def test_problems_survive_pickling_for_worker_processes():
 
     X, y = _data(n=50, d=6, density=0.5)
     xtr, ytr = _images(10, 1, 28)
-    for p in (LogisticRegression(X, y), LogisticRegression(sp.csr_matrix(X), y),
-              CNNProblem(LeNet5, xtr, ytr, xtr, ytr), CNNProblem(LeNet5(), xtr, ytr, xtr, ytr)):
+    for p in (
+        LogisticRegression(X, y),
+        LogisticRegression(sp.csr_matrix(X), y),
+        CNNProblem(LeNet5, xtr, ytr, xtr, ytr),
+        CNNProblem(LeNet5(), xtr, ytr, xtr, ytr),
+    ):
         q = pickle.loads(pickle.dumps(p))
         x = p.init_params(1) + 0.01
         (lp, gp), (lq, gq) = p.loss_grad(x, [0, 3, 4]), q.loss_grad(x, [0, 3, 4])
@@ -549,8 +554,18 @@ def test_timing_only_cnn_times_the_real_gradient_and_hands_engines_a_free_one():
     from problems.cnn import CNNProblem, LeNet5
     from problems.timing import TimingOnlyCNN, fake_images
 
-    cfg = OmegaConf.create({"kind": "cnn_timing", "model": "lenet5", "image_shape": [1, 28, 28], "classes": 10,
-                            "num_train": 60000, "pool": 32, "seed": 3, "name": "lenet5_timing"})
+    cfg = OmegaConf.create(
+        {
+            "kind": "cnn_timing",
+            "model": "lenet5",
+            "image_shape": [1, 28, 28],
+            "classes": 10,
+            "num_train": 60000,
+            "pool": 32,
+            "seed": 3,
+            "name": "lenet5_timing",
+        }
+    )
     p = build_problem(cfg, data_root="unused")
     assert isinstance(p, TimingOnlyCNN) and p.timing_only and p.num_train == 60000 and p.dim == 61706
     x = p.init_params(0)
@@ -571,13 +586,14 @@ def test_timing_only_cnn_times_the_real_gradient_and_hands_engines_a_free_one():
 
 def test_a_timing_only_problem_never_diverges_on_its_nan_losses():
     from experiments.training.recorder import Recorder
-    from problems.timing import TimingOnlyCNN, fake_images
     from problems.cnn import LeNet5
+    from problems.timing import TimingOnlyCNN, fake_images
 
     px, py = fake_images(4, (1, 28, 28), 10, seed=0)
     p = TimingOnlyCNN(LeNet5, px, py, num_train=100)
-    rec = Recorder(p, {"run_id": "t"}, eval_every=0.5, total_epochs=None, f_star=None, clock="simulated",
-                   progress=False)
+    rec = Recorder(
+        p, {"run_id": "t"}, eval_every=0.5, total_epochs=None, f_star=None, clock="simulated", progress=False
+    )
     x = p.init_params(0)
     for k in range(3):
         rec.record(x, 50 * k, k, k, 0.1 * k, (0.0, 0))
@@ -596,8 +612,10 @@ def test_training_labels_of_one_class_are_refused(monkeypatch, tmp_path):
     cfg = {"kind": "logreg", "dataset": "fashion_mnist", "classes": [2, 7], "max_train": 20}
     with pytest.raises(DataError) as info:
         build_problem(cfg, data_root=tmp_path, device="cpu")
-    assert str(info.value) == ("fashion_mnist classes 2 (label 0) and 7 (label 1): every training example (the "
-                               "first problem.max_train=20) has label 0; a binary problem needs both classes")
+    assert str(info.value) == (
+        "fashion_mnist classes 2 (label 0) and 7 (label 1): every training example (the "
+        "first problem.max_train=20) has label 0; a binary problem needs both classes"
+    )
     assert build_problem({**cfg, "max_train": 40}, data_root=tmp_path, device="cpu").num_train > 20
     fake.train_y = torch.where(fake.train_y == 7, torch.tensor(3), fake.train_y)  # no class 7 at all
     with pytest.raises(DataError, match=r"problem.classes \[2, 7\]: fashion_mnist train set lacks one"):

@@ -1,12 +1,12 @@
 """The async_methods and async_methods_real sections: APAM's rank among today's asynchronous methods, and whether
 the simulated clock ranks them as the real engines do; from summary.csv alone."""
 import pandas as pd
+from test_async_methods import _engine_summary, _summary  # the summaries the figures' tests draw (tests/)
 
 from experiments.report.load import Experiment
 from experiments.report.sections.async_methods import section_async_methods, section_async_methods_real
 from experiments.report.verdict import FINDING, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
 from mdtable import row
-from test_async_methods import _engine_summary, _summary  # the summaries the figures' tests draw (tests/)
 
 
 def _section(fn, name, summary: pd.DataFrame):

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from report_numbers import compare
 
 from conftest import REPO
 from experiments.report.writer import write_report
-from report_numbers import compare
 
 PROFILES = {"results": "quick", "results-long": "long"}
 

@@ -7,7 +7,6 @@ import math
 
 import pandas as pd
 import pytest
-from helpers import run
 
 from experiments.report import clock as C
 from experiments.report import measured as M
@@ -28,6 +27,7 @@ from experiments.report.verdict import (
     Verdict,
 )
 from experiments.report.writer import judge
+from helpers import run
 
 LR_PAPER = pd.DataFrame([{"problem": "logreg_rcv1", "algorithm": "apam", "workers": t, "metric": "speedup",
                           "value": v, "unit": "x"} for t, v in ((1, 1.0), (2, 1.91), (4, 3.63), (8, 6.65),

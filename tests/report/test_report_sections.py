@@ -5,7 +5,6 @@ import math
 
 import pandas as pd
 import pytest
-from helpers import FLAT, RISING, delays, lenet, run, trace
 
 from experiments.report.load import Experiment
 from experiments.report.sections.accuracy import accuracy_claims
@@ -25,6 +24,7 @@ from experiments.report.verdict import (
     Verdict,
 )
 from experiments.report.writer import judge
+from helpers import FLAT, RISING, delays, lenet, run, trace
 
 
 def _claims(ok, traces, paper=None):
@@ -198,7 +198,6 @@ def test_artificial_delay_on_the_papers_problem_names_the_papers_accuracy():
 
 def test_max_delay_at_or_above_the_updates_is_refused():
     from conftest import compose_cfg
-
     from experiments.errors import ConfigError
     from experiments.settings.build import build_settings
 

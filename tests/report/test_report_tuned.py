@@ -7,15 +7,15 @@ import sys
 
 import pandas as pd
 import pytest
-from conftest import HAS_FMNIST, REPO
-from helpers import FLAT, lenet, trace
-from mdtable import row
 
+from conftest import HAS_FMNIST, REPO
 from experiments import reproduce
 from experiments.report.load import Experiment
 from experiments.report.sections.accuracy import accuracy_claims
 from experiments.report.sections.async_methods import section_async_methods
 from experiments.report.verdict import FINDING, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
+from helpers import FLAT, lenet, trace
+from mdtable import row
 
 needs_fmnist = pytest.mark.skipif(not HAS_FMNIST, reason="Fashion-MNIST not staged (make data)")
 
@@ -28,25 +28,79 @@ def _summary_and_traces():
         for s in range(5):
             rid = f"{alg}-{p}-{s}"
             curve = [1.0 - slope * (1 + 0.01 * s) * e for e in range(11)]
-            rows.append({"run_id": rid, "experiment": "async_methods", "problem": "q", "algorithm": alg, "engine": "simulated",
-                             "clock": "simulated", "workers": p, "seed": s, "status": "ok", "epochs": 10.0, "batch_size": 64,
-                             "final_train_loss": curve[-1], "time_s": 10.0 / p, "updates": 100, "gradients": 100, "discarded": 0,
-                             "time_to_target_s": float("nan"), "target_loss": 0.5, "lr_factor": 4.0 if alg != "async_sgd" else 16.0,
-                             "policy_R": 8.0 if alg == "apam_ringmaster" else float("nan"), "compute_spread": "equal",
-                             "compute_law": "constant", "straggler_sigma": 0.0, "straggler_slowdown": 1.0,
-                             "policy": "ringmaster" if alg == "apam_ringmaster" else "none"})
-            traces += [{"run_id": rid, "epoch": float(e), "time_s": e / p, "updates": 10 * e, "train_loss": v, "test_acc": 0.5,
-                            "problem": "q", "algorithm": alg, "engine": "simulated", "clock": "simulated", "workers": p, "seed": s}
-                       for e, v in enumerate(curve)]
-    tuning = pd.DataFrame([{"setting": f"{a}-{p}", "problem": "q", "algorithm": a, "workers": p, "straggler_sigma": 0.0,
-                                "straggler_slowdown": 1.0, "compute_spread": "equal", "compute_law": "constant",
-                                "tuning_seed": 100, "lr_factor": f, k: v, "at_edge": e,
-                                "factors_tried": tried, "policy_tried": pt, "trials": n}
-                           for a, p, f, k, v, e, tried, pt, n in [
-                               ("apam", 1, 4.0, "S", "", "", "0.25;1;4;16", "", 4),
-                               ("apam", 8, 4.0, "S", "", "", "0.25;1;4;16", "", 4),
-                               ("apam_ringmaster", 8, 4.0, "R", 8, "", "0.25;1;4;16", "1;2;4;8", 7),
-                               ("async_sgd", 8, 16.0, "S", "", "high", "1;4;16", "", 3)]])
+            rows.append(
+                {
+                    "run_id": rid,
+                    "experiment": "async_methods",
+                    "problem": "q",
+                    "algorithm": alg,
+                    "engine": "simulated",
+                    "clock": "simulated",
+                    "workers": p,
+                    "seed": s,
+                    "status": "ok",
+                    "epochs": 10.0,
+                    "batch_size": 64,
+                    "final_train_loss": curve[-1],
+                    "time_s": 10.0 / p,
+                    "updates": 100,
+                    "gradients": 100,
+                    "discarded": 0,
+                    "time_to_target_s": float("nan"),
+                    "target_loss": 0.5,
+                    "lr_factor": 4.0 if alg != "async_sgd" else 16.0,
+                    "policy_R": 8.0 if alg == "apam_ringmaster" else float("nan"),
+                    "compute_spread": "equal",
+                    "compute_law": "constant",
+                    "straggler_sigma": 0.0,
+                    "straggler_slowdown": 1.0,
+                    "policy": "ringmaster" if alg == "apam_ringmaster" else "none",
+                }
+            )
+            traces += [
+                {
+                    "run_id": rid,
+                    "epoch": float(e),
+                    "time_s": e / p,
+                    "updates": 10 * e,
+                    "train_loss": v,
+                    "test_acc": 0.5,
+                    "problem": "q",
+                    "algorithm": alg,
+                    "engine": "simulated",
+                    "clock": "simulated",
+                    "workers": p,
+                    "seed": s,
+                }
+                for e, v in enumerate(curve)
+            ]
+    tuning = pd.DataFrame(
+        [
+            {
+                "setting": f"{a}-{p}",
+                "problem": "q",
+                "algorithm": a,
+                "workers": p,
+                "straggler_sigma": 0.0,
+                "straggler_slowdown": 1.0,
+                "compute_spread": "equal",
+                "compute_law": "constant",
+                "tuning_seed": 100,
+                "lr_factor": f,
+                k: v,
+                "at_edge": e,
+                "factors_tried": tried,
+                "policy_tried": pt,
+                "trials": n,
+            }
+            for a, p, f, k, v, e, tried, pt, n in [
+                ("apam", 1, 4.0, "S", "", "", "0.25;1;4;16", "", 4),
+                ("apam", 8, 4.0, "S", "", "", "0.25;1;4;16", "", 4),
+                ("apam_ringmaster", 8, 4.0, "R", 8, "", "0.25;1;4;16", "1;2;4;8", 7),
+                ("async_sgd", 8, 16.0, "S", "", "high", "1;4;16", "", 3),
+            ]
+        ]
+    )
     return pd.DataFrame(rows), pd.DataFrame(traces), tuning
 
 
@@ -60,21 +114,38 @@ def test_async_methods_section_shows_targets_intervals_shared_ranks_merged_metho
     assert merged[0] == "apam = apam_ringmaster" and merged[1].endswith("#1") and "[" in merged[1]
     assert merged[4:6] == ["4", "R=8"]
     assert row(text, "async_sgd")[2] == "not reached #2"  # T(9/10): async SGD never gets that far
-    assert "Identical runs, one row (the same losses and times to the last bit on every seed): " \
-           "apam = apam_ringmaster." in text
-    assert "**Choices at an edge the extension could not leave (1; " in text and "q async_sgd P = 8 equal: x16 (high)" in text
+    assert (
+        "Identical runs, one row (the same losses and times to the last bit on every seed): "
+        "apam = apam_ringmaster." in text
+    )
+    assert (
+        "**Choices at an edge the extension could not leave (1; " in text
+        and "q async_sgd P = 8 equal: x16 (high)" in text
+    )
     [claim] = section.claims
     assert claim.verdict.cls == FINDING and claim.ours == "mean rank 1.0"
     assert "identical to apam_ringmaster" in claim.evidence
 
 
 def test_apam_against_async_sgd_is_judged_by_intervals_on_tuned_runs():
-    tuning = pd.DataFrame([{"algorithm": a, "workers": p, "lr_factor": f, "tuning_seed": 100}
-                           for a, f in (("apam", 4.0), ("async_sgd", 0.25)) for p in (1, 2, 5, 10, 20)])
+    tuning = pd.DataFrame(
+        [
+            {"algorithm": a, "workers": p, "lr_factor": f, "tuning_seed": 100}
+            for a, f in (("apam", 4.0), ("async_sgd", 0.25))
+            for p in (1, 2, 5, 10, 20)
+        ]
+    )
 
     def better(ok, tuned=tuning):
-        claims = accuracy_claims(ok, pd.DataFrame(), trace(ok[ok.workers == 1].run_id, FLAT), 20, "note",
-                                 {"apam": [4e-4], "async_sgd": [0.0125]}, tuned)
+        claims = accuracy_claims(
+            ok,
+            pd.DataFrame(),
+            trace(ok[ok.workers == 1].run_id, FLAT),
+            20,
+            "note",
+            {"apam": [4e-4], "async_sgd": [0.0125]},
+            tuned,
+        )
         return {c.key: c for c in claims}["APAM more accurate than async SGD"]
 
     ok = lenet(seeds=5)
@@ -107,16 +178,34 @@ def test_the_figure_draws_intervals_and_ranks(tmp_path):
 def test_report_command_on_a_folder_of_tiny_tuned_async_methods_runs(tmp_path):
     """Serial reference runs, then apam and apam_mishchenko at P = 2 (identical under equal compute), each tuned on
     seed 100 over 4^-1..4^1 on fixed simulated costs, 2 reported seeds; then ``python -m experiments.report``."""
-    common = ["lr_tuning_seed=100", "tuning.steps=1", "tuning.extend=0", "compute_model=equal",
-              "problem=logreg_fmnist", "problem.max_train=1000", "problem.max_test=100", "by_kind.epochs.logreg=1",
-              "by_kind.eval_every.logreg=0.02", "problem.target_loss=0.45", "seed=0,1", "progress=false",
-              "engine.costs.grad_s=0.001", "engine.costs.update_s=0.00001", "engine.costs.latency_s=0.00001",
-              "engine.costs.overhead_s=0.00001"]
+    common = [
+        "lr_tuning_seed=100",
+        "tuning.steps=1",
+        "tuning.extend=0",
+        "compute_model=equal",
+        "problem=logreg_fmnist",
+        "problem.max_train=1000",
+        "problem.max_test=100",
+        "by_kind.epochs.logreg=1",
+        "by_kind.eval_every.logreg=0.02",
+        "problem.target_loss=0.45",
+        "seed=0,1",
+        "progress=false",
+        "engine.costs.grad_s=0.001",
+        "engine.costs.update_s=0.00001",
+        "engine.costs.latency_s=0.00001",
+        "engine.costs.overhead_s=0.00001",
+    ]
     for extra in (["workers=1", "algorithm=apam"], ["workers=2", "algorithm=apam,apam_mishchenko"]):
         st = reproduce.run_experiment("async_methods", "smoke", tmp_path, False, 1, common + extra)
         assert st["status"] == "ran", st
-    proc = subprocess.run([sys.executable, "-m", "experiments.report", str(tmp_path)], cwd=REPO, capture_output=True,
-                          text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.report", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     report = (tmp_path / "REPORT.md").read_text()
     section = report.split('<a id="async_methods"></a>')[1]

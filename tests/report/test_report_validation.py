@@ -2,10 +2,10 @@
 twin charges (experiments.report.sections.misses); which clock a time claim rests on (experiments.report.clock)."""
 import pandas as pd
 import pytest
-from helpers import run
 
 from experiments.report import clock as C
 from experiments.report.sections.misses import master_busy, why_misses
+from helpers import run
 
 
 def test_why_misses_names_each_group_with_its_numbers():

@@ -1,8 +1,6 @@
 """The report's page: the first screen (one table, then a paragraph from the verdicts), the sections rendered from
 the Jinja2 templates, the verdicts per profile, verdicts.csv's columns."""
 import pandas as pd
-from helpers import FLAT, RISING, lenet, run, trace
-from mdtable import row, rows
 
 from experiments.report.first_screen import Row, first_table, paragraph
 from experiments.report.load import report_block
@@ -19,6 +17,8 @@ from experiments.report.verdict import (
     outside,
 )
 from experiments.report.writer import ORDER, VERDICT_COLUMNS, Part, judge, write_report
+from helpers import FLAT, RISING, lenet, run, trace
+from mdtable import row, rows
 
 
 def _claims():

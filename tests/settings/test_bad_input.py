@@ -1,5 +1,5 @@
 """Bad input: through the real entry point (``python -m experiments.run``), a one-line error naming the key and the
-value, exit code 2, nothing written under results_dir (issue 2 item 6, issue 15 items 4, 6, 7). One table for every
+value, exit code 2, nothing written under results_dir. One table for every
 kind of bad input: a bad value or type, an unknown option or key, a rule between keys, a folder that cannot be
 written, a bad sweep or launcher; each job of a sweep is checked before any runs."""
 from pathlib import Path
@@ -58,7 +58,7 @@ CASES = [
     (["algorithm.lr=-0.1"], ("algorithm: ", "lr=-0.1")),
     (["algorithm.beta1=1.0"], ("algorithm: ", "beta1=1.0")),
     (["algorithm.beta2=-0.1"], ("algorithm: ", "beta2=-0.1")),
-    (["problem=lenet5_fmnist", "algorithm.eps=0"], ("algorithm: ", "got eps=0")),  # torch variant: 0/0 on the first step
+    (["problem=lenet5_fmnist", "algorithm.eps=0"], ("algorithm: ", "got eps=0")),  # torch variant: 0/0 at once
     (["algorithm.lr_schedule=constant", "algorithm.lr=0.1"], ("algorithm: ", "alpha_max=0.01")),  # no silent cap
     (["algorithm.alpha_max=null"], "alpha_max=null"),  # logreg's inv_sqrt from lr = 10 needs its cap
     (["problem=logreg_fmnist", "algorithm.impl=fused"], "impl='fused'"),  # the torch variant's, not the paper's

@@ -1,4 +1,4 @@
-"""The precheck (experiments/settings/compose.py, issue 15 items 4, 6, 7): every job of a sweep is composed and built
+"""The precheck (experiments/settings/compose.py): every job of a sweep is composed and built
 into typed settings as a whole before any runs, whatever the sweep's size; bad values and unknown keys are refused
 with one line naming them (the table of bad input: tests/settings/test_bad_input.py); the data of every job is
 checked first."""

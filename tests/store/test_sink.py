@@ -5,9 +5,10 @@ import sys
 from collections import Counter
 
 import pytest
-from conftest import REPO
 
-from experiments.store.sink import SUMMARY_COLUMNS, TRACE_COLUMNS, RunSink, make_run_id
+from conftest import REPO
+from experiments.store.run_id import make_run_id
+from experiments.store.sink import SUMMARY_COLUMNS, TRACE_COLUMNS, RunSink
 
 
 def test_run_id_is_deterministic_sorted_and_ignores_output_keys():
@@ -203,10 +204,10 @@ def test_an_unreadable_summary_is_a_config_error_naming_it(tmp_path, monkeypatch
     import os
 
     from experiments.errors import ConfigError
-    from experiments.store import sink as sink_mod
+    from experiments.store import table
 
     a, _, _ = _two_runs(tmp_path)
-    monkeypatch.setattr(sink_mod.os, "access", lambda p, mode: False)  # as for chmod 000 (root reads anyway)
+    monkeypatch.setattr(table.os, "access", lambda p, mode: False)  # as for chmod 000 (root reads anyway)
     with pytest.raises(ConfigError, match=r"summary.csv: cannot read this summary \(permission denied\)"):
         a.finished()
     monkeypatch.undo()
@@ -268,7 +269,7 @@ def _old_make_run_id(overrides, seed):
     import hashlib
     import re
 
-    from experiments.store.sink import IGNORED_IN_RUN_ID
+    from experiments.store.run_id import IGNORED_IN_RUN_ID
 
     kept = []
     for o in overrides:

@@ -63,7 +63,10 @@ def test_a_summary_row_has_every_column_and_its_numbers_come_from_the_trace_and_
     assert row["cost_grad_s"] == 1e-3 and row["cost_master_s"] == pytest.approx(4e-5)
     assert (row["status"], row["clock"], row["updates"], row["gradients"]) == ("ok", "simulated", 30, 30)
     assert row["epochs"] == 1.5 and row["time_s"] == 3.0
-    assert (row["time_to_target_s"], row["updates_to_target"]) == (2.0, 20)  # interpolated: the last row above 0.5 is at 1.0 s, the first after it at 2.0 s
+    assert (row["time_to_target_s"], row["updates_to_target"]) == (
+        2.0,
+        20,
+    )  # interpolated: the last row above 0.5 is at 1.0 s, the first after it at 2.0 s
     assert row["staleness_mean"] == pytest.approx(20 / 30) and row["staleness_max"] == 1
     assert row["final_train_loss"] == 0.4 and row["target_loss"] == 0.5
     assert crossing(rows, None) is None and crossing(rows, 0.1) is None

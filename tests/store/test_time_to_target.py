@@ -50,16 +50,29 @@ def test_the_analysis_applies_the_same_rule_to_any_trace_and_target():
 def test_targets_come_from_the_best_serial_method_at_half_and_nine_tenths_of_its_budget():
     def run(alg, p, seed, losses):
         rid = f"{alg}-{p}-{seed}"
-        summary = {"run_id": rid, "problem": "q", "algorithm": alg, "workers": p, "seed": seed, "status": "ok", "epochs": 10.0,
-                       "final_train_loss": losses[-1]}
-        trace = [{"run_id": rid, "epoch": float(e), "time_s": float(e) / p, "updates": 10 * e, "train_loss": v}
-                 for e, v in enumerate(losses)]
+        summary = {
+            "run_id": rid,
+            "problem": "q",
+            "algorithm": alg,
+            "workers": p,
+            "seed": seed,
+            "status": "ok",
+            "epochs": 10.0,
+            "final_train_loss": losses[-1],
+        }
+        trace = [
+            {"run_id": rid, "epoch": float(e), "time_s": float(e) / p, "updates": 10 * e, "train_loss": v}
+            for e, v in enumerate(losses)
+        ]
         return summary, trace
 
-    curve = [1.0 - 0.05 * e for e in range(11)]          # 1.0 at epoch 0 ... 0.5 at epoch 10
+    curve = [1.0 - 0.05 * e for e in range(11)]  # 1.0 at epoch 0 ... 0.5 at epoch 10
     worse = [1.0 - 0.02 * e for e in range(11)]
-    runs = [run("apam", 1, s, [v - 0.01 * s for v in curve]) for s in (0, 1)] + [run("sgd", 1, 0, worse)] + \
-        [run("apam", 8, 0, curve)]
+    runs = (
+        [run("apam", 1, s, [v - 0.01 * s for v in curve]) for s in (0, 1)]
+        + [run("sgd", 1, 0, worse)]
+        + [run("apam", 8, 0, curve)]
+    )
     summary = pd.DataFrame([s for s, _ in runs])
     traces = pd.DataFrame([r for _, t in runs for r in t])
     [t] = reference_targets(summary, traces).to_dict("records")
@@ -77,8 +90,11 @@ def test_compared_budgets_have_at_least_50_evaluation_points(experiment, profile
     from experiments.reproduce import reference_sweep
 
     base = [f"experiment={experiment}", f"profile={profile}", f"results_dir={tmp_path}"]
-    sweeps = [base] + ([base + [f"{k}={v}" for k, v in reference_sweep(experiment, profile).items()]]
-                       if reference_sweep(experiment, profile) else [])
+    sweeps = [base] + (
+        [base + [f"{k}={v}" for k, v in reference_sweep(experiment, profile).items()]]
+        if reference_sweep(experiment, profile)
+        else []
+    )
     for sweep in sweeps:
         jobs = compose_jobs(job_cover(sweep + profile_sweep(sweep), strength=1))
         for cfg in jobs:

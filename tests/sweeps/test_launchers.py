@@ -127,10 +127,12 @@ def test_a_profile_s_wall_block_sets_keys_of_its_wall_clock_sweep_only(tmp_path)
     a key given on the command line wins over the block."""
     base = ["experiment=lr_speedup", "profile=quick", f"results_dir={tmp_path}"]
     assert reproduce.plan_sweeps("lr_speedup", "quick", tmp_path) == [
-        (base + ["engine=simulated,simulated_dedicated"], True), (base + ["engine=shared_memory", "workers=0,1"], False)]
+        (base + ["engine=simulated,simulated_dedicated"], True),
+        (base + ["engine=shared_memory", "workers=0,1"], False)]
     assert reproduce.plan_sweeps("lr_speedup", "quick", tmp_path, ["workers=3"]) == [
         (base + ["workers=3", "engine=simulated,simulated_dedicated"], True),
-        (base + ["workers=3", "engine=shared_memory"], False)]
+        (base + ["workers=3", "engine=shared_memory"], False),
+    ]
 
 
 @needs_data
@@ -153,7 +155,7 @@ def test_reproduce_jobs_runs_simulated_jobs_side_by_side_and_wall_clock_jobs_alo
     sim = [s for s in spans.values() if s[2] == "simulated"]
     wall = [s for s in spans.values() if s[2] == "wall"]
     assert len(sim) == 6 and len(wall) == 6
-    assert any(_overlap(a, b) for i, a in enumerate(sim) for b in sim[i + 1:]), spans
+    assert any(_overlap(a, b) for i, a in enumerate(sim) for b in sim[i + 1 :]), spans
     assert len({s[3] for s in sim}) == 2, spans  # two joblib worker processes
     for w in wall:
         assert not any(_overlap(w, o) for o in spans.values() if o is not w)
@@ -180,8 +182,13 @@ class _Launcher:
         for job in batch:
             status = self.statuses.pop(0) if self.statuses else "ok"
             failed = isinstance(status, Exception)
-            out.append(JobReturn(overrides=list(job), status=JobStatus.FAILED if failed else JobStatus.COMPLETED,
-                                 _return_value=status))
+            out.append(
+                JobReturn(
+                    overrides=list(job),
+                    status=JobStatus.FAILED if failed else JobStatus.COMPLETED,
+                    _return_value=status,
+                )
+            )
         return out
 
 
@@ -199,8 +206,9 @@ def test_the_sweeper_launches_the_checked_jobs_and_composes_only_unchecked_ones(
         sweeper = compose("config", return_hydra_config=True).hydra.sweeper
     assert sweeper._target_ == "hydra_plugins.apam_sweeper.CheckedSweeper"
     composed = []
-    monkeypatch.setattr(Sweeper, "validate_batch_is_legal", lambda self, batch: composed.append(
-        [list(job) for job in batch]))
+    monkeypatch.setattr(
+        Sweeper, "validate_batch_is_legal", lambda self, batch: composed.append([list(job) for job in batch])
+    )
     monkeypatch.setattr(sys, "argv", ["run.py", "-m", "workers=1,2"])
     jobs = [["workers=1"], ["workers=2"]]
 
@@ -213,7 +221,7 @@ def test_the_sweeper_launches_the_checked_jobs_and_composes_only_unchecked_ones(
     monkeypatch.setenv(ENV, fingerprint(["-m", "workers=1,2"]))
     assert sweep() == [(jobs, 0)] and composed == []
     assert OUTCOME == {"jobs": 2, "failed": 0}
-    monkeypatch.setenv(ENV, fingerprint(["-m", "workers=1,4"]))   # checked another command line
+    monkeypatch.setenv(ENV, fingerprint(["-m", "workers=1,4"]))  # checked another command line
     assert sweep() == [(jobs, 0)] and composed == [jobs]
     monkeypatch.delenv(ENV)
     assert sweep(1) == [([jobs[0]], 0), ([jobs[1]], 1)]  # batches of one, numbered as Hydra numbers jobs
@@ -232,13 +240,26 @@ def test_the_sweeper_launches_the_checked_jobs_and_composes_only_unchecked_ones(
 def test_a_sweep_with_a_failed_run_runs_the_others_and_exits_1(tmp_path):
     """The second job's worker is killed at update 1 with engine.on_worker_loss=fail: its run is recorded as failed,
     the other runs to its end, and the sweep's exit code says a run failed."""
-    cmd = [sys.executable, "-m", "experiments.run", "-m", "problem=logreg_fmnist", "engine=shared_memory",
-           "workers=1", "updates=20", "engine.on_worker_loss=fail", "engine.fault.kill_worker=0",
-           "engine.fault.at_update=100000,1", f"results_dir={tmp_path}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "experiments.run",
+        "-m",
+        "problem=logreg_fmnist",
+        "engine=shared_memory",
+        "workers=1",
+        "updates=20",
+        "engine.on_worker_loss=fail",
+        "engine.fault.kill_worker=0",
+        "engine.fault.at_update=100000,1",
+        f"results_dir={tmp_path}",
+    ]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=280)
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "1 of 2 runs failed" in proc.stderr
     rows = _table(tmp_path / "adhoc" / "summary.csv")
     assert sorted(r["status"] for r in rows) == ["failed", "ok"]
     failed = next(r for r in rows if r["status"] == "failed")
-    assert failed["run_id"].startswith("engine.fault.at-update-1_") and failed["message"].startswith("WorkerLost: worker 0")
+    assert failed["run_id"].startswith("engine.fault.at-update-1_") and failed["message"].startswith(
+        "WorkerLost: worker 0"
+    )

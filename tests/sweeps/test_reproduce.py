@@ -1,4 +1,4 @@
-"""``make reproduce``'s bookkeeping (experiments/reproduce.py, issue 15 items 1 and 10): a figure that cannot be drawn
+"""``make reproduce``'s bookkeeping (experiments/reproduce.py): a figure that cannot be drawn
 is named in reproduce_status.json and in the report; a call that reran nothing keeps the status file's timings."""
 import json
 import shutil
@@ -27,9 +27,13 @@ def test_a_figure_that_cannot_be_drawn_is_named(tmp_path, monkeypatch):
     shutil.copytree(FIXTURES / "tau_threshold", tmp_path / "tau_threshold")
     monkeypatch.setattr(plots.draw, "FIGURES", (_broken,) + plots.FIGURES)
     st = reproduce.draw_figures(tmp_path / "tau_threshold", tmp_path)
-    assert st["figures_missing"] == [{"figure": "_broken", "reason": "ValueError: 'yerr' must not contain negative values"}]
-    assert st["figures"] == ["tau_threshold/figures/tau_threshold-lenet5_fmnist.png",  # the others are drawn
-                             "tau_threshold/figures/tau_threshold-logreg_fmnist.png"]
+    assert st["figures_missing"] == [
+        {"figure": "_broken", "reason": "ValueError: 'yerr' must not contain negative values"}
+    ]
+    assert st["figures"] == [
+        "tau_threshold/figures/tau_threshold-lenet5_fmnist.png",  # the others are drawn
+        "tau_threshold/figures/tau_threshold-logreg_fmnist.png",
+    ]
     statuses = {"tau_threshold": {"status": "ran", "message": "", "wall_s": 1.0, "profile": "quick", **st}}
     report = write_report(tmp_path, "quick", statuses).read_text()
     assert "**Figures not drawn:**" in report
@@ -65,10 +69,15 @@ def test_timing_kept_only_when_no_run_changed(before, after, keeps):
 def test_an_unfinished_or_crashed_experiment_never_reads_as_not_runnable(tmp_path):
     """A long profile part-way: experiments it has not reached say "not run yet", a crash says so; only a sweep that
     was skipped (bad input for this machine) is "not runnable here"."""
-    statuses = {"tau_threshold": {"status": "crashed", "message": "exit code 1: python -m experiments.run",
-                                  "wall_s": 3.0, "profile": "long"},
-                "stragglers": {"status": "skipped", "message": "data/cifar10: not found", "wall_s": 1.0,
-                               "profile": "long"}}
+    statuses = {
+        "tau_threshold": {
+            "status": "crashed",
+            "message": "exit code 1: python -m experiments.run",
+            "wall_s": 3.0,
+            "profile": "long",
+        },
+        "stragglers": {"status": "skipped", "message": "data/cifar10: not found", "wall_s": 1.0, "profile": "long"},
+    }
     shutil.copytree(FIXTURES / "tau_threshold", tmp_path / "tau_threshold_lenet5")  # runs, status never written
     report = write_report(tmp_path, "long", statuses).read_text()
     overview = report.split("## Experiments")[1].split("\n## ")[0]
@@ -85,8 +94,11 @@ def test_long_leaves_the_extended_experiments_out_unless_asked(tmp_path, monkeyp
     """PROFILE=long runs the paper's claims at scale (its 3-hour budget); EXTENDED=1 adds the rest.
     Left out, an experiment keeps the status of an earlier extended call, or reads "left out" in the report."""
     ran = []
-    monkeypatch.setattr(reproduce, "run_experiment",
-                        lambda exp, *a, **k: ran.append(exp) or {"status": "skipped", "message": "stub", "wall_s": 0.0})
+    monkeypatch.setattr(
+        reproduce,
+        "run_experiment",
+        lambda exp, *a, **k: ran.append(exp) or {"status": "skipped", "message": "stub", "wall_s": 0.0},
+    )
     out = tmp_path / "res"
     out.mkdir()
     earlier = {"status": "ran", "message": "", "wall_s": 1716.0, "profile": "long"}
@@ -115,10 +127,18 @@ def test_figures_are_drawn_side_by_side_after_the_runs(tmp_path, monkeypatch):
     out = tmp_path / "res"
     for exp in ("tau_threshold", "lr_speedup"):
         shutil.copytree(FIXTURES / exp, out / exp)
-    monkeypatch.setattr(reproduce, "run_experiment", lambda exp, *a, **k: {"status": "ran", "message": "", "wall_s": 1.0})
-    monkeypatch.setattr(reproduce.subprocess, "run", lambda cmd, **k: subprocess.CompletedProcess(cmd, 0))  # calibration
-    assert reproduce.main(["--profile", "quick", "--results-dir", str(out), "--jobs", "2",
-                           "--only", "tau_threshold", "lr_speedup"]) == 0
+    monkeypatch.setattr(
+        reproduce, "run_experiment", lambda exp, *a, **k: {"status": "ran", "message": "", "wall_s": 1.0}
+    )
+    monkeypatch.setattr(
+        reproduce.subprocess, "run", lambda cmd, **k: subprocess.CompletedProcess(cmd, 0)
+    )  # calibration
+    assert (
+        reproduce.main(
+            ["--profile", "quick", "--results-dir", str(out), "--jobs", "2", "--only", "tau_threshold", "lr_speedup"]
+        )
+        == 0
+    )
     statuses = json.loads((out / "reproduce_status.json").read_text())
     for exp in ("tau_threshold", "lr_speedup"):
         here = reproduce.draw_figures(out / exp, out)

@@ -9,11 +9,11 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-from conftest import HAS_FMNIST, settings_for
 
+from conftest import HAS_FMNIST, settings_for
 from experiments import reproduce
 from experiments.errors import ConfigError
-from experiments.store.sink import make_run_id
+from experiments.store.run_id import make_run_id
 from experiments.sweeps.tuning import (
     FACTOR_KEY,
     check_overrides,
@@ -125,14 +125,18 @@ def test_the_tuning_seed_runs_first_even_when_it_is_no_reported_seed():
     plan = reproduce.plan_sweeps("lenet5_speedup", "long", Path("r"))
     assert [p[-1] for p, sim in plan if sim] == ["seed=100", "seed=0,1,2,3,4"]
     wall = [p for p, sim in plan if not sim]  # the real engine's sweep: untuned, its own seeds and worker counts
-    assert len(wall) == 1 and {"engine=shared_memory", "workers=1,2", "seed=0,1,2", "lr_tuning_seed=null"} <= set(wall[0])
+    assert len(wall) == 1
+    assert {"engine=shared_memory", "workers=1,2", "seed=0,1,2", "lr_tuning_seed=null"} <= set(wall[0])
 
 
-@pytest.mark.parametrize("override,message", [
-    ("tuning.ratio=1.0", "tuning.ratio=1.0: must be a number > 1"),
-    ("tuning.steps=0", "tuning.steps=0: must be an integer >= 1"),
-    ("tuning.policy_sizes=[4,4]", "tuning.policy_sizes=[4, 4]: values must be distinct"),
-])
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("tuning.ratio=1.0", "tuning.ratio=1.0: must be a number > 1"),
+        ("tuning.steps=0", "tuning.steps=0: must be an integer >= 1"),
+        ("tuning.policy_sizes=[4,4]", "tuning.policy_sizes=[4, 4]: values must be distinct"),
+    ],
+)
 def test_bad_tuning_values_are_one_line_config_errors(tmp_path, override, message):
     with pytest.raises(ConfigError) as exc:
         settings_for([f"results_dir={tmp_path}", override])
@@ -152,10 +156,23 @@ def test_a_tuned_sweep_runs_the_choice_on_the_reported_seeds_and_a_rerun_runs_no
     """Logistic regression on fixed simulated costs, tuned on seed 100 over 4^-1..4^1 (one more a side at most):
     the trials lie below tuning/, tuning.csv holds the choice, seeds 0 and 1 run it; a second call finds every run
     finished; a tuning.csv without the setting stops the reported seeds with one line."""
-    extra = ["lr_tuning_seed=100", "tuning.steps=1", "tuning.extend=1", "algorithm=apam", "workers=2",
-             "compute_model=equal", "problem=logreg_fmnist", "problem.max_train=600", "problem.max_test=100",
-             "by_kind.epochs.logreg=1", "by_kind.eval_every.logreg=0.05", "problem.target_loss=0.6", "seed=0,1",
-             "progress=false", *COSTS]
+    extra = [
+        "lr_tuning_seed=100",
+        "tuning.steps=1",
+        "tuning.extend=1",
+        "algorithm=apam",
+        "workers=2",
+        "compute_model=equal",
+        "problem=logreg_fmnist",
+        "problem.max_train=600",
+        "problem.max_test=100",
+        "by_kind.epochs.logreg=1",
+        "by_kind.eval_every.logreg=0.05",
+        "problem.target_loss=0.6",
+        "seed=0,1",
+        "progress=false",
+        *COSTS,
+    ]
     st = reproduce.run_experiment("async_methods", "smoke", tmp_path, False, 1, extra)
     assert st["status"] == "ran", st
     exp = tmp_path / "async_methods"
@@ -173,7 +190,12 @@ def test_a_tuned_sweep_runs_the_choice_on_the_reported_seeds_and_a_rerun_runs_no
     err = capfd.readouterr().err
     assert st["status"] == "ran" and "[ok]" not in err and err.count("[skip]") == len(trials) + 2
     (exp / "tuning.csv").write_text("setting,lr_factor" + "\n")
-    st = reproduce.run_sweep("async_methods", "smoke", tmp_path, False, overrides=reproduce.plan_sweeps(
-        "async_methods", "smoke", tmp_path, extra)[-1][0])
+    st = reproduce.run_sweep(
+        "async_methods",
+        "smoke",
+        tmp_path,
+        False,
+        overrides=reproduce.plan_sweeps("async_methods", "smoke", tmp_path, extra)[-1][0],
+    )
     assert st["status"] == "skipped" and st["message"].startswith("lr_tuning_seed=100: ")
     assert "has no choice for" in st["message"] and "\n" not in st["message"]

@@ -1,12 +1,12 @@
-"""Delay models of experiments/training/delays.py: the compute-time laws of ComputeTimes (issue 14: spreads, heavy
+"""Delay models of experiments/training/delays.py: the compute-time laws of ComputeTimes (spreads, heavy
 tails, replay; built from a run's delay settings) and the artificial delays' choice of iterate."""
 import math
 
 import numpy as np
 import pytest
 
-from experiments.training.delays import ComputeTimes, load_compute_times
 from conftest import run_sim, settings_for
+from experiments.training.delays import ComputeTimes, load_compute_times
 
 
 def test_sqrt_and_linear_spreads_give_worker_i_sqrt_i_or_i_times_the_base():

@@ -1,4 +1,4 @@
-"""Staleness policies of the master (experiments/training/policies.py) and staleness reaching the rule (issue 14).
+"""Staleness policies of the master (experiments/training/policies.py) and staleness reaching the rule.
 
 Each policy is checked against a trace computed by hand: on the master directly (chosen read versions), and on the
 simulated engine under a fixed delay (every gradient of update k >= tau has staleness exactly tau) or timing.
@@ -8,10 +8,10 @@ from typing import ClassVar
 
 import pytest
 import torch
-from conftest import QuadraticProblem, run_sim, settings_for
 
 from algorithms import build_rule
 from algorithms.base import UpdateRule
+from conftest import QuadraticProblem, run_sim, settings_for
 from experiments.training import policies
 from experiments.training.master import Master
 from experiments.training.policies import PolicyError, build_policy

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import run_sim, settings_for
 
 from algorithms import build_rule
+from conftest import run_sim, settings_for
 from experiments.errors import ConfigError
 from experiments.settings.build import build_settings
 from experiments.settings.compose import compose_jobs, job_overrides
@@ -96,7 +96,7 @@ def test_a_ringmaster_stop_restarts_the_worker_at_the_current_iterate(tmp_path, 
     restarts = [e for e in log if e[0] == "restart"]
     received = [e for e in log if e[0] == "receive"]
     assert len(restarts) == m.restarts > 10 and rec.rows[-1]["stopped"] == m.restarts
-    for _, w, read, now in restarts:
+    for _, _w, read, now in restarts:
         assert now - read >= 2  # stopped once its delay reached R
     # after a restart at version V, the worker's next gradient is computed at V (unless it is stopped again first)
     for i, (kind, w, _, now) in enumerate(log):
@@ -123,11 +123,12 @@ def test_rennala_restarts_every_worker_when_a_round_ends(tmp_path, monkeypatch, 
     assert rec.master.discarded == rec.master.policy.pending == result.gradients - 4 * result.updates < 4
     # each round's end stops the 3 workers still computing at the old iterate (the round's last sender is idle)
     restarts = [e for e in log if e[0] == "restart"]
-    rounds = [i for i, e in enumerate(log) if e[0] == "receive" and sum(x[0] == "receive" for x in log[:i + 1]) % 4 == 0]
+    rounds = [i for i, e in enumerate(log)
+              if e[0] == "receive" and sum(x[0] == "receive" for x in log[:i + 1]) % 4 == 0]
     assert len(restarts) == rec.master.restarts
     assert all(now - read == 1 for *_, read, now in restarts)
     for i in rounds[:-1]:
-        after = log[i + 1:i + 4]
+        after = log[i + 1 : i + 4]
         assert [e[0] for e in after] == ["restart"] * 3 and {e[1] for e in after} == {0, 1, 2, 3} - {log[i][1]}
     # without restarts the stale computations run on and are discarded
     log.clear()
@@ -138,8 +139,11 @@ def test_rennala_restarts_every_worker_when_a_round_ends(tmp_path, monkeypatch, 
 
 def test_stops_refused_where_no_computation_can_be_stopped(tmp_path, monkeypatch):
     base = [f"results_dir={tmp_path}", "workers=4", "algorithm=ringmaster_asgd", "algorithm.policy.restart=true"]
-    with pytest.raises(ConfigError, match=r"^algorithm.policy.restart=true: ringmaster stops computations, which "
-                                          r"needs delay=timing \(delay=uniform"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^algorithm.policy.restart=true: ringmaster stops computations, which "
+        r"needs delay=timing \(delay=uniform",
+    ):
         settings_for([*base, "delay=uniform", "delay.max_delay=3"])
     with pytest.raises(ConfigError, match=r"^algorithm.policy.restart=true: engine.handoff=spin"):
         settings_for([*base, "engine=shared_memory", "engine.handoff=spin"])
@@ -154,8 +158,7 @@ def test_stops_refused_where_no_computation_can_be_stopped(tmp_path, monkeypatch
 # ------------------------------------------------------------------ delay-adaptive steps on a known delay sequence
 
 
-@pytest.mark.parametrize("stale_step,expected", [("zero", [1, 1, 1, 0, 0, 1]),
-                                                 ("inverse", [1, 1, 1, 1 / 3, 1 / 3, 1])])
+@pytest.mark.parametrize("stale_step,expected", [("zero", [1, 1, 1, 0, 0, 1]), ("inverse", [1, 1, 1, 1 / 3, 1 / 3, 1])])
 def test_koloskova2022_steps_on_a_known_delay_sequence(stale_step, expected):
     m = _sgd_master({"name": "koloskova2022", "tau_c": 2, "stale_step": stale_step})
     scales, x = [], 0.0
@@ -219,8 +222,13 @@ def test_amsgrad_moments_see_the_scaled_gradient_only_with_gradient_scaling(scal
 def test_for_sgd_step_and_gradient_scaling_are_the_same_update():
     xs = []
     for scale in ("step", "gradient"):
-        m = Master(build_rule("sgd", lr=LR), torch.zeros(2), "async", 2,
-                   policy={"name": "koloskova2022", "tau_c": 1, "stale_step": "inverse", "scale": scale})
+        m = Master(
+            build_rule("sgd", lr=LR),
+            torch.zeros(2),
+            "async",
+            2,
+            policy={"name": "koloskova2022", "tau_c": 1, "stale_step": "inverse", "scale": scale},
+        )
         for rv in (0, 0, 0, 1, 0):
             m.receive(torch.tensor([1.0, -3.0]), rv)
         xs.append(m.x)
@@ -244,12 +252,15 @@ def test_r_and_s_sweep_from_the_command_line_and_default_to_p(tmp_path):
     assert build_policy(s, 6).tau_c == 6
 
 
-@pytest.mark.parametrize("override,message", [
-    ("algorithm.policy.R=0", "algorithm.policy.R=0: must be an integer >= 1"),
-    ("algorithm.policy.R=2.5", "algorithm.policy.R=2.5: must be an integer"),
-    ("algorithm.policy.scale=step", "algorithm.policy.scale=step: not a key of policy 'ringmaster'"),
-    ("algorithm.policy.restart=maybe", "algorithm.policy.restart=maybe: must be true or false"),
-])
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("algorithm.policy.R=0", "algorithm.policy.R=0: must be an integer >= 1"),
+        ("algorithm.policy.R=2.5", "algorithm.policy.R=2.5: must be an integer"),
+        ("algorithm.policy.scale=step", "algorithm.policy.scale=step: not a key of policy 'ringmaster'"),
+        ("algorithm.policy.restart=maybe", "algorithm.policy.restart=maybe: must be true or false"),
+    ],
+)
 def test_bad_policy_keys_are_one_line_exit_2(tmp_path, entry_point, override, message):
     code, err = entry_point([f"results_dir={tmp_path}", "algorithm=ringmaster_asgd", override])
     lines = [line for line in err.splitlines() if line.strip()]

@@ -14,7 +14,7 @@ import math
 import pandas as pd
 from scipy.stats import kendalltau
 
-from experiments.analysis.comparisons import CONFIGURED, comparison
+from experiments.analysis.comparisons import CONFIGURED, comparison, compute_model
 from experiments.analysis.statistics import LEVEL, RESAMPLES
 from experiments.analysis.targets import FRACTIONS, label
 from experiments.engines.emulation import OVERRUN_FLAG
@@ -115,8 +115,8 @@ def tuning_text(tuning: pd.DataFrame) -> str:
     if len(edges):
         out.append(f"**Choices at an edge the extension could not leave ({len(edges)}; the best step may lie beyond "
                    "the factors tried):** " + "; ".join(
-                       f"{r['problem']} {r['algorithm']} P = {int(r['workers'])} {r['compute model']}: x{r['lr_factor']:g} "
-                       f"({r['at edge']})" for r in edges.to_dict("records")) + ".")
+                       f"{r['problem']} {r['algorithm']} P = {int(r['workers'])} {r['compute model']}: "
+                       f"x{r['lr_factor']:g} ({r['at edge']})" for r in edges.to_dict("records")) + ".")
     else:
         out.append("No choice is at an edge of the factors tried.")
     out.append("\n<details><summary>The tuned values (tuning.csv)</summary>\n\n" + table(rows) + "\n</details>\n")
@@ -129,8 +129,6 @@ def _given(v) -> bool:
 
 
 def _model_of(row: dict) -> str:
-    from experiments.analysis.comparisons import compute_model
-
     return compute_model(row)
 
 
@@ -196,8 +194,9 @@ def section_async_methods(data: Experiment) -> Section:
             row = rows[(rows["compute_model"] == r.compute_model) & rows["algorithm"].str.split(" = ").map(
                 lambda ms: "apam" in ms)].iloc[0]
             same = [m for m in row["algorithm"].split(" = ") if m != "apam"]
+            identical = "; identical to " + ", ".join(same) if same else ""
             per_model.append(f"{_label(r.compute_model)} #{int(row[f'rank {hardest}'])} "
-                             f"({row[f'time {hardest}'].text()} s{'; identical to ' + ', '.join(same) if same else ''})")
+                             f"({row[f'time {hardest}'].text()} s{identical})")
         gist = f"APAM mean rank {mean_rank['apam']:.1f}, {len(better)} method(s) ahead" + few
         claims.append(Claim(verdict=finding(gist), ours=f"mean rank {mean_rank['apam']:.1f}",
                             evidence="APAM at " + _words(hardest) + ": " + "; ".join(per_model)

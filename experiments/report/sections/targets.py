@@ -23,9 +23,9 @@ def targets_table(ok: pd.DataFrame, traces: pd.DataFrame, algorithms: list[str])
         prob = t["problem"]
         levels = ", ".join(f"{label(f)} = {t[f'target_{f:g}']:.4g}" for f in FRACTIONS)
         out.append(f"\nTargets set by the runs ({prob}; experiments/analysis/targets.py): the training loss the best "
-                   f"serial algorithm ({t['reference']}, lowest mean final loss at P = 1, {t['seeds']} seed(s)) reached "
-                   f"at half and at nine tenths of its {t['epochs']:.3g} epochs: {levels}. Time to each (s, mean "
-                   f"[{LEVEL:.0%} bootstrap interval, {RESAMPLES:,} resamples], reached for good):\n")
+                   f"serial algorithm ({t['reference']}, lowest mean final loss at P = 1, {t['seeds']} seed(s)) "
+                   f"reached at half and at nine tenths of its {t['epochs']:.3g} epochs: {levels}. Time to each "
+                   f"(s, mean [{LEVEL:.0%} bootstrap interval, {RESAMPLES:,} resamples], reached for good):\n")
         rows = []
         q = times[times["problem"] == prob]
         for p in sorted(q["workers"].unique()):

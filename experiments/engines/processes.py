@@ -1,0 +1,160 @@
+"""Worker processes' lives, seen from the master: the start method's context (forkserver with the engines
+preloaded, or spawn), how a process ended, ending workers without leaving any behind (stop, terminate, kill), the
+forkserver and resource tracker stopped at exit, and SIGTERM raised as KeyboardInterrupt while workers run."""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+import os
+import select
+import signal
+import threading
+import time
+from contextlib import contextmanager
+from multiprocessing import forkserver, resource_tracker, util
+
+import torch.multiprocessing as tmp
+
+from experiments.errors import Interrupted
+
+
+def process_context(method: str, problem=None):
+    """The torch.multiprocessing context for ``engine.start_method`` (``spawn`` or ``forkserver``). For forkserver,
+    the server (started once per master process) preloads torch, the engines and the problem's module, so that
+    each worker forks from it in milliseconds.
+
+    Raises:
+        ValueError: another start method (``fork`` is refused: a forked copy of a process that already ran torch
+        threads or CUDA can deadlock).
+    """
+    if method not in ("spawn", "forkserver"):
+        raise ValueError(f"engine.start_method={method}: must be spawn or forkserver")
+    ctx = tmp.get_context(method)
+    if method == "forkserver":
+        mods = ["torch", "experiments.engines.shared_memory", "experiments.engines.distributed"]
+        if problem is not None:
+            mods.append(type(problem).__module__)
+        ctx.set_forkserver_preload(mods)
+    if not _REAP_AT_EXIT:
+        atexit.register(stop_helper_processes)
+        _REAP_AT_EXIT.append(True)
+    return ctx
+
+
+_REAP_AT_EXIT: list = []  # non-empty once stop_helper_processes is registered to run at exit
+
+
+HELPER_EXIT_TIMEOUT_S = 10.0  # the longest an exiting master waits for the forkserver and the resource tracker
+
+
+def _wait_exit(pid: int, timeout_s: float) -> bool:
+    """Reap child ``pid`` within ``timeout_s`` seconds (woken by its pidfd where Linux has one); True when reaped."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        fd = None
+    try:
+        while True:
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                return True  # reaped elsewhere, or not ours
+            if done:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if fd is not None:
+                select.select([fd], [], [], left)
+            else:
+                time.sleep(min(0.01, left))
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def stop_helper_processes(timeout_s: float = HELPER_EXIT_TIMEOUT_S) -> list[int]:
+    """Stop and reap the helper processes multiprocessing started for the workers: the forkserver (``forkserver``
+    start method) and the resource tracker (started by every spawn or forkserver start). Run at exit (registered by
+    :func:`process_context`): left to themselves, both notice only after the master has gone that its pipe closed,
+    exit on their own and stay behind as defunct processes until the system's init reaps them. Closing their
+    "alive" pipes ends them now (the forkserver first: it holds the tracker's pipe too); each is waited for up to
+    ``timeout_s`` seconds. Nothing is done while a worker process still runs (it holds the pipes; multiprocessing's
+    own exit handler ends it). Uses multiprocessing's private singletons (``forkserver._forkserver``,
+    ``resource_tracker._resource_tracker``, as its ``_stop`` methods do, but never waiting without a bound).
+    Returns the process ids reaped."""
+    if multiprocessing.active_children():
+        return []
+    reaped = []
+    fs = getattr(forkserver, "_forkserver", None)
+    pid, fd = getattr(fs, "_forkserver_pid", None), getattr(fs, "_forkserver_alive_fd", None)
+    if pid is not None and fd is not None:
+        address = fs._forkserver_address
+        os.close(fd)
+        fs._forkserver_alive_fd, fs._forkserver_pid, fs._forkserver_address = None, None, None
+        if _wait_exit(pid, timeout_s):
+            reaped.append(pid)
+        try:
+            if address and not util.is_abstract_socket_namespace(address):
+                os.unlink(address)
+        except OSError:
+            pass
+    rt = getattr(resource_tracker, "_resource_tracker", None)
+    pid, fd = getattr(rt, "_pid", None), getattr(rt, "_fd", None)
+    if pid is not None and fd is not None:
+        os.close(fd)
+        rt._fd, rt._pid = None, None
+        if _wait_exit(pid, timeout_s):
+            reaped.append(pid)
+    return reaped
+
+
+def describe_exit(proc) -> str:
+    """How a multiprocessing.Process ended, in words (``exit code 1``, ``killed by SIGKILL``, ``still running``)."""
+    code = proc.exitcode
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def reap(processes, grace_s: float = 5.0) -> None:
+    """End every process of ``processes`` (multiprocessing.Process): wait up to ``grace_s`` seconds for each to
+    exit by itself, then SIGTERM, then SIGKILL; always joins, so none is left behind (nor a zombie)."""
+    deadline = time.monotonic() + grace_s
+    for p in processes:
+        if p.pid is None:
+            continue
+        p.join(max(0.0, deadline - time.monotonic()))
+    for p in processes:
+        if p.pid is not None and p.is_alive():
+            p.terminate()
+            p.join(1.0)
+        if p.pid is not None and p.is_alive():
+            p.kill()
+            p.join(5.0)
+
+
+@contextmanager
+def sigterm_as_interrupt():
+    """While inside, SIGTERM raises :class:`experiments.errors.Interrupted` (a KeyboardInterrupt whose ``signum`` is
+    SIGTERM) in the main thread, so the runner keeps the partial trace and ends its children exactly as for Ctrl-C,
+    then exits 143. Does nothing outside the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(signum, frame):
+        raise Interrupted(signum)
+
+    previous = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

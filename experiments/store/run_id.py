@@ -1,0 +1,66 @@
+"""A run's id: the folder name under ``<results_dir>/<experiment>/`` and the key of its summary row, made from
+the job's command-line overrides and seed (:func:`make_run_id`). Keys that name no part of a run are left out."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+IGNORED_IN_RUN_ID = {"results_dir", "force", "progress", "experiment", "profile", "experiment_id", "device", "threads",
+                    "lr_tuning_seed", "tuning"}
+"""Top-level keys (and their sub-keys) that name no part of a run: where results go, how they are shown, how a tuning
+seed searches (a run's own step factor is in its config)."""
+
+
+LOOKUP_TABLES = {"profiles", "points", "compute_models", "by_kind", "real_engine", "report", "reference_sweep"}
+"""Top-level tables that experiment configs index into (conf/experiment/*.yaml): what a run takes from them shows in
+the keys it sets (workers, engine.compute_base_s, delay.*, epochs), so an edit elsewhere in a table is no change."""
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9.+-]+")
+
+
+_KEPT_AS_HYPHEN = re.compile(r"[A-Za-z0-9.+=_-]*")
+"""Characters an override may hold for its id fragment to stay as it always was: the fragment turns ``=`` and ``_``
+into ``-`` (config keys and option names are written with ``_``, never with ``-`` in the same place), so nothing
+that tells runs apart is lost."""
+
+
+def _fragment(override: str) -> str:
+    """``key=value`` as it appears in a run id: every run of characters outside ``[A-Za-z0-9.+-]`` (``=`` and ``_``
+    included) becomes one ``-``, and ``-`` at either end is dropped."""
+    return _UNSAFE.sub("-", override.replace("=", "-")).strip("-")
+
+
+def _lossless(override: str) -> bool:
+    """True when :func:`_fragment` keeps everything that tells ``override`` apart from another: only ``=`` and
+    ``_`` are replaced (one character each by one ``-``) and nothing is cut at the ends."""
+    return (_KEPT_AS_HYPHEN.fullmatch(override) is not None
+            and _fragment(override) == override.replace("=", "-").replace("_", "-"))
+
+
+def make_run_id(overrides: list[str], seed: int) -> str:
+    """A deterministic run id from the run's command-line overrides and its seed (no timestamps).
+
+    Overrides are sorted, keys in ``IGNORED_IN_RUN_ID`` (where results go, how they are shown) dropped, and
+    ``seed=<seed>`` always included: ``['workers=4', 'algorithm=apam']`` -> ``algorithm-apam_workers-4_seed-0``.
+    An override whose fragment loses information (a path's ``/``, spaces, brackets, commas, quotes, runs of
+    replaced characters: :func:`_lossless`) would let two different inputs share an id (``problem.path=/d/a/b`` and
+    ``problem.path=/d/a-b``): then the id ends in ``_h-`` and 10 hex digits of the sha1 of those overrides' exact
+    text, sorted. Ids of overrides that lose nothing are as they always were (the committed results are keyed by
+    them). Ids longer than 120 characters are cut and end in a hash of the whole.
+    """
+    kept = []
+    for o in overrides:
+        key = o.split("=", 1)[0].lstrip("+~")
+        if key.split(".")[0] in IGNORED_IN_RUN_ID or key.startswith("hydra.") or key == "seed":
+            continue
+        kept.append(o.lstrip("+~"))
+    kept = sorted(kept) + [f"seed={seed}"]
+    rid = "_".join(_fragment(o) for o in kept)
+    lossy = [o for o in kept if not _lossless(o)]
+    if lossy:
+        rid += "_h-" + hashlib.sha1("\n".join(lossy).encode()).hexdigest()[:10]
+    if len(rid) > 120:
+        rid = rid[:100] + "-" + hashlib.sha1(rid.encode()).hexdigest()[:12]
+    return rid

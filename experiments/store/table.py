@@ -1,0 +1,138 @@
+"""CSV tables written whole (experiments/store/atomic.py) and read strictly: a row put in by key under the
+table's file lock (:func:`upsert_row`), a summary parsed with its damage named (:func:`parse_summary`), a damaged
+file set aside under a free name (:func:`set_aside`)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+import stat
+from pathlib import Path
+
+from filelock import FileLock
+
+from experiments.errors import ConfigError
+from experiments.store.atomic import atomic_write_text
+
+
+def upsert_row(path: Path, key: str, row: dict, columns: list[str]) -> None:
+    """Put ``row`` into the CSV table ``path`` (``columns`` first), replacing the row with the same ``key`` value,
+    under the table's file lock (several jobs may write it at once; e.g. experiments/sweeps/tuning.py's tuning.csv)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path) + ".lock", timeout=120):
+        rows = []
+        if path.exists():
+            with open(path, newline="") as f:
+                rows = [r for r in csv.DictReader(f) if r.get(key) != str(row[key])]
+        write_atomically(path, csv_text(rows + [row], columns))
+
+
+def write_atomically(path: Path, text: str) -> None:
+    atomic_write_text(path, text)
+
+
+def csv_text(rows: list[dict], columns: list[str]) -> str:
+    cols = columns + sorted({k for r in rows for k in r} - set(columns))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: csv_cell(r.get(k)) for k in cols})
+    return buf.getvalue()
+
+
+def csv_cell(v):
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return "" if math.isnan(v) else repr(v)
+    return v
+
+
+def file_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be read as a file (``not a regular file (fifo)``, ``permission denied``), None when it
+    can or when it does not exist. Checked before opening, so a named pipe never blocks the reader."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("folder" if stat.S_ISDIR(st.st_mode) else "fifo" if stat.S_ISFIFO(st.st_mode)
+                else "socket" if stat.S_ISSOCK(st.st_mode) else "device" if stat.S_ISCHR(st.st_mode)
+                or stat.S_ISBLK(st.st_mode) else "special file")
+        return f"not a regular file ({kind})"
+    if not os.access(path, os.R_OK):
+        return "permission denied"
+    return None
+
+
+def parse_summary(path: Path, runs_dir: Path | None = None) -> tuple[list[str], list[list[str]], str | None]:
+    """Read ``summary.csv`` strictly: its header, its data rows (blank lines skipped; a last row cut before its
+    newline left out), and why it is damaged (None when it parses cleanly: a header with ``run_id``, every row as
+    wide as the header and ended by a newline, each run id non-empty and once, and -- with ``runs_dir`` -- each
+    row's run folder present). A missing file is clean and empty.
+
+    Raises:
+        ConfigError: the file exists but cannot be read (permissions, a folder or a named pipe at its name).
+    """
+    why = file_problem(path)
+    if why is not None:
+        raise ConfigError(f"{path}: cannot read this summary ({why}); fix its permissions or move it away")
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            text = f.read()
+        table = [r for r in csv.reader(io.StringIO(text)) if r]
+    except FileNotFoundError:
+        return [], [], None
+    except PermissionError as exc:
+        raise ConfigError(f"{path}: cannot read this summary ({exc.strerror}); fix its permissions or move it "
+                          "away") from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        return [], [], f"not UTF-8 CSV ({' '.join(str(exc).split())[:120]})"
+    if not table:
+        return [], [], "empty (no header)"
+    if not text.endswith("\n"):  # every row is written with its newline: a file cut inside its last field
+        return table[0], table[1:-1], "the last row does not end with a newline (truncated)"  # that row left out
+    header, rows = table[0], table[1:]
+    if "run_id" not in header:
+        return header, rows, "no run_id column in the header"
+    if len(set(header)) != len(header):
+        return header, rows, "a column named twice in the header"
+    at, seen = header.index("run_id"), set()
+    for n, r in enumerate(rows, start=2):
+        if len(r) != len(header):
+            return header, rows, f"row {n} has {len(r)} fields, the header {len(header)}"
+        rid = r[at]
+        if not rid or rid in seen:
+            return header, rows, f"row {n}: {'empty' if not rid else 'duplicate'} run id {rid!r}"
+        seen.add(rid)
+        if runs_dir is not None and not (runs_dir / rid).is_dir():
+            return header, rows, f"row {n}: no run folder for run id {rid!r}"
+    return header, rows, None
+
+
+def free_name(path: Path, tag: str) -> Path:
+    """``<path>.<tag>-<n>`` with the smallest n >= 1 that is not taken."""
+    n = 1
+    while path.with_name(f"{path.name}.{tag}-{n}").exists() or path.with_name(f"{path.name}.{tag}-{n}").is_symlink():
+        n += 1
+    return path.with_name(f"{path.name}.{tag}-{n}")
+
+
+def set_aside(path: Path, tag: str = "damaged") -> Path:
+    """Rename a damaged file to ``<path>.<tag>-<n>`` (first free n); return the new name.
+
+    Raises:
+        OSError: the rename failed (one line naming ``path``).
+    """
+    dest = free_name(path, tag)
+    try:
+        os.rename(path, dest)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot set aside a damaged file ({exc.strerror})", str(path)) from None
+    return dest
