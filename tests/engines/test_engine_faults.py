@@ -325,8 +325,8 @@ def test_the_readme_multinode_command_is_the_tested_one():
 @pytest.mark.skipif(not HAS_FMNIST, reason="Fashion-MNIST not staged (make data)")
 def test_distributed_across_two_torchrun_nodes(tmp_path):
     """The documented multi-node command (docs/engines.md), run as two "nodes" on this machine (R = 0 and 1,
-    HOST = 127.0.0.1 on a free port; c10d rendezvous, two ranks per node): the job runs to its end, rank 0 writes the one summary row,
-    no process survives."""
+    HOST = 127.0.0.1 on a free port; c10d rendezvous, two ranks per node): the job runs to its end, rank 0 writes
+    the one summary row, no process survives."""
     port = _free_port()
     env = {**os.environ, "TMPDIR": str(tmp_path)}  # torchrun's own torchelastic_* log folders land here
     procs = []
