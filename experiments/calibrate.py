@@ -6,8 +6,13 @@ overhead per dimension, and the wake-up lateness of each emulated base time; exp
 
 Writes the machine's calibration file (experiments/clock/calibration.py: ``--file`` or ``$APAM_CALIBRATION`` name
 another); entries that exist are kept unless ``--force`` (``make calibrate FORCE=1``) drops them first. Prints the
-entries it used with their repeats' spread.
+entries the experiments use (``--only``: those of the experiments named) with their repeats' spread and when they
+were measured, flagging those above the bound (experiments/clock/calibration.py ``SPREAD_BOUND``; a wide entry is
+measured once more), after one line naming the file, its age and the worst spread. A calibration file that is not a
+regular file (a named pipe, a folder) or cannot be read: one line naming it, exit 2; a damaged one (not JSON, cut
+short, empty, wrong shape) is set aside as ``<name>.damaged-<n>`` with one line, and measured anew.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,8 +20,9 @@ import sys
 from pathlib import Path
 
 import torch
+from tqdm.auto import tqdm
 
-from experiments.clock.calibration import Calibration
+from experiments.clock.calibration import Calibration, above_bound, used_line, used_summary
 from experiments.clock.resolve import resolve
 from experiments.errors import ConfigError
 from experiments.reproduce import EXPERIMENTS
@@ -28,37 +34,82 @@ from experiments.settings.compose import compose_jobs, job_overrides, profile_sw
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m experiments.calibrate", description=__doc__.splitlines()[0])
     ap.add_argument("--profile", default="quick", choices=["smoke", "quick", "long", "paper"])
-    ap.add_argument("--only", nargs="*", default=None, metavar="ID")
+    ap.add_argument(
+        "--only",
+        nargs="*",
+        default=None,
+        metavar="ID",
+        help="these experiments only (and print only the entries they use)",
+    )
     ap.add_argument("--force", action="store_true", help="measure every cost anew (drop the existing entries first)")
     ap.add_argument("--file", type=Path, default=None, help="the calibration file (default: this machine's)")
+    ap.add_argument(
+        "--progress",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="a progress bar with an ETA on stderr (auto: on a terminal)",
+    )
     args = ap.parse_args(argv)
+    unknown = [e for e in args.only or [] if e not in EXPERIMENTS]
+    if unknown:
+        print(f"error: --only {unknown[0]}: unknown experiment (known: {', '.join(EXPERIMENTS)})", file=sys.stderr)
+        return 2
     torch.set_num_threads(1)
     cal = Calibration(args.file)
-    if args.force:
-        cal.drop()
-        print(f"dropped every entry of {cal.path}: measuring anew", file=sys.stderr)
-    problems = {}
+    try:
+        cal.read()  # a file that is not a regular file, or unreadable: one line naming it, before anything runs
+        if args.force:
+            cal.drop()
+            print(f"dropped every entry of {cal.path}: measuring anew", file=sys.stderr)
+    except ConfigError as exc:
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
+    jobs, used = [], {}
     for exp in args.only or EXPERIMENTS:
         base = [f"experiment={exp}", f"profile={args.profile}"]
         try:
             combos, _ = job_overrides(base + profile_sweep(base), multirun=True)
-            for cfg in compose_jobs(combos):
-                settings = build_settings(cfg)
-                if settings.engine.name != "simulated":
-                    continue
-                key = (settings.problem.name, settings.problem.max_train)
-                if key not in problems:
-                    problems[key] = make_problem(settings, resolve_device(settings.device))
-                resolve(settings, problems[key], make_rule(settings), cal)
+            jobs += [
+                (exp, s) for s in (build_settings(c) for c in compose_jobs(combos)) if s.engine.name == "simulated"
+            ]
         except ConfigError as exc:
             print(f"skip {exp}: {str(exc).splitlines()[0]}", file=sys.stderr)
-            continue
-        print(f"calibrated {exp}", file=sys.stderr)
+    problems = {}
+    show = {"on": True, "off": False}.get(args.progress, sys.stderr.isatty())
+    try:
+        for exp, settings in tqdm(jobs, desc="calibrate", unit="job", disable=not show, file=sys.stderr):
+            key = (settings.problem.name, settings.problem.max_train)
+            try:
+                if key not in problems:
+                    problems[key] = make_problem(settings, resolve_device(settings.device))
+                costs = resolve(settings, problems[key], make_rule(settings), cal)
+            except ConfigError as exc:
+                cal.read()  # the calibration file itself is unusable: raised again, handled below
+                print(f"skip a job of {exp}: {str(exc).splitlines()[0]}", file=sys.stderr)
+                continue
+            for k in (costs.used or {}).get("entries", {}):
+                used[k] = exp
+    except ConfigError as exc:
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(
+            f"interrupted: entries measured so far are kept in {cal.path}; a rerun measures only the missing ones",
+            file=sys.stderr,
+        )
+        return 130
     entries = cal.read()["entries"]
-    print(f"# {cal.path}")
-    for k in sorted(entries):
-        e = entries[k]
-        print(f"{k}\t{e['value'] * 1e6:.1f} us\tspread {100 * e['spread']:.1f}% over {len(e['samples'])} repeats")
+    shown = {k: entries[k] for k in used if k in entries}
+    if shown:
+        print(used_line(used_summary(cal.path, shown)), file=sys.stderr)
+    print(f"# {cal.path}" + (f" (entries used by {', '.join(args.only)})" if args.only else ""))
+    for k in sorted(shown):
+        e = shown[k]
+        flag = "  ABOVE BOUND" if above_bound(k, e) else ""
+        print(
+            f"{k}\t{e['value'] * 1e6:.1f} us\tspread {100 * e['spread']:.1f}% over {len(e['samples'])} repeats"
+            f"\tmeasured {e.get('measured', '?')}{flag}"
+        )
     return 0
 
 

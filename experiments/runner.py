@@ -22,7 +22,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.clock import speedprobe
-from experiments.clock.calibration import calibrated_probe
+from experiments.clock.calibration import calibrated_probe, used_line
 from experiments.clock.predict import KINDS, predict
 from experiments.clock.resolve import calibration_of, emulated_lateness, resolve
 from experiments.engines import EngineResult, get_engine
@@ -213,6 +213,9 @@ def _execute_one(cfg, settings, overrides: list[str], experiment_dir: str, tunin
     result, status, message, signum, probe = None, "ok", "", None, (math.nan, math.nan)
     try:
         costs = resolve(settings, problem, rule)  # before the engine starts: no engine measures anything
+        if costs.used:  # which calibration, how old, how spread: on stderr and in provenance.json
+            print(used_line(costs.used), file=sys.stderr, flush=True)
+            sink.add_provenance({"calibration_used": costs.used})
         if settings.engine.clock == "wall":  # how fast the machine is now, against its calibration
             probe = (speedprobe.measure(), calibrated_probe(calibration_of(settings)))
         result = get_engine(settings.engine.name).run(problem, rule, settings, recorder, costs)

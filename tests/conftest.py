@@ -8,12 +8,23 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+# The user's calibration (experiments/clock/calibration.py: $APAM_CALIBRATION, else
+# $XDG_CACHE_HOME/apam-harness/, ~/.cache by default) is never read or written by the tests: every test, and every
+# process a test starts, sees a cache home of this session's own (removed at the end). Costs a test needs are
+# measured there on first use. REAL_ENV keeps what the variables were, for the test that checks this.
+REAL_ENV = {k: os.environ.get(k) for k in ("APAM_CALIBRATION", "XDG_CACHE_HOME", "HOME")}
+SESSION_CACHE = Path(tempfile.mkdtemp(prefix="apam-test-cache-"))
+os.environ.pop("APAM_CALIBRATION", None)
+os.environ["XDG_CACHE_HOME"] = str(SESSION_CACHE)
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -68,6 +79,10 @@ def serial_amsgrad(problem, seed: int, epochs: int, lr: float, batch_size: int =
         _, g = problem.loss_grad(x, stream.next())
         x, state = rule.step(x, g, state)
     return x
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(SESSION_CACHE, ignore_errors=True)
 
 
 @pytest.fixture

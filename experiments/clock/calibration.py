@@ -1,7 +1,8 @@
 """The stored costs of this machine: one JSON file of calibration entries, and the names (keys) of its entries.
 
 An entry is one measured cost term, ``{"value": median seconds, "samples": [...], "spread": (max - min) / median,
-"measured": UTC time, "probe_s": the speed probe's seconds right after}``, under a key that says what was measured
+"measured": UTC time, "probe_s": the speed probe's seconds right after}`` (``"remeasured": true`` when it was
+measured a second time because the first spread was above :data:`SPREAD_BOUND`), under a key that says what was measured
 and where (:func:`grad_key`, :func:`update_key`, :func:`message_keys`, :func:`idle_key`, :func:`lateness_key`).
 Measuring is :mod:`experiments.clock.measure`; which entries a run needs is :mod:`experiments.clock.resolve`; the
 model that turns them into times is :mod:`experiments.clock.costmodel`.
@@ -34,6 +35,71 @@ HANDOFF = {"shared_memory": "block"}
 engine's ``handoff=auto`` on a quiet machine) is calibrated apart (:func:`message_keys`)."""
 HANDOFFS = {"shared_memory": ("block", "spin")}
 """The hand-offs an engine has (engines without one: none)."""
+SPREAD_BOUND = 0.25
+"""The widest spread, ``(max - min) / median`` of an entry's repeats, taken as a measurement: 25 % between the
+fastest and the slowest of :data:`experiments.clock.measure.REPEATS` repeats. A run that uses an entry above it
+measures that entry once more (:func:`experiments.clock.resolve.resolve`); still above, the entry is used -- on a
+busy machine no measurement may ever get under it, and refusing would stop every run -- with a warning on stderr and
+its key under ``calibration_used.spread_above_bound`` in the run's provenance.json. Only entries whose samples repeat
+one cost are bounded (:data:`BOUNDED_KINDS`); the gradient times of the ``measured`` law and the wake-up lateness
+samples are distributions, wide by nature. (On the 2-core machine of 2026-12-03 the median gradient entry spread
+27 %, the master's idle overhead 90 %, message terms 46-140 %.)"""
+BOUNDED_KINDS = ("grad", "update", "latency", "overhead", "overhead_idle", "round")
+"""Key prefixes of the entries :data:`SPREAD_BOUND` applies to (repeats of one cost)."""
+
+
+def above_bound(key: str, entry: dict) -> bool:
+    """True when ``entry`` (under ``key``) repeats one cost and its spread is above :data:`SPREAD_BOUND`."""
+    return key.split("|", 1)[0] in BOUNDED_KINDS and float(entry.get("spread") or 0.0) > SPREAD_BOUND
+
+
+def age_text(measured: str | None, now: float | None = None) -> str:
+    """How long ago the UTC time ``measured`` (``%Y-%m-%dT%H:%M:%SZ``) was: ``42 s``, ``17 min``, ``5 h``, ``3 days``
+    (``unknown`` when it cannot be read)."""
+    import calendar
+
+    try:
+        t = calendar.timegm(time.strptime(measured, "%Y-%m-%dT%H:%M:%SZ"))
+    except (TypeError, ValueError):
+        return "unknown"
+    s = max(0.0, (time.time() if now is None else now) - t)
+    for unit, size in (("days", 86400), ("h", 3600), ("min", 60)):
+        if s >= 2 * size or (unit != "days" and s >= size):
+            return f"{s / size:.0f} {unit}"
+    return f"{s:.0f} s"
+
+
+def used_summary(path, used: dict) -> dict:
+    """What a run's provenance keeps of the calibration entries it used (``used``: key -> entry): the file, the
+    oldest and newest ``measured`` times, the worst spread of the bounded entries and its key, :data:`SPREAD_BOUND`,
+    the bounded keys above it, and each entry's ``measured``, ``spread`` and whether it was measured a second time
+    (``remeasured``)."""
+    times = sorted(e.get("measured") for e in used.values() if e.get("measured"))
+    bounded = {k: float(e.get("spread") or 0.0) for k, e in used.items() if k.split("|", 1)[0] in BOUNDED_KINDS}
+    worst = max(bounded, key=bounded.get) if bounded else None
+    return {"file": str(path), "measured_oldest": times[0] if times else None,
+            "measured_newest": times[-1] if times else None, "spread_bound": SPREAD_BOUND,
+            "worst_spread": bounded[worst] if worst else None, "worst_spread_key": worst,
+            "spread_above_bound": sorted(k for k, e in used.items() if above_bound(k, e)),
+            "entries": {k: {"measured": e.get("measured"), "spread": e.get("spread"),
+                            **({"remeasured": True} if e.get("remeasured") else {})} for k, e in sorted(used.items())}}
+
+
+def used_line(summary: dict) -> str:
+    """One line naming the calibration file of :func:`used_summary`, its age and the worst spread of its entries
+    used, e.g. ``calibration: ~/.cache/apam-harness/calibration-ab12.json, measured 3 h ago, 6 entries used, worst
+    spread 31% (grad|...) -- above the 25% bound, measured twice``."""
+    n = len(summary["entries"])
+    oldest, newest = summary["measured_oldest"], summary["measured_newest"]
+    age = age_text(oldest) if oldest == newest else f"{age_text(newest)} to {age_text(oldest)}"
+    line = f"calibration: {summary['file']}, measured {age} ago, {n} entr{'y' if n == 1 else 'ies'} used"
+    if summary["worst_spread"] is not None:
+        line += f", worst spread {100 * summary['worst_spread']:.0f}% ({summary['worst_spread_key']})"
+    above = summary["spread_above_bound"]
+    if above:
+        line += (f" -- WARNING: {len(above)} above the {100 * SPREAD_BOUND:.0f}% bound after measuring again "
+                 "(named in provenance.json calibration_used.spread_above_bound)")
+    return line
 
 
 def _engine_label(transport: str, handoff: str | None = None) -> str:
@@ -89,6 +155,10 @@ class Calibration:
     def __init__(self, path: Path | str | None = None) -> None:
         self.path = Path(path) if path else machine_path()
         self._lock = FileLock(str(self.path) + ".lock", timeout=600)
+        self.used: dict[str, dict] = {}
+        """Every entry :meth:`entry` returned, by key (what a run used: :func:`used_summary`)."""
+        self.remeasuring: set[str] = set()
+        """Keys being measured a second time: their new entries say so (``"remeasured": true``)."""
 
     def _empty(self) -> dict:
         return {"machine": machine_id(), "entries": {}}
@@ -202,6 +272,7 @@ class Calibration:
         """
         data = self.read()
         if key in data["entries"]:
+            self.used[key] = data["entries"][key]
             return data["entries"][key]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock:
@@ -213,7 +284,10 @@ class Calibration:
                                         "spread": (max(samples) - min(samples)) / med if med > 0 else 0.0,
                                         "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                         "probe_s": speedprobe.measure()}  # the machine's speed as it measured
+                if key in self.remeasuring:
+                    data["entries"][key]["remeasured"] = True
                 self._write(data)
+            self.used[key] = data["entries"][key]
             return data["entries"][key]
 
     def drop(self, keys=None) -> None:

@@ -8,12 +8,15 @@ engine measures anything.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field, replace
 
 from experiments.clock.calibration import (
     GRAD_ENGINE,
+    SPREAD_BOUND,
     TRANSPORTS,
     Calibration,
+    above_bound,
     grad_key,
     grad_times_key,
     idle_key,
@@ -22,6 +25,7 @@ from experiments.clock.calibration import (
     round_key,
     rule_calibration_key,
     update_key,
+    used_summary,
 )
 from experiments.clock.costmodel import COST_KEYS, CostModel
 from experiments.clock.measure import (
@@ -50,6 +54,8 @@ class RunCosts:
         xi: the ``measured`` compute-time law's draws: this machine's gradient times at the run's batch size over
             their median (None under every other law).
         calibration: the calibration file these came from.
+        used: what the run used of it (:func:`experiments.clock.calibration.used_summary`; {} when no entry was
+            used): the runner prints its line and keeps it in the run's provenance (``calibration_used``).
     """
 
     costs: CostModel | None = None
@@ -57,6 +63,7 @@ class RunCosts:
     base_s: float | None = None
     xi: tuple[float, ...] | None = None
     calibration: str = ""
+    used: dict = field(default_factory=dict)
 
 
 def calibration_of(settings: RunSettings) -> Calibration:
@@ -66,8 +73,32 @@ def calibration_of(settings: RunSettings) -> Calibration:
 
 
 def resolve(settings: RunSettings, problem, rule, calibration: Calibration | None = None) -> RunCosts:
-    """Every cost the run's engine needs (see the module docstring), measuring entries the calibration lacks."""
+    """Every cost the run's engine needs (see the module docstring), measuring entries the calibration lacks.
+
+    An entry used whose repeats spread above :data:`~experiments.clock.calibration.SPREAD_BOUND` (and that was not
+    measured twice already) is dropped and measured once more, with one line on stderr; the costs are then resolved
+    again. ``used`` of the answer says what was used (still above the bound: ``spread_above_bound``)."""
     cal = calibration or calibration_of(settings)
+    cal.used.clear()
+    costs = _resolve(settings, cal, problem, rule)
+    wide = sorted(k for k, e in cal.used.items() if above_bound(k, e) and not e.get("remeasured"))
+    if wide:
+        worst = max(wide, key=lambda k: cal.used[k]["spread"])
+        print(f"calibration: {len(wide)} entr{'y' if len(wide) == 1 else 'ies'} of {cal.path} spread above the "
+              f"{100 * SPREAD_BOUND:.0f}% bound (worst {100 * cal.used[worst]['spread']:.0f}%, {worst}): measuring "
+              f"{'it' if len(wide) == 1 else 'them'} once more", file=sys.stderr, flush=True)
+        cal.drop(wide)
+        cal.remeasuring |= set(wide)
+        cal.used.clear()
+        try:
+            costs = _resolve(settings, cal, problem, rule)
+        finally:
+            cal.remeasuring -= set(wide)
+    return replace(costs, used=used_summary(cal.path, cal.used) if cal.used else {})
+
+
+def _resolve(settings: RunSettings, cal: Calibration, problem, rule) -> RunCosts:
+    """:func:`resolve` without the second measurement of wide entries."""
     e = settings.engine
     xi = measured_law(settings, problem, cal)
     if e.name == "simulated" and e.trace is not None:  # the twin replays measured times: no cost is needed

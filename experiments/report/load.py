@@ -134,9 +134,17 @@ def profiles_of(name: str) -> dict:
     return (OmegaConf.to_container(OmegaConf.load(path)).get("profiles") or {}) if path.exists() else {}
 
 
+ADHOC = "adhoc"
+"""The folder of ad-hoc runs (``python -m experiments.run`` without ``experiment=``: conf/config.yaml's
+``experiment_id``), gitignored below results/. A ``make reproduce`` folder's report never reads it (its header
+does not count its runs), so an ad-hoc run leaves every committed file as it was."""
+
+
 def experiment_folders(results_dir: Path) -> list[str]:
-    """The experiment folders below ``results_dir``: those holding a summary.csv, sorted."""
-    return sorted(p.parent.name for p in Path(results_dir).glob("*/summary.csv"))
+    """The experiment folders below ``results_dir``: those holding a summary.csv, sorted; the ad-hoc folder
+    (:data:`ADHOC`) only where ``results_dir`` is not a ``make reproduce`` folder (no reproduce_status.json)."""
+    names = sorted(p.parent.name for p in Path(results_dir).glob("*/summary.csv"))
+    return [n for n in names if n != ADHOC] if (Path(results_dir) / STATUS_FILE).exists() else names
 
 
 def statuses(results_dir: Path) -> dict:
@@ -150,7 +158,8 @@ def run_profile(results_dir: Path) -> str | None:
     else of the runs' config.yaml files; None when neither says."""
     named = Counter(str(s["profile"]) for s in statuses(results_dir).values() if s.get("profile"))
     if not named:
-        for f in sorted(Path(results_dir).glob("*/runs/*/config.yaml")):
+        for f in sorted(f for name in experiment_folders(results_dir)
+                        for f in (Path(results_dir) / name).glob("runs/*/config.yaml")):
             profile = OmegaConf.load(f).get("profile")
             if profile:
                 named[str(profile)] += 1
@@ -158,11 +167,13 @@ def run_profile(results_dir: Path) -> str | None:
     return named.most_common(1)[0][0] if named else None
 
 
-def run_commits(results_dir: Path) -> str:
+def run_commits(results_dir: Path, names: list[str] | None = None) -> str:
     """The code commits named in the runs' provenance.json (most runs first), e.g. ```abc123` (120 runs)``: the
-    report depends on its CSVs only, so redrawing it from unchanged results gives the same bytes."""
+    report depends on its CSVs only, so redrawing it from unchanged results gives the same bytes. ``names``: the
+    experiments whose runs count (default: :func:`experiment_folders`; never other folders, e.g. ad-hoc runs)."""
     counts = Counter()
-    for f in sorted(Path(results_dir).glob("*/runs/*/provenance.json")):
+    names = experiment_folders(results_dir) if names is None else names
+    for f in sorted(f for name in names for f in (Path(results_dir) / name).glob("runs/*/provenance.json")):
         try:
             counts[json.loads(f.read_text()).get("git_commit", "unknown")] += 1
         except (OSError, ValueError):

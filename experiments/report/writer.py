@@ -214,14 +214,25 @@ def write_report(results_dir: Path, profile: str, statuses: dict, experiments: l
     rows = first_rows(parts)
     text = render("report.md.j2", profile=profile, results_dir=results_dir.as_posix(),
                   reproduce="make reproduce" + ("" if profile == "quick" else f" PROFILE={profile}"),
-                  commits=run_commits(results_dir), first_table=first_table(rows), paragraph=paragraph(rows),
+                  commits=run_commits(results_dir, names), first_table=first_table(rows), paragraph=paragraph(rows),
                   legend=CLASSES, sections=[render("section.md.j2", part=p) for p in parts],
                   per_profile=per_profile, folders=folders, profile_note=profile_note, overview=overview(parts))
-    tmp_csv = results_dir / ".verdicts.csv.tmp"
-    verdicts.to_csv(tmp_csv, index=False)
-    tmp_csv.replace(results_dir / "verdicts.csv")
+    _write_if_changed(results_dir / "verdicts.csv", verdicts.to_csv(index=False))
     path = results_dir / "REPORT.md"
-    tmp = path.with_suffix(".md.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    _write_if_changed(path, text)
     return path
+
+
+def _write_if_changed(path: Path, text: str) -> bool:
+    """Write ``text`` to ``path`` (atomically) unless it holds exactly that already (then the file, its modification
+    time included, stays as it was); True when written."""
+    data = text.encode()
+    try:
+        if path.is_file() and path.read_bytes() == data:
+            return False
+    except OSError:
+        pass
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+    return True

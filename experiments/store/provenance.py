@@ -1,5 +1,11 @@
 """Provenance of a run: code version, package versions, the lock file's hash and whether the environment matches
-it, machine and CPU (model, feature flags, cores), threads (written beside every result)."""
+it, machine and CPU (model, feature flags, cores), threads (written beside every result).
+
+The runner adds what the run's clock used (experiments/runner.py): ``costs`` and ``cost_spread`` (the simulated
+engine), ``calibration`` (the file's path) and, when calibration entries were used, ``calibration_used``
+(:func:`experiments.clock.calibration.used_summary`: the file, the oldest and newest ``measured`` times of the
+entries used, the worst spread and its key, the spread bound, the keys still above it after a second measurement,
+and each entry's ``measured`` time and ``spread``)."""
 from __future__ import annotations
 
 import hashlib

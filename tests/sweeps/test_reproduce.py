@@ -1,5 +1,6 @@
 """``make reproduce``'s bookkeeping (experiments/reproduce.py): a figure that cannot be drawn
 is named in reproduce_status.json and in the report; a call that reran nothing keeps the status file's timings."""
+
 import json
 import shutil
 
@@ -15,8 +16,15 @@ FIXTURES = REPO / "tests" / "fixtures" / "plots"
 
 def _row(markdown: str, first: str) -> list[str]:
     """The cells of the first Markdown table line of ``markdown`` whose first cell is ``first``."""
-    return next(cells for cells in ([c.strip() for c in line.strip().strip("|").split("|")]
-                                    for line in markdown.splitlines() if line.startswith("|")) if cells[0] == first)
+    return next(
+        cells
+        for cells in (
+            [c.strip() for c in line.strip().strip("|").split("|")]
+            for line in markdown.splitlines()
+            if line.startswith("|")
+        )
+        if cells[0] == first
+    )
 
 
 def _broken(exp, fmt):
@@ -94,6 +102,7 @@ def test_long_leaves_the_extended_experiments_out_unless_asked(tmp_path, monkeyp
     """PROFILE=long runs the paper's claims at scale (its 3-hour budget); EXTENDED=1 adds the rest.
     Left out, an experiment keeps the status of an earlier extended call, or reads "left out" in the report."""
     ran = []
+    monkeypatch.setattr(reproduce, "unfinished_runs", lambda *a, **k: None)  # cannot tell: every sweep starts
     monkeypatch.setattr(
         reproduce,
         "run_experiment",
@@ -127,6 +136,7 @@ def test_figures_are_drawn_side_by_side_after_the_runs(tmp_path, monkeypatch):
     out = tmp_path / "res"
     for exp in ("tau_threshold", "lr_speedup"):
         shutil.copytree(FIXTURES / exp, out / exp)
+    monkeypatch.setattr(reproduce, "unfinished_runs", lambda *a, **k: ["one"])
     monkeypatch.setattr(
         reproduce, "run_experiment", lambda exp, *a, **k: {"status": "ran", "message": "", "wall_s": 1.0}
     )
@@ -144,3 +154,75 @@ def test_figures_are_drawn_side_by_side_after_the_runs(tmp_path, monkeypatch):
         here = reproduce.draw_figures(out / exp, out)
         assert statuses[exp]["figures"] == here["figures"] and len(here["figures"]) >= 2
         assert "figures_missing" not in statuses[exp]
+
+
+# ---------------------------------------------------------------------- a call with nothing to run
+def _finished_folder(tmp_path):
+    """A results folder holding the committed quick results of tau_threshold (every planned run finished) and its
+    status entry."""
+    out = tmp_path / "res"
+    shutil.copytree(REPO / "results" / "tau_threshold", out / "tau_threshold")
+    status = json.loads((REPO / "results" / "reproduce_status.json").read_text())["tau_threshold"]
+    (out / "reproduce_status.json").write_text(json.dumps({"tau_threshold": status}, indent=1, sort_keys=True))
+    return out
+
+
+def _tree(folder):
+    return {
+        p.relative_to(folder): (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(folder.rglob("*")) if p.is_file()
+    }
+
+
+@pytest.fixture
+def nothing_may_start(monkeypatch):
+    """No sweep, no calibration, no figure: each fails the test."""
+
+    def refuse(*a, **k):
+        raise AssertionError(f"started although nothing was to run: {a[:1]}")
+
+    monkeypatch.setattr(reproduce, "run_experiment", refuse)
+    monkeypatch.setattr(reproduce, "run_sweep", refuse)
+    monkeypatch.setattr(reproduce.subprocess, "run", refuse)  # experiments.calibrate and the sweeps' children
+    monkeypatch.setattr(reproduce, "draw_all", lambda exps, *a: [refuse(exps) for _ in exps])
+
+
+def test_finished_runs_start_nothing_and_change_no_file(tmp_path, nothing_may_start, capsys):
+    out = _finished_folder(tmp_path)
+    if not (out / "tau_threshold" / "summary.csv").exists():
+        pytest.skip("no committed quick results")
+    assert reproduce.unfinished_runs("tau_threshold", "quick", out) == []
+    args = ["--profile", "quick", "--results-dir", str(out), "--only", "tau_threshold", "--jobs", "2"]
+    assert reproduce.main(args) == 0  # the first call writes this folder's report
+    first = _tree(out)
+    capsys.readouterr()
+    assert reproduce.main(args) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert _tree(out) == first  # byte-identical, not even rewritten
+    assert len(err) < 40 and not any("Traceback" in line for line in err)
+    rows = len((out / "tau_threshold" / "summary.csv").read_text().splitlines()) - 1
+    assert f"== [1/1] tau_threshold: nothing to run: {rows} runs already finished" in err
+    assert err[0].startswith("checked 1 experiment(s) in ") and err[0].endswith("every planned run finished")
+    assert err[-1].startswith(f"left unchanged {out / 'REPORT.md'} (") and not any(" ran in " in line for line in err)
+
+
+def test_a_missing_figure_is_drawn_again_without_running_anything(tmp_path, nothing_may_start, monkeypatch):
+    out = _finished_folder(tmp_path)
+    status = json.loads((out / "reproduce_status.json").read_text())["tau_threshold"]
+    (out / status["figures"][0]).unlink()
+    drawn = []
+    monkeypatch.setattr(
+        reproduce, "draw_all", lambda exps, *a: [drawn.append(e) or {"figures": status["figures"]} for e in exps]
+    )
+    assert (
+        reproduce.main(["--profile", "quick", "--results-dir", str(out), "--only", "tau_threshold", "--jobs", "1"]) == 0
+    )
+    assert drawn == ["tau_threshold"]
+
+
+def test_a_run_missing_from_the_summary_starts_the_sweep(tmp_path, monkeypatch):
+    out = _finished_folder(tmp_path)
+    summary = out / "tau_threshold" / "summary.csv"
+    lines = summary.read_text().splitlines(keepends=True)
+    removed = lines[1].split(",")[1]
+    summary.write_text("".join(lines[:1] + lines[2:]))
+    assert reproduce.unfinished_runs("tau_threshold", "quick", out) == [removed]

@@ -1,0 +1,211 @@
+"""A calibration you can see (experiments/clock/calibration.py, resolve.py, experiments/calibrate.py): the entries a
+run uses are named with their file, age and worst spread, on stderr and in provenance.json; an entry whose repeats
+spread above SPREAD_BOUND is measured once more and, still above, used with a warning; ``calibrate --only`` prints the
+entries of the experiments named; an unusable calibration file is one line, never a traceback or a hang."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from algorithms import build_rule
+from conftest import GRAD, LAT, OVER, REPO, QuadraticProblem, compose_cfg, needs_fmnist, pinned, settings_for
+from experiments import calibrate
+from experiments.clock import calibration as cal_mod
+from experiments.clock import resolve as resolve_mod
+from experiments.clock.calibration import SPREAD_BOUND, Calibration, above_bound, age_text, grad_key, used_line
+from experiments.clock.resolve import RunCosts, resolve
+
+FIXED = ["engine.costs.update_s=1e-6", f"engine.costs.latency_s={LAT}", f"engine.costs.overhead_s={OVER}"]
+NARROW = [1e-3] * 5
+WIDE = [1e-3, 2e-3, 3e-3, 4e-3, 5e-3]  # (5 - 1) / 3: 133 %
+
+
+def _file(tmp_path, problem, spread):
+    path = tmp_path / "cal.json"
+    path.write_text(
+        json.dumps(
+            {
+                "machine": {},
+                "entries": {
+                    grad_key(problem, 8): {
+                        "value": GRAD,
+                        "samples": [GRAD],
+                        "spread": spread,
+                        "measured": "2026-12-03T10:00:00Z",
+                    }
+                },
+            }
+        )
+    )
+    return path
+
+
+def _p1(samples, calls):
+    def p1(settings, transport, problem, b, handoff=None):
+        calls.append(b)
+        return list(samples), [], list(samples)
+
+    return p1
+
+
+def test_the_bound_covers_repeats_of_one_cost_not_distributions():
+    assert 0.1 <= SPREAD_BOUND <= 0.5
+    assert above_bound("grad|x|B=8", {"spread": SPREAD_BOUND + 0.01})
+    assert not above_bound("grad|x|B=8", {"spread": SPREAD_BOUND})
+    assert not above_bound("gradtimes|x|B=8", {"spread": 20.0}) and not above_bound("late|sleep|s=0.02", {"spread": 9})
+
+
+def test_a_narrow_entry_is_used_as_it_is(tmp_path, monkeypatch, capsys):
+    problem, calls = QuadraticProblem(), []
+    path = _file(tmp_path, problem, 0.1)
+    monkeypatch.setattr(resolve_mod, "p1_run_samples", _p1(NARROW, calls))
+    costs = resolve(
+        settings_for(pinned(["batch_size=8", *FIXED])), problem, build_rule("sgd", lr=0.1), Calibration(path)
+    )
+    assert calls == [] and costs.costs.grad == {8: GRAD} and "once more" not in capsys.readouterr().err
+    used = costs.used
+    assert used["file"] == str(path) and used["measured_oldest"] == "2026-12-03T10:00:00Z"
+    assert used["worst_spread"] == 0.1 and used["spread_above_bound"] == []
+    assert list(used["entries"]) == [grad_key(problem, 8)]
+
+
+def test_a_wide_entry_is_measured_once_more(tmp_path, monkeypatch, capsys):
+    problem, calls = QuadraticProblem(), []
+    path = _file(tmp_path, problem, 0.6)
+    monkeypatch.setattr(resolve_mod, "p1_run_samples", _p1(NARROW, calls))
+    costs = resolve(
+        settings_for(pinned(["batch_size=8", *FIXED])), problem, build_rule("sgd", lr=0.1), Calibration(path)
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "spread above the 25% bound (worst 60%" in err[0] and err[0].endswith("once more")
+    assert calls == [8] and costs.costs.grad == {8: 1e-3}
+    entry = json.loads(path.read_text())["entries"][grad_key(problem, 8)]
+    assert entry["spread"] == 0.0 and entry["remeasured"] is True
+    assert costs.used["spread_above_bound"] == [] and costs.used["entries"][grad_key(problem, 8)]["remeasured"]
+
+
+def test_still_wide_after_measuring_again_it_is_used_with_a_warning(tmp_path, monkeypatch, capsys):
+    problem, calls = QuadraticProblem(), []
+    path = _file(tmp_path, problem, 0.6)
+    monkeypatch.setattr(resolve_mod, "p1_run_samples", _p1(WIDE, calls))
+    settings = settings_for(pinned(["batch_size=8", *FIXED]))
+    costs = resolve(settings, problem, build_rule("sgd", lr=0.1), Calibration(path))
+    assert calls == [8] and costs.costs.grad == {8: 3e-3}
+    assert costs.used["spread_above_bound"] == [grad_key(problem, 8)]
+    line = used_line(costs.used)
+    assert line.startswith(f"calibration: {path}, measured ") and "WARNING: 1 above the 25% bound" in line
+    capsys.readouterr()
+    # measured twice already: the next run uses it without measuring a third time
+    costs = resolve(settings, problem, build_rule("sgd", lr=0.1), Calibration(path))
+    assert calls == [8] and "once more" not in capsys.readouterr().err
+    assert costs.used["spread_above_bound"] == [grad_key(problem, 8)]
+
+
+def test_age_text():
+    now = time.time()
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - 3 * 3600))
+    assert age_text(stamp, now) == "3 h" and age_text("garbage") == "unknown"
+    assert age_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - 5 * 86400)), now) == "5 days"
+
+
+@needs_fmnist
+def test_a_run_names_its_calibration_and_keeps_it_in_provenance(tmp_path, capfd):
+    from experiments import runner
+
+    cal = tmp_path / "cal.json"
+    overrides = pinned(
+        [
+            f"results_dir={tmp_path}",
+            "problem.max_train=256",
+            "batch_size=8",
+            "workers=1",
+            "updates=20",
+            f"engine.calibration={cal}",
+            f"engine.costs.grad_s={GRAD}",
+            f"engine.costs.latency_s={LAT}",
+            f"engine.costs.overhead_s={OVER}",
+        ]
+    )
+    assert runner.execute(compose_cfg(overrides), overrides) == "ok"
+    lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith(f"calibration: {cal}, measured")]
+    assert len(lines) == 1 and "1 entry used, worst spread" in lines[0]
+    prov = json.loads(next((tmp_path / "adhoc" / "runs").glob("*/provenance.json")).read_text())
+    used = prov["calibration_used"]
+    assert used["file"] == str(cal) and [k.split("|")[0] for k in used["entries"]] == ["update"]
+    assert used["measured_newest"] and used["spread_bound"] == SPREAD_BOUND
+
+
+# ---------------------------------------------------------------------- the command line
+def _fake_resolve(settings, problem, rule, cal):
+    """One entry per experiment (no measuring, no data): what calibrate does with what resolve used."""
+    cal.used.clear()
+    cal.entry(f"update|{settings.experiment_id}", lambda: [1e-6] * 5)
+    return RunCosts(used=cal_mod.used_summary(cal.path, cal.used))
+
+
+@pytest.fixture
+def cheap_calibrate(monkeypatch):
+    monkeypatch.setattr(calibrate, "resolve", _fake_resolve)
+    monkeypatch.setattr(calibrate, "make_problem", lambda *a, **k: None)
+
+
+def test_only_prints_the_entries_of_the_experiments_named(tmp_path, cheap_calibrate, capsys):
+    path = tmp_path / "cal.json"
+    path.write_text(
+        json.dumps(
+            {
+                "machine": {},
+                "entries": {
+                    "update|lr_speedup": {
+                        "value": 1e-6,
+                        "samples": [1e-6],
+                        "spread": 0.0,
+                        "measured": "2026-12-03T10:00:00Z",
+                    }
+                },
+            }
+        )
+    )
+    assert calibrate.main(["--file", str(path), "--only", "tau_threshold", "--progress", "off"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0] == f"# {path} (entries used by tau_threshold)"
+    assert [line.split("\t")[0] for line in out.splitlines()[1:]] == ["update|tau_threshold"]
+    assert sorted(json.loads(path.read_text())["entries"]) == ["update|lr_speedup", "update|tau_threshold"]
+    assert err.splitlines()[-1].startswith(f"calibration: {path}, measured ")
+
+
+@pytest.mark.parametrize("content", [b"", b'{"entries": {"k": {"val', b"[1, 2]", b"\xff\xfe", b'{"entries": 3}'])
+def test_a_damaged_file_is_set_aside_and_rebuilt_in_one_line(tmp_path, cheap_calibrate, capsys, content):
+    path = tmp_path / "cal.json"
+    path.write_bytes(content)
+    assert calibrate.main(["--file", str(path), "--only", "tau_threshold", "--progress", "off"]) == 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    warned = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert len(warned) == 1 and warned[0].startswith(f"warning: {path}: damaged calibration file (")
+    assert warned[0].endswith("; set aside as cal.json.damaged-1, its entries are measured again")
+    assert (tmp_path / "cal.json.damaged-1").read_bytes() == content
+    assert list(json.loads(path.read_text())["entries"]) == ["update|tau_threshold"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_file_that_is_not_regular_is_one_line_and_exit_2(tmp_path, kind):
+    path = tmp_path / "cal.json"
+    os.mkfifo(path) if kind == "fifo" else path.mkdir()
+    p = subprocess.run(
+        [sys.executable, "-m", "experiments.calibrate", "--file", str(path), "--only", "tau_threshold"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.splitlines() == [
+        f"error: {path}: the calibration file is "
+        f"{'a named pipe' if kind == 'fifo' else 'a folder'}, not a regular file "
+        "(engine.calibration / APAM_CALIBRATION must name a JSON file)"
+    ]
