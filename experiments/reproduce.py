@@ -7,8 +7,8 @@ configs they compose to today starts no sweep and calibrates nothing ("nothing t
 its figures are drawn again only when one is missing, and REPORT.md, verdicts.csv and reproduce_status.json are
 rewritten only when their content changes. Resumable: each sweep skips runs that finished (``force=true`` reruns
 them), so a call interrupted (Ctrl-C) continues, when called again, with the runs that had not finished -- each of
-those from its beginning (a run is not resumed part-way). ``--jobs N`` (``make reproduce JOBS=N``, default: the cores) runs up to N jobs whose
-clock is simulated side by side (Hydra's joblib launcher, ``conf/hydra/launcher/parallel.yaml``), after measuring
+those from its beginning (a run is not resumed part-way). ``--jobs N`` (``make reproduce JOBS=N``, default: the
+cores) runs up to N jobs whose clock is simulated side by side (Hydra's joblib launcher, ``conf/hydra/launcher/parallel.yaml``), after measuring
 the simulated clock's costs alone (``experiments.calibrate``); jobs that measure wall time (engines
 ``shared_memory``, ``distributed``) run one at a time with nothing beside them. Experiments run one after another.
 An experiment whose data is missing (or whose settings cannot run here) is skipped with
@@ -18,6 +18,7 @@ still written. Exit code 0 when every experiment ran or was skipped for a stated
 1 when a sweep crashed or a figure is missing (after writing the report). A call that reruns nothing leaves
 ``reproduce_status.json`` and the report byte-identical.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,19 +30,41 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-EXPERIMENTS = ["lr_speedup", "lenet5_speedup", "allcnn_sync_vs_async", "artificial_delay", "large_time_per_epoch",
-               "large_accuracy", "tau_threshold", "tau_threshold_lenet5", "stragglers", "model_validation",
-               "paper_timing", "async_methods", "async_methods_real"]
+EXPERIMENTS = [
+    "lr_speedup",
+    "lenet5_speedup",
+    "allcnn_sync_vs_async",
+    "artificial_delay",
+    "large_time_per_epoch",
+    "large_accuracy",
+    "tau_threshold",
+    "tau_threshold_lenet5",
+    "stragglers",
+    "model_validation",
+    "paper_timing",
+    "async_methods",
+    "async_methods_real",
+]
 # Experiments a profile runs only with --extended (``make reproduce EXTENDED=1``). The long profile's own budget
-# (3 hours on a 2-core machine, issue 13) is the paper's accuracy, speed-up and delay claims at the scale the paper
-# made them, plus tau_threshold's theorem; these add the rest (about 2 more hours there, README): the timing
+# (docs/profiles.md) is the paper's accuracy, speed-up and delay claims at the scale the paper made them, plus
+# tau_threshold's theorem; these add the rest (docs/profiles.md gives the times): the timing
 # experiments whose long settings add real engines or nothing but seeds to quick's (large_time_per_epoch,
 # model_validation, paper_timing) and the beyond-paper comparisons (stragglers, async_methods, async_methods_real).
-EXTENDED = {"long": ("large_time_per_epoch", "paper_timing", "stragglers", "model_validation", "async_methods",
-                     "async_methods_real")}
+EXTENDED = {
+    "long": (
+        "large_time_per_epoch",
+        "paper_timing",
+        "stragglers",
+        "model_validation",
+        "async_methods",
+        "async_methods_real",
+    )
+}
 
 
-def plan_sweeps(experiment: str, profile: str, results_dir: Path, extra: list[str] = ()) -> list[tuple[list[str], bool]]:
+def plan_sweeps(
+    experiment: str, profile: str, results_dir: Path, extra: list[str] = ()
+) -> list[tuple[list[str], bool]]:
     """An experiment's sweeps split by clock and by tuning: ``[(overrides, simulated), ...]``, in the order to run.
 
     An experiment yaml may name a ``reference_sweep`` per profile: one more sweep, run first, whose keys win over
@@ -94,8 +117,9 @@ def _plan(base: list[str]) -> list[tuple[list[str], bool]]:
     if len(clocks) == 1:
         plan = [(base, clocks[0] == "simulated")]
     else:
-        plan = [(base + ["engine=" + ",".join(e for e in clock_of if clock_of[e] == c)], c == "simulated")
-                for c in clocks]
+        plan = [
+            (base + ["engine=" + ",".join(e for e in clock_of if clock_of[e] == c)], c == "simulated") for c in clocks
+        ]
     if wall:  # the profile's keys for its wall-clock sweep only (e.g. the worker counts measured on this machine)
         given = {o.split("=", 1)[0] for o in base}
         extra_wall = [f"{k}={'null' if v is None else v}" for k, v in wall.items() if k not in given]
@@ -117,7 +141,7 @@ def unfinished_runs(experiment: str, profile: str, results_dir: Path, extra: lis
     edited since). A tuning seed's job (``lr_tuning_seed``) counts as finished when tuning.csv holds its setting's
     choice; another seed's job is composed with that choice, as the runner does. [] when nothing would run; None
     when it cannot be told here (a job does not compose, a file cannot be read): then the sweeps run and say why.
-    Composes every job (the quick profile's 449 in about 35 s on a loaded 2-core machine, 2026-12-03)."""
+    Composes every job of every experiment: the check's cost grows with the profile's job count."""
     from experiments.errors import ConfigError
     from experiments.runner import _with_values
     from experiments.settings.build import build_settings, resolved
@@ -148,23 +172,24 @@ def unfinished_runs(experiment: str, profile: str, results_dir: Path, extra: lis
     return todo
 
 
-def run_experiment(experiment: str, profile: str, results_dir: Path, force: bool, jobs: int = 1,
-                   extra: list[str] = ()) -> dict:
+def run_experiment(
+    experiment: str, profile: str, results_dir: Path, force: bool, jobs: int = 1, extra: list[str] = ()
+) -> dict:
     """Run one experiment's sweeps (:func:`plan_sweeps`): simulated-clock jobs up to ``jobs`` at a time, wall-clock
     jobs one at a time; return ``{status, message, wall_s}`` as :func:`run_sweep`, over all of them (the first
     sweep that did not run decides the status)."""
     out = {"status": "ran", "message": "", "wall_s": 0.0}
     for overrides, simulated in plan_sweeps(experiment, profile, results_dir, list(extra)):
-        st = run_sweep(experiment, profile, results_dir, force, overrides=overrides,
-                       jobs=jobs if simulated else 1)
+        st = run_sweep(experiment, profile, results_dir, force, overrides=overrides, jobs=jobs if simulated else 1)
         out["wall_s"] += st["wall_s"]
         if st["status"] != "ran" and out["status"] == "ran":
             out.update(status=st["status"], message=st["message"])
     return out
 
 
-def run_sweep(experiment: str, profile: str, results_dir: Path, force: bool, overrides: list[str] | None = None,
-              jobs: int = 1) -> dict:
+def run_sweep(
+    experiment: str, profile: str, results_dir: Path, force: bool, overrides: list[str] | None = None, jobs: int = 1
+) -> dict:
     """Run one experiment's sweep in a child process; return ``{status, message, wall_s}``.
 
     ``overrides``: the sweep's command line (default: ``experiment=<id> profile=<p> results_dir=<dir>``);
@@ -197,18 +222,32 @@ def run_sweep(experiment: str, profile: str, results_dir: Path, force: bool, ove
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m experiments.reproduce", description=__doc__.splitlines()[0])
     ap.add_argument("--profile", default="quick", choices=["smoke", "quick", "long", "paper"])
-    ap.add_argument("--results-dir", default=None, type=Path,
-                    help="default: results (quick), results-<profile> otherwise")
-    ap.add_argument("--force", action="store_true",
-                    help="rerun runs whose results exist (and measure the simulated clock's costs anew)")
-    ap.add_argument("--keep-calibration", action="store_true",
-                    help="with --force: keep the machine's calibration (e.g. made by make calibrate just before)")
+    ap.add_argument(
+        "--results-dir", default=None, type=Path, help="default: results (quick), results-<profile> otherwise"
+    )
+    ap.add_argument(
+        "--force",
+        action="store_true",
+        help="rerun runs whose results exist (and measure the simulated clock's costs anew)",
+    )
+    ap.add_argument(
+        "--keep-calibration",
+        action="store_true",
+        help="with --force: keep the machine's calibration (e.g. made by make calibrate just before)",
+    )
     ap.add_argument("--only", nargs="*", default=None, metavar="ID", help="a subset of experiment ids")
-    ap.add_argument("--extended", action="store_true",
-                    help="also the experiments the profile leaves out of its budget (long: "
-                         + ", ".join(EXTENDED["long"]) + ")")
-    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
-                    help="simulated-clock jobs at a time (default: the cores); wall-clock jobs always run alone")
+    ap.add_argument(
+        "--extended",
+        action="store_true",
+        help="also the experiments the profile leaves out of its budget (long: " + ", ".join(EXTENDED["long"]) + ")",
+    )
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        metavar="N",
+        help="simulated-clock jobs at a time (default: the cores); wall-clock jobs always run alone",
+    )
     args = ap.parse_args(argv)
     if args.jobs < 1:
         print(f"error: --jobs {args.jobs}: must be an integer >= 1", file=sys.stderr)
@@ -224,8 +263,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _reproduce(args, results_dir, experiments, left_out)
     except KeyboardInterrupt:
-        print("interrupted: runs that finished are kept; `make reproduce` again skips them and starts every "
-              "unfinished run from its beginning (a run is not resumed part-way)", file=sys.stderr)
+        print(
+            "interrupted: runs that finished are kept; `make reproduce` again skips them and starts every "
+            "unfinished run from its beginning (a run is not resumed part-way)",
+            file=sys.stderr,
+        )
         return 130
 
 
@@ -237,9 +279,12 @@ def _reproduce(args, results_dir: Path, experiments: list[str], left_out) -> int
     # the up-to-date check first: an experiment whose planned runs all finished with today's configs runs nothing
     todo = {exp: None if args.force else unfinished_runs(exp, args.profile, results_dir) for exp in experiments}
     to_run = [e for e in experiments if todo[e] is None or todo[e]]
-    print(f"checked {len(experiments)} experiment(s) in {time.perf_counter() - t_call:.0f} s: "
-          + (f"{len(to_run)} with runs to do ({', '.join(to_run)})" if to_run else "every planned run finished"),
-          file=sys.stderr, flush=True)
+    print(
+        f"checked {len(experiments)} experiment(s) in {time.perf_counter() - t_call:.0f} s: "
+        + (f"{len(to_run)} with runs to do ({', '.join(to_run)})" if to_run else "every planned run finished"),
+        file=sys.stderr,
+        flush=True,
+    )
     if args.force and not args.keep_calibration:
         from experiments.clock.calibration import Calibration
 
@@ -252,9 +297,15 @@ def _reproduce(args, results_dir: Path, experiments: list[str], left_out) -> int
             print(f"error: calibration failed: {' '.join(calibrate)}", file=sys.stderr)
             return 1
     for exp in left_out:  # results of an earlier extended call stay as they are
-        statuses.setdefault(exp, {"status": "left out", "profile": args.profile, "wall_s": 0.0, "message":
-                                  f"outside this profile's budget: `make reproduce "
-                                  f"PROFILE={args.profile} EXTENDED=1` runs it"})
+        statuses.setdefault(
+            exp,
+            {
+                "status": "left out",
+                "profile": args.profile,
+                "wall_s": 0.0,
+                "message": f"outside this profile's budget: `make reproduce PROFILE={args.profile} EXTENDED=1` runs it",
+            },
+        )
     redraw = []
     for i, exp in enumerate(experiments, 1):
         old = statuses.get(exp) or {}
@@ -264,8 +315,11 @@ def _reproduce(args, results_dir: Path, experiments: list[str], left_out) -> int
             st = {"status": "ran", "message": "", "wall_s": 0.0, "profile": args.profile}
             st.update({k: old[k] for k in ("figures", "figures_missing") if k in old})
             statuses[exp] = _keep_timing_if_unchanged(old or None, st, b"", b"")
-            print(f"== [{i}/{len(experiments)}] {exp}: nothing to run: {finished} runs already finished",
-                  file=sys.stderr, flush=True)
+            print(
+                f"== [{i}/{len(experiments)}] {exp}: nothing to run: {finished} runs already finished",
+                file=sys.stderr,
+                flush=True,
+            )
             if _figures_outdated(old, results_dir):
                 redraw.append(exp)
             continue
@@ -287,8 +341,11 @@ def _reproduce(args, results_dir: Path, experiments: list[str], left_out) -> int
         summary_after = _summary_bytes(exp_dir)
         statuses[exp] = _keep_timing_if_unchanged(old or None, st, summary_before, summary_after)
         _write_if_changed(status_path, json.dumps(statuses, indent=1, sort_keys=True))
-        what = (f"{st['status']} in {st['wall_s']:.0f} s" if st["status"] != "ran" or summary_after != summary_before
-                else f"nothing new in {st['wall_s']:.0f} s: its sweeps found every run finished")
+        what = (
+            f"{st['status']} in {st['wall_s']:.0f} s"
+            if st["status"] != "ran" or summary_after != summary_before
+            else f"nothing new in {st['wall_s']:.0f} s: its sweeps found every run finished"
+        )
         print(f"== {exp}: {what}" + (f" -- {st['message']}" if st["message"] else ""), file=sys.stderr, flush=True)
     t_draw = time.perf_counter()
     for exp, figures in zip(redraw, draw_all(redraw, results_dir, args.jobs)):
@@ -296,8 +353,9 @@ def _reproduce(args, results_dir: Path, experiments: list[str], left_out) -> int
         for item in figures.get("figures_missing", []):
             print(f"error: {exp}: figure {item['figure']} not drawn: {item['reason']}", file=sys.stderr)
     if redraw:
-        print(f"drew the figures of {len(redraw)} experiment(s) ({time.perf_counter() - t_draw:.0f} s)",
-              file=sys.stderr)
+        print(
+            f"drew the figures of {len(redraw)} experiment(s) ({time.perf_counter() - t_draw:.0f} s)", file=sys.stderr
+        )
     _write_if_changed(status_path, json.dumps(statuses, indent=1, sort_keys=True))
     from experiments.report import write_report
 
@@ -306,8 +364,10 @@ def _reproduce(args, results_dir: Path, experiments: list[str], left_out) -> int
     before = path.read_bytes() if path.is_file() else None
     report = write_report(results_dir, args.profile, statuses)
     verb = "wrote" if report.read_bytes() != before else "left unchanged"
-    print(f"{verb} {report} ({time.perf_counter() - t_report:.0f} s; whole call {time.perf_counter() - t_call:.0f} s)",
-          file=sys.stderr)
+    print(
+        f"{verb} {report} ({time.perf_counter() - t_report:.0f} s; whole call {time.perf_counter() - t_call:.0f} s)",
+        file=sys.stderr,
+    )
     missing = [f"{e}/{m['figure']}" for e, s in statuses.items() for m in s.get("figures_missing", [])]
     if missing:
         print(f"error: {len(missing)} figure(s) not drawn (named in {report}): {', '.join(missing)}", file=sys.stderr)
@@ -340,8 +400,7 @@ def _write_if_changed(path: Path, text: str) -> None:
 
 def draw_all(experiments: list[str], results_dir: Path, jobs: int = 1) -> list[dict]:
     """:func:`draw_figures` of each experiment under ``results_dir``, in order; up to ``jobs`` experiments at a
-    time in spawned processes (after every run: nothing measured runs beside them; the quick profile's 91 figures
-    took 79 s one after another, 2026-12-02)."""
+    time in spawned processes (after every run: nothing measured runs beside them)."""
     dirs = [results_dir / e for e in experiments]
     if jobs <= 1 or len(dirs) <= 1:
         return [draw_figures(d, results_dir) for d in dirs]
@@ -363,7 +422,10 @@ def draw_figures(exp_dir: Path, results_dir: Path) -> dict:
         drawn, missing = exc.written, [{"figure": f, "reason": r} for f, r in exc.failures]
     except Exception as exc:  # noqa: BLE001 -- the experiment's data cannot be read: no figure at all, named
         text = str(exc).strip()
-        drawn, missing = [], [{"figure": "all", "reason": f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"}]
+        drawn, missing = (
+            [],
+            [{"figure": "all", "reason": f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"}],
+        )
     out = {"figures": [str(p.relative_to(results_dir)) for p in drawn]}
     if missing:
         out["figures_missing"] = missing

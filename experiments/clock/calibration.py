@@ -42,8 +42,8 @@ measures that entry once more (:func:`experiments.clock.resolve.resolve`); still
 busy machine no measurement may ever get under it, and refusing would stop every run -- with a warning on stderr and
 its key under ``calibration_used.spread_above_bound`` in the run's provenance.json. Only entries whose samples repeat
 one cost are bounded (:data:`BOUNDED_KINDS`); the gradient times of the ``measured`` law and the wake-up lateness
-samples are distributions, wide by nature. (On the 2-core machine of 2026-12-03 the median gradient entry spread
-27 %, the master's idle overhead 90 %, message terms 46-140 %.)"""
+samples are distributions, wide by nature. ``python -m experiments.calibrate --only ID`` lists each entry's
+spread and flags those above the bound."""
 BOUNDED_KINDS = ("grad", "update", "latency", "overhead", "overhead_idle", "round")
 """Key prefixes of the entries :data:`SPREAD_BOUND` applies to (repeats of one cost)."""
 

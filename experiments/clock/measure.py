@@ -20,6 +20,7 @@ Message terms are measured with the hand-off of :data:`experiments.clock.calibra
 here is async SGD with a constant step on settings derived from the run being calibrated (:func:`derived`), so the
 clock's costs are resolved before that run's engine starts (:mod:`experiments.clock.resolve`).
 """
+
 from __future__ import annotations
 
 import os
@@ -36,17 +37,26 @@ from experiments.settings.defaults import option
 from experiments.settings.schema import RunSettings
 from experiments.training.recorder import Recorder
 
-REPEATS = 5          # repeats of every measurement (the median is used; the spread is reported)
-SATURATE_P = 4       # workers that keep a zero-cost master busy
+REPEATS = 5  # repeats of every measurement (the median is used; the spread is reported)
+SATURATE_P = 4  # workers that keep a zero-cost master busy
 ENGINE_UPDATES = 600  # updates per engine measurement
-GRAD_BUDGET_S = 1.0   # seconds a gradient repeat may take: slower gradients are timed fewer times per repeat
-GRAD_WARMUP = 5       # gradients of a timing run left out before the repeats
+GRAD_BUDGET_S = 1.0  # seconds a gradient repeat may take: slower gradients are timed fewer times per repeat
+GRAD_WARMUP = 5  # gradients of a timing run left out before the repeats
 GRAD_PER_REPEAT = 40  # timed gradients per P = 1 run (each run's median is one sample)
 LATE_MAX_WAIT_S = 0.25  # longest wait the lateness of emulated waits is sampled at
 
 
-def derived(base: RunSettings, transport: str, workers: int, updates: int, batch_size: int, lr: float,
-            warmup: int | None = None, sync: bool = False, handoff: str | None = None) -> RunSettings:
+def derived(
+    base: RunSettings,
+    transport: str,
+    workers: int,
+    updates: int,
+    batch_size: int,
+    lr: float,
+    warmup: int | None = None,
+    sync: bool = False,
+    handoff: str | None = None,
+) -> RunSettings:
     """Settings of a calibration run derived from ``base`` (the run being calibrated; its problem block is kept):
     async SGD with constant step ``lr`` (``sync``: its sync form, the global batch split) on real engine
     ``transport`` at its defaults (conf/engine/), forkserver start, the hand-off ``handoff`` (default the engine's
@@ -63,8 +73,17 @@ def derived(base: RunSettings, transport: str, workers: int, updates: int, batch
     if sync:
         algorithm.update(protocol="sync", sync_batch="split", master_computes=None)
     data = base.model_dump()
-    data.update(workers=int(workers), updates=int(updates), batch_size=int(batch_size), eval_every=1e9,
-                device="cpu", engine=engine, algorithm=algorithm, delay=option("delay", "timing"), progress=False)
+    data.update(
+        workers=int(workers),
+        updates=int(updates),
+        batch_size=int(batch_size),
+        eval_every=1e9,
+        device="cpu",
+        engine=engine,
+        algorithm=algorithm,
+        delay=option("delay", "timing"),
+        progress=False,
+    )
     return RunSettings.model_validate(data)
 
 
@@ -77,7 +96,6 @@ def _median_time(fn, reps: int, warmup: int = 3) -> float:
         fn()
         samples.append(time.perf_counter() - t0)
     return statistics.median(samples)
-
 
 
 def measure_lateness_samples(base_s: float, budget_s: float = 2.0) -> list[float]:
@@ -96,7 +114,6 @@ def measure_lateness_samples(base_s: float, budget_s: float = 2.0) -> list[float
     return sorted(out)
 
 
-
 def measure_update_s(rule, dim: int, reps: int = 50) -> float:
     """Median seconds of one ``rule.step`` on a flat float32 vector of ``dim`` entries (this process)."""
     x = torch.zeros(dim)
@@ -109,7 +126,6 @@ def measure_update_s(rule, dim: int, reps: int = 50) -> float:
         x, state = rule.step(x, g, state, **info)
 
     return _median_time(step, reps)
-
 
 
 def _grad_probe(problem, batch_sizes: list[int], reps: int, repeats: int, queue) -> None:
@@ -131,13 +147,13 @@ def _grad_probe(problem, batch_sizes: list[int], reps: int, repeats: int, queue)
         out[int(b)] = []
         for _ in range(repeats):
             idx = torch.randint(0, problem.num_train, (int(b),), generator=gen)
-            out[int(b)].append(_median_time(lambda: grad(x, idx), n, warmup=0 if n < 3 else 3))  # slow: warm already
+            out[int(b)].append(_median_time(lambda idx=idx: grad(x, idx), n, warmup=0 if n < 3 else 3))  # slow: warm
     queue.put(out)
 
 
-
-def p1_run_samples(base: RunSettings, transport: str, problem, batch_size: int, repeats: int = REPEATS,
-                   handoff: str | None = None) -> tuple[list, list, list]:
+def p1_run_samples(
+    base: RunSettings, transport: str, problem, batch_size: int, repeats: int = REPEATS, handoff: str | None = None
+) -> tuple[list, list, list]:
     """(gradient samples, idle-overhead samples, every gradient's time), seconds: the first two ``repeats`` long
     (one per run), the third ``repeats x GRAD_PER_REPEAT`` long, from as many P = 1 runs of ``problem``
     on engine ``transport`` (with its HANDOFF), real compute, async SGD with a vanishing step (the iterate stays at
@@ -148,8 +164,9 @@ def p1_run_samples(base: RunSettings, transport: str, problem, batch_size: int, 
     grads, idle, every = [], [], []
     n = GRAD_WARMUP + GRAD_PER_REPEAT
     for _ in range(repeats):
-        result = _calibration_run(derived(base, transport, 1, n, batch_size, lr=1e-12, warmup=GRAD_WARMUP,
-                                          handoff=handoff), problem)
+        result = _calibration_run(
+            derived(base, transport, 1, n, batch_size, lr=1e-12, warmup=GRAD_WARMUP, handoff=handoff), problem
+        )
         times = [c[2] for c in sorted(result.compute_times or [], key=lambda c: c[1])]
         if len(times) < n or result.master_busy_s is None:
             raise RuntimeError(f"timing run on engine={transport} logged {len(times)} of {n} gradients")
@@ -159,23 +176,22 @@ def p1_run_samples(base: RunSettings, transport: str, problem, batch_size: int, 
     return grads, idle, every
 
 
-
 def engine_grad_samples(base: RunSettings, problem, batch_size: int, repeats: int = REPEATS) -> list[float]:
     """``repeats`` medians, seconds, of ``GRAD_PER_REPEAT`` gradients each, as the worker of a real run computed
     them: P = 1 runs on GRAD_ENGINE (:func:`p1_run_samples`). Raises RuntimeError when a run fails."""
     return p1_run_samples(base, GRAD_ENGINE, problem, batch_size, repeats)[0]
 
 
-
-def measure_grad_samples(base: RunSettings, problem, batch_size: int, reps: int = 15,
-                         repeats: int = REPEATS) -> list[float]:
+def measure_grad_samples(
+    base: RunSettings, problem, batch_size: int, reps: int = 15, repeats: int = REPEATS
+) -> list[float]:
     """``repeats`` samples, seconds, of one gradient at minibatch ``batch_size`` as a worker computes it
-    (:func:`experiments.clock.calibration.grad_key`): :func:`engine_grad_samples`; for a timing-only problem, :func:`probe_grad_samples`.
+    (:func:`experiments.clock.calibration.grad_key`): :func:`engine_grad_samples`; for a timing-only problem,
+    :func:`probe_grad_samples`.
     Raises RuntimeError when the run or probe fails."""
     if not getattr(problem, "timing_only", False):
         return engine_grad_samples(base, problem, batch_size, repeats)
     return probe_grad_samples(problem, [batch_size], reps, repeats)[int(batch_size)]
-
 
 
 def probe_grad_samples(problem, batch_sizes, reps: int = 15, repeats: int = REPEATS) -> dict[int, list[float]]:
@@ -201,7 +217,6 @@ def probe_grad_samples(problem, batch_sizes, reps: int = 15, repeats: int = REPE
             p.join()
 
 
-
 class ZeroCostProblem:
     """A problem of dimension ``dim`` (and ``num_train`` examples) whose gradient costs nothing (a fresh zero
     vector): what remains of an update on a real engine is the transport and the master; on the simulated engine,
@@ -221,41 +236,45 @@ class ZeroCostProblem:
         return {"train_loss": 0.0, "train_acc": 0.0, "test_loss": 0.0, "test_acc": 0.0}
 
 
-
 def engine_updates(dim: int) -> int:
     """Updates per engine measurement at dimension ``dim``: ENGINE_UPDATES, fewer for large d (each message copies
     4 d bytes), so that one measurement stays near a second; at least 20."""
     return int(max(20, min(ENGINE_UPDATES, 2e8 // (4 * int(dim)))))
 
 
-
-def seconds_per_update(base: RunSettings, transport: str, dim: int, workers: int,
-                       updates: int | None = None) -> float:
+def seconds_per_update(base: RunSettings, transport: str, dim: int, workers: int, updates: int | None = None) -> float:
     """Wall seconds per update of async SGD on engine ``transport`` with ``workers`` zero-cost workers (real
     compute, no emulation), over the updates the engine's clock timed (``updates``: default
     :func:`engine_updates`)."""
     return _zero_cost_run(base, transport, dim, workers, updates)[1]
 
 
-
-def _zero_cost_run(base: RunSettings, transport: str, dim: int, workers: int, updates: int | None,
-                   handoff: str | None = None) -> tuple:
+def _zero_cost_run(
+    base: RunSettings, transport: str, dim: int, workers: int, updates: int | None, handoff: str | None = None
+) -> tuple:
     """(EngineResult, seconds per timed update) of a run of ``workers`` zero-cost workers on engine ``transport``
     (``updates``: default :func:`engine_updates`)."""
     updates = engine_updates(dim) if updates is None else updates
-    result = _calibration_run(derived(base, transport, workers, updates, batch_size=1, lr=0.001, handoff=handoff),
-                              ZeroCostProblem(dim))
+    result = _calibration_run(
+        derived(base, transport, workers, updates, batch_size=1, lr=0.001, handoff=handoff), ZeroCostProblem(dim)
+    )
     timed = result.timed_samples if result.timed_samples is not None else result.samples
     return result, result.time_s / max(1, timed)
-
 
 
 def _calibration_run(settings: RunSettings, problem):
     """One calibration run (:func:`derived` settings) of ``problem``, evaluated only at its start and end on
     nothing (a ZeroCostProblem's free metrics); returns its EngineResult. Raises RuntimeError when the run does not
     end ok."""
-    recorder = Recorder(ZeroCostProblem(problem.dim), {"run_id": "calibration"}, eval_every=1e9, total_epochs=None,
-                        f_star=None, clock="wall", progress=False)
+    recorder = Recorder(
+        ZeroCostProblem(problem.dim),
+        {"run_id": "calibration"},
+        eval_every=1e9,
+        total_epochs=None,
+        f_star=None,
+        clock="wall",
+        progress=False,
+    )
     rule = build_rule("sgd", lr=settings.algorithm.hyperparameters["lr"])
     result = get_engine(settings.engine.name).run(problem, rule, settings, recorder)
     if result.status != "ok":
@@ -263,21 +282,19 @@ def _calibration_run(settings: RunSettings, problem):
     return result
 
 
-
 def _sgd(lr: float = 0.001):
     return build_rule("sgd", lr=lr)
 
 
-
-def p1_latency_s(base: RunSettings, transport: str, dim: int, updates: int | None = None,
-                 handoff: str | None = None) -> float:
+def p1_latency_s(
+    base: RunSettings, transport: str, dim: int, updates: int | None = None, handoff: str | None = None
+) -> float:
     """One latency sample, seconds: a P = 1 run of zero-cost gradients on engine ``transport`` at ``dim``, its
     seconds per timed update less the worker's median ``compute_s`` and the master's ``master_busy_s``, halved
     (clipped at 0; see the module docstring)."""
     result, per_update = _zero_cost_run(base, transport, dim, 1, updates, handoff)
     compute = statistics.median(c[2] for c in result.compute_times)
     return max(0.0, (per_update - compute - result.master_busy_s) / 2)
-
 
 
 def round_samples(base: RunSettings, transport: str, dim: int, workers: int, repeats: int = REPEATS) -> list[float]:
@@ -295,8 +312,9 @@ def round_samples(base: RunSettings, transport: str, dim: int, workers: int, rep
     return out
 
 
-def measure_message_terms(base: RunSettings, transport: str, dim: int, repeats: int = REPEATS,
-                          handoff: str | None = None) -> tuple[list[float], list[float]]:
+def measure_message_terms(
+    base: RunSettings, transport: str, dim: int, repeats: int = REPEATS, handoff: str | None = None
+) -> tuple[list[float], list[float]]:
     """(latency samples, overhead samples), seconds, each ``repeats`` long, on engine ``transport`` at ``dim``: the
     latency of :func:`p1_latency_s`; the overhead ``T(SATURATE_P) - update_sgd`` (``T(P)``: the seconds per update
     with P zero-cost workers, so that gradients queue at the master). A spinning hand-off (``handoff=spin``) needs a
