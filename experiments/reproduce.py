@@ -8,8 +8,8 @@ its figures are drawn again only when one is missing, and REPORT.md, verdicts.cs
 rewritten only when their content changes. Resumable: each sweep skips runs that finished (``force=true`` reruns
 them), so a call interrupted (Ctrl-C) continues, when called again, with the runs that had not finished -- each of
 those from its beginning (a run is not resumed part-way). ``--jobs N`` (``make reproduce JOBS=N``, default: the
-cores) runs up to N jobs whose clock is simulated side by side (Hydra's joblib launcher, ``conf/hydra/launcher/parallel.yaml``), after measuring
-the simulated clock's costs alone (``experiments.calibrate``); jobs that measure wall time (engines
+cores) runs up to N jobs whose clock is simulated side by side (Hydra's joblib launcher,
+``conf/hydra/launcher/parallel.yaml``), after measuring the simulated clock's costs alone (``experiments.calibrate``); jobs that measure wall time (engines
 ``shared_memory``, ``distributed``) run one at a time with nothing beside them. Experiments run one after another.
 An experiment whose data is missing (or whose settings cannot run here) is skipped with
 the reason, and the report says so. A figure that cannot be drawn is named with its reason in
