@@ -2,21 +2,20 @@
 
     python -m experiments.reproduce --profile quick --results-dir results [--force] [--only ID ...] [--extended]
 
-First an up-to-date check (:func:`unfinished_runs`): an experiment whose planned runs all finished with the
-configs they compose to today starts no sweep and calibrates nothing ("nothing to run: N runs already finished");
-its figures are drawn again only when one is missing, and REPORT.md, verdicts.csv and reproduce_status.json are
-rewritten only when their content changes. Resumable: each sweep skips runs that finished (``force=true`` reruns
-them), so a call interrupted (Ctrl-C) continues, when called again, with the runs that had not finished -- each of
-those from its beginning (a run is not resumed part-way). ``--jobs N`` (``make reproduce JOBS=N``, default: the
-cores) runs up to N jobs whose clock is simulated side by side (Hydra's joblib launcher,
-``conf/hydra/launcher/parallel.yaml``), after measuring the simulated clock's costs alone (``experiments.calibrate``); jobs that measure wall time (engines
-``shared_memory``, ``distributed``) run one at a time with nothing beside them. Experiments run one after another.
-An experiment whose data is missing (or whose settings cannot run here) is skipped with
-the reason, and the report says so. A figure that cannot be drawn is named with its reason in
-``reproduce_status.json`` (``figures_missing``), in the report and on stderr; every other figure and the report are
-still written. Exit code 0 when every experiment ran or was skipped for a stated reason and every figure was drawn;
-1 when a sweep crashed or a figure is missing (after writing the report). A call that reruns nothing leaves
-``reproduce_status.json`` and the report byte-identical.
+First an up-to-date check (:func:`unfinished_runs`): an experiment whose planned runs all finished with the configs they
+compose to today starts no sweep and calibrates nothing ("nothing to run: N runs already finished"); its figures are
+drawn again only when one is missing, and REPORT.md, verdicts.csv and reproduce_status.json are rewritten only when
+their content changes. Resumable: each sweep skips runs that finished (``force=true`` reruns them), so a call
+interrupted (Ctrl-C) continues, when called again, with the runs that had not finished -- each of those from its
+beginning (a run is not resumed part-way). ``--jobs N`` (``make reproduce JOBS=N``, default: the cores) runs up to N
+jobs whose clock is simulated side by side (Hydra's joblib launcher, ``conf/hydra/launcher/parallel.yaml``), after
+measuring the simulated clock's costs alone (``experiments.calibrate``); jobs that measure wall time (engines
+``shared_memory``, ``distributed``) run one at a time with nothing beside them. Experiments run one after another. An
+experiment whose data is missing (or whose settings cannot run here) is skipped with the reason, and the report says so.
+A figure that cannot be drawn is named with its reason in ``reproduce_status.json`` (``figures_missing``), in the report
+and on stderr; every other figure and the report are still written. Exit code 0 when every experiment ran or was skipped
+for a stated reason and every figure was drawn; 1 when a sweep crashed or a figure is missing (after writing the
+report). A call that reruns nothing leaves ``reproduce_status.json`` and the report byte-identical.
 """
 
 from __future__ import annotations
