@@ -22,7 +22,7 @@ help:
 	@echo "make test                                              install what is missing, run the test suite"
 	@echo "make test-all                                          also the slow tests"
 	@echo "make lock [UPGRADE=1]                                  regenerate $(LOCK) from pyproject.toml (pip-compile)"
-	@echo "make lint                                              ruff: lint rules and format check (pyproject.toml)"
+	@echo "make lint                                              ruff check: the lint rules of pyproject.toml"
 	@echo "make data | calibrate | plots | bench | clean"
 
 # The venv holds exactly the lock: its packages at their versions and hashes (pip refuses any other file), nothing
@@ -58,9 +58,10 @@ test-all: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # the rules and the format live in pyproject.toml ([tool.ruff])
+# CI runs the lint rules. The formatter is configured (pyproject.toml) for new code (`ruff format FILE`); the
+# code base's aligned continuation lines are not reformatted wholesale, so `ruff format --check .` is not a gate.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
 
 calibrate: $(STAMP) data
 	$(PY) -m experiments.calibrate --profile $(PROFILE) $(if $(filter 1,$(FORCE)),--force,)
