@@ -3,7 +3,11 @@
 Why: the master applies every update, and at small d (784) the eager step's seven torch calls cost many times the
 arithmetic (dispatch and cold caches); torch.compile's call overhead is of the same order below d = 2**17, and
 torch's fused Adam kernel has bias correction and no vhat floor (not the paper's rule). One C loop called through
-ctypes costs a few microseconds there (``benchmarks/bench_rules.py`` measures the three).
+ctypes costs a few microseconds there (``benchmarks/bench_rules.py`` measures the three). Kept as plain C through
+ctypes rather than ``torch.utils.cpp_extension.load_inline``: that builds a C++ extension against torch's headers
+(ninja and a C++ toolchain, a build of tens of seconds per machine and per torch version, and a CPython ABI tie),
+while this loop needs no torch API -- one C file, one ``cc`` call, and a fallback to the eager step without a
+compiler.
 
 The shared object is compiled once per machine with ``$CC`` (default ``cc``) and the flags in :data:`CFLAGS`
 (``-march=native``: vector instructions of this CPU; ``-ffp-contract=off``: no fused multiply-add, so each operation

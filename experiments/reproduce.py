@@ -145,7 +145,8 @@ def unfinished_runs(experiment: str, profile: str, results_dir: Path, extra: lis
     from experiments.runner import _with_values
     from experiments.settings.build import build_settings, resolved
     from experiments.settings.compose import compose_jobs, job_overrides, profile_sweep
-    from experiments.store.sink import RunSink, make_run_id
+    from experiments.store.run_id import make_run_id
+    from experiments.store.sink import RunSink
     from experiments.sweeps.tuning import read_choice, setting_key
 
     todo = []
