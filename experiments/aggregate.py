@@ -15,6 +15,9 @@ from experiments.analysis.speedup import (
     speedup_table,
     write_speedup,
 )
+from experiments.log import get_logger
+
+log = get_logger(__name__)
 
 __all__ = ["BASES", "COLUMNS", "GROUP", "main", "speedup_table", "write_speedup"]  # the callers' old names
 
@@ -29,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     for p in args.paths:
         out = write_speedup(p)
         if out is None:
-            print(f"error: {p / 'summary.csv'}: no such file", file=sys.stderr)
+            log.error(f"error: {p / 'summary.csv'}: no such file")
             return 2
         print(out)
     return 0

@@ -25,10 +25,13 @@ from tqdm.auto import tqdm
 from experiments.clock.calibration import Calibration, above_bound, used_line, used_summary
 from experiments.clock.resolve import resolve
 from experiments.errors import ConfigError
+from experiments.log import get_logger
 from experiments.reproduce import EXPERIMENTS
 from experiments.runner import make_problem, resolve_device
 from experiments.settings.build import build_settings, make_rule
 from experiments.settings.compose import compose_jobs, job_overrides, profile_sweep
+
+log = get_logger(__name__)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     unknown = [e for e in args.only or [] if e not in EXPERIMENTS]
     if unknown:
-        print(f"error: --only {unknown[0]}: unknown experiment (known: {', '.join(EXPERIMENTS)})", file=sys.stderr)
+        log.error(f"error: --only {unknown[0]}: unknown experiment (known: {', '.join(EXPERIMENTS)})")
         return 2
     torch.set_num_threads(1)
     cal = Calibration(args.file)
@@ -60,9 +63,9 @@ def main(argv: list[str] | None = None) -> int:
         cal.read()  # a file that is not a regular file, or unreadable: one line naming it, before anything runs
         if args.force:
             cal.drop()
-            print(f"dropped every entry of {cal.path}: measuring anew", file=sys.stderr)
+            log.info(f"dropped every entry of {cal.path}: measuring anew")
     except ConfigError as exc:
-        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        log.error(f"error: {str(exc).splitlines()[0]}")
         return 2
     jobs, used = [], {}
     for exp in args.only or EXPERIMENTS:
@@ -73,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
                 (exp, s) for s in (build_settings(c) for c in compose_jobs(combos)) if s.engine.name == "simulated"
             ]
         except ConfigError as exc:
-            print(f"skip {exp}: {str(exc).splitlines()[0]}", file=sys.stderr)
+            log.info(f"skip {exp}: {str(exc).splitlines()[0]}")
     problems = {}
     show = {"on": True, "off": False}.get(args.progress, sys.stderr.isatty())
     try:
@@ -85,23 +88,20 @@ def main(argv: list[str] | None = None) -> int:
                 costs = resolve(settings, problems[key], make_rule(settings), cal)
             except ConfigError as exc:
                 cal.read()  # the calibration file itself is unusable: raised again, handled below
-                print(f"skip a job of {exp}: {str(exc).splitlines()[0]}", file=sys.stderr)
+                log.info(f"skip a job of {exp}: {str(exc).splitlines()[0]}")
                 continue
             for k in (costs.used or {}).get("entries", {}):
                 used[k] = exp
     except ConfigError as exc:
-        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        log.error(f"error: {str(exc).splitlines()[0]}")
         return 2
     except KeyboardInterrupt:
-        print(
-            f"interrupted: entries measured so far are kept in {cal.path}; a rerun measures only the missing ones",
-            file=sys.stderr,
-        )
+        log.info(f"interrupted: entries measured so far are kept in {cal.path}; a rerun measures only the missing ones")
         return 130
     entries = cal.read()["entries"]
     shown = {k: entries[k] for k in used if k in entries}
     if shown:
-        print(used_line(used_summary(cal.path, shown)), file=sys.stderr)
+        log.info(used_line(used_summary(cal.path, shown)))
     print(f"# {cal.path}" + (f" (entries used by {', '.join(args.only)})" if args.only else ""))
     for k in sorted(shown):
         e = shown[k]

@@ -28,6 +28,10 @@ import sys
 import time
 from pathlib import Path
 
+from experiments.log import get_logger
+
+log = get_logger(__name__)
+
 REPO = Path(__file__).resolve().parents[1]
 EXPERIMENTS = [
     "lr_speedup",
@@ -250,24 +254,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     if args.jobs < 1:
-        print(f"error: --jobs {args.jobs}: must be an integer >= 1", file=sys.stderr)
+        log.error(f"error: --jobs {args.jobs}: must be an integer >= 1")
         return 2
     results_dir = args.results_dir or Path("results" if args.profile == "quick" else f"results-{args.profile}")
     left_out = () if args.extended or args.only else EXTENDED.get(args.profile, ())
     experiments = args.only or [e for e in EXPERIMENTS if e not in left_out]
     unknown = [e for e in experiments if e not in EXPERIMENTS]
     if unknown:
-        print(f"error: --only {unknown[0]}: unknown experiment (known: {', '.join(EXPERIMENTS)})", file=sys.stderr)
+        log.error(f"error: --only {unknown[0]}: unknown experiment (known: {', '.join(EXPERIMENTS)})")
         return 2
     results_dir.mkdir(parents=True, exist_ok=True)
     try:
         return _reproduce(args, results_dir, experiments, left_out)
     except KeyboardInterrupt:
-        print(
-            "interrupted: runs that finished are kept; `make reproduce` again skips them and starts every "
-            "unfinished run from its beginning (a run is not resumed part-way)",
-            file=sys.stderr,
-        )
+        log.info("interrupted: runs that finished are kept; `make reproduce` again skips them and starts every "
+               "unfinished run from its beginning (a run is not resumed part-way)")
         return 130
 
 
@@ -279,22 +280,18 @@ def _reproduce(args, results_dir: Path, experiments: list[str], left_out) -> int
     # the up-to-date check first: an experiment whose planned runs all finished with today's configs runs nothing
     todo = {exp: None if args.force else unfinished_runs(exp, args.profile, results_dir) for exp in experiments}
     to_run = [e for e in experiments if todo[e] is None or todo[e]]
-    print(
-        f"checked {len(experiments)} experiment(s) in {time.perf_counter() - t_call:.0f} s: "
-        + (f"{len(to_run)} with runs to do ({', '.join(to_run)})" if to_run else "every planned run finished"),
-        file=sys.stderr,
-        flush=True,
-    )
+    log.info(f"checked {len(experiments)} experiment(s) in {time.perf_counter() - t_call:.0f} s: "
+           + (f"{len(to_run)} with runs to do ({', '.join(to_run)})" if to_run else "every planned run finished"))
     if args.force and not args.keep_calibration:
         from experiments.clock.calibration import Calibration
 
         cal = Calibration()  # the machine's file, shared by every results folder
         cal.drop()  # a forced rerun measures this machine's costs anew (runs measure on first use)
-        print(f"dropped {cal.path}: the simulated clock is calibrated anew on this machine", file=sys.stderr)
+        log.info(f"dropped {cal.path}: the simulated clock is calibrated anew on this machine")
     if args.jobs > 1 and to_run:  # costs measured alone first: jobs side by side would measure each other's load
         calibrate = [sys.executable, "-m", "experiments.calibrate", "--profile", args.profile, "--only", *to_run]
         if subprocess.run(calibrate, cwd=REPO, stdout=subprocess.DEVNULL, check=False).returncode != 0:
-            print(f"error: calibration failed: {' '.join(calibrate)}", file=sys.stderr)
+            log.error(f"error: calibration failed: {' '.join(calibrate)}")
             return 1
     for exp in left_out:  # results of an earlier extended call stay as they are
         statuses.setdefault(
@@ -315,15 +312,11 @@ def _reproduce(args, results_dir: Path, experiments: list[str], left_out) -> int
             st = {"status": "ran", "message": "", "wall_s": 0.0, "profile": args.profile}
             st.update({k: old[k] for k in ("figures", "figures_missing") if k in old})
             statuses[exp] = _keep_timing_if_unchanged(old or None, st, b"", b"")
-            print(
-                f"== [{i}/{len(experiments)}] {exp}: nothing to run: {finished} runs already finished",
-                file=sys.stderr,
-                flush=True,
-            )
+            log.info(f"== [{i}/{len(experiments)}] {exp}: nothing to run: {finished} runs already finished")
             if _figures_outdated(old, results_dir):
                 redraw.append(exp)
             continue
-        print(f"== [{i}/{len(experiments)}] {exp} (profile {args.profile})", file=sys.stderr, flush=True)
+        log.info(f"== [{i}/{len(experiments)}] {exp} (profile {args.profile})")
         summary_before = _summary_bytes(exp_dir)
         st = run_experiment(exp, args.profile, results_dir, args.force, args.jobs)
         st["profile"] = args.profile
@@ -346,16 +339,14 @@ def _reproduce(args, results_dir: Path, experiments: list[str], left_out) -> int
             if st["status"] != "ran" or summary_after != summary_before
             else f"nothing new in {st['wall_s']:.0f} s: its sweeps found every run finished"
         )
-        print(f"== {exp}: {what}" + (f" -- {st['message']}" if st["message"] else ""), file=sys.stderr, flush=True)
+        log.info(f"== {exp}: {what}" + (f" -- {st['message']}" if st["message"] else ""))
     t_draw = time.perf_counter()
     for exp, figures in zip(redraw, draw_all(redraw, results_dir, args.jobs)):
         statuses[exp] = {k: v for k, v in statuses[exp].items() if k not in ("figures", "figures_missing")} | figures
         for item in figures.get("figures_missing", []):
-            print(f"error: {exp}: figure {item['figure']} not drawn: {item['reason']}", file=sys.stderr)
+            log.error(f"error: {exp}: figure {item['figure']} not drawn: {item['reason']}")
     if redraw:
-        print(
-            f"drew the figures of {len(redraw)} experiment(s) ({time.perf_counter() - t_draw:.0f} s)", file=sys.stderr
-        )
+        log.info(f"drew the figures of {len(redraw)} experiment(s) ({time.perf_counter() - t_draw:.0f} s)")
     _write_if_changed(status_path, json.dumps(statuses, indent=1, sort_keys=True))
     from experiments.report import write_report
 
@@ -364,13 +355,12 @@ def _reproduce(args, results_dir: Path, experiments: list[str], left_out) -> int
     before = path.read_bytes() if path.is_file() else None
     report = write_report(results_dir, args.profile, statuses)
     verb = "wrote" if report.read_bytes() != before else "left unchanged"
-    print(
-        f"{verb} {report} ({time.perf_counter() - t_report:.0f} s; whole call {time.perf_counter() - t_call:.0f} s)",
-        file=sys.stderr,
+    log.info(
+        f"{verb} {report} ({time.perf_counter() - t_report:.0f} s; whole call {time.perf_counter() - t_call:.0f} s)"
     )
     missing = [f"{e}/{m['figure']}" for e, s in statuses.items() for m in s.get("figures_missing", [])]
     if missing:
-        print(f"error: {len(missing)} figure(s) not drawn (named in {report}): {', '.join(missing)}", file=sys.stderr)
+        log.error(f"error: {len(missing)} figure(s) not drawn (named in {report}): {', '.join(missing)}")
     return 1 if missing or any(s["status"] == "crashed" for s in statuses.values()) else 0
 
 

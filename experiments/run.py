@@ -29,10 +29,13 @@ from omegaconf import DictConfig  # noqa: E402
 
 from experiments.aggregate import write_speedup  # noqa: E402
 from experiments.errors import ConfigError, Interrupted  # noqa: E402
+from experiments.log import get_logger  # noqa: E402
 from experiments.runner import execute  # noqa: E402
 from experiments.settings.compose import Source, compose_jobs, expand_overrides, precheck, profile_sweep  # noqa: E402
 from experiments.sweeps import OUTCOME  # noqa: E402
 from hydra_plugins.apam_sweeper import ENV, fingerprint  # noqa: E402
+
+log = get_logger(__name__)
 
 NO_RUN_FLAGS = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc",
                 "--resolve", "-p", "--package")
@@ -71,7 +74,7 @@ def _hydra_main(cfg: DictConfig) -> str:
         _remove_empty_dirs(Path(str(cfg.results_dir)), recursive=False)
         sys.exit(2)
     except OSError as exc:  # a result file that cannot be written (full disk): one line naming it, exit 1
-        print(f"error: {exc}", file=sys.stderr)
+        log.error(f"error: {exc}")
         sys.exit(1)
     if multirun:
         in_process = str(hc.launcher.get("_target_", "")).endswith("BasicLauncher")
@@ -102,7 +105,7 @@ def _write_speedups() -> None:
     for exp_dir in sorted(d for d in _SWEEP_DIRS if (d / "summary.csv").exists()):
         path = write_speedup(exp_dir)
         if path is not None:
-            print(f"wrote {path}", file=sys.stderr)
+            log.info(f"wrote {path}")
 
 
 def _remove_empty_dirs(top: Path, recursive: bool = True) -> None:
@@ -154,7 +157,7 @@ def _forward(signum: int) -> None:
 
 def _report_error(exc: ConfigError) -> None:
     """Print the one-line error; also into ``$APAM_ERROR_FILE`` when set (how ``make reproduce`` learns why)."""
-    print(f"error: {exc}", file=sys.stderr)
+    log.error(f"error: {exc}")
     if os.environ.get("APAM_ERROR_FILE"):
         Path(os.environ["APAM_ERROR_FILE"]).write_text(str(exc) + "\n")
 
@@ -235,18 +238,18 @@ def main() -> None:
             sys.exit(2)
         except KeyboardInterrupt as exc:  # stopped while checking: nothing ran, nothing written
             signum = Interrupted.signum_of(exc)
-            print(f"interrupted by {signal.Signals(signum).name} before any run", file=sys.stderr)
+            log.info(f"interrupted by {signal.Signals(signum).name} before any run")
             sys.exit(128 + signum)
     try:
         _hydra_main()
         _write_speedups()
     except KeyboardInterrupt as exc:
         signum = Interrupted.signum_of(exc)
-        print(f"interrupted by {signal.Signals(signum).name}: the run in flight is recorded as failed with its "
-              "partial trace; a rerun starts it again and skips the finished ones", file=sys.stderr)
+        log.info(f"interrupted by {signal.Signals(signum).name}: the run in flight is recorded as failed with its "
+                 "partial trace; a rerun starts it again and skips the finished ones")
         sys.exit(128 + signum)
     if multirun and OUTCOME.get("failed"):
-        print(f"{OUTCOME['failed']} of {OUTCOME['jobs']} runs failed (summary.csv says why)", file=sys.stderr)
+        log.info(f"{OUTCOME['failed']} of {OUTCOME['jobs']} runs failed (summary.csv says why)")
         sys.exit(1)
 
 

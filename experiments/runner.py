@@ -13,7 +13,6 @@ import json
 import math
 import os
 import signal
-import sys
 import time
 import traceback
 from pathlib import Path
@@ -29,6 +28,7 @@ from experiments.engines import EngineResult, get_engine
 from experiments.engines.emulation import COMPUTE_TIMES_COLUMNS, compute_times_rows, expected_late
 from experiments.engines.timeline import TIMELINE_COLUMNS
 from experiments.errors import ConfigError, Interrupted
+from experiments.log import get_logger
 from experiments.settings.build import build_settings, make_rule, resolved
 from experiments.settings.preflight import check_device, check_writable
 from experiments.store import provenance
@@ -49,6 +49,8 @@ from experiments.sweeps.tuning import (
 from experiments.training.recorder import Diverged, Recorder
 from problems import build_problem
 from problems.data import DataError, data_root
+
+log = get_logger(__name__)
 
 
 def interrupted_message(signum: int) -> str:
@@ -99,10 +101,10 @@ def _skip(settings, config: dict, sink: RunSink) -> bool:
     if sink.finished() and not settings.force:
         changes = sink.config_changes(config)
         if not changes:
-            print(f"[skip] {_where(sink, settings)}: finished earlier (force=true reruns)", file=sys.stderr)
+            log.info(f"[skip] {_where(sink, settings)}: finished earlier (force=true reruns)")
             return True
-        print(f"[rerun] {_where(sink, settings)}: finished with another config ({'; '.join(changes[:3])}"
-              f"{'; ...' if len(changes) > 3 else ''})", file=sys.stderr)
+        log.info(f"[rerun] {_where(sink, settings)}: finished with another config ({'; '.join(changes[:3])}"
+                 f"{'; ...' if len(changes) > 3 else ''})")
     return False
 
 
@@ -176,10 +178,10 @@ def _tune(cfg, settings, overrides: list[str], key: str, exp_dir: Path) -> str:
 
     choice = tune(settings, key, run_trial)
     write_choice(exp_dir, choice_row(choice, settings))
-    print(f"[tuned] {settings.experiment_id}/{key}: lr_factor={fmt(choice.factor)}"
-          + (f", {choice.policy_key}={choice.policy_value}" if choice.policy_key else "")
-          + (f" (at the {choice.at_edge} edge of the factors tried)" if choice.at_edge else "")
-          + f" after {choice.trials} trials", file=sys.stderr)
+    log.info(f"[tuned] {settings.experiment_id}/{key}: lr_factor={fmt(choice.factor)}"
+             + (f", {choice.policy_key}={choice.policy_value}" if choice.policy_key else "")
+             + (f" (at the {choice.at_edge} edge of the factors tried)" if choice.at_edge else "")
+             + f" after {choice.trials} trials")
     return "failed" if failed else "ok"
 
 
@@ -214,7 +216,7 @@ def _execute_one(cfg, settings, overrides: list[str], experiment_dir: str, tunin
     try:
         costs = resolve(settings, problem, rule)  # before the engine starts: no engine measures anything
         if costs.used:  # which calibration, how old, how spread: on stderr and in provenance.json
-            print(used_line(costs.used), file=sys.stderr, flush=True)
+            log.info(used_line(costs.used))
             sink.add_provenance({"calibration_used": costs.used})
         if settings.engine.clock == "wall":  # how fast the machine is now, against its calibration
             probe = (speedprobe.measure(), calibrated_probe(calibration_of(settings)))
@@ -282,8 +284,7 @@ def _predictions(settings, problem, sink, result) -> dict:
         try:
             out[kind] = predict(settings, problem, make_rule(settings), kind, timeline=path)
         except (RuntimeError, ValueError, OSError) as exc:  # the measured run stands; its prediction is missing
-            print(f"warning: {settings.experiment_id}: no {kind} prediction ({str(exc).splitlines()[0]})",
-                  file=sys.stderr)
+            log.warning(f"warning: {settings.experiment_id}: no {kind} prediction ({str(exc).splitlines()[0]})")
     return out
 
 
@@ -315,10 +316,10 @@ def _write(sink, settings, run_id, recorder, result, status, message, num_train,
     def num(v, fmt):
         return "--" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
 
-    print(f"[{status}] {_where(sink, settings)}: {row['updates']} updates, {num(row['epochs'], '.3g')} "
-          f"epochs, {num(row['time_s'], '.4g')} s ({settings.engine.clock}), train loss "
-          f"{num(row['final_train_loss'], '.4g')}, test acc {num(row['final_test_acc'], '.4f')}, "
-          f"delay={row['delay_model']} mean staleness {num(row['staleness_mean'], '.3g')}" + (
-              f", {row['overruns']} overruns, {row['late_wakeups']} late wake-ups (calibrated: "
-              f"{num(row['late_expected'], '.3g')})" if row['overruns'] == row['overruns'] else "")
-          + (f" -- {message}" if message else ""), file=sys.stderr)
+    log.info(f"[{status}] {_where(sink, settings)}: {row['updates']} updates, {num(row['epochs'], '.3g')} "
+             f"epochs, {num(row['time_s'], '.4g')} s ({settings.engine.clock}), train loss "
+             f"{num(row['final_train_loss'], '.4g')}, test acc {num(row['final_test_acc'], '.4f')}, "
+             f"delay={row['delay_model']} mean staleness {num(row['staleness_mean'], '.3g')}" + (
+                 f", {row['overruns']} overruns, {row['late_wakeups']} late wake-ups (calibrated: "
+                 f"{num(row['late_expected'], '.3g')})" if row['overruns'] == row['overruns'] else "")
+             + (f" -- {message}" if message else ""))

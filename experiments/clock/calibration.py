@@ -25,6 +25,9 @@ import torch
 from filelock import FileLock
 
 from experiments.clock import speedprobe
+from experiments.log import get_logger
+
+log = get_logger(__name__)
 
 GRAD_ENGINE = "shared_memory"
 """Where gradients are timed: a P = 1 run of this engine, with its :data:`HANDOFF`."""
@@ -242,7 +245,6 @@ class Calibration:
 
     def _set_aside(self, damage: str) -> None:
         """Rename the damaged file to ``<name>.damaged-<n>`` (first free n), with one line on stderr."""
-        import sys
 
         from experiments.errors import ConfigError
 
@@ -254,8 +256,8 @@ class Calibration:
         except OSError as exc:
             raise ConfigError(f"{self.path}: damaged calibration file ({damage}) cannot be set aside "
                               f"({exc.strerror})") from None
-        print(f"warning: {self.path}: damaged calibration file ({damage}); set aside as {dest.name}, its entries "
-              "are measured again", file=sys.stderr)
+        log.warning(f"warning: {self.path}: damaged calibration file ({damage}); set aside as {dest.name}, its entries "
+                    "are measured again")
 
     def _write(self, data: dict) -> None:
         from experiments.store.atomic import atomic_write_text

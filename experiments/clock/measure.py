@@ -56,14 +56,15 @@ def derived(
     warmup: int | None = None,
     sync: bool = False,
     handoff: str | None = None,
+    compute: str = "real",
 ) -> RunSettings:
     """Settings of a calibration run derived from ``base`` (the run being calibrated; its problem block is kept):
     async SGD with constant step ``lr`` (``sync``: its sync form, the global batch split) on real engine
     ``transport`` at its defaults (conf/engine/), forkserver start, the hand-off ``handoff`` (default the engine's
-    :data:`HANDOFF`), real compute,
+    :data:`HANDOFF`), ``compute`` (``real``; ``emulated`` validates a timing-only problem's settings),
     ``warmup`` warm-up updates (None: the engine's), evaluated at the start and end only, on the CPU."""
     engine = option("engine", transport)
-    engine.update(start_method="forkserver", compute="real", compute_base_s=None)
+    engine.update(start_method="forkserver", compute=compute, compute_base_s=None)
     if transport in HANDOFF:
         engine["handoff"] = handoff or HANDOFF[transport]
     if warmup is not None:
@@ -255,9 +256,13 @@ def _zero_cost_run(
     """(EngineResult, seconds per timed update) of a run of ``workers`` zero-cost workers on engine ``transport``
     (``updates``: default :func:`engine_updates`)."""
     updates = engine_updates(dim) if updates is None else updates
-    result = _calibration_run(
-        derived(base, transport, workers, updates, batch_size=1, lr=0.001, handoff=handoff), ZeroCostProblem(dim)
-    )
+    settings = derived(base, transport, workers, updates, batch_size=1, lr=0.001, handoff=handoff,
+                       compute="emulated" if base.problem.kind == "cnn_timing" else "real")
+    if settings.engine.compute != "real":
+        # A timing-only problem runs on a real engine only with emulated compute (its net has no data); this run
+        # replaces the problem by ZeroCostProblem, whose zero-cost gradients the workers compute for real.
+        settings = settings.model_copy(update={"engine": settings.engine.model_copy(update={"compute": "real"})})
+    result = _calibration_run(settings, ZeroCostProblem(dim))
     timed = result.timed_samples if result.timed_samples is not None else result.samples
     return result, result.time_s / max(1, timed)
 

@@ -8,7 +8,6 @@ engine measures anything.
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field, replace
 
 from experiments.clock.calibration import (
@@ -38,7 +37,10 @@ from experiments.clock.measure import (
     probe_grad_samples,
     round_samples,
 )
+from experiments.log import get_logger
 from experiments.settings.schema import RunSettings
+
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -84,9 +86,9 @@ def resolve(settings: RunSettings, problem, rule, calibration: Calibration | Non
     wide = sorted(k for k, e in cal.used.items() if above_bound(k, e) and not e.get("remeasured"))
     if wide:
         worst = max(wide, key=lambda k: cal.used[k]["spread"])
-        print(f"calibration: {len(wide)} entr{'y' if len(wide) == 1 else 'ies'} of {cal.path} spread above the "
-              f"{100 * SPREAD_BOUND:.0f}% bound (worst {100 * cal.used[worst]['spread']:.0f}%, {worst}): measuring "
-              f"{'it' if len(wide) == 1 else 'them'} once more", file=sys.stderr, flush=True)
+        log.info(f"calibration: {len(wide)} entr{'y' if len(wide) == 1 else 'ies'} of {cal.path} spread above the "
+                 f"{100 * SPREAD_BOUND:.0f}% bound (worst {100 * cal.used[worst]['spread']:.0f}%, {worst}): measuring "
+                 f"{'it' if len(wide) == 1 else 'them'} once more")
         cal.drop(wide)
         cal.remeasuring |= set(wide)
         cal.used.clear()

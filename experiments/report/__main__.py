@@ -16,8 +16,11 @@ import sys
 from pathlib import Path
 
 import plots
+from experiments.log import get_logger
 from experiments.report.load import PAPER_DIR, experiment_folders, run_profile, statuses
 from experiments.report.writer import ORDER, write_report
+
+log = get_logger(__name__)
 
 PROFILES = ("smoke", "quick", "long", "paper")
 
@@ -71,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     problem = check(args.results_dir)
     if problem:
-        print(f"error: {problem}", file=sys.stderr)
+        log.error(f"error: {problem}")
         return 2
     results_dir = args.results_dir
     status = statuses(results_dir)
@@ -93,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     path = write_report(results_dir, profile, status, names)
     print(path)
     if missing:
-        print(f"error: {len(missing)} figure(s) not drawn (named in {path}): {', '.join(missing)}", file=sys.stderr)
+        log.error(f"error: {len(missing)} figure(s) not drawn (named in {path}): {', '.join(missing)}")
         return 1
     return 0
 

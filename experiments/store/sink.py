@@ -19,15 +19,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from collections import Counter
 from pathlib import Path
 
 import yaml
 from filelock import FileLock
 
+from experiments.log import get_logger
 from experiments.store.run_id import IGNORED_IN_RUN_ID, LOOKUP_TABLES
 from experiments.store.table import csv_cell, csv_text, file_problem, parse_summary, set_aside, write_atomically
+
+log = get_logger(__name__)
 
 TRACE_COLUMNS = ["run_id", "problem", "algorithm", "engine", "workers", "delay_model", "max_delay", "batch_size",
                  "seed", "epoch", "updates", "gradients", "clock", "time_s", "train_loss", "train_acc", "test_loss",
@@ -105,8 +107,10 @@ class RunSink:
             return False
         damage = self.config_damage()
         if damage is not None:
-            print(f"[rerun] {self.exp_dir.name}/{self.run_id}: {self.run_dir / 'config.yaml'} {damage}; the run counts "
-                  "as unfinished", file=sys.stderr)
+            log.info(
+                f"[rerun] {self.exp_dir.name}/{self.run_id}: {self.run_dir / 'config.yaml'} {damage}; the run counts "
+                "as unfinished"
+            )
             return False
         return True
 
@@ -160,8 +164,11 @@ class RunSink:
         if damage is not None:
             return [f"config.yaml: {damage}"]
         a, b = _flat(old), _flat(cfg)
-        return [f"{k}: {a[k]!r} -> {b[k]!r}" for k in sorted(a.keys() & b.keys())
-                if k.split(".")[0] not in ignore and a[k] != b[k]]
+        return [
+            f"{k}: {a[k]!r} -> {b[k]!r}"
+            for k in sorted(a.keys() & b.keys())
+            if k.split(".")[0] not in ignore and a[k] != b[k]
+        ]
 
     def summary_row(self) -> dict | None:
         """This run's row of ``summary.csv`` (column -> text), None when it has none. A damaged summary is repaired
@@ -208,8 +215,10 @@ class RunSink:
         kept = list(rebuilt.values())
         if kept:
             write_atomically(self.summary_path, csv_text(kept, SUMMARY_COLUMNS))
-        print(f"[repair] {self.summary_path}: {damage}; set aside as {aside.name}, rebuilt with {len(kept)} row(s) "
-              f"from {len(folders)} run folder(s)", file=sys.stderr)
+        log.info(
+            f"[repair] {self.summary_path}: {damage}; set aside as {aside.name}, rebuilt with {len(kept)} row(s) "
+            f"from {len(folders)} run folder(s)"
+        )
         return [{k: str(csv_cell(r.get(k))) for k in r} for r in kept]
 
     def write_config(self, config_yaml: str, provenance: dict) -> None:
