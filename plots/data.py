@@ -201,18 +201,13 @@ def load_experiment(path, paper_dir=None):
             if not df.empty:
                 traces.append(df)
                 exp.files.setdefault("trace", trace_path)
-        hist_path = run / "staleness.csv"
-        if hist_path.is_file():
-            df = read_csv(hist_path, REQUIRED["staleness.csv"])
-            if not df.empty:
-                df["run_id"] = run.name
-                hists.append(df)
-        pred_path = run / "predicted_staleness.csv"
-        if pred_path.is_file():
-            df = read_csv(pred_path, REQUIRED["predicted_staleness.csv"])
-            if not df.empty:
-                df["run_id"] = run.name
-                predicted.append(df)
+        for name, frames in (("staleness.csv", hists), ("predicted_staleness.csv", predicted)):
+            side = run / name
+            if side.is_file():
+                df = read_csv(side, REQUIRED[name])
+                if not df.empty:
+                    df["run_id"] = run.name
+                    frames.append(df)
     if traces:
         exp.traces = _with_sweeps(pd.concat(traces, ignore_index=True), exp.summary)
         if exp.summary is not None:  # the engine a simulated run modelled, as in its summary row
