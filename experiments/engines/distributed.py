@@ -190,16 +190,24 @@ class DistTransport:
     # ------------------------------------------------------------------ transport interface
     def issue(self, w: int, x: torch.Tensor, version: int) -> None:
         """Send x (master version ``version``) to worker w and expect one gradient back."""
-        if not self._wait_send(w):
+        buf = self._stage_compute(w, x, version)
+        if buf is None:
             return
+        if self._post_recv(w):
+            self._send(w, buf)
+
+    def _stage_compute(self, w: int, x: torch.Tensor, version: int) -> torch.Tensor | None:
+        """Worker w's send buffer holding x (master version ``version``) under a COMPUTE header, once its previous
+        send completed; counts the send. None when w cannot be sent to (its loss is reported by its receive)."""
+        if not self._wait_send(w):
+            return None
         buf = self.sbuf[w]
         buf[HEADER:].copy_(x)
         put_header(buf, COMPUTE, version)
         self._latest[w] = version
         if self._sent is not None:
             self._sent[w] += 1
-        if self._post_recv(w):
-            self._send(w, buf)
+        return buf
 
     def restart(self, w: int, x: torch.Tensor, version: int) -> None:
         """A stop: send worker w, busy with an older compute, x of master version ``version``, then SIGUSR1 (module
@@ -211,13 +219,9 @@ class DistTransport:
         """
         if self._sent is None or not self.procs:
             raise RuntimeError("engine=distributed: only workers this process started can be stopped")
-        if not self._wait_send(w):
+        buf = self._stage_compute(w, x, version)
+        if buf is None:
             return
-        buf = self.sbuf[w]
-        buf[HEADER:].copy_(x)
-        put_header(buf, COMPUTE, version)
-        self._latest[w] = version
-        self._sent[w] += 1
         if self._posted[w] == 0 and not self._post_recv(w):
             return
         if self._send(w, buf):
