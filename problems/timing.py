@@ -16,7 +16,7 @@ as its ``num_train``:
   divergence on a timing-only problem (``timing_only = True``).
 
 The simulated engine runs one at the calibrated cost of its real gradient; a real engine only with
-``engine.compute=emulated`` (experiments/settings/schema.py), where each free gradient waits for its emulated target
+``engine.compute=emulated`` (experiments/settings/engine.py), where each free gradient waits for its emulated target
 (the paper's Fig. 10: the paper's serial cost); with real compute it would time the free zero gradients.
 """
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The typed settings of one run: every key of the composed Hydra config, its type and its bounds.
 
-The defaults live in the yaml files under ``conf/`` (one place); these classes declare what a value may be. A
-field without a default is required: the yaml always sets it. The few defaults here are ``None`` for keys that
-exist only in some options (``algorithm.sync_batch`` is a sync algorithm's) or that a user may add
+The blocks live in their own modules (fields, problem, algorithm, engine); this one holds the run and the tuning and
+re-exports the blocks. The defaults live in the yaml files under ``conf/`` (one place); these classes declare what a
+value may be. A field without a default is required: the yaml always sets it. The few defaults here are ``None`` for
+keys that exist only in some options (``algorithm.sync_batch`` is a sync algorithm's) or that a user may add
 (``+problem.init_std=``). Validation is pydantic's (strict types: ``workers=2.5`` or ``force=maybe`` are refused;
 floats are finite unless a field says otherwise); the cross-field rules are the ``model_validator`` methods.
 :func:`experiments.settings.build.build_settings` turns a failure into one :class:`experiments.errors.ConfigError`
@@ -12,378 +13,44 @@ from __future__ import annotations
 
 import math
 import os
-import re
-from pathlib import Path
-from typing import Annotated, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
-SEED_LIMIT = 2**62
-"""Seeds (plus each worker's stride, experiments/engines/workers.py) stay inside torch's 64-bit range."""
-PROFILES = ("smoke", "quick", "long", "paper")
-POLICIES = ("none", "mishchenko2022", "koloskova2022", "wu2022", "ringmaster", "rennala")
-POLICY_KEYS = {"none": (), "mishchenko2022": ("tau_c", "scale"), "koloskova2022": ("tau_c", "scale", "stale_step"),
-               "wu2022": ("scale",), "ringmaster": ("R", "restart"), "rennala": ("S", "restart")}
-"""The keys each policy reads (experiments/training/policies.py:OWN_KEYS); the others must be null."""
-VISION_CLASSES = {"fashion_mnist": 10, "mnist": 10, "cifar10": 10}
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
-
-PositiveInt = Annotated[int, Field(ge=1)]
-NonNegativeInt = Annotated[int, Field(ge=0)]
-PositiveFloat = Annotated[float, Field(gt=0)]
-NonNegativeFloat = Annotated[float, Field(ge=0)]
-Seconds = Annotated[float, Field(ge=0)]
-
-
-class Frozen(BaseModel):
-    """Base of every settings block: immutable, no unknown keys, strict types, finite floats."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
-
-
-def machine_cores() -> int:
-    """The cores this process may run on (its CPU affinity where the OS has one, else the CPU count)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
-# ---------------------------------------------------------------------------------------------------- problem
-class ProblemBase(Frozen):
-    """Keys every problem has (conf/problem/*.yaml)."""
-
-    name: str
-    batch_size: PositiveInt
-    target_loss: float | None
-    hparams: dict[str, dict[str, Any]] = Field(strict=False)
-    """The algorithms' defaults on this problem, read by the algorithm yaml files through interpolation."""
-    max_train: PositiveInt | None = None
-    max_test: PositiveInt | None = None
-    init_std: NonNegativeFloat | None = None
-    """Standard deviation of the initial iterate's entries (``+problem.init_std=``; absent: the problem's own)."""
-    eval_batch_size: PositiveInt | None = None
-    """Examples per forward pass when evaluating (``+problem.eval_batch_size=``; absent: the problem's own)."""
-
-    @property
-    def spec(self) -> dict:
-        """The block as a plain dict, for :func:`problems.build_problem` (keys left unset are absent)."""
-        return self.model_dump(exclude_none=False)
-
-
-class LogregVision(ProblemBase):
-    """Binary logistic regression on two classes of an image data set."""
-
-    kind: Literal["logreg"]
-    dataset: str | Annotated[dict[str, Any], Field(strict=False)]
-    """A built-in image set (fashion_mnist, mnist, cifar10) or a mapping with ``_target_`` (problems/__init__.py)."""
-    classes: tuple[NonNegativeInt, NonNegativeInt] = Field(strict=False)
-    row_norm: Literal["unit"] | None
-    l2: NonNegativeFloat
-
-    @model_validator(mode="after")
-    def _two_classes(self) -> LogregVision:
-        n = VISION_CLASSES.get(self.dataset, 10) if isinstance(self.dataset, str) else 10**9
-        a, b = self.classes
-        if a == b or a >= n or b >= n:
-            raise ValueError(f"problem.classes={list(self.classes)}: must be two different class indices in "
-                             f"0..{n - 1}")
-        return self
-
-
-class LogregLibsvm(ProblemBase):
-    """Binary logistic regression on a LIBSVM file (sparse)."""
-
-    kind: Literal["logreg_libsvm"]
-    path: str | None
-    test_path: str | None
-    n_features: PositiveInt | None
-    zero_based: Literal["auto"] | bool
-    l2: NonNegativeFloat
-
-    @model_validator(mode="after")
-    def _files(self) -> LogregLibsvm:
-        if self.path is None:
-            raise ValueError("problem.path=null: required for problem=logreg_libsvm (a LIBSVM file)")
-        for key in ("path", "test_path"):
-            value = getattr(self, key)
-            if value is not None and not Path(value).is_file():
-                raise ValueError(f"problem.{key}={value}: no such file")
-        return self
-
-
-class LogregRcv1like(ProblemBase):
-    """Logistic regression on a synthetic, seeded set with rcv1.binary's shape (problems/rcv1like.py)."""
-
-    kind: Literal["logreg_rcv1like"]
-    seed: NonNegativeInt
-    n_train: PositiveInt
-    n_test: PositiveInt
-    n_features: PositiveInt
-    nnz_per_row: PositiveFloat
-    l2: NonNegativeFloat
-
-
-class Cnn(ProblemBase):
-    """A convolutional net on an image data set (problems/cnn.py)."""
-
-    kind: Literal["cnn"]
-    model: str | Annotated[dict[str, Any], Field(strict=False)]
-    """A built-in net (lenet5, allcnn, resnet18) or a mapping with ``_target_``: your own module's net."""
-    dataset: str | Annotated[dict[str, Any], Field(strict=False)]
-    standardize: bool
-
-
-class CnnTiming(ProblemBase):
-    """A net at its true size and gradient cost without its data: time per epoch only (problems/timing.py)."""
-
-    kind: Literal["cnn_timing"]
-    model: str | Annotated[dict[str, Any], Field(strict=False)]
-    image_shape: tuple[PositiveInt, PositiveInt, PositiveInt] = Field(strict=False)
-    classes: PositiveInt
-    num_train: PositiveInt
-    pool: PositiveInt
-    seed: NonNegativeInt
-
-    @field_validator("target_loss")
-    @classmethod
-    def _no_target(cls, v):
-        if v is not None:
-            raise ValueError(f"problem.target_loss={v}: a timing-only problem has no loss to reach (null)")
-        return v
-
-
-Problem = Annotated[LogregVision | LogregLibsvm | LogregRcv1like | Cnn | CnnTiming, Field(discriminator="kind")]
-
-
-# ---------------------------------------------------------------------------------------------------- algorithm
-class Policy(Frozen):
-    """The async master's staleness policy (experiments/training/policies.py). A key another policy owns must be
-    null (:data:`POLICY_KEYS`); a null key of the policy's own means its default."""
-
-    name: Literal[POLICIES]  # type: ignore[valid-type]
-    R: PositiveInt | None = None
-    """ringmaster: the delay threshold, gradients with tau >= R are discarded (updates; null: P)."""
-    S: PositiveInt | None = None
-    """rennala: fresh gradients averaged per update (null: P)."""
-    tau_c: PositiveInt | None = None
-    """mishchenko2022, koloskova2022: the staleness up to which the full step is taken (updates; null: P)."""
-    restart: bool | None = None
-    """ringmaster, rennala: stop an in-flight computation whose delay reaches R (ringmaster) or that a round's end
-    made stale (rennala) and restart its worker at the current iterate (null: false for ringmaster, true for
-    rennala)."""
-    scale: Literal["step", "gradient"] | None = None
-    """Delay-adaptive policies: the factor s_k multiplies the step (AMSGrad's moments take the full gradient) or the
-    gradient (the moments see s_k g too) (null: step, the sources' choice)."""
-    stale_step: Literal["zero", "inverse"] | None = None
-    """koloskova2022: the step of a gradient with tau > tau_c: 0 or alpha / tau (null: zero)."""
-
-    @model_validator(mode="after")
-    def _own_keys(self) -> Policy:
-        own = POLICY_KEYS[self.name]
-        for key in ("R", "S", "tau_c", "restart", "scale", "stale_step"):
-            value = getattr(self, key)
-            if value is not None and key not in own:
-                shown = str(value).lower() if isinstance(value, bool) else value
-                raise ValueError(f"algorithm.policy.{key}={shown}: not a key of policy {self.name!r}")
-        return self
-
-    @property
-    def stops(self) -> bool:
-        """Whether the engines stop and restart in-flight computations (``restart``, with its default)."""
-        if self.name == "ringmaster":
-            return bool(self.restart)
-        return self.name == "rennala" and self.restart is not False
-
-
-class Algorithm(Frozen):
-    """An algorithm: its protocol, its update rule and the rule's hyperparameters (conf/algorithm/*.yaml).
-
-    Keys beyond the declared ones are the rule's hyperparameters; the rule checks them itself
-    (:func:`algorithms.build_rule`, called by :func:`experiments.settings.build.build_settings`)."""
-
-    model_config = ConfigDict(frozen=True, extra="allow", strict=True, allow_inf_nan=False)
-
-    name: str
-    protocol: Literal["async", "sync"]
-    rule: str
-    lr_factor: PositiveFloat
-    """Multiplies every alpha_k (lr and alpha_max): the step-size grid of an experiment."""
-    policy: Policy
-    sync_batch: Literal["split", "full"] | None = None
-    """Sync protocol only: ``split`` the global batch across the workers, or a ``full`` batch each."""
-    master_computes: bool | None = None
-    """Async protocol only: the master computes a minibatch gradient itself whenever no worker gradient is waiting
-    (the authors' OpenMP code, RPI-OPT/APAM ``OpenMP/test/LR_APAM.cc``), so P workers and the master are P + 1
-    compute agents, the paper's thread count."""
-
-    @model_validator(mode="after")
-    def _protocol(self) -> Algorithm:
-        if self.protocol == "sync" and self.sync_batch is None:
-            raise ValueError("algorithm.sync_batch=null: a sync algorithm needs split or full")
-        if self.protocol == "async" and self.sync_batch is not None:
-            raise ValueError(f"algorithm.sync_batch={self.sync_batch}: a sync algorithm's key, not {self.name}'s")
-        if self.protocol == "sync" and self.master_computes:
-            raise ValueError("algorithm.master_computes=true: the master computing gradients is an async setting")
-        if self.protocol == "sync" and self.policy.name != "none":
-            raise ValueError(f"algorithm.policy.name={self.policy.name}: staleness policies apply to async "
-                             "algorithms only (a sync round has tau = 0)")
-        return self
-
-    @property
-    def hyperparameters(self) -> dict:
-        """The rule's hyperparameters with ``lr_factor`` applied to ``lr`` and ``alpha_max``."""
-        hp = dict(self.model_extra or {})
-        if self.lr_factor != 1.0:
-            if isinstance(hp.get("lr"), (int, float)):
-                hp["lr"] = hp["lr"] * self.lr_factor
-            if isinstance(hp.get("alpha_max"), (int, float)):
-                hp["alpha_max"] = hp["alpha_max"] * self.lr_factor
-        if isinstance(hp.get("bounds"), list):
-            hp["bounds"] = tuple(hp["bounds"])
-        return hp
-
-
-# ---------------------------------------------------------------------------------------------------- delay
-class NoDelay(Frozen):
-    """Every gradient at the newest iterate (tau = 0)."""
-
-    model: Literal["none"]
-
-
-class FixedDelay(Frozen):
-    """Artificial fixed delay: every gradient computed at x_{k - tau} once k >= tau."""
-
-    model: Literal["fixed"]
-    tau: NonNegativeInt
-
-
-class UniformDelay(Frozen):
-    """The paper's artificial delay (Sec. 5.4): each gradient at one of the min(D, k+1) newest iterates, uniformly,
-    D = max_delay + 1."""
-
-    model: Literal["uniform"]
-    max_delay: NonNegativeInt
-
-
-class TimingDelay(Frozen):
-    """Staleness from the workers' compute-time law (experiments/training/delays.py:ComputeTimes)."""
-
-    model: Literal["timing"]
-    law: Literal["constant", "exponential", "lognormal", "pareto", "replay", "measured"]
-    sigma: NonNegativeFloat
-    slow_workers: NonNegativeInt
-    slowdown: PositiveFloat
-    spread: Literal["equal", "sqrt", "linear"]
-    shape: float = Field(gt=1)
-    replay: str | None
-
-    @model_validator(mode="after")
-    def _replay_file(self) -> TimingDelay:
-        if self.law == "replay" and (self.replay is None or not Path(self.replay).is_file()):
-            raise ValueError(f"delay.replay={self.replay}: law=replay needs an existing compute_times.csv")
-        return self
-
-
-Delay = Annotated[NoDelay | FixedDelay | UniformDelay | TimingDelay, Field(discriminator="model")]
-ARTIFICIAL = ("fixed", "uniform")
-
-
-# ---------------------------------------------------------------------------------------------------- engine
-class Costs(Frozen):
-    """Fixed costs of the simulated clock, seconds (null: from the calibration). ``grad_s`` is at batch_size."""
-
-    grad_s: Seconds | None
-    update_s: Seconds | None
-    latency_s: Seconds | None
-    overhead_s: Seconds | None
-    overhead_idle_s: Seconds | None
-    late_s: Seconds | None
-
-
-class Fault(Frozen):
-    """Fault injection for tests: worker ``kill_worker`` fails (``mode``) once handed an iterate of version >=
-    ``at_update``."""
-
-    mode: Literal["kill", "hang"]
-    kill_worker: NonNegativeInt | None
-    at_update: NonNegativeInt | None
-
-
-class EngineBase(Frozen):
-    """Keys every engine has."""
-
-    warmup_updates: NonNegativeInt
-    compute: Literal["real", "emulated"]
-    compute_base_s: PositiveFloat | None
-
-
-class Simulated(EngineBase):
-    """One process, event-driven, exact staleness, the simulated clock (experiments/engines/simulated.py)."""
-
-    name: Literal["simulated"]
-    clock: Literal["simulated"]
-    transport: Literal["shared_memory", "distributed"]
-    calibration: str | None
-    handoff: Literal["auto", "spin", "block"]
-    """The hand-off of the modelled shared_memory engine: ``auto`` as that engine does (it spins when every process
-    has a core of its own, else blocks), or fixed."""
-    cores: PositiveInt | Literal["dedicated"] | None
-    """Cores the master and the P workers share: null = this machine's, ``dedicated`` = one per process (as many
-    as it takes; the dedicated-core clock), or a number (>= P + 1 gives every process its own)."""
-    costs: Costs
-    trace: str | None
-    """A real run's timeline.csv: the trace-driven twin replays its times (experiments/engines/twin.py)."""
-
-    @model_validator(mode="after")
-    def _emulated(self) -> Simulated:
-        if self.trace is not None and not Path(self.trace).is_file():
-            raise ValueError(f"engine.trace={self.trace}: no such file (a real run's timeline.csv)")
-        if self.compute == "emulated":
-            if self.compute_base_s is None:
-                raise ValueError("engine.compute_base_s=null: engine=simulated with engine.compute=emulated needs "
-                                 "the base seconds of a gradient")
-            if self.costs.grad_s is not None:
-                raise ValueError(f"engine.costs.grad_s={self.costs.grad_s}: set either engine.costs.grad_s or "
-                                 "engine.compute_base_s, not both")
-        return self
-
-
-class RealEngine(EngineBase):
-    """Keys of both real engines (master and P worker processes, wall clock)."""
-
-    clock: Literal["wall"]
-    threads_per_worker: PositiveInt
-    pin_workers: bool
-    start_method: Literal["spawn", "forkserver"]
-    timeout_s: PositiveFloat
-    evaluation: Literal["snapshot", "drain"]
-    snapshot_mb: PositiveFloat
-    on_worker_loss: Literal["continue", "fail"]
-    fault: Fault
-    compute_wait: Literal["sleep", "spin"]
-    predict: bool
-    """After the run, the simulated clock's predictions of it (experiments/clock/predict.py) in its summary row."""
-
-
-class SharedMemory(RealEngine):
-    """A master and P worker processes on one machine, shared buffers (experiments/engines/shared_memory.py)."""
-
-    name: Literal["shared_memory"]
-    handoff: Literal["auto", "spin", "block"]
-    colocate: bool
-
-
-class Distributed(RealEngine):
-    """torch.distributed master (rank 0) and P worker ranks (experiments/engines/distributed.py)."""
-
-    name: Literal["distributed"]
-    backend: Literal["auto", "gloo", "nccl"]
-    master_addr: str
-    master_port: int = Field(ge=1, le=65535)
-
-
-Engine = Annotated[Simulated | SharedMemory | Distributed, Field(discriminator="name")]
-WALL_ENGINES = ("shared_memory", "distributed")
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from experiments.settings.algorithm import Algorithm, Policy
+from experiments.settings.engine import (
+    ARTIFICIAL,
+    WALL_ENGINES,
+    Costs,
+    Delay,
+    Distributed,
+    Engine,
+    Fault,
+    FixedDelay,
+    NoDelay,
+    SharedMemory,
+    Simulated,
+    TimingDelay,
+    UniformDelay,
+)
+from experiments.settings.fields import (
+    NAME,
+    POLICIES,
+    POLICY_KEYS,
+    PROFILES,
+    SEED_LIMIT,
+    Frozen,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    machine_cores,
+)
+from experiments.settings.problem import Cnn, CnnTiming, LogregLibsvm, LogregRcv1like, LogregVision, Problem
+
+__all__ = ["ARTIFICIAL", "POLICIES", "POLICY_KEYS", "PROFILES", "SEED_LIMIT", "WALL_ENGINES", "Algorithm", "Cnn",
+           "CnnTiming", "Costs", "Delay", "Distributed", "Engine", "Fault", "FixedDelay", "LogregLibsvm",
+           "LogregRcv1like", "LogregVision", "NoDelay", "Policy", "Problem", "RunSettings", "SharedMemory", "Simulated",
+           "TimingDelay", "Tuning", "UniformDelay", "machine_cores"]
 
 
 # ---------------------------------------------------------------------------------------------------- tuning
@@ -446,7 +113,7 @@ class RunSettings(Frozen):
     @field_validator("experiment_id")
     @classmethod
     def _plain_name(cls, v: str) -> str:
-        if not _NAME.match(v) or v in (".", ".."):
+        if not NAME.match(v) or v in (".", ".."):
             raise ValueError(f"experiment_id={v}: must be a plain folder name (letters, digits, '._+-'), not a path")
         return v
 

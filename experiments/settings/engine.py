@@ -1,0 +1,152 @@
+"""The ``delay`` and ``engine`` blocks: how staleness arises and which engine runs the protocol, with its clock
+(conf/delay/*.yaml, conf/engine/*.yaml)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from experiments.settings.fields import Frozen, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Seconds
+
+
+class NoDelay(Frozen):
+    """Every gradient at the newest iterate (tau = 0)."""
+
+    model: Literal["none"]
+
+
+class FixedDelay(Frozen):
+    """Artificial fixed delay: every gradient computed at x_{k - tau} once k >= tau."""
+
+    model: Literal["fixed"]
+    tau: NonNegativeInt
+
+
+class UniformDelay(Frozen):
+    """The paper's artificial delay (Sec. 5.4): each gradient at one of the min(D, k+1) newest iterates, uniformly,
+    D = max_delay + 1."""
+
+    model: Literal["uniform"]
+    max_delay: NonNegativeInt
+
+
+class TimingDelay(Frozen):
+    """Staleness from the workers' compute-time law (experiments/training/delays.py:ComputeTimes)."""
+
+    model: Literal["timing"]
+    law: Literal["constant", "exponential", "lognormal", "pareto", "replay", "measured"]
+    sigma: NonNegativeFloat
+    slow_workers: NonNegativeInt
+    slowdown: PositiveFloat
+    spread: Literal["equal", "sqrt", "linear"]
+    shape: float = Field(gt=1)
+    replay: str | None
+
+    @model_validator(mode="after")
+    def _replay_file(self) -> TimingDelay:
+        if self.law == "replay" and (self.replay is None or not Path(self.replay).is_file()):
+            raise ValueError(f"delay.replay={self.replay}: law=replay needs an existing compute_times.csv")
+        return self
+
+
+Delay = Annotated[NoDelay | FixedDelay | UniformDelay | TimingDelay, Field(discriminator="model")]
+ARTIFICIAL = ("fixed", "uniform")
+
+
+# ---------------------------------------------------------------------------------------------------- engine
+class Costs(Frozen):
+    """Fixed costs of the simulated clock, seconds (null: from the calibration). ``grad_s`` is at batch_size."""
+
+    grad_s: Seconds | None
+    update_s: Seconds | None
+    latency_s: Seconds | None
+    overhead_s: Seconds | None
+    overhead_idle_s: Seconds | None
+    late_s: Seconds | None
+
+
+class Fault(Frozen):
+    """Fault injection for tests: worker ``kill_worker`` fails (``mode``) once handed an iterate of version >=
+    ``at_update``."""
+
+    mode: Literal["kill", "hang"]
+    kill_worker: NonNegativeInt | None
+    at_update: NonNegativeInt | None
+
+
+class EngineBase(Frozen):
+    """Keys every engine has."""
+
+    warmup_updates: NonNegativeInt
+    compute: Literal["real", "emulated"]
+    compute_base_s: PositiveFloat | None
+
+
+class Simulated(EngineBase):
+    """One process, event-driven, exact staleness, the simulated clock (experiments/engines/simulated.py)."""
+
+    name: Literal["simulated"]
+    clock: Literal["simulated"]
+    transport: Literal["shared_memory", "distributed"]
+    calibration: str | None
+    handoff: Literal["auto", "spin", "block"]
+    """The hand-off of the modelled shared_memory engine: ``auto`` as that engine does (it spins when every process
+    has a core of its own, else blocks), or fixed."""
+    cores: PositiveInt | Literal["dedicated"] | None
+    """Cores the master and the P workers share: null = this machine's, ``dedicated`` = one per process (as many
+    as it takes; the dedicated-core clock), or a number (>= P + 1 gives every process its own)."""
+    costs: Costs
+    trace: str | None
+    """A real run's timeline.csv: the trace-driven twin replays its times (experiments/engines/twin.py)."""
+
+    @model_validator(mode="after")
+    def _emulated(self) -> Simulated:
+        if self.trace is not None and not Path(self.trace).is_file():
+            raise ValueError(f"engine.trace={self.trace}: no such file (a real run's timeline.csv)")
+        if self.compute == "emulated":
+            if self.compute_base_s is None:
+                raise ValueError("engine.compute_base_s=null: engine=simulated with engine.compute=emulated needs "
+                                 "the base seconds of a gradient")
+            if self.costs.grad_s is not None:
+                raise ValueError(f"engine.costs.grad_s={self.costs.grad_s}: set either engine.costs.grad_s or "
+                                 "engine.compute_base_s, not both")
+        return self
+
+
+class RealEngine(EngineBase):
+    """Keys of both real engines (master and P worker processes, wall clock)."""
+
+    clock: Literal["wall"]
+    threads_per_worker: PositiveInt
+    pin_workers: bool
+    start_method: Literal["spawn", "forkserver"]
+    timeout_s: PositiveFloat
+    evaluation: Literal["snapshot", "drain"]
+    snapshot_mb: PositiveFloat
+    on_worker_loss: Literal["continue", "fail"]
+    fault: Fault
+    compute_wait: Literal["sleep", "spin"]
+    predict: bool
+    """After the run, the simulated clock's predictions of it (experiments/clock/predict.py) in its summary row."""
+
+
+class SharedMemory(RealEngine):
+    """A master and P worker processes on one machine, shared buffers (experiments/engines/shared_memory.py)."""
+
+    name: Literal["shared_memory"]
+    handoff: Literal["auto", "spin", "block"]
+    colocate: bool
+
+
+class Distributed(RealEngine):
+    """torch.distributed master (rank 0) and P worker ranks (experiments/engines/distributed.py)."""
+
+    name: Literal["distributed"]
+    backend: Literal["auto", "gloo", "nccl"]
+    master_addr: str
+    master_port: int = Field(ge=1, le=65535)
+
+
+Engine = Annotated[Simulated | SharedMemory | Distributed, Field(discriminator="name")]
+WALL_ENGINES = ("shared_memory", "distributed")

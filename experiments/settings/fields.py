@@ -1,0 +1,38 @@
+"""Shared pieces of the typed settings: the frozen base class, bounded number types, the names every block
+checks against, and the machine's core count."""
+from __future__ import annotations
+
+import os
+import re
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SEED_LIMIT = 2**62
+"""Seeds (plus each worker's stride, experiments/engines/workers.py) stay inside torch's 64-bit range."""
+PROFILES = ("smoke", "quick", "long", "paper")
+POLICIES = ("none", "mishchenko2022", "koloskova2022", "wu2022", "ringmaster", "rennala")
+POLICY_KEYS = {"none": (), "mishchenko2022": ("tau_c", "scale"), "koloskova2022": ("tau_c", "scale", "stale_step"),
+               "wu2022": ("scale",), "ringmaster": ("R", "restart"), "rennala": ("S", "restart")}
+"""The keys each policy reads (experiments/training/policies.py:OWN_KEYS); the others must be null."""
+VISION_CLASSES = {"fashion_mnist": 10, "mnist": 10, "cifar10": 10}
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+
+PositiveInt = Annotated[int, Field(ge=1)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+PositiveFloat = Annotated[float, Field(gt=0)]
+NonNegativeFloat = Annotated[float, Field(ge=0)]
+Seconds = Annotated[float, Field(ge=0)]
+
+
+class Frozen(BaseModel):
+    """Base of every settings block: immutable, no unknown keys, strict types, finite floats."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+
+
+def machine_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS has one, else the CPU count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
