@@ -5,8 +5,8 @@ to a CSV.
 
     python benchmarks/bench_memory.py [--workers 32] [--engines shared_memory distributed] [--out FILE]
 
-Runs ``experiment=model_validation point=b2ms_<P>`` (emulated 2 ms gradients, logistic regression, forkserver
-workers) with ``results_dir`` under /tmp. Linux only (/proc).
+Runs ``experiment=model_validation workers=<P> engine.compute=emulated engine.compute_base_s=0.002`` (emulated 2 ms
+gradients, logistic regression, forkserver workers, no predictions) with ``results_dir`` under /tmp. Linux only (/proc).
 """
 from __future__ import annotations
 
@@ -51,7 +51,8 @@ def measure(engine: str, workers: int, updates: int) -> dict:
     """Run one job and sample its process tree; return peak RSS/PSS sums (MiB), process count, wall seconds."""
     with tempfile.TemporaryDirectory(prefix="apam-mem-") as tmp:
         cmd = [sys.executable, "-m", "experiments.run", "experiment=model_validation", f"engine={engine}",
-               f"point=b2ms_{workers}", f"updates={updates}", f"results_dir={tmp}"]
+               f"workers={workers}", "engine.compute=emulated", "engine.compute_base_s=0.002", "engine.predict=false",
+               f"updates={updates}", f"results_dir={tmp}"]
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         peak_rss = peak_pss = nproc = 0

@@ -35,7 +35,8 @@ log = get_logger(__name__)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m experiments.calibrate", description=__doc__.splitlines()[0])
+    intro = " ".join(__doc__.split("\n\n")[0].split())  # the docstring's first paragraph
+    ap = argparse.ArgumentParser(prog="python -m experiments.calibrate", description=intro)
     ap.add_argument("--profile", default="quick", choices=["smoke", "quick", "long", "paper"])
     ap.add_argument(
         "--only",

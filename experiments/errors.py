@@ -11,12 +11,13 @@ class WorkerLost(RuntimeError):
 
 
 class Interrupted(KeyboardInterrupt):
-    """A run stopped by a signal: SIGINT (Ctrl-C) or SIGTERM. Raised in the main thread by the runner's handler
-    (experiments.run) and by the real engines' (experiments.engines.processes.sigterm_as_interrupt); the runner records
-    the run as ``failed`` with its partial trace, then exits ``128 + signum`` (130 for SIGINT, 143 for SIGTERM).
+    """A run stopped by a signal: SIGINT (Ctrl-C), SIGTERM or SIGHUP. Raised in the main thread by the runner's
+    handler (experiments.run) and by the real engines' (experiments.engines.processes.sigterm_as_interrupt); the
+    runner records the run as ``failed`` with its partial trace, then exits ``128 + signum`` (130 for SIGINT, 143 for
+    SIGTERM, 129 for SIGHUP).
 
     Attributes:
-        signum: the signal's number (``signal.SIGTERM``, ``signal.SIGINT``).
+        signum: the signal's number (``signal.SIGINT``, ``signal.SIGTERM``, ``signal.SIGHUP``).
     """
 
     def __init__(self, signum: int = signal.SIGINT) -> None:

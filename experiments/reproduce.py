@@ -224,7 +224,8 @@ def run_sweep(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m experiments.reproduce", description=__doc__.splitlines()[0])
+    intro = " ".join(__doc__.split("\n\n")[0].split())  # the docstring's first paragraph
+    ap = argparse.ArgumentParser(prog="python -m experiments.reproduce", description=intro)
     ap.add_argument("--profile", default="quick", choices=["smoke", "quick", "long", "paper"])
     ap.add_argument(
         "--results-dir", default=None, type=Path, help="default: results (quick), results-<profile> otherwise"
