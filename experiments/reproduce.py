@@ -28,6 +28,7 @@ import sys
 import time
 from pathlib import Path
 
+from experiments.figures import draw_all, figures_outdated
 from experiments.log import get_logger
 
 log = get_logger(__name__)
@@ -137,18 +138,23 @@ def _plan(base: list[str]) -> list[tuple[list[str], bool]]:
     return out
 
 
-def unfinished_runs(experiment: str, profile: str, results_dir: Path, extra: list[str] = ()) -> list[str] | None:
+def unfinished_runs(
+    experiment: str, profile: str, results_dir: Path, extra: list[str] = (), lacking: list[str] | None = None
+) -> list[str] | None:
     """The run ids of the jobs of :func:`plan_sweeps` that its sweeps would run, as the runner decides
     (experiments/runner.py ``_skip``): those without a finished row (``ok`` or ``diverged``) in the experiment's
     summary.csv and a trace, or whose config.yaml differs from the config the job composes to now (an experiment yaml
     edited since). A tuning seed's job (``lr_tuning_seed``) counts as finished when tuning.csv holds its setting's
     choice; another seed's job is composed with that choice, as the runner does. [] when nothing would run; None
     when it cannot be told here (a job does not compose, a file cannot be read): then the sweeps run and say why.
+    A job whose data set this machine lacks (experiments/settings/preflight.py ``check_data``) is not one to run: the
+    sweep would skip it; its one-line reason is appended to ``lacking`` when a list is given.
     Composes every job of every experiment: the check's cost grows with the profile's job count."""
     from experiments.errors import ConfigError
     from experiments.runner import _with_values
     from experiments.settings.build import build_settings, resolved
     from experiments.settings.compose import compose_jobs, job_overrides, profile_sweep
+    from experiments.settings.preflight import check_data
     from experiments.store.run_id import make_run_id
     from experiments.store.sink import RunSink
     from experiments.sweeps.tuning import read_choice, setting_key
@@ -170,6 +176,12 @@ def unfinished_runs(experiment: str, profile: str, results_dir: Path, extra: lis
                     settings = build_settings(cfg)
                 sink = RunSink(settings.results_dir, settings.experiment_id, rid)
                 if not sink.finished() or sink.config_changes(resolved(cfg)):
+                    try:
+                        check_data([settings])
+                    except ConfigError as exc:
+                        if lacking is not None:
+                            lacking.append(str(exc))
+                        continue
                     todo.append(rid)
     except (ConfigError, OSError, ValueError, KeyError):
         return None
@@ -279,7 +291,9 @@ def _reproduce(args, results_dir: Path, experiments: list[str], left_out) -> int
     status_path = results_dir / "reproduce_status.json"
     statuses = json.loads(status_path.read_text()) if status_path.exists() else {}
     # the up-to-date check first: an experiment whose planned runs all finished with today's configs runs nothing
-    todo = {exp: None if args.force else unfinished_runs(exp, args.profile, results_dir) for exp in experiments}
+    lacking = {exp: [] for exp in experiments}  # jobs whose data this machine lacks: the sweeps would skip them
+    todo = {exp: None if args.force else unfinished_runs(exp, args.profile, results_dir, (), lacking[exp])
+            for exp in experiments}
     to_run = [e for e in experiments if todo[e] is None or todo[e]]
     log.info(f"checked {len(experiments)} experiment(s) in {time.perf_counter() - t_call:.0f} s: "
            + (f"{len(to_run)} with runs to do ({', '.join(to_run)})" if to_run else "every planned run finished"))
@@ -308,13 +322,21 @@ def _reproduce(args, results_dir: Path, experiments: list[str], left_out) -> int
     for i, exp in enumerate(experiments, 1):
         old = statuses.get(exp) or {}
         exp_dir = results_dir / exp
+        if exp not in to_run and lacking[exp] and not _summary_rows(exp_dir):
+            # every job needs data this machine lacks: skipped as the sweep would, its earlier skip record kept
+            kept = old.get("status") == "skipped"
+            statuses[exp] = old if kept else {"status": "skipped", "message": lacking[exp][0], "wall_s": 0.0,
+                                              "profile": args.profile}
+            log.info(f"== [{i}/{len(experiments)}] {exp}: skipped, {len(lacking[exp])} runs need data this machine "
+                     f"lacks: {lacking[exp][0]}")
+            continue
         if exp not in to_run:
             finished = _summary_rows(exp_dir)
             st = {"status": "ran", "message": "", "wall_s": 0.0, "profile": args.profile}
             st.update({k: old[k] for k in ("figures", "figures_missing") if k in old})
             statuses[exp] = _keep_timing_if_unchanged(old or None, st, b"", b"")
             log.info(f"== [{i}/{len(experiments)}] {exp}: nothing to run: {finished} runs already finished")
-            if _figures_outdated(old, results_dir):
+            if figures_outdated(old, results_dir):
                 redraw.append(exp)
             continue
         log.info(f"== [{i}/{len(experiments)}] {exp} (profile {args.profile})")
@@ -376,51 +398,10 @@ def _summary_rows(exp_dir: Path) -> int:
         return sum(1 for _ in csv.DictReader(f))
 
 
-def _figures_outdated(status: dict, results_dir: Path) -> bool:
-    """True when an experiment's figures must be drawn although none of its runs changed: its status names no
-    figures, or one that could not be drawn, or a figure file that is not there."""
-    figures = status.get("figures")
-    return not figures or bool(status.get("figures_missing")) or any(not (results_dir / f).is_file() for f in figures)
-
-
 def _write_if_changed(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` unless it holds exactly that (a call that changed nothing leaves it untouched)."""
     if not (path.is_file() and path.read_text() == text):
         path.write_text(text)
-
-
-def draw_all(experiments: list[str], results_dir: Path, jobs: int = 1) -> list[dict]:
-    """:func:`draw_figures` of each experiment under ``results_dir``, in order; up to ``jobs`` experiments at a
-    time in spawned processes (after every run: nothing measured runs beside them)."""
-    dirs = [results_dir / e for e in experiments]
-    if jobs <= 1 or len(dirs) <= 1:
-        return [draw_figures(d, results_dir) for d in dirs]
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    with ProcessPoolExecutor(max_workers=min(jobs, len(dirs)), mp_context=multiprocessing.get_context("spawn")) as pool:
-        return list(pool.map(draw_figures, dirs, [results_dir] * len(dirs)))
-
-
-def draw_figures(exp_dir: Path, results_dir: Path) -> dict:
-    """Draw every figure of ``exp_dir``; return ``{"figures": [paths relative to results_dir]}`` plus
-    ``"figures_missing": [{"figure", "reason"}]`` for each figure that could not be drawn (all the others are)."""
-    import plots
-
-    try:
-        drawn, missing = plots.draw_experiment(exp_dir, paper_dir=REPO / "results" / "paper"), []
-    except plots.FigureError as exc:
-        drawn, missing = exc.written, [{"figure": f, "reason": r} for f, r in exc.failures]
-    except Exception as exc:  # noqa: BLE001 -- the experiment's data cannot be read: no figure at all, named
-        text = str(exc).strip()
-        drawn, missing = (
-            [],
-            [{"figure": "all", "reason": f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"}],
-        )
-    out = {"figures": [str(p.relative_to(results_dir)) for p in drawn]}
-    if missing:
-        out["figures_missing"] = missing
-    return out
 
 
 def _summary_bytes(exp_dir: Path) -> bytes | None:

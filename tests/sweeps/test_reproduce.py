@@ -8,7 +8,7 @@ import pytest
 
 import plots
 from conftest import REPO
-from experiments import reproduce
+from experiments import figures, reproduce
 from experiments.report import write_report
 
 FIXTURES = REPO / "tests" / "fixtures" / "plots"
@@ -34,7 +34,7 @@ def _broken(exp, fmt):
 def test_a_figure_that_cannot_be_drawn_is_named(tmp_path, monkeypatch):
     shutil.copytree(FIXTURES / "tau_threshold", tmp_path / "tau_threshold")
     monkeypatch.setattr(plots.draw, "FIGURES", (_broken,) + plots.FIGURES)
-    st = reproduce.draw_figures(tmp_path / "tau_threshold", tmp_path)
+    st = figures.draw_figures(tmp_path / "tau_threshold", tmp_path)
     assert st["figures_missing"] == [
         {"figure": "_broken", "reason": "ValueError: 'yerr' must not contain negative values"}
     ]
@@ -52,7 +52,7 @@ def test_a_figure_that_cannot_be_drawn_is_named(tmp_path, monkeypatch):
 
 def test_all_figures_drawn_has_no_missing_key(tmp_path):
     shutil.copytree(FIXTURES / "tau_threshold", tmp_path / "tau_threshold")
-    st = reproduce.draw_figures(tmp_path / "tau_threshold", tmp_path)
+    st = figures.draw_figures(tmp_path / "tau_threshold", tmp_path)
     assert "figures_missing" not in st and st["figures"]
 
 
@@ -151,7 +151,7 @@ def test_figures_are_drawn_side_by_side_after_the_runs(tmp_path, monkeypatch):
     )
     statuses = json.loads((out / "reproduce_status.json").read_text())
     for exp in ("tau_threshold", "lr_speedup"):
-        here = reproduce.draw_figures(out / exp, out)
+        here = figures.draw_figures(out / exp, out)
         assert statuses[exp]["figures"] == here["figures"] and len(here["figures"]) >= 2
         assert "figures_missing" not in statuses[exp]
 
@@ -226,3 +226,27 @@ def test_a_run_missing_from_the_summary_starts_the_sweep(tmp_path, monkeypatch):
     removed = lines[1].split(",")[1]
     summary.write_text("".join(lines[:1] + lines[2:]))
     assert reproduce.unfinished_runs("tau_threshold", "quick", out) == [removed]
+
+
+def test_jobs_whose_data_is_missing_are_skipped_without_starting_a_sweep(tmp_path, nothing_may_start, monkeypatch,
+                                                                         capsys):
+    """large_accuracy reads CIFAR-10: without it the up-to-date check counts none of its jobs as runs to do (the sweep
+    would skip them), names the reason once, and a second call leaves the status file byte-identical."""
+    from experiments.settings import preflight
+    from problems.datasets.files import DataError
+
+    def missing(name, root):
+        raise DataError(f"CIFAR-10 not found under {root} (test)")
+
+    monkeypatch.setattr(preflight, "stage", missing)
+    lacking = []
+    assert reproduce.unfinished_runs("large_accuracy", "smoke", tmp_path, (), lacking) == []
+    assert len(lacking) == 2 and lacking[0].startswith("problem=resnet18_cifar10: CIFAR-10 not found")
+    args = ["--profile", "smoke", "--results-dir", str(tmp_path), "--only", "large_accuracy", "--jobs", "1"]
+    assert reproduce.main(args) == 0
+    status = json.loads((tmp_path / "reproduce_status.json").read_text())["large_accuracy"]
+    assert status["status"] == "skipped" and "CIFAR-10 not found" in status["message"]
+    assert "large_accuracy: skipped, 2 runs need data this machine lacks" in capsys.readouterr().err
+    first = (tmp_path / "reproduce_status.json").read_bytes()
+    assert reproduce.main(args) == 0
+    assert (tmp_path / "reproduce_status.json").read_bytes() == first
