@@ -114,8 +114,9 @@ class AMSGrad(UpdateRule):
         "impl": "auto",
     }
 
-    def __init__(self, *, variant: Any, beta1: Any, beta2: Any, eps: Any, vhat_floor: Any, impl: Any,
-                 **common: Any) -> None:
+    def __init__(
+        self, *, variant: Any, beta1: Any, beta2: Any, eps: Any, vhat_floor: Any, impl: Any, **common: Any
+    ) -> None:
         super().__init__(**common)
         if variant not in VARIANTS:
             raise HyperparameterError(f"variant must be one of {', '.join(VARIANTS)}, got variant={variant!r}")
@@ -170,8 +171,10 @@ class AMSGrad(UpdateRule):
             raise RuntimeError(f"amsgrad impl=fused: torch has no fused Adam kernel for device {x.device.type!r}")
         if self.impl == "native":
             if not native_ok:
-                raise RuntimeError(f"amsgrad impl=native: needs a contiguous float32/float64 CPU vector, got "
-                                   f"{x.dtype} on {x.device.type} (contiguous={x.is_contiguous()})")
+                raise RuntimeError(
+                    f"amsgrad impl=native: needs a contiguous float32/float64 CPU vector, got "
+                    f"{x.dtype} on {x.device.type} (contiguous={x.is_contiguous()})"
+                )
             try:
                 native.kernels()
             except native.NativeUnavailable as exc:
@@ -186,8 +189,9 @@ class AMSGrad(UpdateRule):
             native.kernels()
             return True
         except native.NativeUnavailable as exc:
-            warnings.warn(f"amsgrad impl=auto: the C kernel is unavailable ({exc}); using torch ops",
-                          RuntimeWarning, stacklevel=4)
+            warnings.warn(
+                f"amsgrad impl=auto: the C kernel is unavailable ({exc}); using torch ops", RuntimeWarning, stacklevel=4
+            )
             self._native_failed = True
             return False
 
@@ -229,9 +233,26 @@ class AMSGrad(UpdateRule):
         k = state.k = state.k + 1
         step_t.fill_(k - 1)
         torch_adam_functional(
-            [x], [g], [state.m], [state.v], [state.vhat], [step_t], foreach=False, capturable=False,
-            differentiable=False, fused=True, grad_scale=None, found_inf=None, has_complex=False, amsgrad=True,
-            beta1=self.beta1, beta2=self.beta2, lr=self.schedule(k), weight_decay=0.0, eps=self.eps, maximize=False,
+            [x],
+            [g],
+            [state.m],
+            [state.v],
+            [state.vhat],
+            [step_t],
+            foreach=False,
+            capturable=False,
+            differentiable=False,
+            fused=True,
+            grad_scale=None,
+            found_inf=None,
+            has_complex=False,
+            amsgrad=True,
+            beta1=self.beta1,
+            beta2=self.beta2,
+            lr=self.schedule(k),
+            weight_decay=0.0,
+            eps=self.eps,
+            maximize=False,
         )
 
     def _step_native(self, x: torch.Tensor, g: torch.Tensor, state: AMSGradState) -> None:
@@ -240,9 +261,19 @@ class AMSGrad(UpdateRule):
             raise RuntimeError("amsgrad impl=native: x is not contiguous")
         g = g.contiguous()  # itself when it already is
         k = state.k = state.k + 1
-        native.paper_step(x, g, state.m, state.v, state.vhat, lr=self.schedule(k), one_minus_beta1=1 - self.beta1,
-                          beta2=self.beta2, one_minus_beta2=1 - self.beta2, vhat_floor=self.vhat_floor,
-                          eps=self.eps)
+        native.paper_step(
+            x,
+            g,
+            state.m,
+            state.v,
+            state.vhat,
+            lr=self.schedule(k),
+            one_minus_beta1=1 - self.beta1,
+            beta2=self.beta2,
+            one_minus_beta2=1 - self.beta2,
+            vhat_floor=self.vhat_floor,
+            eps=self.eps,
+        )
 
     def _step_compiled(self, x: torch.Tensor, g: torch.Tensor, state: AMSGradState) -> None:
         """The paper variant as one torch.compile'd kernel (under auto, eager from now on if compiling fails)."""
@@ -261,8 +292,11 @@ class AMSGrad(UpdateRule):
             if self.impl == "compiled":
                 raise RuntimeError(f"amsgrad impl=compiled: torch.compile failed: {exc}") from exc
             fallback = "native" if _native_fits(x) and self._native_builds() else "eager"
-            warnings.warn(f"amsgrad impl=auto: torch.compile failed ({type(exc).__name__}: {exc}); "
-                          f"stepping with impl={fallback}", RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                f"amsgrad impl=auto: torch.compile failed ({type(exc).__name__}: {exc}); stepping with impl={fallback}",
+                RuntimeWarning,
+                stacklevel=3,
+            )
             self._compile_failed = True
             state.impl, state.work = fallback, None
             self._step_native(x, g, state) if fallback == "native" else self._step_eager(x, g, state)

@@ -71,8 +71,7 @@ def _build(cc: str) -> Path:
     fd, tmp = tempfile.mkstemp(suffix=".so.tmp", dir=target.parent)
     os.close(fd)
     try:
-        done = subprocess.run([compiler, *CFLAGS, str(SOURCE), "-o", tmp], capture_output=True, text=True,
-                              timeout=120)
+        done = subprocess.run([compiler, *CFLAGS, str(SOURCE), "-o", tmp], capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
             raise NativeUnavailable(f"{compiler} failed on {SOURCE.name}: {done.stderr.strip()[:500]}")
         os.replace(tmp, target)
@@ -119,14 +118,37 @@ def available() -> bool:
     return True
 
 
-def paper_step(x: torch.Tensor, g: torch.Tensor, m: torch.Tensor, v: torch.Tensor, vhat: torch.Tensor, *,
-               lr: float, one_minus_beta1: float, beta2: float, one_minus_beta2: float, vhat_floor: float,
-               eps: float) -> None:
+def paper_step(
+    x: torch.Tensor,
+    g: torch.Tensor,
+    m: torch.Tensor,
+    v: torch.Tensor,
+    vhat: torch.Tensor,
+    *,
+    lr: float,
+    one_minus_beta1: float,
+    beta2: float,
+    one_minus_beta2: float,
+    vhat_floor: float,
+    eps: float,
+) -> None:
     """One paper-variant AMSGrad step in place on x, m, v, vhat (amsgrad_kernel.c gives the arithmetic).
 
     Every tensor: shape (d,), the same dtype (float32 or float64), contiguous, on the CPU, none sharing memory with
     another (the caller checks; a violation is undefined behaviour in C). Raises NativeUnavailable as
     :func:`kernels`.
     """
-    kernels()[x.dtype](x.data_ptr(), g.data_ptr(), m.data_ptr(), v.data_ptr(), vhat.data_ptr(), x.numel(),
-                       lr, one_minus_beta1, beta2, one_minus_beta2, vhat_floor, eps)
+    kernels()[x.dtype](
+        x.data_ptr(),
+        g.data_ptr(),
+        m.data_ptr(),
+        v.data_ptr(),
+        vhat.data_ptr(),
+        x.numel(),
+        lr,
+        one_minus_beta1,
+        beta2,
+        one_minus_beta2,
+        vhat_floor,
+        eps,
+    )

@@ -52,6 +52,8 @@ def build_schedule(name: str, lr: float, alpha_max: float | None = None) -> Sche
     if alpha_max is not None and not (math.isfinite(alpha_max) and alpha_max > 0):
         raise ValueError(f"alpha_max must be None or a finite number > 0, got alpha_max={alpha_max!r}")
     if name == "constant" and alpha_max is not None and lr > alpha_max:
-        raise ValueError(f"alpha_max={alpha_max!r}: a constant step lr={lr!r} above its cap would be replaced by it "
-                         "(set alpha_max=null, or lr <= alpha_max)")
+        raise ValueError(
+            f"alpha_max={alpha_max!r}: a constant step lr={lr!r} above its cap would be replaced by it "
+            "(set alpha_max=null, or lr <= alpha_max)"
+        )
     return Schedule(name=name, lr=float(lr), alpha_max=None if alpha_max is None else float(alpha_max))

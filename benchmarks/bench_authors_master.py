@@ -12,6 +12,7 @@ last row ``ratio`` with the median time per epoch of 1 agent over that of 2 agen
 
 Usage: python benchmarks/bench_authors_master.py [--repeats 5] [--epochs 5] [--engine shared_memory]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,9 +31,21 @@ GOAL = 1.5
 
 def one_run(results: Path, engine: str, epochs: float, extra: list[str], seed: int) -> dict:
     """One run; its summary row (as strings)."""
-    cmd = [sys.executable, "-m", "experiments.run", "problem=logreg_fmnist", "algorithm=apam", f"engine={engine}",
-           "workers=1", f"epochs={epochs}", "eval_every=1000", f"seed={seed}", f"results_dir={results}",
-           "force=true", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "experiments.run",
+        "problem=logreg_fmnist",
+        "algorithm=apam",
+        f"engine={engine}",
+        "workers=1",
+        f"epochs={epochs}",
+        "eval_every=1000",
+        f"seed={seed}",
+        f"results_dir={results}",
+        "force=true",
+        *extra,
+    ]
     subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
     with open(results / "adhoc" / "summary.csv", newline="") as f:
         rows = list(csv.DictReader(f))

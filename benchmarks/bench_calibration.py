@@ -10,6 +10,7 @@ machine_measured, machine_diff_pct, goal_pct, meets_goal``) and prints it.
 
 Usage: python benchmarks/bench_calibration.py [--only model_validation ...] [--calls 2] [--out PATH]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,8 +27,16 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 GOAL_PCT = 10.0
-COLUMNS_FIXED = ("key", "max_diff_pct", "spread_pct", "machine_us", "machine_measured", "machine_diff_pct",
-                 "goal_pct", "meets_goal")
+COLUMNS_FIXED = (
+    "key",
+    "max_diff_pct",
+    "spread_pct",
+    "machine_us",
+    "machine_measured",
+    "machine_diff_pct",
+    "goal_pct",
+    "meets_goal",
+)
 
 
 def diff_pct(values: list[float]) -> float:
@@ -60,11 +69,15 @@ def main(argv: list[str] | None = None) -> int:
         vals = [c[key]["value"] for c in calls]
         m = machine.get(key, {})
         row = {f"call_{i + 1}_us": 1e6 * v for i, v in enumerate(vals)}
-        row.update(key=key, max_diff_pct=diff_pct(vals),
-                   spread_pct=100.0 * statistics.median(c[key]["spread"] for c in calls),
-                   machine_us=1e6 * m["value"] if m else None, machine_measured=m.get("measured", ""),
-                   machine_diff_pct=(100.0 * (statistics.median(vals) - m["value"]) / m["value"]) if m else None,
-                   goal_pct=GOAL_PCT)
+        row.update(
+            key=key,
+            max_diff_pct=diff_pct(vals),
+            spread_pct=100.0 * statistics.median(c[key]["spread"] for c in calls),
+            machine_us=1e6 * m["value"] if m else None,
+            machine_measured=m.get("measured", ""),
+            machine_diff_pct=(100.0 * (statistics.median(vals) - m["value"]) / m["value"]) if m else None,
+            goal_pct=GOAL_PCT,
+        )
         row["meets_goal"] = row["max_diff_pct"] <= GOAL_PCT
         rows.append(row)
     columns = ["key"] + [f"call_{i + 1}_us" for i in range(args.calls)] + list(COLUMNS_FIXED[1:])

@@ -40,6 +40,7 @@ Writes benchmarks/results/bench_engines.csv and prints the table.
 
 Usage: python benchmarks/bench_engines.py [--quick] [--repeats R] [--updates K] [--only SECTION] [--out PATH]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,13 +67,40 @@ ENGINES = {"shared_memory": shared_memory, "distributed": distributed}
 D_MASTER = 61_706
 D_VALUES = (784, 47_236, 61_706)
 WARMUP = 20
-COLUMNS = ("benchmark", "engine", "variant", "algorithm", "problem", "workers", "d", "batch_size", "updates_timed",
-           "repeats", "median_time_s", "us_per_update", "time_per_epoch_s", "plain_loop_s_per_epoch", "ratio",
-           "updates_per_s", "speedup", "target", "meets_target", "loss_2k", "idle_before")
-TARGETS = {("handoff", "spin"): 10.0, ("handoff", "block"): 25.0, ("handoff", "block_beside"): 25.0,
-           ("master", "shared_memory"): 15_000.0, ("master", "distributed"): 4_000.0,
-           ("epoch", "lenet5_fmnist", "apam"): 1.9, ("epoch", "logreg_fmnist", "apam"): 1.8,
-           ("plain", "lenet5_fmnist"): 1.05, ("epoch_s", "lenet5_fmnist"): 5.8}
+COLUMNS = (
+    "benchmark",
+    "engine",
+    "variant",
+    "algorithm",
+    "problem",
+    "workers",
+    "d",
+    "batch_size",
+    "updates_timed",
+    "repeats",
+    "median_time_s",
+    "us_per_update",
+    "time_per_epoch_s",
+    "plain_loop_s_per_epoch",
+    "ratio",
+    "updates_per_s",
+    "speedup",
+    "target",
+    "meets_target",
+    "loss_2k",
+    "idle_before",
+)
+TARGETS = {
+    ("handoff", "spin"): 10.0,
+    ("handoff", "block"): 25.0,
+    ("handoff", "block_beside"): 25.0,
+    ("master", "shared_memory"): 15_000.0,
+    ("master", "distributed"): 4_000.0,
+    ("epoch", "lenet5_fmnist", "apam"): 1.9,
+    ("epoch", "logreg_fmnist", "apam"): 1.8,
+    ("plain", "lenet5_fmnist"): 1.05,
+    ("epoch_s", "lenet5_fmnist"): 5.8,
+}
 
 
 class CheapProblem:
@@ -115,10 +143,22 @@ def compose(overrides: list[str]):
 
 
 def run_cfg(engine: str, algorithm: str, workers: int, updates: int, batch: int, extra: tuple = ()):
-    return compose([f"engine={engine}", f"algorithm={algorithm}", f"workers={workers}", f"updates={updates + WARMUP}",
-                    f"batch_size={batch}", "eval_every=1e9", f"engine.warmup_updates={WARMUP}",
-                    "engine.threads_per_worker=1", "problem=lenet5_fmnist", "algorithm.lr=1e-4",
-                    "algorithm.lr_schedule=constant", *extra])
+    return compose(
+        [
+            f"engine={engine}",
+            f"algorithm={algorithm}",
+            f"workers={workers}",
+            f"updates={updates + WARMUP}",
+            f"batch_size={batch}",
+            "eval_every=1e9",
+            f"engine.warmup_updates={WARMUP}",
+            "engine.threads_per_worker=1",
+            "problem=lenet5_fmnist",
+            "algorithm.lr=1e-4",
+            "algorithm.lr_schedule=constant",
+            *extra,
+        ]
+    )
 
 
 RULE_VARIANT = {784: "paper", 47_236: "paper", 61_706: "torch"}
@@ -130,12 +170,20 @@ def make_rule(d: int = D_MASTER):
     return build_rule("amsgrad", variant=RULE_VARIANT.get(d, "torch"), lr=1e-4)
 
 
-def one_run(engine: str, problem, recorder_problem, algorithm: str, workers: int, updates: int, batch: int,
-            extra: tuple = ()):
+def one_run(
+    engine: str, problem, recorder_problem, algorithm: str, workers: int, updates: int, batch: int, extra: tuple = ()
+):
     """(seconds on the engine's clock for ``updates`` timed updates, last loss, the result's handoff)."""
     cfg = run_cfg(engine, algorithm, workers, updates, batch, extra)
-    rec = Recorder(recorder_problem, {"run_id": "bench"}, eval_every=1e9, total_epochs=None, f_star=None,
-                   clock="wall", progress=False)
+    rec = Recorder(
+        recorder_problem,
+        {"run_id": "bench"},
+        eval_every=1e9,
+        total_epochs=None,
+        f_star=None,
+        clock="wall",
+        progress=False,
+    )
     result = ENGINES[engine].run(problem, make_rule(problem.dim), cfg, rec)
     if result.status != "ok" or result.updates != updates + WARMUP:
         raise RuntimeError(f"{engine} {algorithm} P={workers}: {result.status} {result.message}")
@@ -165,6 +213,7 @@ def rule_step_fn(d: int, rule=None):
 
     def step():
         box[0], state[0] = rule.step(box[0], g, state[0])
+
     return step
 
 
@@ -192,9 +241,12 @@ def row(**kw) -> dict:
 
 def engine_variants() -> list[tuple[str, str, tuple]]:
     """(engine, variant, extra overrides): shared_memory spinning and blocking, and gloo."""
-    return [("shared_memory", "spin", ("engine.handoff=spin",)), ("shared_memory", "block", ("engine.handoff=block",)),
-            ("shared_memory", "block_beside", ("engine.handoff=block", "engine.colocate=true")),
-            ("distributed", "gloo", ())]
+    return [
+        ("shared_memory", "spin", ("engine.handoff=spin",)),
+        ("shared_memory", "block", ("engine.handoff=block",)),
+        ("shared_memory", "block_beside", ("engine.handoff=block", "engine.colocate=true")),
+        ("distributed", "gloo", ()),
+    ]
 
 
 def bench_handoff(args, rows: list[dict]) -> None:
@@ -211,17 +263,35 @@ def bench_handoff(args, rows: list[dict]) -> None:
             t, _, _ = one_run(c[0], problem, problem, "apam", 1, K, 40, c[2])
             times[c].append(t / K * 1e6)
             local.append(wall_us(lambda: (step(), problem.loss_grad(None, None)), 2000))
-            print(f"  handoff {c[:2]}: {times[c][-1]:.1f} us per update, local {local[-1]:.1f} us", file=sys.stderr,
-                  flush=True)
+            print(
+                f"  handoff {c[:2]}: {times[c][-1]:.1f} us per update, local {local[-1]:.1f} us",
+                file=sys.stderr,
+                flush=True,
+            )
     base = statistics.median(local)
     for c in configs:
         per = statistics.median(times[c])
         lat = per - base
         target = TARGETS.get(("handoff", c[1]))
-        rows.append(row(benchmark="handoff_latency", engine=c[0], variant=c[1], algorithm="apam", workers=1, d=d,
-                        batch_size=40, updates_timed=K, repeats=args.repeats, us_per_update=lat,
-                        median_time_s=per * K / 1e6, updates_per_s=1e6 / per, target=target,
-                        meets_target=None if target is None else lat <= target, idle_before=idles[c]))
+        rows.append(
+            row(
+                benchmark="handoff_latency",
+                engine=c[0],
+                variant=c[1],
+                algorithm="apam",
+                workers=1,
+                d=d,
+                batch_size=40,
+                updates_timed=K,
+                repeats=args.repeats,
+                us_per_update=lat,
+                median_time_s=per * K / 1e6,
+                updates_per_s=1e6 / per,
+                target=target,
+                meets_target=None if target is None else lat <= target,
+                idle_before=idles[c],
+            )
+        )
 
 
 def bench_master(args, rows: list[dict]) -> None:
@@ -234,17 +304,34 @@ def bench_master(args, rows: list[dict]) -> None:
             idles[c] = min(idles.get(c, 1.0), wait_for_idle(args.wait_idle))
             t, _, modes[c] = one_run(c[0], problems[c[2]], problems[c[2]], "apam", c[1], args.master_updates, 40)
             times[c].append(t)
-            print(f"  master {c}: {args.master_updates / t:.0f} updates/s ({modes[c] or 'gloo'})", file=sys.stderr,
-                  flush=True)
+            print(
+                f"  master {c}: {args.master_updates / t:.0f} updates/s ({modes[c] or 'gloo'})",
+                file=sys.stderr,
+                flush=True,
+            )
     for e, p, d in configs:
         med = statistics.median(times[(e, p, d)])
         rate = args.master_updates / med
         target = TARGETS.get(("master", e)) if p == 2 and d == D_MASTER else None
-        rows.append(row(benchmark="master_throughput", engine=e, variant=modes[(e, p, d)] or "gloo", algorithm="apam",
-                        workers=p, d=d, batch_size=40, updates_timed=args.master_updates, repeats=args.repeats,
-                        median_time_s=med, us_per_update=med / args.master_updates * 1e6, updates_per_s=rate,
-                        target=target, meets_target=None if target is None else rate >= target,
-                        idle_before=idles[(e, p, d)]))
+        rows.append(
+            row(
+                benchmark="master_throughput",
+                engine=e,
+                variant=modes[(e, p, d)] or "gloo",
+                algorithm="apam",
+                workers=p,
+                d=d,
+                batch_size=40,
+                updates_timed=args.master_updates,
+                repeats=args.repeats,
+                median_time_s=med,
+                us_per_update=med / args.master_updates * 1e6,
+                updates_per_s=rate,
+                target=target,
+                meets_target=None if target is None else rate >= target,
+                idle_before=idles[(e, p, d)],
+            )
+        )
 
 
 def bench_driver(args, rows: list[dict]) -> None:
@@ -256,18 +343,40 @@ def bench_driver(args, rows: list[dict]) -> None:
         loop, rule = [], []
         for _ in range(max(3, args.repeats)):
             cfg = run_cfg("shared_memory", "apam", 2, K, 40, ("engine.warmup_updates=0",))
-            rec = Recorder(problem, {"run_id": "bench"}, eval_every=1e9, total_epochs=None, f_star=None,
-                           clock="wall", progress=False)
+            rec = Recorder(
+                problem,
+                {"run_id": "bench"},
+                eval_every=1e9,
+                total_epochs=None,
+                f_star=None,
+                clock="wall",
+                progress=False,
+            )
             t = time.thread_time()
             drive(problem, make_rule(d), cfg, rec, LoopbackTransport(d), [40, 40])
             loop.append((time.thread_time() - t) / (K + WARMUP) * 1e6)
             rule.append(cpu_us(rule_step_fn(d), K))
         over = statistics.median(a - b for a, b in zip(loop, rule))
-        rows.append(row(benchmark="driver_overhead", engine="loopback", variant="cpu_time", algorithm="apam",
-                        workers=2, d=d, updates_timed=K, repeats=len(loop), us_per_update=over,
-                        ratio=statistics.median(loop) / statistics.median(rule)))
-        print(f"  driver d={d}: loop {statistics.median(loop):.1f} us, rule {statistics.median(rule):.1f} us, "
-              f"overhead {over:.1f} us", file=sys.stderr, flush=True)
+        rows.append(
+            row(
+                benchmark="driver_overhead",
+                engine="loopback",
+                variant="cpu_time",
+                algorithm="apam",
+                workers=2,
+                d=d,
+                updates_timed=K,
+                repeats=len(loop),
+                us_per_update=over,
+                ratio=statistics.median(loop) / statistics.median(rule),
+            )
+        )
+        print(
+            f"  driver d={d}: loop {statistics.median(loop):.1f} us, rule {statistics.median(rule):.1f} us, "
+            f"overhead {over:.1f} us",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def lenet5_problem():
@@ -307,6 +416,7 @@ def plain_loop(problem, batches, channels_last: bool = False):
             loss.backward()
             opt.step()
             float(loss.detach())
+
     return loop
 
 
@@ -325,11 +435,15 @@ def bench_grad(args, rows: list[dict], problem=None) -> dict[str, float]:
         def loop():
             for i in batches:
                 p.loss_grad(x, i)
+
         return loop
 
-    cases = {"plain_loop": plain_loop(problem, batches), "plain_loop_channels_last": plain_loop(problem, batches, True),
-             "loss_grad_module": harness(problem),
-             "loss_grad_functional": harness(reference)}
+    cases = {
+        "plain_loop": plain_loop(problem, batches),
+        "plain_loop_channels_last": plain_loop(problem, batches, True),
+        "loss_grad_module": harness(problem),
+        "loss_grad_functional": harness(reference),
+    }
     for f in cases.values():  # warm-up
         f()
     us = {k: [] for k in cases}
@@ -338,12 +452,23 @@ def bench_grad(args, rows: list[dict], problem=None) -> dict[str, float]:
             us[k].append(cpu_us(f, 1) / n)
     med = {k: statistics.median(v) for k, v in us.items()}
     for k, v in med.items():
-        rows.append(row(benchmark="lenet5_gradient", engine="in_process", variant=k, problem="lenet5_fmnist",
-                        workers=1, d=problem.dim, batch_size=40, updates_timed=n, repeats=len(us[k]),
-                        us_per_update=v, time_per_epoch_s=v * 1500 / 1e6,
-                        ratio=statistics.median(a / b for a, b in zip(us[k], us["plain_loop"]))))
-        print(f"  gradient {k}: {v:.0f} us ({med[k] / med['plain_loop']:.3f}x plain loop)", file=sys.stderr,
-              flush=True)
+        rows.append(
+            row(
+                benchmark="lenet5_gradient",
+                engine="in_process",
+                variant=k,
+                problem="lenet5_fmnist",
+                workers=1,
+                d=problem.dim,
+                batch_size=40,
+                updates_timed=n,
+                repeats=len(us[k]),
+                us_per_update=v,
+                time_per_epoch_s=v * 1500 / 1e6,
+                ratio=statistics.median(a / b for a, b in zip(us[k], us["plain_loop"])),
+            )
+        )
+        print(f"  gradient {k}: {v:.0f} us ({med[k] / med['plain_loop']:.3f}x plain loop)", file=sys.stderr, flush=True)
     return med
 
 
@@ -352,8 +477,9 @@ def bench_epochs(args, rows: list[dict]) -> None:
     from problems.data import data_root
 
     lenet = lenet5_problem()
-    logreg = build_problem(compose(["problem=logreg_fmnist"]).problem, data_root=data_root(),
-                           device=torch.device("cpu"))
+    logreg = build_problem(
+        compose(["problem=logreg_fmnist"]).problem, data_root=data_root(), device=torch.device("cpu")
+    )
     probs = {"lenet5_fmnist": (lenet, SubsetEval(lenet), 40), "logreg_fmnist": (logreg, SubsetEval(logreg), 64)}
     configs = [(e, "lenet5_fmnist", a, p) for e in ENGINES for a in ("apam", "sync_amsgrad") for p in (1, 2)]
     configs += [(e, "logreg_fmnist", "apam", p) for e in ENGINES for p in (1, 2)]
@@ -367,8 +493,9 @@ def bench_epochs(args, rows: list[dict]) -> None:
             problem, sub, batch = probs[c[1]]
             t, losses[c], modes[c] = one_run(c[0], problem, sub, c[2], c[3], args.updates, batch)
             times[c].append(t)
-            print(f"  epoch {c}: {t:.3f} s for {args.updates} updates ({modes[c] or 'gloo'})", file=sys.stderr,
-                  flush=True)
+            print(
+                f"  epoch {c}: {t:.3f} s for {args.updates} updates ({modes[c] or 'gloo'})", file=sys.stderr, flush=True
+            )
         # the plain torch loop, in this run between the engine runs (wall clock, like the engines)
         wait_for_idle(args.wait_idle)
         plain.append(wall_us(plain_loop(lenet, plain_batches), 1) / len(plain_batches))
@@ -387,12 +514,31 @@ def bench_epochs(args, rows: list[dict]) -> None:
         if pname == "lenet5_fmnist" and p == 1 and a == "apam":
             ratio = per_epoch / plain_epoch
             target, meets = TARGETS[("plain", pname)], ratio <= TARGETS[("plain", pname)]
-        rows.append(row(benchmark="time_per_epoch", engine=e, variant=modes[c] or "gloo", algorithm=a, problem=pname,
-                        workers=p, d=problem.dim, batch_size=batch, updates_timed=args.updates, repeats=args.repeats,
-                        median_time_s=med, us_per_update=med / args.updates * 1e6, time_per_epoch_s=per_epoch,
-                        plain_loop_s_per_epoch=plain_epoch if pname == "lenet5_fmnist" else None, ratio=ratio,
-                        updates_per_s=args.updates / med, speedup=speedup, target=target, meets_target=meets,
-                        loss_2k=losses[c], idle_before=idles[c]))
+        rows.append(
+            row(
+                benchmark="time_per_epoch",
+                engine=e,
+                variant=modes[c] or "gloo",
+                algorithm=a,
+                problem=pname,
+                workers=p,
+                d=problem.dim,
+                batch_size=batch,
+                updates_timed=args.updates,
+                repeats=args.repeats,
+                median_time_s=med,
+                us_per_update=med / args.updates * 1e6,
+                time_per_epoch_s=per_epoch,
+                plain_loop_s_per_epoch=plain_epoch if pname == "lenet5_fmnist" else None,
+                ratio=ratio,
+                updates_per_s=args.updates / med,
+                speedup=speedup,
+                target=target,
+                meets_target=meets,
+                loss_2k=losses[c],
+                idle_before=idles[c],
+            )
+        )
 
 
 def _busy(us: float) -> None:
@@ -455,17 +601,36 @@ def bench_floor(args, rows: list[dict]) -> None:
             if pinned and pair is None:
                 continue
             idle = wait_for_idle(args.wait_idle)
-            us = statistics.median(pingpong_us(channel, work, n, pair if pinned else None)
-                                   for _ in range(max(3, args.repeats)))
-            rows.append(row(benchmark="wakeup_floor", engine="os", variant=f"{channel}_{'2cores' if pinned else 'free'}"
-                            f"_work{work:.0f}us", workers=1, updates_timed=n, repeats=max(3, args.repeats),
-                            us_per_update=us, idle_before=idle))
-            print(f"  floor {channel} {'pinned' if pinned else 'free'} work {work:.0f} us: {us:.1f} us round trip",
-                  file=sys.stderr, flush=True)
+            us = statistics.median(
+                pingpong_us(channel, work, n, pair if pinned else None) for _ in range(max(3, args.repeats))
+            )
+            rows.append(
+                row(
+                    benchmark="wakeup_floor",
+                    engine="os",
+                    variant=f"{channel}_{'2cores' if pinned else 'free'}_work{work:.0f}us",
+                    workers=1,
+                    updates_timed=n,
+                    repeats=max(3, args.repeats),
+                    us_per_update=us,
+                    idle_before=idle,
+                )
+            )
+            print(
+                f"  floor {channel} {'pinned' if pinned else 'free'} work {work:.0f} us: {us:.1f} us round trip",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
-SECTIONS = {"floor": bench_floor, "handoff": bench_handoff, "master": bench_master, "driver": bench_driver,
-            "grad": bench_grad, "epoch": bench_epochs}
+SECTIONS = {
+    "floor": bench_floor,
+    "handoff": bench_handoff,
+    "master": bench_master,
+    "driver": bench_driver,
+    "grad": bench_grad,
+    "epoch": bench_epochs,
+}
 
 
 def fmt(v) -> str:
@@ -481,10 +646,15 @@ def main() -> None:
     ap.add_argument("--updates", type=int, default=600, help="timed updates per epoch-section run")
     ap.add_argument("--master-updates", type=int, default=5000, help="timed updates per throughput/hand-off run")
     ap.add_argument("--grad-calls", type=int, default=300, help="gradients per timing in the grad section")
-    ap.add_argument("--only", choices=tuple(SECTIONS), action="append", default=None,
-                    help="run only this section (repeatable)")
-    ap.add_argument("--wait-idle", type=float, default=120.0,
-                    help="before each run wait up to this many seconds for idle CPUs (0: do not wait)")
+    ap.add_argument(
+        "--only", choices=tuple(SECTIONS), action="append", default=None, help="run only this section (repeatable)"
+    )
+    ap.add_argument(
+        "--wait-idle",
+        type=float,
+        default=120.0,
+        help="before each run wait up to this many seconds for idle CPUs (0: do not wait)",
+    )
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "bench_engines.csv")
     args = ap.parse_args()
     if args.quick:
@@ -500,9 +670,24 @@ def main() -> None:
         w.writeheader()
         for r in rows:
             w.writerow({k: ("" if r.get(k) is None else r[k]) for k in COLUMNS})
-    shown = ("benchmark", "engine", "variant", "algorithm", "problem", "workers", "d", "us_per_update",
-             "updates_per_s", "time_per_epoch_s", "plain_loop_s_per_epoch", "ratio", "speedup", "target",
-             "meets_target", "idle_before")
+    shown = (
+        "benchmark",
+        "engine",
+        "variant",
+        "algorithm",
+        "problem",
+        "workers",
+        "d",
+        "us_per_update",
+        "updates_per_s",
+        "time_per_epoch_s",
+        "plain_loop_s_per_epoch",
+        "ratio",
+        "speedup",
+        "target",
+        "meets_target",
+        "idle_before",
+    )
     print("\t".join(shown))
     for r in rows:
         print("\t".join(fmt(r.get(k)) for k in shown))

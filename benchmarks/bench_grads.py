@@ -68,8 +68,16 @@ def main(argv: list[str] | None = None) -> int:
 
     def record(case: str, problem_dim: int, b: int, fn, batches) -> None:
         med, best = median_time(fn, batches)
-        rows.append({"case": case, "batch_size": b, "dim": problem_dim, "reps": len(batches),
-                     "median_us": round(med * 1e6, 1), "min_us": round(best * 1e6, 1)})
+        rows.append(
+            {
+                "case": case,
+                "batch_size": b,
+                "dim": problem_dim,
+                "reps": len(batches),
+                "median_us": round(med * 1e6, 1),
+                "min_us": round(best * 1e6, 1),
+            }
+        )
         print(f"{case:<28} B={b:<3} median {med * 1e6:9.1f} us", flush=True)
 
     # dense logistic regression, Fashion-MNIST-sized (12,000 x 784, pixels in [0, 1])

@@ -8,6 +8,7 @@ to a CSV.
 Runs ``experiment=model_validation workers=<P> engine.compute=emulated engine.compute_base_s=0.002`` (emulated 2 ms
 gradients, logistic regression, forkserver workers, no predictions) with ``results_dir`` under /tmp. Linux only (/proc).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,9 +51,19 @@ def _kb(path: str, key: str) -> int:
 def measure(engine: str, workers: int, updates: int) -> dict:
     """Run one job and sample its process tree; return peak RSS/PSS sums (MiB), process count, wall seconds."""
     with tempfile.TemporaryDirectory(prefix="apam-mem-") as tmp:
-        cmd = [sys.executable, "-m", "experiments.run", "experiment=model_validation", f"engine={engine}",
-               f"workers={workers}", "engine.compute=emulated", "engine.compute_base_s=0.002", "engine.predict=false",
-               f"updates={updates}", f"results_dir={tmp}"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "experiments.run",
+            "experiment=model_validation",
+            f"engine={engine}",
+            f"workers={workers}",
+            "engine.compute=emulated",
+            "engine.compute_base_s=0.002",
+            "engine.predict=false",
+            f"updates={updates}",
+            f"results_dir={tmp}",
+        ]
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         peak_rss = peak_pss = nproc = 0
@@ -63,9 +74,16 @@ def measure(engine: str, workers: int, updates: int) -> dict:
             peak_rss, peak_pss, nproc = max(peak_rss, rss), max(peak_pss, pss), max(nproc, len(pids))
             time.sleep(0.2)
         err = proc.stderr.read()
-        return {"engine": engine, "workers": workers, "returncode": proc.returncode, "processes": nproc,
-                "peak_rss_mib": round(peak_rss / 1024, 1), "peak_pss_mib": round(peak_pss / 1024, 1),
-                "wall_s": round(time.perf_counter() - t0, 1), "last_line": (err.strip().splitlines() or [""])[-1]}
+        return {
+            "engine": engine,
+            "workers": workers,
+            "returncode": proc.returncode,
+            "processes": nproc,
+            "peak_rss_mib": round(peak_rss / 1024, 1),
+            "peak_pss_mib": round(peak_pss / 1024, 1),
+            "wall_s": round(time.perf_counter() - t0, 1),
+            "last_line": (err.strip().splitlines() or [""])[-1],
+        }
 
 
 def main() -> int:

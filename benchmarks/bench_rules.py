@@ -88,9 +88,16 @@ def bench_dim(d: int, reps: int, rounds: int, warmup: int) -> list[dict]:
     for (v, impl), (_, resolved) in ours.items():
         us = statistics.median(times[(v, impl)]) / 1e3
         rows.append(
-            dict(rule="amsgrad", variant=v, impl=impl if impl == resolved else f"{impl}:{resolved}", d=d,
-                 median_us=round(us, 2), torch_median_us=round(torch_us, 2), ratio=round(us / torch_us, 3),
-                 torch_impl=torch_impl)
+            dict(
+                rule="amsgrad",
+                variant=v,
+                impl=impl if impl == resolved else f"{impl}:{resolved}",
+                d=d,
+                median_us=round(us, 2),
+                torch_median_us=round(torch_us, 2),
+                ratio=round(us / torch_us, 3),
+                torch_impl=torch_impl,
+            )
         )
     return rows
 

@@ -10,6 +10,7 @@ switched off (a stub) so both time only training. Each case runs in a fresh proc
 and the resident memory the run added (in-flight gradients, ring, optimizer state). Writes
 ``benchmarks/results/bench_simulated.csv``: medians over repeats and the rate ratio engine / serial (target >= 0.95).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,7 +27,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-PROBLEMS = {"logreg_fmnist": 64, "lenet5_fmnist": 40}   # batch size
+PROBLEMS = {"logreg_fmnist": 64, "lenet5_fmnist": 40}  # batch size
 UPDATES = {"logreg_fmnist": 5000, "lenet5_fmnist": 600}  # default run length
 
 
@@ -52,14 +53,22 @@ def one(problem_name: str, mode: str, updates: int) -> dict:
     from experiments.training.sampling import BatchStream
     from problems import build_problem
     from problems.data import data_root
+
     sys.path.insert(0, str(REPO / "tests"))
     from conftest import compose_cfg
 
     torch.set_num_threads(1)
     B = PROBLEMS[problem_name]
-    over = [f"problem={problem_name}", f"batch_size={B}", f"updates={updates}", "eval_every=1000000",
-            "engine.costs.grad_s=0.001", "engine.costs.update_s=0.00001", "engine.costs.latency_s=0.00001",
-            "engine.costs.overhead_s=0"]
+    over = [
+        f"problem={problem_name}",
+        f"batch_size={B}",
+        f"updates={updates}",
+        "eval_every=1000000",
+        "engine.costs.grad_s=0.001",
+        "engine.costs.update_s=0.00001",
+        "engine.costs.latency_s=0.00001",
+        "engine.costs.overhead_s=0",
+    ]
     if mode == "serial":
         over += ["workers=1", "delay=none"]
     elif mode.startswith("timing"):
@@ -79,15 +88,29 @@ def one(problem_name: str, mode: str, updates: int) -> dict:
             _, g = problem.loss_grad(x, stream.next())
             x, state = rule.step(x, g, state)
     else:
-        rec = Recorder(problem, {"run_id": "bench"}, eval_every=1e6, total_epochs=None, f_star=None,
-                       clock="simulated", progress=False)
+        rec = Recorder(
+            problem,
+            {"run_id": "bench"},
+            eval_every=1e6,
+            total_epochs=None,
+            f_star=None,
+            clock="simulated",
+            progress=False,
+        )
         res = simulated.run(problem, rule, cfg, rec)
         assert res.updates == updates
     wall = time.perf_counter() - t0
     rss1 = _rss_mb()
-    return {"problem": problem_name, "mode": mode, "updates": updates, "wall_s": wall,
-            "grads_per_s": updates / wall, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "rss_growth_mb": rss1 - rss0, "dim": problem.dim}
+    return {
+        "problem": problem_name,
+        "mode": mode,
+        "updates": updates,
+        "wall_s": wall,
+        "grads_per_s": updates / wall,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "rss_growth_mb": rss1 - rss0,
+        "dim": problem.dim,
+    }
 
 
 def _rss_mb() -> float:
@@ -98,11 +121,20 @@ def _rss_mb() -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--updates", type=int, default=None,
-                    help="updates per run (default: " + ", ".join(f"{p} {n}" for p, n in UPDATES.items()) + ")")
+    ap.add_argument(
+        "--updates",
+        type=int,
+        default=None,
+        help="updates per run (default: " + ", ".join(f"{p} {n}" for p, n in UPDATES.items()) + ")",
+    )
     ap.add_argument("--repeats", type=int, default=5, help="runs of each case, interleaved; medians reported")
-    ap.add_argument("--problems", nargs="+", choices=list(PROBLEMS), default=list(PROBLEMS),
-                    help="which problems (default: both; the CSV holds only those run)")
+    ap.add_argument(
+        "--problems",
+        nargs="+",
+        choices=list(PROBLEMS),
+        default=list(PROBLEMS),
+        help="which problems (default: both; the CSV holds only those run)",
+    )
     ap.add_argument("--one", nargs=2, metavar=("PROBLEM", "MODE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
@@ -114,16 +146,29 @@ def main() -> int:
         updates = args.updates or UPDATES[prob]
         for _rep in range(args.repeats):
             for mode in ("serial", "timing-P1", "timing-P32", "uniform-D33"):  # interleaved: load hits all alike
-                out = subprocess.run([sys.executable, __file__, "--updates", str(updates), "--one", prob, mode],
-                                     capture_output=True, text=True, check=True, cwd=REPO)
+                out = subprocess.run(
+                    [sys.executable, __file__, "--updates", str(updates), "--one", prob, mode],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    cwd=REPO,
+                )
                 per_mode.setdefault(mode, []).append(json.loads(out.stdout.strip().splitlines()[-1]))
         serial = statistics.median(r["grads_per_s"] for r in per_mode["serial"])
         for mode, runs in per_mode.items():
             rate = statistics.median(r["grads_per_s"] for r in runs)
-            rows.append({"problem": prob, "mode": mode, "updates": updates, "repeats": args.repeats,
-                         "grads_per_s_median": round(rate, 1), "ratio_to_serial": round(rate / serial, 3),
-                         "peak_rss_mb_median": round(statistics.median(r["peak_rss_mb"] for r in runs), 1),
-                         "rss_growth_mb_median": round(statistics.median(r["rss_growth_mb"] for r in runs), 1)})
+            rows.append(
+                {
+                    "problem": prob,
+                    "mode": mode,
+                    "updates": updates,
+                    "repeats": args.repeats,
+                    "grads_per_s_median": round(rate, 1),
+                    "ratio_to_serial": round(rate / serial, 3),
+                    "peak_rss_mb_median": round(statistics.median(r["peak_rss_mb"] for r in runs), 1),
+                    "rss_growth_mb_median": round(statistics.median(r["rss_growth_mb"] for r in runs), 1),
+                }
+            )
     out = REPO / "benchmarks" / "results" / "bench_simulated.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="") as f:

@@ -16,6 +16,7 @@ that imported it once (forkserver), handing over the problem.
 Writes ``benchmarks/results/start_method.csv`` (one row per configuration). Linux only (/proc); needs
 Fashion-MNIST staged (``make data``). Run it on a quiet machine: start-up under load is the load's.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,19 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO / "benchmarks" / "results" / "start_method.csv"
-COLUMNS = ["engine", "start_method", "workers", "returncode", "processes", "startup_s", "run_s", "peak_pss_mib",
-           "peak_rss_mib", "cpu_count", "load_1min_before"]
+COLUMNS = [
+    "engine",
+    "start_method",
+    "workers",
+    "returncode",
+    "processes",
+    "startup_s",
+    "run_s",
+    "peak_pss_mib",
+    "peak_rss_mib",
+    "cpu_count",
+    "load_1min_before",
+]
 
 
 def _tree(pid: int) -> list[int]:
@@ -74,12 +86,21 @@ def child(engine: str, method: str, workers: int, updates: int) -> int:
     from problems.data import data_root
 
     torch.set_num_threads(1)
-    overrides = [f"engine={engine}", f"engine.start_method={method}", f"workers={workers}", "problem=logreg_fmnist",
-                 "algorithm=apam", "engine.compute=emulated", "engine.compute_base_s=0.002", f"updates={updates}",
-                 "eval_every=1000000", "engine.warmup_updates=0", "results_dir=/nonexistent"]
+    overrides = [
+        f"engine={engine}",
+        f"engine.start_method={method}",
+        f"workers={workers}",
+        "problem=logreg_fmnist",
+        "algorithm=apam",
+        "engine.compute=emulated",
+        "engine.compute_base_s=0.002",
+        f"updates={updates}",
+        "eval_every=1000000",
+        "engine.warmup_updates=0",
+        "results_dir=/nonexistent",
+    ]
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3", job_name="bench"):
-        cfg = OmegaConf.create(OmegaConf.to_container(compose(config_name="config", overrides=overrides),
-                                                      resolve=True))
+        cfg = OmegaConf.create(OmegaConf.to_container(compose(config_name="config", overrides=overrides), resolve=True))
     problem = build_problem(cfg.problem, data_root=data_root(), device="cpu")
     first = []
 
@@ -89,8 +110,15 @@ def child(engine: str, method: str, workers: int, updates: int) -> int:
                 first.append(time.perf_counter())
             return super().record(*args, **kwargs)
 
-    rec = FirstEvaluation(problem, {"run_id": "bench"}, eval_every=cfg.eval_every, total_epochs=None, f_star=None,
-                          clock="wall", progress=False)
+    rec = FirstEvaluation(
+        problem,
+        {"run_id": "bench"},
+        eval_every=cfg.eval_every,
+        total_epochs=None,
+        f_star=None,
+        clock="wall",
+        progress=False,
+    )
     t0 = time.perf_counter()
     result = get_engine(engine).run(problem, build_rule_from_config(cfg.algorithm), cfg, rec)
     t1 = time.perf_counter()
@@ -105,8 +133,14 @@ def measure(engine: str, method: str, workers: int, updates: int) -> dict:
     """Run one configuration in a fresh process and sample its process tree; one CSV row."""
     load = os.getloadavg()[0]
     cmd = [sys.executable, __file__, "--child", engine, method, str(workers), str(updates)]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.Popen(
+        cmd,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     peak_rss = peak_pss = nproc = 0
     while proc.poll() is None:
         pids = _tree(proc.pid)
@@ -118,18 +152,26 @@ def measure(engine: str, method: str, workers: int, updates: int) -> dict:
     times = json.loads(out.strip().splitlines()[-1]) if proc.returncode == 0 else {}
     if proc.returncode != 0:
         print(f"{engine} {method} P={workers}: exit {proc.returncode}: {err.strip()[-500:]}", file=sys.stderr)
-    return {"engine": engine, "start_method": method, "workers": workers, "returncode": proc.returncode,
-            "processes": nproc, "startup_s": round(times.get("startup_s", float("nan")), 2),
-            "run_s": round(times.get("run_s", float("nan")), 2), "peak_pss_mib": round(peak_pss / 1024),
-            "peak_rss_mib": round(peak_rss / 1024), "cpu_count": os.cpu_count(), "load_1min_before": round(load, 2)}
+    return {
+        "engine": engine,
+        "start_method": method,
+        "workers": workers,
+        "returncode": proc.returncode,
+        "processes": nproc,
+        "startup_s": round(times.get("startup_s", float("nan")), 2),
+        "run_s": round(times.get("run_s", float("nan")), 2),
+        "peak_pss_mib": round(peak_pss / 1024),
+        "peak_rss_mib": round(peak_rss / 1024),
+        "cpu_count": os.cpu_count(),
+        "load_1min_before": round(load, 2),
+    }
 
 
 def markdown(path: Path) -> str:
     """The CSV at ``path`` as a Markdown table (what docs/engines.md shows)."""
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
-    head = ["engine", "start method", "P", "start-up (s)", "run (s)", "peak PSS (MiB)", "peak RSS (MiB)",
-            "processes"]
+    head = ["engine", "start method", "P", "start-up (s)", "run (s)", "peak PSS (MiB)", "peak RSS (MiB)", "processes"]
     keys = ["engine", "start_method", "workers", "startup_s", "run_s", "peak_pss_mib", "peak_rss_mib", "processes"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(r[k] for k in keys) + " |" for r in rows]
@@ -146,8 +188,14 @@ def main() -> int:
     ap.add_argument("--methods", nargs="+", default=["spawn", "forkserver"])
     ap.add_argument("--updates", type=int, default=200)
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    ap.add_argument("--table", type=Path, nargs="?", const=DEFAULT_OUT, default=None,
-                    help="print the CSV (default: --out's) as a Markdown table and stop")
+    ap.add_argument(
+        "--table",
+        type=Path,
+        nargs="?",
+        const=DEFAULT_OUT,
+        default=None,
+        help="print the CSV (default: --out's) as a Markdown table and stop",
+    )
     args = ap.parse_args()
     if args.table is not None:
         print(markdown(args.table))

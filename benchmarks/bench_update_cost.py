@@ -18,6 +18,7 @@ Writes benchmarks/results/bench_update_cost.csv, read by :func:`experiments.anal
 
 Usage: python benchmarks/bench_update_cost.py [--quick] [--dims 784,61706] [--out PATH]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,25 @@ PROBLEMS = ("logreg_fmnist", "lenet5_fmnist")
 WORKERS = 8
 REPEATS = {784: 400, 61_706: 150, 1_000_000: 30}
 WARMUP = 20
-COLUMNS = ("algorithm", "problem", "rule", "variant", "impl", "policy", "scale", "d", "workers",
-           "gradients_per_update", "repeats", "median_us", "p10_us", "p90_us", "us_per_gradient", "torch", "machine")
+COLUMNS = (
+    "algorithm",
+    "problem",
+    "rule",
+    "variant",
+    "impl",
+    "policy",
+    "scale",
+    "d",
+    "workers",
+    "gradients_per_update",
+    "repeats",
+    "median_us",
+    "p10_us",
+    "p90_us",
+    "us_per_gradient",
+    "torch",
+    "machine",
+)
 OUT = REPO / "benchmarks" / "results" / "bench_update_cost.csv"
 
 
@@ -91,12 +109,25 @@ def measure(algorithm: str, problem: str, d: int, repeats: int) -> dict:
     q = statistics.quantiles(times, n=10)
     med = statistics.median(times)
     hp = alg.hyperparameters
-    return {"algorithm": algorithm, "problem": problem, "rule": alg.rule, "variant": hp.get("variant", ""),
-            "impl": getattr(master.state, "impl", ""), "policy": alg.policy.name,
-            "scale": pol.scale if pol is not None and pol.adaptive else "", "d": d, "workers": WORKERS,
-            "gradients_per_update": per_update, "repeats": repeats, "median_us": round(med, 2),
-            "p10_us": round(q[0], 2), "p90_us": round(q[-1], 2), "us_per_gradient": round(med / per_update, 2),
-            "torch": torch.__version__, "machine": f"{platform.machine()} {platform.processor() or ''}".strip()}
+    return {
+        "algorithm": algorithm,
+        "problem": problem,
+        "rule": alg.rule,
+        "variant": hp.get("variant", ""),
+        "impl": getattr(master.state, "impl", ""),
+        "policy": alg.policy.name,
+        "scale": pol.scale if pol is not None and pol.adaptive else "",
+        "d": d,
+        "workers": WORKERS,
+        "gradients_per_update": per_update,
+        "repeats": repeats,
+        "median_us": round(med, 2),
+        "p10_us": round(q[0], 2),
+        "p90_us": round(q[-1], 2),
+        "us_per_gradient": round(med / per_update, 2),
+        "torch": torch.__version__,
+        "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+    }
 
 
 def main() -> None:
@@ -115,8 +146,11 @@ def main() -> None:
             for algorithm in options():
                 row = measure(algorithm, problem, d, repeats)
                 rows.append(row)
-                print(f"{algorithm:22s} {problem:14s} d={d:>9,d} {row['impl']:8s} {row['median_us']:10.1f} us "
-                      f"({row['gradients_per_update']} gradient(s))", flush=True)
+                print(
+                    f"{algorithm:22s} {problem:14s} d={d:>9,d} {row['impl']:8s} {row['median_us']:10.1f} us "
+                    f"({row['gradients_per_update']} gradient(s))",
+                    flush=True,
+                )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)

@@ -2,6 +2,7 @@
 
 The table itself (speed-up and efficiency against P = 1, CONTRACT.md) is :mod:`experiments.analysis.speedup`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,9 +25,11 @@ __all__ = ["BASES", "COLUMNS", "GROUP", "main", "speedup_table", "write_speedup"
 
 def main(argv: list[str] | None = None) -> int:
     """Write speedup.csv for each experiment folder given; exit 2 (one-line error) for a folder without a summary."""
-    ap = argparse.ArgumentParser(prog="python -m experiments.aggregate",
-                                 description="Write speedup.csv (speed-up and efficiency against P = 1) from the "
-                                             "summary.csv of each experiment folder given.")
+    ap = argparse.ArgumentParser(
+        prog="python -m experiments.aggregate",
+        description="Write speedup.csv (speed-up and efficiency against P = 1) from the "
+        "summary.csv of each experiment folder given.",
+    )
     ap.add_argument("paths", nargs="+", type=Path, help="experiment folders (results/<experiment>)")
     args = ap.parse_args(argv)
     for p in args.paths:

@@ -11,6 +11,7 @@
 the same way (a bad value raises :class:`experiments.errors.ConfigError` with the one-line message, nothing written)
 and writes the same files under ``results_dir``; ``load`` reads them back.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,4 +1,5 @@
 """Errors the runner reports to users as one line and exit code 2, and the interrupt a signal raises."""
+
 import signal
 
 

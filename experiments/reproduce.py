@@ -280,8 +280,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _reproduce(args, results_dir, experiments, left_out)
     except KeyboardInterrupt:
-        log.info("interrupted: runs that finished are kept; `make reproduce` again skips them and starts every "
-               "unfinished run from its beginning (a run is not resumed part-way)")
+        log.info(
+            "interrupted: runs that finished are kept; `make reproduce` again skips them and starts every "
+            "unfinished run from its beginning (a run is not resumed part-way)"
+        )
         return 130
 
 
@@ -292,11 +294,15 @@ def _reproduce(args, results_dir: Path, experiments: list[str], left_out) -> int
     statuses = json.loads(status_path.read_text()) if status_path.exists() else {}
     # the up-to-date check first: an experiment whose planned runs all finished with today's configs runs nothing
     lacking = {exp: [] for exp in experiments}  # jobs whose data this machine lacks: the sweeps would skip them
-    todo = {exp: None if args.force else unfinished_runs(exp, args.profile, results_dir, (), lacking[exp])
-            for exp in experiments}
+    todo = {
+        exp: None if args.force else unfinished_runs(exp, args.profile, results_dir, (), lacking[exp])
+        for exp in experiments
+    }
     to_run = [e for e in experiments if todo[e] is None or todo[e]]
-    log.info(f"checked {len(experiments)} experiment(s) in {time.perf_counter() - t_call:.0f} s: "
-           + (f"{len(to_run)} with runs to do ({', '.join(to_run)})" if to_run else "every planned run finished"))
+    log.info(
+        f"checked {len(experiments)} experiment(s) in {time.perf_counter() - t_call:.0f} s: "
+        + (f"{len(to_run)} with runs to do ({', '.join(to_run)})" if to_run else "every planned run finished")
+    )
     if args.force and not args.keep_calibration:
         from experiments.clock.calibration import Calibration
 
@@ -325,10 +331,15 @@ def _reproduce(args, results_dir: Path, experiments: list[str], left_out) -> int
         if exp not in to_run and lacking[exp] and not _summary_rows(exp_dir):
             # every job needs data this machine lacks: skipped as the sweep would, its earlier skip record kept
             kept = old.get("status") == "skipped"
-            statuses[exp] = old if kept else {"status": "skipped", "message": lacking[exp][0], "wall_s": 0.0,
-                                              "profile": args.profile}
-            log.info(f"== [{i}/{len(experiments)}] {exp}: skipped, {len(lacking[exp])} runs need data this machine "
-                     f"lacks: {lacking[exp][0]}")
+            statuses[exp] = (
+                old
+                if kept
+                else {"status": "skipped", "message": lacking[exp][0], "wall_s": 0.0, "profile": args.profile}
+            )
+            log.info(
+                f"== [{i}/{len(experiments)}] {exp}: skipped, {len(lacking[exp])} runs need data this machine "
+                f"lacks: {lacking[exp][0]}"
+            )
             continue
         if exp not in to_run:
             finished = _summary_rows(exp_dir)

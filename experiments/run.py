@@ -9,6 +9,7 @@ Exit codes: 0 done (a run that diverged is recorded, not an error of the harness
 of its runs), 2 bad input (nothing written), 128 + the signal's number when a signal stopped it (130 SIGINT, 143
 SIGTERM, 129 SIGHUP; the run in flight is recorded as failed with its partial trace, in a sweep too).
 """
+
 from __future__ import annotations
 
 import os
@@ -37,11 +38,29 @@ from hydra_plugins.apam_sweeper import ENV, fingerprint  # noqa: E402
 
 log = get_logger(__name__)
 
-NO_RUN_FLAGS = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc",
-                "--resolve", "-p", "--package")
+NO_RUN_FLAGS = (
+    "--help",
+    "-h",
+    "--hydra-help",
+    "--cfg",
+    "-c",
+    "--info",
+    "-i",
+    "--shell-completion",
+    "-sc",
+    "--resolve",
+    "-p",
+    "--package",
+)
 """Hydra flags with which nothing runs: the command line is handed to Hydra unchecked."""
-SOURCE_FLAGS = {"--config-path": "config_dir", "-cp": "config_dir", "--config-name": "config_name",
-                "-cn": "config_name", "--config-dir": "search_dirs", "-cd": "search_dirs"}
+SOURCE_FLAGS = {
+    "--config-path": "config_dir",
+    "-cp": "config_dir",
+    "--config-name": "config_name",
+    "-cn": "config_name",
+    "--config-dir": "search_dirs",
+    "-cd": "search_dirs",
+}
 """Hydra flags that name another primary config or add a config folder: the check composes with them too."""
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ())
 
@@ -55,8 +74,9 @@ def _sweep_bar(experiment: str, in_process: bool):
     global _SWEEP_BAR
     if _SWEEP_BAR is None:
         total = int(os.environ.get("APAM_SWEEP_JOBS", "0")) or None
-        _SWEEP_BAR = tqdm(total=total, unit="run", desc=f"sweep {experiment}",
-                          disable=not (in_process and sys.stderr.isatty()))
+        _SWEEP_BAR = tqdm(
+            total=total, unit="run", desc=f"sweep {experiment}", disable=not (in_process and sys.stderr.isatty())
+        )
     return _SWEEP_BAR
 
 
@@ -210,8 +230,10 @@ def _check_launcher(overrides: list[str], settings: list) -> None:
     if launcher != "basic":
         wall = next((s for s in settings if s.engine.clock == "wall"), None)
         if wall is not None:
-            raise ConfigError(f"hydra/launcher={launcher}: engine={wall.engine.name} measures wall-clock time and "
-                              "its runs must run alone (use the basic launcher, or make reproduce)")
+            raise ConfigError(
+                f"hydra/launcher={launcher}: engine={wall.engine.name} measures wall-clock time and "
+                "its runs must run alone (use the basic launcher, or make reproduce)"
+            )
 
 
 def main() -> None:
@@ -245,8 +267,10 @@ def main() -> None:
         _write_speedups()
     except KeyboardInterrupt as exc:
         signum = Interrupted.signum_of(exc)
-        log.info(f"interrupted by {signal.Signals(signum).name}: the run in flight is recorded as failed with its "
-                 "partial trace; a rerun starts it again and skips the finished ones")
+        log.info(
+            f"interrupted by {signal.Signals(signum).name}: the run in flight is recorded as failed with its "
+            "partial trace; a rerun starts it again and skips the finished ones"
+        )
         sys.exit(128 + signum)
     if multirun and OUTCOME.get("failed"):
         log.info(f"{OUTCOME['failed']} of {OUTCOME['jobs']} runs failed (summary.csv says why)")

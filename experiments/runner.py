@@ -7,6 +7,7 @@ the resolved config and the provenance; resolve the costs the engine needs from 
 at ``eval_every`` epochs (never timed); write ``trace.csv``, ``staleness.csv`` and the run's row in ``summary.csv``
 -- also when the run diverged or failed.
 """
+
 from __future__ import annotations
 
 import json
@@ -76,8 +77,10 @@ def make_problem(settings, device: torch.device):
     except (DataError, ValueError) as exc:
         raise ConfigError(f"problem={settings.problem.name}: {str(exc).strip().splitlines()[0]}") from None
     if settings.batch_size > problem.num_train:
-        raise ConfigError(f"batch_size={settings.batch_size}: larger than the {problem.num_train} training examples "
-                          f"of problem={settings.problem.name}")
+        raise ConfigError(
+            f"batch_size={settings.batch_size}: larger than the {problem.num_train} training examples "
+            f"of problem={settings.problem.name}"
+        )
     return problem
 
 
@@ -88,9 +91,17 @@ def job_event(event: str, run_id: str, settings) -> None:
     anything); one short line per ``write`` in append mode, so jobs in several processes share the file."""
     path = os.environ.get("APAM_JOB_EVENTS")
     if path:
-        line = json.dumps({"event": event, "run_id": run_id, "experiment": settings.experiment_id,
-                           "engine": settings.engine.name, "clock": settings.engine.clock, "pid": os.getpid(),
-                           "t": time.time()})
+        line = json.dumps(
+            {
+                "event": event,
+                "run_id": run_id,
+                "experiment": settings.experiment_id,
+                "engine": settings.engine.name,
+                "clock": settings.engine.clock,
+                "pid": os.getpid(),
+                "t": time.time(),
+            }
+        )
         with open(path, "a") as f:
             f.write(line + "\n")
 
@@ -103,8 +114,10 @@ def _skip(settings, config: dict, sink: RunSink) -> bool:
         if not changes:
             log.info(f"[skip] {_where(sink, settings)}: finished earlier (force=true reruns)")
             return True
-        log.info(f"[rerun] {_where(sink, settings)}: finished with another config ({'; '.join(changes[:3])}"
-                 f"{'; ...' if len(changes) > 3 else ''})")
+        log.info(
+            f"[rerun] {_where(sink, settings)}: finished with another config ({'; '.join(changes[:3])}"
+            f"{'; ...' if len(changes) > 3 else ''})"
+        )
     return False
 
 
@@ -146,16 +159,20 @@ def execute(cfg, overrides: list[str]) -> str:
         return _execute_one(cfg, settings, overrides, settings.experiment_id, None)
     check_overrides(overrides, settings.lr_tuning_seed)
     if settings.engine.name == "distributed":
-        raise ConfigError(f"lr_tuning_seed={settings.lr_tuning_seed}: tuning runs on engine=simulated or "
-                          "shared_memory, not distributed (its worker ranks run one job each)")
+        raise ConfigError(
+            f"lr_tuning_seed={settings.lr_tuning_seed}: tuning runs on engine=simulated or "
+            "shared_memory, not distributed (its worker ranks run one job each)"
+        )
     key = setting_key(overrides, settings.lr_tuning_seed)
     exp_dir = Path(settings.results_dir) / settings.experiment_id
     if settings.seed == settings.lr_tuning_seed:
         return _tune(cfg, settings, overrides, key, exp_dir)
     values = read_choice(exp_dir, key)
     if values is None:
-        raise ConfigError(f"lr_tuning_seed={settings.lr_tuning_seed}: {exp_dir / CHOICES_FILE} has no choice for "
-                          f"{key}: run the tuning seed first")
+        raise ConfigError(
+            f"lr_tuning_seed={settings.lr_tuning_seed}: {exp_dir / CHOICES_FILE} has no choice for "
+            f"{key}: run the tuning seed first"
+        )
     cfg = _with_values(cfg, values)
     return _execute_one(cfg, build_settings(cfg), overrides, settings.experiment_id, key)
 
@@ -178,10 +195,12 @@ def _tune(cfg, settings, overrides: list[str], key: str, exp_dir: Path) -> str:
 
     choice = tune(settings, key, run_trial)
     write_choice(exp_dir, choice_row(choice, settings))
-    log.info(f"[tuned] {settings.experiment_id}/{key}: lr_factor={fmt(choice.factor)}"
-             + (f", {choice.policy_key}={choice.policy_value}" if choice.policy_key else "")
-             + (f" (at the {choice.at_edge} edge of the factors tried)" if choice.at_edge else "")
-             + f" after {choice.trials} trials")
+    log.info(
+        f"[tuned] {settings.experiment_id}/{key}: lr_factor={fmt(choice.factor)}"
+        + (f", {choice.policy_key}={choice.policy_value}" if choice.policy_key else "")
+        + (f" (at the {choice.at_edge} edge of the factors tried)" if choice.at_edge else "")
+        + f" after {choice.trials} trials"
+    )
     return "failed" if failed else "ok"
 
 
@@ -208,10 +227,16 @@ def _execute_one(cfg, settings, overrides: list[str], experiment_dir: str, tunin
     opt = problem.optimum() if p.kind.startswith("logreg") and p.l2 > 0 else None
     job_event("start", run_id, settings)
     sink.write_config(OmegaConf.to_yaml(OmegaConf.create(config)), provenance.collect(settings.threads, str(device)))
-    recorder = Recorder(problem, constant_columns(settings, run_id), eval_every=settings.eval_every,
-                        total_epochs=settings.total_epochs(problem.num_train),
-                        f_star=opt[0] if opt is not None else None, clock=settings.engine.clock,
-                        divergence_factor=settings.divergence_factor, progress=settings.progress)
+    recorder = Recorder(
+        problem,
+        constant_columns(settings, run_id),
+        eval_every=settings.eval_every,
+        total_epochs=settings.total_epochs(problem.num_train),
+        f_star=opt[0] if opt is not None else None,
+        clock=settings.engine.clock,
+        divergence_factor=settings.divergence_factor,
+        progress=settings.progress,
+    )
     result, status, message, signum, probe = None, "ok", "", None, (math.nan, math.nan)
     try:
         costs = resolve(settings, problem, rule)  # before the engine starts: no engine measures anything
@@ -247,11 +272,17 @@ def _partial(recorder, num_train: int, message: str) -> tuple[EngineResult, str]
     """The result of a run stopped mid-way, as it was at its last evaluation (so that the summary row's updates
     and staleness agree with its trace), and the message saying so."""
     m, last = recorder.master, (recorder.rows[-1] if recorder.rows else {})
-    message += (f" after {m.version} updates; trace and summary stop at the last evaluation "
-                f"(update {last.get('updates', 0)}, epoch {last.get('epoch', 0.0):.3g})")
-    result = EngineResult(updates=last.get("updates", 0), gradients=last.get("gradients", 0),
-                          samples=round(last.get("epoch", 0.0) * num_train),
-                          time_s=last.get("time_s", math.nan), histogram=recorder.histogram_at_last_row())
+    message += (
+        f" after {m.version} updates; trace and summary stop at the last evaluation "
+        f"(update {last.get('updates', 0)}, epoch {last.get('epoch', 0.0):.3g})"
+    )
+    result = EngineResult(
+        updates=last.get("updates", 0),
+        gradients=last.get("gradients", 0),
+        samples=round(last.get("epoch", 0.0) * num_train),
+        time_s=last.get("time_s", math.nan),
+        histogram=recorder.histogram_at_last_row(),
+    )
     return result, message
 
 
@@ -288,8 +319,9 @@ def _predictions(settings, problem, sink, result) -> dict:
     return out
 
 
-def _write(sink, settings, run_id, recorder, result, status, message, num_train, probe, tuning,
-           predictions: dict) -> None:
+def _write(
+    sink, settings, run_id, recorder, result, status, message, num_train, probe, tuning, predictions: dict
+) -> None:
     """Trace, staleness, compute times, timeline, predictions, provenance additions and the summary row; then one
     line on stderr."""
     sink.write_trace(recorder.rows, result.histogram if result is not None else {})
@@ -300,12 +332,18 @@ def _write(sink, settings, run_id, recorder, result, status, message, num_train,
     if result is not None and result.timeline:
         sink.write_table("timeline.csv", [dict(zip(TIMELINE_COLUMNS, r)) for r in result.timeline], TIMELINE_COLUMNS)
     if predictions:
-        sink.write_table("predicted_staleness.csv", [{"prediction": k, "staleness": tau, "count": n}
-                                                     for k, p in predictions.items()
-                                                     for tau, n in sorted(p.histogram.items())],
-                         ["prediction", "staleness", "count"])
-    row = summary_row(settings, run_id, recorder.rows, result, status, message, num_train, probe,
-                      _late_expected(settings, result))
+        sink.write_table(
+            "predicted_staleness.csv",
+            [
+                {"prediction": k, "staleness": tau, "count": n}
+                for k, p in predictions.items()
+                for tau, n in sorted(p.histogram.items())
+            ],
+            ["prediction", "staleness", "count"],
+        )
+    row = summary_row(
+        settings, run_id, recorder.rows, result, status, message, num_train, probe, _late_expected(settings, result)
+    )
     for kind, p in predictions.items():
         row[f"{kind}_time_per_epoch_s"] = p.time_per_epoch_s
     if tuning is not None:
@@ -316,10 +354,16 @@ def _write(sink, settings, run_id, recorder, result, status, message, num_train,
     def num(v, fmt):
         return "--" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
 
-    log.info(f"[{status}] {_where(sink, settings)}: {row['updates']} updates, {num(row['epochs'], '.3g')} "
-             f"epochs, {num(row['time_s'], '.4g')} s ({settings.engine.clock}), train loss "
-             f"{num(row['final_train_loss'], '.4g')}, test acc {num(row['final_test_acc'], '.4f')}, "
-             f"delay={row['delay_model']} mean staleness {num(row['staleness_mean'], '.3g')}" + (
-                 f", {row['overruns']} overruns, {row['late_wakeups']} late wake-ups (calibrated: "
-                 f"{num(row['late_expected'], '.3g')})" if row['overruns'] == row['overruns'] else "")
-             + (f" -- {message}" if message else ""))
+    log.info(
+        f"[{status}] {_where(sink, settings)}: {row['updates']} updates, {num(row['epochs'], '.3g')} "
+        f"epochs, {num(row['time_s'], '.4g')} s ({settings.engine.clock}), train loss "
+        f"{num(row['final_train_loss'], '.4g')}, test acc {num(row['final_test_acc'], '.4f')}, "
+        f"delay={row['delay_model']} mean staleness {num(row['staleness_mean'], '.3g')}"
+        + (
+            f", {row['overruns']} overruns, {row['late_wakeups']} late wake-ups (calibrated: "
+            f"{num(row['late_expected'], '.3g')})"
+            if row["overruns"] == row["overruns"]
+            else ""
+        )
+        + (f" -- {message}" if message else "")
+    )

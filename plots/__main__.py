@@ -17,11 +17,13 @@ def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m plots",
         description="Redraw every figure of an experiment folder (or of every experiment below a results folder) "
-        "from its CSV files alone; prints the files written.")
+        "from its CSV files alone; prints the files written.",
+    )
     parser.add_argument("path", help="results/<experiment> folder, or results/ for every experiment")
     parser.add_argument("--format", default="png", choices=FORMATS, help="figure file format (default png)")
-    parser.add_argument("--paper-dir", default=None,
-                        help="folder with <experiment>.csv of the paper's numbers (default PATH/../paper)")
+    parser.add_argument(
+        "--paper-dir", default=None, help="folder with <experiment>.csv of the paper's numbers (default PATH/../paper)"
+    )
     args = parser.parse_args(argv)
     try:
         folders = find_experiments(args.path)

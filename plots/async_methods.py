@@ -22,11 +22,27 @@ from .data import as_experiment
 from .validation import _with_setting, overrun_count
 
 MODELS = ("equal", "sqrt", "linear", "straggler8", "lognormal1")
-MODEL_LABELS = {"equal": "equal", "sqrt": "sqrt(i) x base", "linear": "i x base", "straggler8": "one 8x straggler",
-                "lognormal1": "lognormal sigma=1"}
-METHODS = ("apam", "apam_mishchenko", "apam_koloskova", "apam_wu", "apam_ringmaster", "async_sgd",
-           "async_sgd_mishchenko", "async_sgd_koloskova", "async_sgd_wu", "ringmaster_asgd", "rennala_sgd",
-           "sync_amsgrad")
+MODEL_LABELS = {
+    "equal": "equal",
+    "sqrt": "sqrt(i) x base",
+    "linear": "i x base",
+    "straggler8": "one 8x straggler",
+    "lognormal1": "lognormal sigma=1",
+}
+METHODS = (
+    "apam",
+    "apam_mishchenko",
+    "apam_koloskova",
+    "apam_wu",
+    "apam_ringmaster",
+    "async_sgd",
+    "async_sgd_mishchenko",
+    "async_sgd_koloskova",
+    "async_sgd_wu",
+    "ringmaster_asgd",
+    "rennala_sgd",
+    "sync_amsgrad",
+)
 MODEL_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
 """Bar colours of the compute-time models, in ``MODELS`` order (a categorical palette apart from the algorithms')."""
 
@@ -57,13 +73,28 @@ def best_times(summary: pd.DataFrame) -> pd.DataFrame:
     # the factor is chosen on the seeds that every factor of the setting ran
     n_factors = s.groupby(keys)["lr_factor"].transform("nunique")
     s["common"] = s.groupby(keys + ["seed"])["lr_factor"].transform("nunique") == n_factors
-    choice = (s[s["common"]].groupby(keys + ["lr_factor"], sort=True)["t"].mean().rename("choice_mean").reset_index()
-              .sort_values(keys + ["choice_mean", "lr_factor"]).groupby(keys, sort=True).head(1))
-    per_factor = (s.groupby(keys + ["lr_factor"], sort=True)
-                  .agg(seeds=("seed", "nunique"), reached=("t", lambda t: int(np.isfinite(t).sum())),
-                       time_mean=("t", "mean"), time_min=("t", "min"), time_max=("t", "max"),
-                       discarded_frac=("discarded_frac", "mean"))
-                  .reset_index())
+    choice = (
+        s[s["common"]]
+        .groupby(keys + ["lr_factor"], sort=True)["t"]
+        .mean()
+        .rename("choice_mean")
+        .reset_index()
+        .sort_values(keys + ["choice_mean", "lr_factor"])
+        .groupby(keys, sort=True)
+        .head(1)
+    )
+    per_factor = (
+        s.groupby(keys + ["lr_factor"], sort=True)
+        .agg(
+            seeds=("seed", "nunique"),
+            reached=("t", lambda t: int(np.isfinite(t).sum())),
+            time_mean=("t", "mean"),
+            time_min=("t", "min"),
+            time_max=("t", "max"),
+            discarded_frac=("discarded_frac", "mean"),
+        )
+        .reset_index()
+    )
     per_factor["factors"] = per_factor.groupby(keys)["lr_factor"].transform("nunique")
     per_factor["factor_min"] = per_factor.groupby(keys)["lr_factor"].transform("min")
     per_factor["factor_max"] = per_factor.groupby(keys)["lr_factor"].transform("max")
@@ -124,8 +155,9 @@ def engine_pairs(summary: pd.DataFrame) -> pd.DataFrame:
     frac = (frac["_over"] / frac["gradients"].where(frac["gradients"] > 0)).rename("overrun_frac").reset_index()
     out = out.merge(frac, on=keys, how="left")
     order = {m: i for i, m in enumerate(METHODS)}
-    return out.sort_values(keys[:-1] + ["algorithm"], key=lambda c: c.map(order) if c.name == "algorithm" else c
-                           ).reset_index(drop=True)
+    return out.sort_values(
+        keys[:-1] + ["algorithm"], key=lambda c: c.map(order) if c.name == "algorithm" else c
+    ).reset_index(drop=True)
 
 
 def _hide_unused(axes, used):
@@ -154,8 +186,12 @@ def draw_engine_check(exp, fmt="png"):
     written = []
     for problem, rows in pairs.groupby("problem", sort=True):
         models = _order(set(rows["compute_model"]), MODELS)
-        panels = [(p, m) for p in sorted(rows["workers"].unique()) for m in models
-                  if not rows[(rows["workers"] == p) & (rows["compute_model"] == m)].empty]
+        panels = [
+            (p, m)
+            for p in sorted(rows["workers"].unique())
+            for m in models
+            if not rows[(rows["workers"] == p) & (rows["compute_model"] == m)].empty
+        ]
         engines = sorted(rows["engine"].unique())
         methods = _order(set(rows["algorithm"]), METHODS)
         finite = np.concatenate([rows[c].to_numpy(dtype=float) for c in ("measured_s", "simulated_s")])
@@ -175,8 +211,15 @@ def draw_engine_check(exp, fmt="png"):
                 xs = np.arange(len(methods)) + (k - (len(bars) - 1) / 2) * width
                 t = r[f"{side}_s"].to_numpy(dtype=float)
                 ok = np.isfinite(t)
-                ax.bar(xs[ok], t[ok], width, color=shades[eng] if side == "measured" else "white",
-                       edgecolor=shades[eng], hatch=None if side == "measured" else "///", linewidth=0.8)
+                ax.bar(
+                    xs[ok],
+                    t[ok],
+                    width,
+                    color=shades[eng] if side == "measured" else "white",
+                    edgecolor=shades[eng],
+                    hatch=None if side == "measured" else "///",
+                    linewidth=0.8,
+                )
                 miss = ~ok & r[f"{side}_s"].notna().to_numpy()
                 if miss.any():
                     ax.plot(xs[miss], [top * 0.97] * int(miss.sum()), "x", color=shades[eng], markersize=5)
@@ -187,15 +230,26 @@ def draw_engine_check(exp, fmt="png"):
             if j % ncols == 0:
                 ax.set_ylabel("time to target (s)")
         _hide_unused(axes, len(panels))
-        handles = [Patch(facecolor=shades[e] if side == "measured" else "white", edgecolor=shades[e],
-                         hatch=None if side == "measured" else "///") for e, side in bars]
+        handles = [
+            Patch(
+                facecolor=shades[e] if side == "measured" else "white",
+                edgecolor=shades[e],
+                hatch=None if side == "measured" else "///",
+            )
+            for e, side in bars
+        ]
         labels = [f"{e} {'measured (wall)' if side == 'measured' else 'simulated twin'}" for e, side in bars]
-        fig.legend(handles, labels, loc="outside lower center", ncols=min(4, len(labels)), fontsize="small",
-                   frameon=False)
+        fig.legend(
+            handles, labels, loc="outside lower center", ncols=min(4, len(labels)), fontsize="small", frameon=False
+        )
         n = int(exp.summary["seed"].nunique()) if "seed" in exp.summary else 1
-        style.figure_title(fig, exp, problem, "time to target, real engines beside the simulated clock",
-                           note="emulated compute; x: never reached"
-                           + (f"; {style.seeds_note(n).strip(' ()')}" if n > 1 else ""))
+        style.figure_title(
+            fig,
+            exp,
+            problem,
+            "time to target, real engines beside the simulated clock",
+            note="emulated compute; x: never reached" + (f"; {style.seeds_note(n).strip(' ()')}" if n > 1 else ""),
+        )
         written.append(style.save(fig, exp.path / "figures", style.slug("engine_check", problem), fmt))
     return written
 
@@ -251,29 +305,52 @@ def draw_async_methods(exp, fmt="png"):
                         ax.plot([x], [top * 0.95], "x", color=colors[model], markersize=5)
                         continue
                     hi = iv.hi if math.isfinite(iv.hi) else top * 0.97
-                    ax.bar([x], [iv.point], width, color=colors[model],
-                           yerr=style.whiskers([iv.point], [iv.lo], [hi]), error_kw={"linewidth": 0.8})
+                    ax.bar(
+                        [x],
+                        [iv.point],
+                        width,
+                        color=colors[model],
+                        yerr=style.whiskers([iv.point], [iv.lo], [hi]),
+                        error_kw={"linewidth": 0.8},
+                    )
                     if not math.isfinite(iv.hi):
                         ax.annotate("", xy=(x, top), xytext=(x, hi), arrowprops={"arrowstyle": "->", "lw": 0.8})
                     ax.text(x, min(hi, top * 0.9) * 1.02, f"{int(rank)}", ha="center", va="bottom", fontsize=6)
             ax.set_xticks(range(len(methods)))
             ax.set_xticklabels(methods, rotation=30, ha="right", fontsize=8)
-            ax.set_title(f"P = {int(p)}, {name}" + (f" = {_target(targets, problem, name):.3g}"
-                                                     if name != "configured" else ""), fontsize="small")
+            ax.set_title(
+                f"P = {int(p)}, {name}" + (f" = {_target(targets, problem, name):.3g}" if name != "configured" else ""),
+                fontsize="small",
+            )
             ax.set_ylim(0, top)
             if j % ncols == 0:
                 clock = str(summary["clock"].iloc[0]) if "clock" in summary else "simulated"
                 ax.set_ylabel(f"time to target ({clock} s)")
         _hide_unused(axes, len(panels))
         n_seeds = int(rows["seeds"].max()) if len(rows) else 1
-        what = ("T(1/2), T(9/10): the best serial method's loss at 1/2, 9/10 of the budget" if names != ["configured"]
-                else f"target train loss {summary.loc[summary['problem'] == problem, 'target_loss'].iloc[0]:g}")
-        style.figure_title(fig, exp, problem, "time to target per method and compute-time model (tuned steps)",
-                           note=f"{what}\nmean of {n_seeds} seed(s); whiskers: 95% bootstrap interval; numbers: "
-                                "shared rank; x: never reached")
-        fig.legend([Patch(color=colors[m]) for m in models], [MODEL_LABELS.get(m, m) for m in models],
-                   loc="outside lower center", ncols=min(5, len(models)), title="compute-time model",
-                   fontsize="small", title_fontsize="small", frameon=False)
+        what = (
+            "T(1/2), T(9/10): the best serial method's loss at 1/2, 9/10 of the budget"
+            if names != ["configured"]
+            else f"target train loss {summary.loc[summary['problem'] == problem, 'target_loss'].iloc[0]:g}"
+        )
+        style.figure_title(
+            fig,
+            exp,
+            problem,
+            "time to target per method and compute-time model (tuned steps)",
+            note=f"{what}\nmean of {n_seeds} seed(s); whiskers: 95% bootstrap interval; numbers: "
+            "shared rank; x: never reached",
+        )
+        fig.legend(
+            [Patch(color=colors[m]) for m in models],
+            [MODEL_LABELS.get(m, m) for m in models],
+            loc="outside lower center",
+            ncols=min(5, len(models)),
+            title="compute-time model",
+            fontsize="small",
+            title_fontsize="small",
+            frameon=False,
+        )
         written.append(style.save(fig, exp.path / "figures", style.slug("async_methods", problem), fmt))
     return written
 

@@ -34,7 +34,7 @@ def _paper_levels(ax, levels):
 
 def _fit_levels(levels, n_lines):
     """The paper's levels that still fit the legend beside ``n_lines`` curves (``style.MAX_LEGEND_ENTRIES``)."""
-    return levels[:max(0, style.MAX_LEGEND_ENTRIES - n_lines)]
+    return levels[: max(0, style.MAX_LEGEND_ENTRIES - n_lines)]
 
 
 def _setting_parts(traces, engine, clock, cores, setting):
@@ -65,8 +65,17 @@ def _mean_band_series(runs, xcol, ycol, color, label, marker):
     if x.size == 0:
         return None, 0
     several = len(curves) > 1
-    return style.Series(x, mean, label, color, marker, lo=lo if several else None, hi=hi if several else None,
-                        short=label.split(", ")[0], markevery=max(1, x.size // MARKS_PER_CURVE)), len(curves)
+    return style.Series(
+        x,
+        mean,
+        label,
+        color,
+        marker,
+        lo=lo if several else None,
+        hi=hi if several else None,
+        short=label.split(", ")[0],
+        markevery=max(1, x.size // MARKS_PER_CURVE),
+    ), len(curves)
 
 
 def _draw_curves(ax, items, xcol, ycol):
@@ -127,7 +136,8 @@ def draw_curves_by_workers(exp, fmt="png"):
     written = []
     all_levels = paper_accuracies(exp.paper, traces["problem"].unique())
     for (problem, algorithm, engine, clock, cores, setting), group in _simple_groups(
-            traces, ["problem", "algorithm", "engine", "clock", "cores", "compute_setting"]):
+        traces, ["problem", "algorithm", "engine", "clock", "cores", "compute_setting"]
+    ):
         counts = distinct(group, "agents")
         if len(counts) < 2:
             continue
@@ -139,11 +149,30 @@ def draw_curves_by_workers(exp, fmt="png"):
         for row, (xcol, xlabel) in enumerate((("epoch", EPOCH_LABEL), ("time_s", style.time_label(clock)))):
             for col, (ycol, ylabel) in enumerate(METRICS):
                 ax = axes[row][col]
-                items = [(group[group["agents"] == a], colors[a], ", ".join(t for t in (
-                    style.agents_text(a, master), style.delay_text(
-                        exp.summary, problem=problem, algorithm=algorithm, engine=engine, clock=clock, cores=cores,
-                        agents=a)) if t), style.LINE_MARKERS[i % len(style.LINE_MARKERS)])
-                         for i, a in enumerate(counts)]
+                items = [
+                    (
+                        group[group["agents"] == a],
+                        colors[a],
+                        ", ".join(
+                            t
+                            for t in (
+                                style.agents_text(a, master),
+                                style.delay_text(
+                                    exp.summary,
+                                    problem=problem,
+                                    algorithm=algorithm,
+                                    engine=engine,
+                                    clock=clock,
+                                    cores=cores,
+                                    agents=a,
+                                ),
+                            )
+                            if t
+                        ),
+                        style.LINE_MARKERS[i % len(style.LINE_MARKERS)],
+                    )
+                    for i, a in enumerate(counts)
+                ]
                 n_seeds = max(n_seeds, _draw_curves(ax, items, xcol, ycol))
                 if ycol == "test_acc":
                     _paper_levels(ax, levels)
@@ -152,8 +181,11 @@ def draw_curves_by_workers(exp, fmt="png"):
         style.legend_outside(fig, axes)
         per = "count of compute agents" if master else "worker count"
         parts = _setting_parts(traces, engine, clock, cores, setting)
-        how = ", ".join(t for t in (style.engine_text(engine, clock, cores),
-                                     _setting_note(setting) if setting in parts else "") if t)
+        how = ", ".join(
+            t
+            for t in (style.engine_text(engine, clock, cores), _setting_note(setting) if setting in parts else "")
+            if t
+        )
         style.figure_title(fig, exp, problem, f"{algorithm} ({how}), one curve per {per}", style.seeds_note(n_seeds))
         name = style.slug("curves", problem, algorithm, engine, clock, *parts)
         written.append(style.save(fig, exp.figures_dir, name, fmt))
@@ -180,7 +212,8 @@ def draw_algorithm_comparison(exp, fmt="png"):
     written = []
     all_levels = paper_accuracies(exp.paper, traces["problem"].unique())
     for (problem, engine, clock, cores, setting), group in _simple_groups(
-            traces, ["problem", "engine", "clock", "cores", "compute_setting"]):
+        traces, ["problem", "engine", "clock", "cores", "compute_setting"]
+    ):
         per_count = group.groupby("agents")["algorithm"].nunique()
         counts = sorted(float(a) for a in per_count[per_count >= 2].index)
         if not counts:
@@ -201,11 +234,29 @@ def draw_algorithm_comparison(exp, fmt="png"):
                 a = counts[k]
                 for row, (ycol, ylabel) in enumerate(METRICS):
                     ax = axes[2 * (k // ncols) + row][k % ncols]
-                    items = [(group[(group["agents"] == a) & (group["algorithm"] == algorithm)],
-                              style.color_for(algorithm), ", ".join(t for t in (algorithm, style.delay_text(
-                                  exp.summary, problem=problem, algorithm=algorithm, engine=engine, clock=clock,
-                                  cores=cores)) if t), style.LINE_MARKERS[i % len(style.LINE_MARKERS)])
-                             for i, algorithm in enumerate(algorithms)]
+                    items = [
+                        (
+                            group[(group["agents"] == a) & (group["algorithm"] == algorithm)],
+                            style.color_for(algorithm),
+                            ", ".join(
+                                t
+                                for t in (
+                                    algorithm,
+                                    style.delay_text(
+                                        exp.summary,
+                                        problem=problem,
+                                        algorithm=algorithm,
+                                        engine=engine,
+                                        clock=clock,
+                                        cores=cores,
+                                    ),
+                                )
+                                if t
+                            ),
+                            style.LINE_MARKERS[i % len(style.LINE_MARKERS)],
+                        )
+                        for i, algorithm in enumerate(algorithms)
+                    ]
                     n_seeds = max(n_seeds, _draw_curves(ax, items, xcol, ycol))
                     if ycol == "test_acc":
                         _paper_levels(ax, levels)
@@ -214,8 +265,11 @@ def draw_algorithm_comparison(exp, fmt="png"):
                         ax.set_title(style.agents_text(a, master))
             style.legend_outside(fig, axes)
             parts = _setting_parts(traces, engine, clock, cores, setting)
-            how = ", ".join(t for t in (style.engine_text(engine, clock, cores),
-                                         _setting_note(setting) if setting in parts else "") if t)
+            how = ", ".join(
+                t
+                for t in (style.engine_text(engine, clock, cores), _setting_note(setting) if setting in parts else "")
+                if t
+            )
             style.figure_title(fig, exp, problem, f"{' vs '.join(algorithms)} ({how})", style.seeds_note(n_seeds))
             name = style.slug("compare", problem, engine, clock, *parts, tag)
             written.append(style.save(fig, exp.figures_dir, name, fmt))
@@ -253,11 +307,31 @@ def draw_delay_sweep(exp, fmt="png"):
         n_seeds = 1
         for col, (ycol, ylabel) in enumerate(reversed(METRICS)):
             ax = axes[0][col]
-            items = [(group[group["max_delay"] == d], colors[d], ", ".join(t for t in (
-                f"max delay {style.fmt_num(d)} updates", style.delay_text(
-                    exp.summary, problem=problem, algorithm=algorithm, engine=engine, clock=clock, cores=cores,
-                    workers=workers, max_delay=d)) if t), style.LINE_MARKERS[i % len(style.LINE_MARKERS)])
-                     for i, d in enumerate(delays)]
+            items = [
+                (
+                    group[group["max_delay"] == d],
+                    colors[d],
+                    ", ".join(
+                        t
+                        for t in (
+                            f"max delay {style.fmt_num(d)} updates",
+                            style.delay_text(
+                                exp.summary,
+                                problem=problem,
+                                algorithm=algorithm,
+                                engine=engine,
+                                clock=clock,
+                                cores=cores,
+                                workers=workers,
+                                max_delay=d,
+                            ),
+                        )
+                        if t
+                    ),
+                    style.LINE_MARKERS[i % len(style.LINE_MARKERS)],
+                )
+                for i, d in enumerate(delays)
+            ]
             n_seeds = max(n_seeds, _draw_curves(ax, items, "epoch", ycol))
             if ycol == "test_acc":
                 _paper_levels(ax, levels)
@@ -270,7 +344,15 @@ def draw_delay_sweep(exp, fmt="png"):
         what = f"{algorithm}, {count} ({style.engine_text(engine, clock, cores)}), artificial delay sweep"
         style.figure_title(fig, exp, problem, what, (setting + style.seeds_note(n_seeds)).strip())
         suffix = [f"{c}{style.fmt_num(extra[c])}" for c in named]
-        name = style.slug("delay_sweep", problem, algorithm, engine, clock,
-                          *_setting_parts(traces, engine, clock, cores, setting), f"P{style.fmt_num(workers)}", *suffix)
+        name = style.slug(
+            "delay_sweep",
+            problem,
+            algorithm,
+            engine,
+            clock,
+            *_setting_parts(traces, engine, clock, cores, setting),
+            f"P{style.fmt_num(workers)}",
+            *suffix,
+        )
         written.append(style.save(fig, exp.figures_dir, name, fmt))
     return written

@@ -30,9 +30,28 @@ import pandas as pd
 from .errors import MissingColumnError, PlotError
 
 TEXT_COLUMNS = frozenset(
-    {"experiment", "run_id", "problem", "algorithm", "engine", "clock", "delay_model", "basis", "status",
-     "message", "metric", "unit", "source", "policy", "compute_spread", "compute_law", "compute", "transport",
-     "prediction", "cores"}
+    {
+        "experiment",
+        "run_id",
+        "problem",
+        "algorithm",
+        "engine",
+        "clock",
+        "delay_model",
+        "basis",
+        "status",
+        "message",
+        "metric",
+        "unit",
+        "source",
+        "policy",
+        "compute_spread",
+        "compute_law",
+        "compute",
+        "transport",
+        "prediction",
+        "cores",
+    }
 )
 BOOL_COLUMNS = frozenset({"master_computes"})
 TRUE_TEXT = frozenset({"true", "1", "1.0", "yes"})
@@ -246,8 +265,11 @@ def with_line_columns(df, summary=None):
     if df is None:
         return df
     df = df.copy()
-    lookup = summary.drop_duplicates("run_id").set_index("run_id") if (
-        summary is not None and "run_id" in df.columns and "run_id" in summary.columns) else None
+    lookup = (
+        summary.drop_duplicates("run_id").set_index("run_id")
+        if (summary is not None and "run_id" in df.columns and "run_id" in summary.columns)
+        else None
+    )
     for column in LINE_COLUMNS:
         if column not in df.columns and lookup is not None and column in lookup.columns:
             df[column] = df["run_id"].map(lookup[column])
@@ -257,8 +279,11 @@ def with_line_columns(df, summary=None):
     df["master_computes"] = df["master_computes"].astype(bool)
     if "agents" not in df.columns:
         df["agents"] = np.nan
-    df["agents"] = pd.to_numeric(df["agents"], errors="coerce").astype(float).fillna(
-        df["workers"] + df["master_computes"].astype(float))
+    df["agents"] = (
+        pd.to_numeric(df["agents"], errors="coerce")
+        .astype(float)
+        .fillna(df["workers"] + df["master_computes"].astype(float))
+    )
     if "cores" not in df.columns:
         df["cores"] = ""
     df["cores"] = df["cores"].fillna("").astype(str)
@@ -266,9 +291,13 @@ def with_line_columns(df, summary=None):
         for column in COMPUTE_COLUMNS:
             if column not in df.columns and column in lookup.columns:
                 df[column] = df["run_id"].map(lookup[column])
-    df["compute_setting"] = [setting_name(c, b) for c, b in zip(
-        df["compute"] if "compute" in df.columns else [""] * len(df),
-        df["compute_base_s"] if "compute_base_s" in df.columns else [np.nan] * len(df))]
+    df["compute_setting"] = [
+        setting_name(c, b)
+        for c, b in zip(
+            df["compute"] if "compute" in df.columns else [""] * len(df),
+            df["compute_base_s"] if "compute_base_s" in df.columns else [np.nan] * len(df),
+        )
+    ]
     return df
 
 
@@ -286,12 +315,18 @@ def setting_name(compute, base_s):
 def master_computes(*frames):
     """True when any row of the frames has the master computing gradients too (the x-axis counts compute agents,
     the paper's threads, rather than workers)."""
-    return any(df is not None and "master_computes" in df.columns and bool(df["master_computes"].any())
-               for df in frames)
+    return any(
+        df is not None and "master_computes" in df.columns and bool(df["master_computes"].any()) for df in frames
+    )
 
 
-STAND_IN_MODELS = {"lenet5": "LeNet5", "allcnn": "AllCNN", "resnet18": "ResNet18", "wrn28": "WRN-28-5",
-                   "logreg": "logistic regression"}
+STAND_IN_MODELS = {
+    "lenet5": "LeNet5",
+    "allcnn": "AllCNN",
+    "resnet18": "ResNet18",
+    "wrn28": "WRN-28-5",
+    "logreg": "logistic regression",
+}
 """Model families a problem id (``<model>_<data>``, problems/) or an experiment id may name, and their names in
 the paper (Xu et al., Sec. 5)."""
 
@@ -345,8 +380,9 @@ def compute_settings(exp, problem):
                 return df
             mask = (df["problem"] != problem) | (df["compute"] == compute)
             if "compute_base_s" in df.columns:
-                mask &= (df["problem"] != problem) | (df["compute_base_s"] == base if timed
-                                                      else df["compute_base_s"].isna())
+                mask &= (df["problem"] != problem) | (
+                    df["compute_base_s"] == base if timed else df["compute_base_s"].isna()
+                )
             return df[mask]
 
         suffix = f"{compute}-{base:g}s" if timed else str(compute)

@@ -148,8 +148,11 @@ def draw_speedup(exp, fmt="png"):
                     continue
                 keys = list(rows.groupby(LINE_KEYS, sort=True).groups)
                 extras = _speedup_extras(sub, problem, basis, rows)
-                parts = style.fit_legend(keys, lambda part, rows=rows, extras=extras: len(part) + extras
-                                         + _note_entries(rows, part), family_of=lambda k: style.family(k[1], k[2]))
+                parts = style.fit_legend(
+                    keys,
+                    lambda part, rows=rows, extras=extras: len(part) + extras + _note_entries(rows, part),
+                    family_of=lambda k: style.family(k[1], k[2]),
+                )
                 for more, part in parts:
                     mask = np.zeros(len(rows), dtype=bool)
                     for key in part:
@@ -165,8 +168,10 @@ def _speedup_extras(exp, problem, basis, rows):
     paper = _paper_rows(exp.paper, ["speedup"], problem) if basis == "time_per_epoch" else None
     if paper is not None and not paper.empty:
         n += len(paper.groupby(["problem", "algorithm"]))
-    if any(overrun_workers(exp.summary, "agents", problem=problem, algorithm=a, engine=e)
-           for a, e in rows[["algorithm", "engine"]].drop_duplicates().itertuples(index=False)):
+    if any(
+        overrun_workers(exp.summary, "agents", problem=problem, algorithm=a, engine=e)
+        for a, e in rows[["algorithm", "engine"]].drop_duplicates().itertuples(index=False)
+    ):
         n += 1
     if basis == "time_to_target" and exp.summary is not None:
         n += 1  # room for the "target not reached" entry
@@ -175,8 +180,11 @@ def _speedup_extras(exp, problem, basis, rows):
 
 def _note_entries(rows, part):
     """1 where the lines of ``part`` overlap (a "lines overlap" note in the legend), else 0."""
-    series = [style.Series(g["agents"].to_numpy(float), g["speedup"].to_numpy(float), "", "", "")
-              for key, g in rows.groupby(LINE_KEYS, sort=True) if key in set(part)]
+    series = [
+        style.Series(g["agents"].to_numpy(float), g["speedup"].to_numpy(float), "", "", "")
+        for key, g in rows.groupby(LINE_KEYS, sort=True)
+        if key in set(part)
+    ]
     return int(bool(style.overlap_groups(series, ideal=lambda x: x)))
 
 
@@ -198,8 +206,14 @@ def _speedup_figure(exp, problem, basis, rows, fmt, name, setting=""):
         x = line["agents"].to_numpy(float)
         sp = line["speedup"].to_numpy(float)
         short = line_label(key, both)
-        kw = {"label": _with_delay(exp.summary, problem, key, short), "color": style.color_for(algorithm),
-              "marker": markers[key], "linestyle": _linestyle(key), "measured": clock == "wall", "short": short}
+        kw = {
+            "label": _with_delay(exp.summary, problem, key, short),
+            "color": style.color_for(algorithm),
+            "marker": markers[key],
+            "linestyle": _linestyle(key),
+            "measured": clock == "wall",
+            "short": short,
+        }
         band = bands.get(key)
         lo = hi = None
         if band is not None:
@@ -209,10 +223,12 @@ def _speedup_figure(exp, problem, basis, rows, fmt, name, setting=""):
             if np.isnan(lo).any():  # a count one seed alone reached: no range there
                 lo, hi = np.where(np.isnan(lo), sp, lo), np.where(np.isnan(hi), sp, hi)
         speedups.append(style.Series(x, sp, lo=lo, hi=hi, **kw))
-        efficiencies.append(style.Series(x, sp / x, lo=None if lo is None else lo / x, hi=None if hi is None
-                                         else hi / x, **kw))
-        bad = line["agents"].isin(overrun_workers(exp.summary, "agents", problem=problem, algorithm=algorithm,
-                                                  engine=engine))
+        efficiencies.append(
+            style.Series(x, sp / x, lo=None if lo is None else lo / x, hi=None if hi is None else hi / x, **kw)
+        )
+        bad = line["agents"].isin(
+            overrun_workers(exp.summary, "agents", problem=problem, algorithm=algorithm, engine=engine)
+        )
         unreached = _unreached(exp.summary, problem, basis, key, line)
         marks.append((line[bad], unreached, kw["color"]))
         all_x += unreached
@@ -237,9 +253,15 @@ def _speedup_figure(exp, problem, basis, rows, fmt, name, setting=""):
         pmarkers = {p: PAPER_MARKERS[i % len(PAPER_MARKERS)] for i, p in enumerate(distinct(paper, "problem"))}
         for (pproblem, algorithm), pts in paper.groupby(["problem", "algorithm"], sort=True):
             pts = pts.sort_values("workers")
-            kw = {"marker": pmarkers[pproblem], "s": 110, "facecolors": "none",
-                  "edgecolors": style.color_for(algorithm), "linewidths": 1.4, "zorder": style.MARKER_Z - 0.5,
-                  "label": f"paper: {algorithm} ({pproblem})"}
+            kw = {
+                "marker": pmarkers[pproblem],
+                "s": 110,
+                "facecolors": "none",
+                "edgecolors": style.color_for(algorithm),
+                "linewidths": 1.4,
+                "zorder": style.MARKER_Z - 0.5,
+                "label": f"paper: {algorithm} ({pproblem})",
+            }
             ax_s.scatter(pts["workers"], pts["value"], **kw)
             ax_e.scatter(pts["workers"], pts["value"] / pts["workers"], **kw)
     style.log2_workers_axis(ax_s, all_x, xlabel)
@@ -254,8 +276,13 @@ def _speedup_figure(exp, problem, basis, rows, fmt, name, setting=""):
     ax_e.set_title(f"efficiency per {'compute agent' if unit == 'agents' else 'worker'}")
     style.legend_outside(fig, axes)
     note = style.seeds_note(n_seeds).replace("band:", "band or whiskers:")
-    style.figure_title(fig, exp, problem, f"speed-up on the {basis.replace('_', ' ')} basis"
-                       + (f", {setting}" if setting else ""), note)
+    style.figure_title(
+        fig,
+        exp,
+        problem,
+        f"speed-up on the {basis.replace('_', ' ')} basis" + (f", {setting}" if setting else ""),
+        note,
+    )
     return style.save(fig, exp.figures_dir, name, fmt)
 
 
@@ -285,8 +312,9 @@ def draw_time_per_epoch(exp, fmt="png"):
                 continue
             keys = list(rows.groupby(LINE_KEYS, sort=True).groups)
             extras = 1 + len(_paper_relative_times(sub.paper, problem))
-            parts = style.fit_legend(keys, lambda part, extras=extras: len(part) + extras + 1,
-                                     family_of=lambda k: style.family(k[1], k[2]))
+            parts = style.fit_legend(
+                keys, lambda part, extras=extras: len(part) + extras + 1, family_of=lambda k: style.family(k[1], k[2])
+            )
             for more, part in parts:
                 mask = np.zeros(len(rows), dtype=bool)
                 for key in part:
@@ -331,13 +359,25 @@ def _time_per_epoch_figure(exp, problem, rows, fmt, name, setting=""):
     times, relative = [], []
     for key, line in groups:
         short = line_label(key, both)
-        kw = {"label": _with_delay(exp.summary, problem, key, short), "short": short,
-              "color": style.color_for(key[0]), "marker": markers[key], "linestyle": _linestyle(key),
-              "measured": key[2] == "wall"}
+        kw = {
+            "label": _with_delay(exp.summary, problem, key, short),
+            "short": short,
+            "color": style.color_for(key[0]),
+            "marker": markers[key],
+            "linestyle": _linestyle(key),
+            "measured": key[2] == "wall",
+        }
         x = line["agents"].to_numpy(float)
         several = line["n"].max() > 1
-        times.append(style.Series(x, line["mean"].to_numpy(float), lo=line["min"].to_numpy(float) if several
-                                  else None, hi=line["max"].to_numpy(float) if several else None, **kw))
+        times.append(
+            style.Series(
+                x,
+                line["mean"].to_numpy(float),
+                lo=line["min"].to_numpy(float) if several else None,
+                hi=line["max"].to_numpy(float) if several else None,
+                **kw,
+            )
+        )
         base = line.loc[line["agents"] == 1, "mean"]
         if ax_r is not None and not base.empty:
             relative.append(style.Series(x, line["mean"].to_numpy(float) / float(base.iloc[0]), **kw))
@@ -347,9 +387,17 @@ def _time_per_epoch_figure(exp, problem, rows, fmt, name, setting=""):
     if ax_r is not None:
         markers_p = {p: PAPER_MARKERS[i % len(PAPER_MARKERS)] for i, p in enumerate(sorted({r[0] for r in paper_rel}))}
         for pproblem, algorithm, workers, rel in paper_rel:
-            ax_r.scatter(workers, rel, marker=markers_p[pproblem], s=110, facecolors="none",
-                         edgecolors=style.color_for(algorithm), linewidths=1.4, zorder=style.MARKER_Z - 0.5,
-                         label=f"paper: {algorithm} ({pproblem})")
+            ax_r.scatter(
+                workers,
+                rel,
+                marker=markers_p[pproblem],
+                s=110,
+                facecolors="none",
+                edgecolors=style.color_for(algorithm),
+                linewidths=1.4,
+                zorder=style.MARKER_Z - 0.5,
+                label=f"paper: {algorithm} ({pproblem})",
+            )
             all_x += list(workers)
         w = np.array(sorted(set(all_x)), dtype=float)
         style.draw_ideal(ax_r, w, 1.0 / w, f"ideal 1 / {unit}s")
@@ -369,6 +417,7 @@ def _time_per_epoch_figure(exp, problem, rows, fmt, name, setting=""):
     ax_t.grid(True, alpha=0.3)
     style.legend_outside(fig, axes)
     note = style.seeds_note(stats["n"].max()).replace("band:", "band or whiskers:")
-    style.figure_title(fig, exp, problem, f"time per epoch against {xlabel.split(' (')[0]}"
-                       + (f", {setting}" if setting else ""), note)
+    style.figure_title(
+        fig, exp, problem, f"time per epoch against {xlabel.split(' (')[0]}" + (f", {setting}" if setting else ""), note
+    )
     return style.save(fig, exp.figures_dir, name, fmt)

@@ -51,8 +51,15 @@ def _draw_histogram(ax, values, fractions, color, hatched):
     mean = fractions.mean(axis=0)
     several = fractions.shape[0] > 1
     if values.size and values.max() - values.min() < BAR_LIMIT:
-        kw = {"color": color, "alpha": 0.55 if hatched else 0.85, "width": 1.0, "align": "center", "edgecolor": color,
-                  "linewidth": 0.3, "hatch": "//" if hatched else None}
+        kw = {
+            "color": color,
+            "alpha": 0.55 if hatched else 0.85,
+            "width": 1.0,
+            "align": "center",
+            "edgecolor": color,
+            "linewidth": 0.3,
+            "hatch": "//" if hatched else None,
+        }
         if several:
             kw["yerr"] = style.whiskers(mean, fractions.min(axis=0), fractions.max(axis=0))
             kw["error_kw"] = {"ecolor": "0.25", "elinewidth": 0.8, "capsize": 1.5}
@@ -65,10 +72,24 @@ def _draw_histogram(ax, values, fractions, color, hatched):
     lo = full.min(axis=0)
     hi = full.max(axis=0)
     if several:
-        ax.fill_between(edges, np.append(lo, lo[-1]), np.append(hi, hi[-1]), step="post", color=color,
-                        alpha=style.BAND_ALPHA, linewidth=0)
-    ax.stairs(full.mean(axis=0), edges, color=color, linewidth=1.2, linestyle="--" if hatched else "-",
-              baseline=0.0, fill=False)
+        ax.fill_between(
+            edges,
+            np.append(lo, lo[-1]),
+            np.append(hi, hi[-1]),
+            step="post",
+            color=color,
+            alpha=style.BAND_ALPHA,
+            linewidth=0,
+        )
+    ax.stairs(
+        full.mean(axis=0),
+        edges,
+        color=color,
+        linewidth=1.2,
+        linestyle="--" if hatched else "-",
+        baseline=0.0,
+        fill=False,
+    )
 
 
 def _clock_title(engine, clock, cores=""):
@@ -106,13 +127,17 @@ def draw_staleness(exp, fmt="png"):
             continue
         master = master_computes(group)
         row_cols = ["agents"] + [c for c in SWEEP_COLUMNS if group[c].nunique(dropna=False) >= 2]
-        row_keys = sorted(group[row_cols].drop_duplicates().itertuples(index=False, name=None),
-                          key=lambda t: tuple(np.inf if np.isnan(v) else v for v in t))
+        row_keys = sorted(
+            group[row_cols].drop_duplicates().itertuples(index=False, name=None),
+            key=lambda t: tuple(np.inf if np.isnan(v) else v for v in t),
+        )
         shown = len(row_keys)
         if shown > MAX_ROWS:
             row_keys = [row_keys[i] for i in np.linspace(0, shown - 1, MAX_ROWS).round().astype(int)]
-        col_keys = sorted(group[["engine", "clock", "cores"]].drop_duplicates().itertuples(index=False, name=None),
-                          key=lambda t: (CLOCK_ORDER.get(t[1], 2), t[1], t[0], t[2]))
+        col_keys = sorted(
+            group[["engine", "clock", "cores"]].drop_duplicates().itertuples(index=False, name=None),
+            key=lambda t: (CLOCK_ORDER.get(t[1], 2), t[1], t[0], t[2]),
+        )
         fig, axes = style.new_figure(len(row_keys), len(col_keys), panel_size=(4.3, 2.3))
         color = style.color_for(algorithm)
         n_seeds = 1
@@ -127,7 +152,8 @@ def draw_staleness(exp, fmt="png"):
                 if j == 0:
                     setting = ", ".join(
                         style.agents_text(v, master).split(" (")[0] if c == "agents" else f"{c} {style.fmt_num(v)}"
-                        for c, v in zip(row_cols, rkey))
+                        for c, v in zip(row_cols, rkey)
+                    )
                     ax.set_ylabel(f"{setting}\nfraction of updates")
                 if i == len(row_keys) - 1:
                     ax.set_xlabel("staleness τ (updates)")
@@ -142,9 +168,16 @@ def draw_staleness(exp, fmt="png"):
                     continue
                 n_seeds = max(n_seeds, fractions.shape[0])
                 _draw_histogram(ax, values, fractions, color, hatched=clock != "wall")
-                ax.text(0.97, 0.93, f"mean τ {mean_tau:.2f}\nmax τ {style.fmt_num(max_tau)}", transform=ax.transAxes,
-                        ha="right", va="top", fontsize="small",
-                        bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.8, "edgecolor": "0.8"})
+                ax.text(
+                    0.97,
+                    0.93,
+                    f"mean τ {mean_tau:.2f}\nmax τ {style.fmt_num(max_tau)}",
+                    transform=ax.transAxes,
+                    ha="right",
+                    va="top",
+                    fontsize="small",
+                    bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.8, "edgecolor": "0.8"},
+                )
                 ax.set_ylim(0, 1.45 * float(fractions.max()))  # head room for the note
                 ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         note = style.seeds_note(n_seeds).replace("band", "whiskers or band")

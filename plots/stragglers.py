@@ -49,14 +49,18 @@ def draw_stragglers(exp, fmt="png"):
         keys = list(rows.groupby(LINE_KEYS, sort=True).groups)
         missing = int(bool(rows["time_to_target_s"].isna().any()))
         # a legend entry is kept for a "lines overlap" note where there are several lines
-        parts = style.fit_legend(keys, lambda part, missing=missing: len(part) + missing + (len(part) > 1),
-                                 family_of=lambda k: style.family(k[1], k[2]))
+        parts = style.fit_legend(
+            keys,
+            lambda part, missing=missing: len(part) + missing + (len(part) > 1),
+            family_of=lambda k: style.family(k[1], k[2]),
+        )
         for more, part in parts:
             mask = np.zeros(len(rows), dtype=bool)
             for key in part:
                 mask |= (rows[LINE_KEYS] == list(key)).all(axis=1).to_numpy()
-            written.append(_stragglers_figure(exp, problem, rows[mask], xcol, other, fmt,
-                                              style.slug("stragglers", problem, *more)))
+            written.append(
+                _stragglers_figure(exp, problem, rows[mask], xcol, other, fmt, style.slug("stragglers", problem, *more))
+            )
     return written
 
 
@@ -95,10 +99,19 @@ def _stragglers_figure(exp, problem, rows, xcol, other, fmt, name):
                 several = not stats.empty and stats["n"].max() > 1
                 if not stats.empty:
                     n_seeds = max(n_seeds, int(stats["n"].max()))
-                series.append(style.Series(
-                    stats[xcol].to_numpy(float), stats["mean"].to_numpy(float), label, color, markers[key],
-                    linestyle=style.linestyle_for(clock), lo=stats["min"].to_numpy(float) if several else None,
-                    hi=stats["max"].to_numpy(float) if several else None, measured=clock == "wall"))
+                series.append(
+                    style.Series(
+                        stats[xcol].to_numpy(float),
+                        stats["mean"].to_numpy(float),
+                        label,
+                        color,
+                        markers[key],
+                        linestyle=style.linestyle_for(clock),
+                        lo=stats["min"].to_numpy(float) if several else None,
+                        hi=stats["max"].to_numpy(float) if several else None,
+                        measured=clock == "wall",
+                    )
+                )
                 gone = sorted(set(distinct(line, xcol)) - set(stats[xcol].astype(float)))
                 misses.append((gone, color, MISSING_SPREAD_PT * (k - (len(groups) - 1) / 2)))
             style.draw_series(ax, series)

@@ -44,9 +44,9 @@ ALGORITHM_COLORS = {
 FALLBACK_CYCLE = ("#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#ff7f0e", "#7f7f7f")
 
 MAX_LEGEND_ENTRIES = 8  # entries of a figure's legend, at most
-MAX_WIDTH_PX = 2400     # a figure's width in pixels (at DPI), at most
+MAX_WIDTH_PX = 2400  # a figure's width in pixels (at DPI), at most
 MAX_WIDTH_IN = MAX_WIDTH_PX / DPI
-MARGIN_IN = 1.8         # inches of a figure's width beside its panels (labels, padding)
+MARGIN_IN = 1.8  # inches of a figure's width beside its panels (labels, padding)
 
 CLOCK_LINESTYLES = {"wall": "-", "simulated": "--"}
 PAPER_MARKER = "*"
@@ -57,10 +57,10 @@ BAND_ALPHA = 0.2
 LINE_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
 # z-orders: bands below the lines, the ideal above the lines, every marker above every line
 BAND_Z, LINE_Z, IDEAL_Z, MARKER_Z = 1.0, 2.0, 3.0, 4.0
-OVERLAP_TOL = 0.01      # two lines whose values agree within 1% at every shared x are "overlapping"
+OVERLAP_TOL = 0.01  # two lines whose values agree within 1% at every shared x are "overlapping"
 OVERLAP_SHIFT_PT = 3.0  # points between overlapping lines as drawn (diagonal shift, the data are not changed)
 OVERLAP_PREFIX = f"lines overlap (within {OVERLAP_TOL:.0%}): "
-MARKER_SIZE = 6.0       # points; overlapping lines' markers grow by MARKER_STEP each rank below the top one
+MARKER_SIZE = 6.0  # points; overlapping lines' markers grow by MARKER_STEP each rank below the top one
 MARKER_STEP = 3.0
 
 
@@ -196,8 +196,8 @@ def grid_shape(n_panels, panel_width):
     return -(-n_panels // ncols), ncols
 
 
-LEGEND_MAX_ROWS = 8     # rows a figure legend may take before the figure widens to give it more columns
-LEGEND_ROW_IN = 0.2     # inches of figure height per legend row (small font)
+LEGEND_MAX_ROWS = 8  # rows a figure legend may take before the figure widens to give it more columns
+LEGEND_ROW_IN = 0.2  # inches of figure height per legend row (small font)
 
 
 def legend_outside(fig, axes, title=None, ncols=None):
@@ -226,12 +226,22 @@ def legend_outside(fig, axes, title=None, ncols=None):
         # room below the panels for the legend's rows (constrained layout otherwise squeezes the axes to nothing
         # and draws the legend over them)
         fig.set_figheight(fig.get_figheight() + LEGEND_ROW_IN * rows + (0.3 if title else 0.1))
-        fig.legend(list(seen.values()), list(seen.keys()), loc="outside lower center", ncols=ncols, title=title,
-                   fontsize="small", title_fontsize="small", frameon=False)
+        fig.legend(
+            list(seen.values()),
+            list(seen.keys()),
+            loc="outside lower center",
+            ncols=ncols,
+            title=title,
+            fontsize="small",
+            title_fontsize="small",
+            frameon=False,
+        )
 
 
-OVERRUN_LABEL = ("did not run its emulated compute (> 5% of gradients overran or woke up late beyond calibration): "
-                 "not a valid measurement")
+OVERRUN_LABEL = (
+    "did not run its emulated compute (> 5% of gradients overran or woke up late beyond calibration): "
+    "not a valid measurement"
+)
 
 
 def mark_overrun(ax, xs, ys):
@@ -297,6 +307,7 @@ def plain_log_axis(ax, axis="y", base=10):
             return ""
         mantissa = v / 10 ** math.floor(math.log10(v) + 1e-9)
         return f"{v:g}" if any(abs(mantissa - m) < 1e-6 for m in (2, 5)) else ""
+
     target.set_minor_formatter(FuncFormatter(minor))
 
 
@@ -318,8 +329,9 @@ def mark_missing(ax, xs, color, marker="x", label=None, offset_pt=0.0):
         return
     kw = {"linestyle": "none", "marker": marker, "markersize": 7, "markeredgewidth": 1.6}
     transform = ax.get_xaxis_transform()
-    (marks,) = ax.plot(xs, [0.97] * len(xs), transform=transform, color=color, clip_on=False, zorder=5,
-                       label="_missing", **kw)
+    (marks,) = ax.plot(
+        xs, [0.97] * len(xs), transform=transform, color=color, clip_on=False, zorder=5, label="_missing", **kw
+    )
     if offset_pt:  # after plotting, so the unshifted x positions have counted for autoscaling
         marks.set_transform(transform + ScaledTranslation(offset_pt / 72.0, 0.0, ax.figure.dpi_scale_trans))
     if label:
@@ -482,21 +494,54 @@ def draw_series(ax, series, ideal=None, ideal_name="ideal"):
         artists = []
         if s.measured:
             yerr = whiskers(y, s.lo, s.hi) if s.lo is not None and s.hi is not None else None
-            container = ax.errorbar(x, y, yerr=yerr, fmt=s.marker, color=s.color, markersize=msize,
-                                    markeredgecolor=s.color, markerfacecolor=s.color, capsize=2.5, elinewidth=1.0,
-                                    linestyle="none", zorder=MARKER_Z + r, label=s.label)
+            container = ax.errorbar(
+                x,
+                y,
+                yerr=yerr,
+                fmt=s.marker,
+                color=s.color,
+                markersize=msize,
+                markeredgecolor=s.color,
+                markerfacecolor=s.color,
+                capsize=2.5,
+                elinewidth=1.0,
+                linestyle="none",
+                zorder=MARKER_Z + r,
+                label=s.label,
+            )
             artists += [a for a in container.get_children() if a is not None]
         else:
             if s.lo is not None and s.hi is not None:
                 ax.fill_between(x, s.lo, s.hi, color=s.color, alpha=BAND_ALPHA, linewidth=0, zorder=BAND_Z)
-            (line,) = ax.plot(x, y, color=s.color, linestyle=s.linestyle, linewidth=1.6, zorder=LINE_Z + 0.01 * i,
-                              label="_line")
-            (marks,) = ax.plot(x, y, linestyle="none", marker=s.marker, markersize=msize, color=s.color,
-                               markerfacecolor="white", markeredgecolor=s.color, markeredgewidth=1.4,
-                               markevery=s.markevery, zorder=MARKER_Z + r, label=s.label)
-            marks.legend_proxy = Line2D([], [], color=s.color, linestyle=s.linestyle, linewidth=1.6, marker=s.marker,
-                                        markersize=MARKER_SIZE, markerfacecolor="white", markeredgecolor=s.color,
-                                        markeredgewidth=1.4)
+            (line,) = ax.plot(
+                x, y, color=s.color, linestyle=s.linestyle, linewidth=1.6, zorder=LINE_Z + 0.01 * i, label="_line"
+            )
+            (marks,) = ax.plot(
+                x,
+                y,
+                linestyle="none",
+                marker=s.marker,
+                markersize=msize,
+                color=s.color,
+                markerfacecolor="white",
+                markeredgecolor=s.color,
+                markeredgewidth=1.4,
+                markevery=s.markevery,
+                zorder=MARKER_Z + r,
+                label=s.label,
+            )
+            marks.legend_proxy = Line2D(
+                [],
+                [],
+                color=s.color,
+                linestyle=s.linestyle,
+                linewidth=1.6,
+                marker=s.marker,
+                markersize=MARKER_SIZE,
+                markerfacecolor="white",
+                markeredgecolor=s.color,
+                markeredgewidth=1.4,
+            )
             artists += [line, marks]
         if shift:  # after drawing, so that the data (not the shifted points) count for autoscaling
             offset = ScaledTranslation(shift * 0.7071 / 72.0, -shift * 0.7071 / 72.0, ax.figure.dpi_scale_trans)

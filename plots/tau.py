@@ -114,10 +114,19 @@ def draw_tau_threshold(exp, fmt="png"):
                 if stats.size:
                     n_seeds = max(n_seeds, int(stats[:, 4].max()))
                     several = stats[:, 4].max() > 1
-                    series[id(ax)].append(style.Series(
-                        stats[:, 0], stats[:, 1], label, color, marker, linestyle=style.linestyle_for(clock),
-                        lo=stats[:, 2] if several else None, hi=stats[:, 3] if several else None,
-                        measured=clock == "wall"))
+                    series[id(ax)].append(
+                        style.Series(
+                            stats[:, 0],
+                            stats[:, 1],
+                            label,
+                            color,
+                            marker,
+                            linestyle=style.linestyle_for(clock),
+                            lo=stats[:, 2] if several else None,
+                            hi=stats[:, 3] if several else None,
+                            measured=clock == "wall",
+                        )
+                    )
                 misses.append((ax, missing, color))
         for ax, _, _ in panels:
             style.draw_series(ax, series[id(ax)])
@@ -127,8 +136,8 @@ def draw_tau_threshold(exp, fmt="png"):
         xmax = _finite_stat(np.max, rows["x"])
         for ax, col, lab in panels:
             ax.axvline(1.0, label="τ = K^(1/4)", **style.IDEAL_STYLE)
-            if np.isfinite(k) and k ** 0.25 <= xmax * 1.05:
-                ax.axvline(k ** 0.25, color="0.3", linestyle="-.", linewidth=1.0, label="τ = K^(1/2)")
+            if np.isfinite(k) and k**0.25 <= xmax * 1.05:
+                ax.axvline(k**0.25, color="0.3", linestyle="-.", linewidth=1.0, label="τ = K^(1/2)")
             _x_scale(ax, rows["x"])
             if style.wants_log(rows[col] if col in rows.columns else [], ratio=10):
                 style.plain_log_axis(ax, "y")
@@ -141,7 +150,8 @@ def draw_tau_threshold(exp, fmt="png"):
         if has_target:
             panels[1][0].set_title("updates to reach the target loss")
         style.legend_outside(fig, axes)
-        style.figure_title(fig, exp, problem, f"staleness threshold (K = {style.fmt_num(k)} updates)",
-                    style.seeds_note(n_seeds))
+        style.figure_title(
+            fig, exp, problem, f"staleness threshold (K = {style.fmt_num(k)} updates)", style.seeds_note(n_seeds)
+        )
         written.append(style.save(fig, exp.figures_dir, style.slug("tau_threshold", problem), fmt))
     return written

@@ -37,8 +37,13 @@ def _with_setting(summary):
     s["transport"] = s["transport"].fillna("shared_memory").astype(str)
     s.loc[wall, "transport"] = s.loc[wall, "engine"]
     if "cores" in s:  # text, as plots.data reads it: a count written through a float column ("2.0") is the count
-        s["cores"] = s["cores"].astype(object).where(s["cores"].notna(), "").astype(str).str.replace(
-            r"^(\d+)\.0*$", r"\1", regex=True)
+        s["cores"] = (
+            s["cores"]
+            .astype(object)
+            .where(s["cores"].notna(), "")
+            .astype(str)
+            .str.replace(r"^(\d+)\.0*$", r"\1", regex=True)
+        )
     return s
 
 
@@ -58,9 +63,11 @@ def overrun_count(rows):
     return count
 
 
-FLAG_MEANING = ("the run did not emulate the compute it was asked for: its gradients overran their target times or "
-                "woke up late beyond the calibrated wake-ups; runs recorded before the two were told apart count "
-                "every late gradient")
+FLAG_MEANING = (
+    "the run did not emulate the compute it was asked for: its gradients overran their target times or "
+    "woke up late beyond the calibrated wake-ups; runs recorded before the two were told apart count "
+    "every late gradient"
+)
 """What an overrun flag means, in the words every report section uses (:func:`overrun_count`)."""
 
 
@@ -130,12 +137,26 @@ def pair_clocks(summary, column="time_per_epoch_s"):
     wall = seed_stats(rows[rows["clock"] == "wall"], keys + ["engine"], column)
     sim = seed_stats(simulated, keys, column)
     if wall.empty or sim.empty:
-        return pd.DataFrame(columns=keys + ["engine", "measured_s", "measured_min", "measured_max", "simulated_s",
-                                            "simulated_min", "simulated_max", "n", "percent_error"])
-    wall = wall.drop(columns="mean").rename(columns={"median": "measured_s", "min": "measured_min",
-                                                     "max": "measured_max", "n": "n_w"})
-    sim = sim.drop(columns="mean").rename(columns={"median": "simulated_s", "min": "simulated_min",
-                                                   "max": "simulated_max", "n": "n_s"})
+        return pd.DataFrame(
+            columns=keys
+            + [
+                "engine",
+                "measured_s",
+                "measured_min",
+                "measured_max",
+                "simulated_s",
+                "simulated_min",
+                "simulated_max",
+                "n",
+                "percent_error",
+            ]
+        )
+    wall = wall.drop(columns="mean").rename(
+        columns={"median": "measured_s", "min": "measured_min", "max": "measured_max", "n": "n_w"}
+    )
+    sim = sim.drop(columns="mean").rename(
+        columns={"median": "simulated_s", "min": "simulated_min", "max": "simulated_max", "n": "n_s"}
+    )
     out = wall.merge(sim, on=keys, how="inner")
     out["n"] = np.maximum(out.pop("n_w"), out.pop("n_s"))
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -181,9 +202,10 @@ def prediction_rows(summary):
     s = s[pd.to_numeric(s["time_per_epoch_s"], errors="coerce") > 0]
     if s.empty:
         return pd.DataFrame(columns=cols)
-    s = s.assign(measured_s=pd.to_numeric(s["time_per_epoch_s"], errors="coerce"),
-                 **{f"{k}_s": pd.to_numeric(s[c], errors="coerce") if c in s else np.nan
-                    for k, c in PREDICTED.items()})
+    s = s.assign(
+        measured_s=pd.to_numeric(s["time_per_epoch_s"], errors="coerce"),
+        **{f"{k}_s": pd.to_numeric(s[c], errors="coerce") if c in s else np.nan for k, c in PREDICTED.items()},
+    )
     g = s.groupby(ROW, dropna=False, sort=True)
     out = g[["measured_s"] + [f"{k}_s" for k in KINDS]].median()
     out["n"] = g["seed"].nunique() if "seed" in s else g.size()
@@ -210,6 +232,7 @@ def pooled_histograms(run_ids, hists, predicted=None, kind="sitting"):
     """(measured, predicted) staleness histograms of ``run_ids`` pooled over the runs (Series of counts indexed by
     staleness, updates): ``hists`` the runs' staleness.csv rows (run_id, staleness, count), ``predicted`` their
     predicted_staleness.csv rows (run_id, prediction, staleness, count) of prediction ``kind``."""
+
     def pool(df):
         if df is None or df.empty:
             return pd.Series(dtype=float)
@@ -226,8 +249,17 @@ def _legend_proxies(ax, algorithms, kinds):
     for a in algorithms:
         ax.add_line(Line2D([], [], color=style.color_for(a), linewidth=6, label=a))
     for k in kinds:  # pred drawn open, as on the panels
-        ax.add_line(Line2D([], [], color="black", marker=KIND_MARKERS[k], linestyle="none",
-                           markerfacecolor="none" if k == "pred" else "black", label=f"{k} prediction"))
+        ax.add_line(
+            Line2D(
+                [],
+                [],
+                color="black",
+                marker=KIND_MARKERS[k],
+                linestyle="none",
+                markerfacecolor="none" if k == "pred" else "black",
+                label=f"{k} prediction",
+            )
+        )
 
 
 def draw_predictions(exp, fmt="png"):
@@ -253,10 +285,23 @@ def draw_predictions(exp, fmt="png"):
                 color = style.color_for(algorithm)
                 for k in kinds:
                     filled = k != "pred"
-                    ax.scatter(line["measured_s"], line[f"{k}_s"], marker=KIND_MARKERS[k], s=28,
-                               facecolors=color if filled else "none", edgecolors=color, zorder=3)
-                    ax_err.plot(line["workers"], line[f"{k}_err"], color=color, marker=KIND_MARKERS[k],
-                                linestyle="-" if k == "sitting" else ":", markerfacecolor=color if filled else "none")
+                    ax.scatter(
+                        line["measured_s"],
+                        line[f"{k}_s"],
+                        marker=KIND_MARKERS[k],
+                        s=28,
+                        facecolors=color if filled else "none",
+                        edgecolors=color,
+                        zorder=3,
+                    )
+                    ax_err.plot(
+                        line["workers"],
+                        line[f"{k}_err"],
+                        color=color,
+                        marker=KIND_MARKERS[k],
+                        linestyle="-" if k == "sitting" else ":",
+                        markerfacecolor=color if filled else "none",
+                    )
             both = pd.concat([rows_e["measured_s"]] + [rows_e[f"{k}_s"] for k in kinds]).dropna()
             both = both[both > 0]
             if len(both):
@@ -308,14 +353,25 @@ def draw_predicted_staleness(exp, fmt="png"):
     rows = rows[(rows["workers"] > 1) & ~rows["algorithm"].astype(str).str.startswith("sync")]
     if rows.empty:
         return []
-    picks = (rows.sort_values("workers").groupby(["problem", "engine"], sort=True).tail(1)
-             .sort_values(["problem", "engine"]).head(STALENESS_PANELS))
+    picks = (
+        rows.sort_values("workers")
+        .groupby(["problem", "engine"], sort=True)
+        .tail(1)
+        .sort_values(["problem", "engine"])
+        .head(STALENESS_PANELS)
+    )
     fig, axes = style.new_figure(1, len(picks), panel_size=(4.0, 3.2))
     for ax, r in zip(axes[0], picks.itertuples(index=False)):
         measured, pred = pooled_histograms(str(r.run_ids).split(";"), exp.staleness, predicted)
         if measured.sum() > 0:
-            ax.bar(measured.index, measured / measured.sum(), width=0.8, color=style.color_for(r.algorithm),
-                   alpha=0.5, label="measured")
+            ax.bar(
+                measured.index,
+                measured / measured.sum(),
+                width=0.8,
+                color=style.color_for(r.algorithm),
+                alpha=0.5,
+                label="measured",
+            )
         if pred.sum() > 0:
             ax.step(pred.index, pred / pred.sum(), where="mid", color="black", label="sitting prediction")
         tv = tv_distance(measured, pred)
@@ -324,8 +380,13 @@ def draw_predicted_staleness(exp, fmt="png"):
         ax.set_ylabel("share of updates")
         ax.grid(True, alpha=0.3)
     style.legend_outside(fig, axes)
-    style.title(fig, exp.name, "async rows", "staleness measured against the sitting prediction",
-                "TV: total variation distance (0 = same shape, 1 = disjoint); pooled over seeds")
+    style.title(
+        fig,
+        exp.name,
+        "async rows",
+        "staleness measured against the sitting prediction",
+        "TV: total variation distance (0 = same shape, 1 = disjoint); pooled over seeds",
+    )
     return [style.save(fig, exp.figures_dir, "model_validation-staleness", fmt)]
 
 
@@ -366,13 +427,18 @@ def draw_model_validation(exp, fmt="png"):
         for compute, base in settings:
             rows = pp[(pp["compute"] == compute) & (pp["compute_base_s"] == base)]
             algorithms = sorted(rows["algorithm"].unique())
-            flagged = int(any(overrun_workers(summary, problem=problem, algorithm=a, compute=compute,
-                                              compute_base_s=base) for a in algorithms))
+            flagged = int(
+                any(
+                    overrun_workers(summary, problem=problem, algorithm=a, compute=compute, compute_base_s=base)
+                    for a in algorithms
+                )
+            )
             parts = style.fit_legend([(a,) for a in algorithms], lambda part, f=flagged: 2 * len(part) + f + 1)
             for more, part in parts:
                 mine = rows[rows["algorithm"].isin([k[0] for k in part])]
-                name = style.slug("model_validation", problem,
-                                  *([_setting_part(compute, base)] if len(settings) > 1 else []), *more)
+                name = style.slug(
+                    "model_validation", problem, *([_setting_part(compute, base)] if len(settings) > 1 else []), *more
+                )
                 written.append(_validation_figure(exp, problem, mine, compute, base, fmt, name))
     return written
 
@@ -389,17 +455,55 @@ def _validation_figure(exp, problem, pp, compute, base, fmt, name):
         for algorithm, line in pp[pp["engine"] == engine].groupby("algorithm", sort=True):
             color, marker = style.color_for(algorithm), markers[algorithm]
             x = line["workers"].to_numpy(float)
-            series.append(style.Series(x, line["simulated_s"].to_numpy(float), f"{algorithm} · simulated clock",
-                                       color, marker, linestyle="--", short=f"{algorithm} simulated"))
-            series.append(style.Series(x, line["measured_s"].to_numpy(float), f"{algorithm} · measured", color,
-                                       marker, lo=line["measured_min"].to_numpy(float),
-                                       hi=line["measured_max"].to_numpy(float), measured=True,
-                                       short=f"{algorithm} measured"))
-            errors.append(style.Series(x, line["percent_error"].to_numpy(float), f"_{algorithm} error", color,
-                                       marker, linestyle="-", short=algorithm))
-            bad.append(line[line["workers"].isin(overrun_workers(summary, problem=problem, algorithm=algorithm,
-                                                                 engine=engine, compute=compute,
-                                                                 compute_base_s=base))])
+            series.append(
+                style.Series(
+                    x,
+                    line["simulated_s"].to_numpy(float),
+                    f"{algorithm} · simulated clock",
+                    color,
+                    marker,
+                    linestyle="--",
+                    short=f"{algorithm} simulated",
+                )
+            )
+            series.append(
+                style.Series(
+                    x,
+                    line["measured_s"].to_numpy(float),
+                    f"{algorithm} · measured",
+                    color,
+                    marker,
+                    lo=line["measured_min"].to_numpy(float),
+                    hi=line["measured_max"].to_numpy(float),
+                    measured=True,
+                    short=f"{algorithm} measured",
+                )
+            )
+            errors.append(
+                style.Series(
+                    x,
+                    line["percent_error"].to_numpy(float),
+                    f"_{algorithm} error",
+                    color,
+                    marker,
+                    linestyle="-",
+                    short=algorithm,
+                )
+            )
+            bad.append(
+                line[
+                    line["workers"].isin(
+                        overrun_workers(
+                            summary,
+                            problem=problem,
+                            algorithm=algorithm,
+                            engine=engine,
+                            compute=compute,
+                            compute_base_s=base,
+                        )
+                    )
+                ]
+            )
         # a measurement may well equal its own prediction: predictions and measurements are checked apart
         style.draw_series(ax, [s for s in series if not s.measured])
         style.draw_series(ax, [s for s in series if s.measured])
@@ -422,6 +526,5 @@ def _validation_figure(exp, problem, pp, compute, base, fmt, name):
     err = np.abs(pp["percent_error"].to_numpy(dtype=float))
     seeds = style.seeds_note(pp["n"].max(), "median").replace("band", "whiskers")
     note = f"mean |error| {np.nanmean(err):.1f}%, max {np.nanmax(err):.1f}% over {len(pp)} pairs{seeds}"
-    style.figure_title(fig, exp, problem, f"simulated clock against measurement, {setting_label(compute, base)}",
-                       note)
+    style.figure_title(fig, exp, problem, f"simulated clock against measurement, {setting_label(compute, base)}", note)
     return style.save(fig, exp.figures_dir, name, fmt)

@@ -23,8 +23,18 @@ from problems.cnn import MODELS, AllCNN, CNNProblem, LeNet5, resnet18_cifar
 from problems.datasets.files import DataError
 from problems.logreg import LogisticRegression
 
-__all__ = ["KINDS", "MODELS", "AllCNN", "CNNProblem", "LeNet5", "LogisticRegression", "Problem", "build_problem",
-           "optimum_cache_dir", "resnet18_cifar"]
+__all__ = [
+    "KINDS",
+    "MODELS",
+    "AllCNN",
+    "CNNProblem",
+    "LeNet5",
+    "LogisticRegression",
+    "Problem",
+    "build_problem",
+    "optimum_cache_dir",
+    "resnet18_cifar",
+]
 
 KINDS = ("logreg", "logreg_libsvm", "logreg_rcv1like", "cnn", "cnn_timing")
 CACHE_SUBDIR = "cache"
@@ -65,8 +75,10 @@ def _both_classes(y, shown: str, max_train: int | None) -> None:
     values = torch.unique(torch.as_tensor(y)).tolist()
     if len(values) < 2:
         cut = f" (the first problem.max_train={max_train})" if max_train is not None else ""
-        raise DataError(f"{shown}: every training example{cut} has label {values[0] if values else '-'}; a binary "
-                        "problem needs both classes")
+        raise DataError(
+            f"{shown}: every training example{cut} has label {values[0] if values else '-'}; a binary "
+            "problem needs both classes"
+        )
 
 
 def _vision_logreg(cfg, root: Path, device: torch.device) -> LogisticRegression:
@@ -96,9 +108,17 @@ def _vision_logreg(cfg, root: Path, device: torch.device) -> LogisticRegression:
     if max_train is not None:
         xtr, ytr = xtr[:max_train], ytr[:max_train]
     _both_classes(ytr, f"{dataset} classes {neg} (label 0) and {pos} (label 1)", max_train)
-    return LogisticRegression(xtr, ytr, xte, yte, l2=float(_get(cfg, "l2", 0.0) or 0.0), device=device,
-                              name=str(_get(cfg, "name") or f"logreg_{dataset}_{neg}v{pos}"),
-                              init_std=float(_get(cfg, "init_std", 0.0) or 0.0), cache_dir=optimum_cache_dir(root))
+    return LogisticRegression(
+        xtr,
+        ytr,
+        xte,
+        yte,
+        l2=float(_get(cfg, "l2", 0.0) or 0.0),
+        device=device,
+        name=str(_get(cfg, "name") or f"logreg_{dataset}_{neg}v{pos}"),
+        init_std=float(_get(cfg, "init_std", 0.0) or 0.0),
+        cache_dir=optimum_cache_dir(root),
+    )
 
 
 def _libsvm_logreg(cfg, root: Path, device: torch.device) -> LogisticRegression:
@@ -107,19 +127,29 @@ def _libsvm_logreg(cfg, root: Path, device: torch.device) -> LogisticRegression:
     path = Path(str(_req(cfg, "path", "logreg_libsvm")))
     test_path = _get(cfg, "test_path")
     zero_based = _get(cfg, "zero_based", "auto")
-    data = load_libsvm(path, n_features=_opt_int(cfg, "n_features"),
-                       zero_based=zero_based if zero_based is not None else "auto",
-                       test_path=Path(str(test_path)) if test_path is not None else None,
-                       cache_dir=optimum_cache_dir(root))
+    data = load_libsvm(
+        path,
+        n_features=_opt_int(cfg, "n_features"),
+        zero_based=zero_based if zero_based is not None else "auto",
+        test_path=Path(str(test_path)) if test_path is not None else None,
+        cache_dir=optimum_cache_dir(root),
+    )
     xtr, ytr = data.train_x, data.train_y
     max_train = _opt_int(cfg, "max_train")
     if max_train is not None:
         xtr, ytr = xtr[:max_train], ytr[:max_train]
         _both_classes(ytr, str(path), max_train)
     test = (data.test_x, data.test_y) if data.has_test else (None, None)
-    return LogisticRegression(xtr, ytr, *test, l2=float(_get(cfg, "l2", 0.0) or 0.0), device=device,
-                              name=str(_get(cfg, "name") or f"logreg_{path.stem}"),
-                              init_std=float(_get(cfg, "init_std", 0.0) or 0.0), cache_dir=optimum_cache_dir(root))
+    return LogisticRegression(
+        xtr,
+        ytr,
+        *test,
+        l2=float(_get(cfg, "l2", 0.0) or 0.0),
+        device=device,
+        name=str(_get(cfg, "name") or f"logreg_{path.stem}"),
+        init_std=float(_get(cfg, "init_std", 0.0) or 0.0),
+        cache_dir=optimum_cache_dir(root),
+    )
 
 
 def _rcv1like_logreg(cfg, root: Path, device: torch.device) -> LogisticRegression:
@@ -129,8 +159,11 @@ def _rcv1like_logreg(cfg, root: Path, device: torch.device) -> LogisticRegressio
     spec = Rcv1LikeSpec(**{f.name: _get(cfg, f.name) for f in fields(Rcv1LikeSpec) if _get(cfg, f.name) is not None})
     train, test = rcv1like_files(optimum_cache_dir(root), spec)
     libsvm = {k: _get(cfg, k) for k in ("l2", "max_train", "init_std", "name")}
-    return _libsvm_logreg({**libsvm, "path": str(train), "test_path": str(test), "n_features": spec.n_features,
-                           "zero_based": False}, root, device)
+    return _libsvm_logreg(
+        {**libsvm, "path": str(train), "test_path": str(test), "n_features": spec.n_features, "zero_based": False},
+        root,
+        device,
+    )
 
 
 def _model_name(cfg, kind: str):
@@ -140,8 +173,10 @@ def _model_name(cfg, kind: str):
     if _instantiable(model):
         return dict(model)
     if str(model) not in MODELS:
-        raise ValueError(f"unknown problem.model {model!r}; expected one of {', '.join(MODELS)}, or a mapping with "
-                         "_target_ naming your own module's net")
+        raise ValueError(
+            f"unknown problem.model {model!r}; expected one of {', '.join(MODELS)}, or a mapping with "
+            "_target_ naming your own module's net"
+        )
     return str(model)
 
 
@@ -176,8 +211,7 @@ def _model_factory(model, channels: int, side: int, classes: int):
     params = inspect.signature(build).parameters
     takes_any = any(p.kind == p.VAR_KEYWORD for p in params.values())
     bound = getattr(build, "keywords", {})
-    return functools.partial(build, **{k: v for k, v in shape.items()
-                                        if (k in params or takes_any) and k not in bound})
+    return functools.partial(build, **{k: v for k, v in shape.items() if (k in params or takes_any) and k not in bound})
 
 
 def _dataset(spec, root: Path):
@@ -217,8 +251,16 @@ def _cnn(cfg, root: Path, device: torch.device) -> CNNProblem:
     classes = len(getattr(data, "classes", None) or []) or int(max(ytr.max(), yte.max())) + 1
     factory = _model_factory(model, channels, side, classes)
     label = model if isinstance(model, str) else str(model["_target_"]).rsplit(".", 1)[-1]
-    return CNNProblem(factory, xtr, ytr, xte, yte, device=device, name=str(_get(cfg, "name") or f"{label}_{dataset}"),
-                      eval_batch_size=_opt_int(cfg, "eval_batch_size") or 1000)
+    return CNNProblem(
+        factory,
+        xtr,
+        ytr,
+        xte,
+        yte,
+        device=device,
+        name=str(_get(cfg, "name") or f"{label}_{dataset}"),
+        eval_batch_size=_opt_int(cfg, "eval_batch_size") or 1000,
+    )
 
 
 def _cnn_timing(cfg, device: torch.device):
@@ -231,9 +273,14 @@ def _cnn_timing(cfg, device: torch.device):
     classes = int(_req(cfg, "classes", "cnn_timing"))
     pool = _opt_int(cfg, "pool") or 256
     x, y = fake_images(pool, shape, classes, seed=_opt_int(cfg, "seed", minimum=0) or 0)
-    return TimingOnlyCNN(_model_factory(model, shape[0], shape[1], classes), x, y,
-                         int(_req(cfg, "num_train", "cnn_timing")), device=device,
-                         name=str(_get(cfg, "name") or f"{model}_timing"))
+    return TimingOnlyCNN(
+        _model_factory(model, shape[0], shape[1], classes),
+        x,
+        y,
+        int(_req(cfg, "num_train", "cnn_timing")),
+        device=device,
+        name=str(_get(cfg, "name") or f"{model}_timing"),
+    )
 
 
 def build_problem(cfg, data_root: str | Path, device: torch.device | str = "cpu") -> Problem:

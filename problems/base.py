@@ -123,5 +123,7 @@ class Problem(abc.ABC):
         return [self.loss_grad(x, idx) for x, idx in zip(xs, idx_list)]
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(name={self.name!r}, dim={self.dim}, num_train={self.num_train}, " \
-               f"device={self.device})"
+        return (
+            f"{type(self).__name__}(name={self.name!r}, dim={self.dim}, num_train={self.num_train}, "
+            f"device={self.device})"
+        )

@@ -73,8 +73,11 @@ class _ConvBN(nn.Sequential):
     """conv (no bias) -> BatchNorm2d(track_running_stats=False) -> ReLU."""
 
     def __init__(self, c_in: int, c_out: int, kernel_size: int = 3, stride: int = 1, padding: int = 1) -> None:
-        super().__init__(nn.Conv2d(c_in, c_out, kernel_size, stride=stride, padding=padding, bias=False),
-                         nn.BatchNorm2d(c_out, track_running_stats=False), nn.ReLU())
+        super().__init__(
+            nn.Conv2d(c_in, c_out, kernel_size, stride=stride, padding=padding, bias=False),
+            nn.BatchNorm2d(c_out, track_running_stats=False),
+            nn.ReLU(),
+        )
 
 
 class AllCNN(nn.Module):
@@ -92,9 +95,15 @@ class AllCNN(nn.Module):
     def __init__(self, in_channels: int = 3, num_classes: int = 10, logit_scale: float = 0.125) -> None:
         super().__init__()
         self.features = nn.Sequential(
-            _ConvBN(in_channels, 96), _ConvBN(96, 96), _ConvBN(96, 96, stride=2),
-            _ConvBN(96, 192), _ConvBN(192, 192), _ConvBN(192, 192, stride=2),
-            _ConvBN(192, 192, padding=0), _ConvBN(192, 192), _ConvBN(192, num_classes),
+            _ConvBN(in_channels, 96),
+            _ConvBN(96, 96),
+            _ConvBN(96, 96, stride=2),
+            _ConvBN(96, 192),
+            _ConvBN(192, 192),
+            _ConvBN(192, 192, stride=2),
+            _ConvBN(192, 192, padding=0),
+            _ConvBN(192, 192),
+            _ConvBN(192, num_classes),
         )
         self.logit_scale = float(logit_scale)
 
@@ -163,9 +172,19 @@ class CNNProblem(Problem):
     process and never pickled, so worker processes that receive the problem each get their own.
     """
 
-    def __init__(self, model: nn.Module | Callable[[], nn.Module], train_x: torch.Tensor, train_y: torch.Tensor,
-                 test_x: torch.Tensor, test_y: torch.Tensor, *, device: torch.device | str | None = None,
-                 name: str = "cnn", eval_batch_size: int = 1000, grad_path: str = "module") -> None:
+    def __init__(
+        self,
+        model: nn.Module | Callable[[], nn.Module],
+        train_x: torch.Tensor,
+        train_y: torch.Tensor,
+        test_x: torch.Tensor,
+        test_y: torch.Tensor,
+        *,
+        device: torch.device | str | None = None,
+        name: str = "cnn",
+        eval_batch_size: int = 1000,
+        grad_path: str = "module",
+    ) -> None:
         self.name = str(name)
         if grad_path not in GRAD_PATHS:
             raise ValueError(f"grad_path={grad_path!r}: must be one of {', '.join(GRAD_PATHS)}")
@@ -202,8 +221,9 @@ class CNNProblem(Problem):
         if self.num_train == 0:
             raise ValueError("train_x is empty")
         if self._test_x.shape[1:] != self._train_x.shape[1:]:
-            raise ValueError(f"test images {tuple(self._test_x.shape[1:])} differ from train images "
-                             f"{tuple(self._train_x.shape[1:])}")
+            raise ValueError(
+                f"test images {tuple(self._test_x.shape[1:])} differ from train images {tuple(self._train_x.shape[1:])}"
+            )
         self._check_classes()
 
     def _data(self, x: torch.Tensor, y: torch.Tensor, what: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -222,8 +242,10 @@ class CNNProblem(Problem):
         k = out.shape[1]
         for what, y in (("train_y", self._train_y), ("test_y", self._test_y)):
             if y.numel() and (int(y.min()) < 0 or int(y.max()) >= k):
-                raise ValueError(f"{what} has labels outside [0, {k}) (the model's {k} classes): "
-                                 f"min {int(y.min())}, max {int(y.max())}")
+                raise ValueError(
+                    f"{what} has labels outside [0, {k}) (the model's {k} classes): "
+                    f"min {int(y.min())}, max {int(y.max())}"
+                )
 
     def params_dict(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         """Views of the flat vector x as the module's named parameters (no copy)."""
@@ -275,6 +297,7 @@ class CNNProblem(Problem):
                 p.requires_grad_(True)
             self._grad_module = (module, flat, params, conv)
         return self._grad_module
+
     def loss_grad(self, x: torch.Tensor, idx) -> tuple[float, torch.Tensor]:
         """Mean cross entropy of the minibatch and its gradient, a new (dim,) float32 tensor.
 
@@ -301,12 +324,14 @@ class CNNProblem(Problem):
         sizes = [int(i.numel()) for i in idx]
         if len(set(sizes)) == 1:
             return self._loss_grad(x, torch.cat(idx))
-        weights = torch.cat([torch.full((b,), 1.0 / (len(sizes) * b), dtype=self._train_x.dtype, device=self.device)
-                             for b in sizes])
+        weights = torch.cat(
+            [torch.full((b,), 1.0 / (len(sizes) * b), dtype=self._train_x.dtype, device=self.device) for b in sizes]
+        )
         return self._loss_grad(x, torch.cat(idx), weights)
 
-    def _loss_grad(self, x: torch.Tensor, i: torch.Tensor, weights: torch.Tensor | None = None
-                   ) -> tuple[float, torch.Tensor]:
+    def _loss_grad(
+        self, x: torch.Tensor, i: torch.Tensor, weights: torch.Tensor | None = None
+    ) -> tuple[float, torch.Tensor]:
         """Loss and gradient at x over the checked indices i: the mean cross entropy, or with ``weights`` ((B,),
         summing to 1) the weighted sum of the per-example cross entropies."""
         images, labels = self._train_x.index_select(0, i), self._train_y.index_select(0, i)
@@ -347,6 +372,7 @@ class CNNProblem(Problem):
         ``functional_call`` at x (``functional``, the reference)."""
         n = images.shape[0]
         if self.grad_path == "functional":
+
             def forward(batch):
                 return self.forward(x, batch)
         else:
@@ -354,10 +380,11 @@ class CNNProblem(Problem):
 
             def forward(batch):
                 return module(batch.contiguous(memory_format=torch.channels_last) if self.channels_last else batch)
+
         loss_sum, correct = 0.0, 0
         for s in range(0, n, self.eval_batch_size):
-            out = forward(images[s:s + self.eval_batch_size])
-            lab = labels[s:s + self.eval_batch_size]
+            out = forward(images[s : s + self.eval_batch_size])
+            lab = labels[s : s + self.eval_batch_size]
             loss_sum += float(F.cross_entropy(out.double(), lab, reduction="sum"))
             correct += int((out.argmax(1) == lab).sum())
         return loss_sum / n, correct / n
@@ -368,6 +395,7 @@ class CNNProblem(Problem):
         self._check_x(x)
         x = x.detach()
         tr_loss, tr_acc = self._set_metrics(x, self._train_x, self._train_y)
-        te_loss, te_acc = (self._set_metrics(x, self._test_x, self._test_y) if self._test_x.shape[0]
-                           else (float("nan"), float("nan")))
+        te_loss, te_acc = (
+            self._set_metrics(x, self._test_x, self._test_y) if self._test_x.shape[0] else (float("nan"), float("nan"))
+        )
         return {"train_loss": tr_loss, "train_acc": tr_acc, "test_loss": te_loss, "test_acc": te_acc}

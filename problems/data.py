@@ -26,8 +26,19 @@ from problems.datasets.files import DataError, stat_signature
 from problems.datasets.idx import FASHION_MNIST, MNIST, stage_idx
 from problems.datasets.libsvm import LibsvmData, load_libsvm
 
-__all__ = ["DataError", "LibsvmData", "VisionData", "VISION_DATASETS", "data_root", "load_libsvm", "load_vision",
-           "stage", "stage_cifar10", "stage_fashion_mnist", "stage_mnist"]
+__all__ = [
+    "DataError",
+    "LibsvmData",
+    "VisionData",
+    "VISION_DATASETS",
+    "data_root",
+    "load_libsvm",
+    "load_vision",
+    "stage",
+    "stage_cifar10",
+    "stage_fashion_mnist",
+    "stage_mnist",
+]
 
 VISION_DATASETS = ("fashion_mnist", "mnist", "cifar10")
 DEBIAN_FASHION_MNIST = FASHION_MNIST.debian_dir
@@ -44,8 +55,13 @@ def data_root() -> Path:
     return Path(__file__).resolve().parent.parent / "data"
 
 
-def stage_fashion_mnist(root: str | Path | None = None, *, debian_dir: Path | None = DEBIAN_FASHION_MNIST,
-                        apt_package: str | None = FASHION_MNIST.apt_package, download: bool = True) -> Path:
+def stage_fashion_mnist(
+    root: str | Path | None = None,
+    *,
+    debian_dir: Path | None = DEBIAN_FASHION_MNIST,
+    apt_package: str | None = FASHION_MNIST.apt_package,
+    download: bool = True,
+) -> Path:
     """Stage Fashion-MNIST (60,000 train / 10,000 test, 28x28 grey) under `root/FashionMNIST/raw/`; return it.
 
     Sources in order: files already in `raw/` (decompressed, or .gz beside them); Debian's `debian_dir/*.gz`
@@ -81,8 +97,9 @@ def stage(name: str, root: str | Path | None = None, *, download: bool = True) -
         return stagers[name](root, download=download)
     except OSError as exc:  # APAM_DATA is a file or not writable, a folder stands where a data file should, ...
         where = exc.filename2 or exc.filename or root
-        raise DataError(f"{name} cannot be staged under {root} ($APAM_DATA or the data folder): {where}: "
-                        f"{exc.strerror or exc}") from None
+        raise DataError(
+            f"{name} cannot be staged under {root} ($APAM_DATA or the data folder): {where}: {exc.strerror or exc}"
+        ) from None
 
 
 @dataclass
@@ -139,8 +156,14 @@ def _read_vision(name: str, root: Path) -> VisionData:
     if name in ("fashion_mnist", "mnist"):
         cls = tvd.FashionMNIST if name == "fashion_mnist" else tvd.MNIST
         tr, te = cls(str(root), train=True, download=False), cls(str(root), train=False, download=False)
-        return VisionData(name, _images_to_float(tr.data, False), tr.targets.to(torch.int64),
-                          _images_to_float(te.data, False), te.targets.to(torch.int64), list(tr.classes))
+        return VisionData(
+            name,
+            _images_to_float(tr.data, False),
+            tr.targets.to(torch.int64),
+            _images_to_float(te.data, False),
+            te.targets.to(torch.int64),
+            list(tr.classes),
+        )
     cifar = _cifar10_staged_class()
     tr, te = cifar(str(root), train=True, download=False), cifar(str(root), train=False, download=False)
     to_x = lambda d: _images_to_float(torch.from_numpy(d), True)  # noqa: E731

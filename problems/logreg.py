@@ -100,8 +100,8 @@ def logistic_hessian(X, y_pm: np.ndarray, l2: float):
             Z = sp.diags(r) @ Xd
             H = np.asarray((Z.T @ Z).todense())
         else:
-            Zt = (r[:, None] * Xd).T                          # Fortran-ordered view: no copy inside syrk
-            H = blas.dsyrk(1.0, Zt, trans=0)                  # upper triangle of Zt Zt^T = Z^T Z
+            Zt = (r[:, None] * Xd).T  # Fortran-ordered view: no copy inside syrk
+            H = blas.dsyrk(1.0, Zt, trans=0)  # upper triangle of Zt Zt^T = Z^T Z
             H = np.triu(H) + np.triu(H, 1).T
         H[np.diag_indices(d)] += l2
         return H
@@ -135,9 +135,20 @@ class LogisticRegression(Problem):
     Raises ValueError for mismatched shapes, non-binary labels, non-finite features, or a bad l2/dtype.
     """
 
-    def __init__(self, train_X, train_y, test_X=None, test_y=None, *, l2: float = 0.0,
-                 device: torch.device | str | None = None, name: str = "logreg", dtype: torch.dtype = torch.float32,
-                 init_std: float = 0.0, cache_dir: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        train_X,
+        train_y,
+        test_X=None,
+        test_y=None,
+        *,
+        l2: float = 0.0,
+        device: torch.device | str | None = None,
+        name: str = "logreg",
+        dtype: torch.dtype = torch.float32,
+        init_std: float = 0.0,
+        cache_dir: str | Path | None = None,
+    ) -> None:
         if dtype not in (torch.float32, torch.float64):
             raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
         if (test_X is None) != (test_y is None):
@@ -226,9 +237,9 @@ class LogisticRegression(Problem):
         return loss, g
 
     def _dense_loss_grad(self, x: torch.Tensor, i: torch.Tensor) -> tuple[float, torch.Tensor]:
-        A = self._Xtr.index_select(0, i)                       # (B, d)
-        y = self._ytr.index_select(0, i)                       # (B,)
-        m = y * (A @ x)                                        # margins
+        A = self._Xtr.index_select(0, i)  # (B, d)
+        y = self._ytr.index_select(0, i)  # (B,)
+        m = y * (A @ x)  # margins
         loss = float(-F.logsigmoid(m).mean())
         coef = torch.sigmoid(-m).mul_(y).mul_(-1.0 / i.numel())  # d loss_i / d (a_i^T x) / B
         return loss, coef @ A
@@ -265,7 +276,7 @@ class LogisticRegression(Problem):
         if self.sparse:
             return np.asarray(X.astype(np.float64) @ x.detach().cpu().double().numpy())
         x64 = x.detach().to(self.device, torch.float64)
-        z = torch.cat([X[s:s + EVAL_CHUNK_ROWS].double() @ x64 for s in range(0, X.shape[0], EVAL_CHUNK_ROWS)])
+        z = torch.cat([X[s : s + EVAL_CHUNK_ROWS].double() @ x64 for s in range(0, X.shape[0], EVAL_CHUNK_ROWS)])
         return z.cpu().numpy()
 
     def _set_metrics(self, X, y_pm: np.ndarray, x: torch.Tensor, reg: float) -> tuple[float, float]:
@@ -300,10 +311,11 @@ class LogisticRegression(Problem):
         if self._optimum is None:
             X = self._Xtr if self.sparse else self._Xtr.cpu().numpy()
             fun = logistic_objective(X, self._ytr_np, self.l2)
-            exact = self.dim <= HESSIAN_MAX_DIM and self.num_train * self.dim ** 2 <= HESSIAN_MAX_FLOPS
+            exact = self.dim <= HESSIAN_MAX_DIM and self.num_train * self.dim**2 <= HESSIAN_MAX_FLOPS
             hess = logistic_hessian(X, self._ytr_np, self.l2) if exact else None
-            self._optimum = cached_optimum(fun, np.zeros(self.dim), self.cache_dir, self.name, self.optimum_key(),
-                                           hess=hess)
+            self._optimum = cached_optimum(
+                fun, np.zeros(self.dim), self.cache_dir, self.name, self.optimum_key(), hess=hess
+            )
         return self._optimum
 
     def optimum(self) -> tuple[float, torch.Tensor]:

@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 LBFGS_OPTIONS = {"maxiter": 20000, "maxfun": 40000, "maxcor": 20, "ftol": 1e-15, "gtol": 1e-10}
 TRUST_OPTIONS = {"gtol": 1e-11, "maxiter": 300}  # gtol: Euclidean norm of the gradient
 CONVERGED_GRAD = 1e-8  # a result whose gradient max-norm is at most this counts as converged
-CACHE_VERSION = 2      # part of every cache key
+CACHE_VERSION = 2  # part of every cache key
 
 
 @dataclass
@@ -74,8 +74,11 @@ def data_key(name: str, l2: float, *arrays: np.ndarray) -> str:
     return h.hexdigest()
 
 
-def minimize_full(fun: Callable[[np.ndarray], tuple[float, np.ndarray]], x0: np.ndarray,
-                  hess: Callable[[np.ndarray], np.ndarray] | None = None) -> Optimum:
+def minimize_full(
+    fun: Callable[[np.ndarray], tuple[float, np.ndarray]],
+    x0: np.ndarray,
+    hess: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> Optimum:
     """Minimize `fun` (float64 x -> (f, grad)) from x0: trust-exact when `hess` (x -> (d, d) Hessian) is given,
     else L-BFGS-B (see the module docstring; options TRUST_OPTIONS / LBFGS_OPTIONS).
 
@@ -106,8 +109,14 @@ def _load(path: Path, key: str) -> Optimum | None:
         with np.load(path, allow_pickle=False) as z:
             if str(z["key"]) != key:
                 return None
-            return Optimum(float(z["f_star"]), np.array(z["x_star"], dtype=np.float64), float(z["grad_norm"]),
-                           int(z["nit"]), bool(z["converged"]), str(z["message"]))
+            return Optimum(
+                float(z["f_star"]),
+                np.array(z["x_star"], dtype=np.float64),
+                float(z["grad_norm"]),
+                int(z["nit"]),
+                bool(z["converged"]),
+                str(z["message"]),
+            )
     except FileNotFoundError:
         return None
     except Exception as exc:  # noqa: BLE001 -- a damaged cache file is recomputed, never fatal
@@ -120,9 +129,16 @@ def _save(path: Path, key: str, opt: Optimum) -> None:
     fd, tmp = tempfile.mkstemp(prefix=path.stem + ".", suffix=".tmp.npz", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, key=np.array(key), f_star=np.float64(opt.f_star), x_star=opt.x_star,
-                     grad_norm=np.float64(opt.grad_norm), nit=np.int64(opt.nit),
-                     converged=np.bool_(opt.converged), message=np.array(opt.message))
+            np.savez(
+                fh,
+                key=np.array(key),
+                f_star=np.float64(opt.f_star),
+                x_star=opt.x_star,
+                grad_norm=np.float64(opt.grad_norm),
+                nit=np.int64(opt.nit),
+                converged=np.bool_(opt.converged),
+                message=np.array(opt.message),
+            )
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
@@ -130,9 +146,14 @@ def _save(path: Path, key: str, opt: Optimum) -> None:
         raise
 
 
-def cached_optimum(fun: Callable[[np.ndarray], tuple[float, np.ndarray]], x0: np.ndarray,
-                   cache_dir: str | Path | None, name: str, key: str,
-                   hess: Callable[[np.ndarray], np.ndarray] | None = None) -> Optimum:
+def cached_optimum(
+    fun: Callable[[np.ndarray], tuple[float, np.ndarray]],
+    x0: np.ndarray,
+    cache_dir: str | Path | None,
+    name: str,
+    key: str,
+    hess: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> Optimum:
     """The optimum of `fun` (see `minimize_full`), read from / written to `cache_dir` under `key`.
 
     cache_dir None: no disk cache (computed every call). The file stores the full key, so a 16-hex-digit prefix
@@ -145,8 +166,15 @@ def cached_optimum(fun: Callable[[np.ndarray], tuple[float, np.ndarray]], x0: np
             return hit
     opt = minimize_full(fun, x0, hess)
     if not opt.converged:
-        log.warning("optimum of %s: the solver stopped with gradient max-norm %.3g after %d iterations (%s); "
-                    "f* = %.10g is an upper bound", name, opt.grad_norm, opt.nit, opt.message, opt.f_star)
+        log.warning(
+            "optimum of %s: the solver stopped with gradient max-norm %.3g after %d iterations (%s); "
+            "f* = %.10g is an upper bound",
+            name,
+            opt.grad_norm,
+            opt.nit,
+            opt.message,
+            opt.f_star,
+        )
     if path is not None:
         _save(path, key, opt)
     return opt

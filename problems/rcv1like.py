@@ -66,18 +66,26 @@ class Rcv1LikeSpec:
 
     def check(self) -> None:
         """Raise ValueError naming the first bad argument."""
-        bad = [(k, v, why) for k, v, ok, why in [
-            ("n_train", self.n_train, int(self.n_train) == self.n_train and self.n_train >= 1, "an integer >= 1"),
-            ("n_test", self.n_test, int(self.n_test) == self.n_test and self.n_test >= 1, "an integer >= 1"),
-            ("n_features", self.n_features, int(self.n_features) == self.n_features and self.n_features >= 2,
-             "an integer >= 2"),
-            ("nnz_per_row", self.nnz_per_row, 0 < self.nnz_per_row < self.n_features, "in (0, n_features)"),
-            ("informative", self.informative, 1 <= self.informative <= self.n_features, "in [1, n_features]"),
-            ("row_sigma", self.row_sigma, self.row_sigma >= 0, ">= 0"),
-            ("zipf_a", self.zipf_a, self.zipf_a >= 0, ">= 0"),
-            ("snr", self.snr, self.snr > 0, "> 0"),
-            ("positive_fraction", self.positive_fraction, 0 < self.positive_fraction < 1, "in (0, 1)"),
-        ] if not ok]
+        bad = [
+            (k, v, why)
+            for k, v, ok, why in [
+                ("n_train", self.n_train, int(self.n_train) == self.n_train and self.n_train >= 1, "an integer >= 1"),
+                ("n_test", self.n_test, int(self.n_test) == self.n_test and self.n_test >= 1, "an integer >= 1"),
+                (
+                    "n_features",
+                    self.n_features,
+                    int(self.n_features) == self.n_features and self.n_features >= 2,
+                    "an integer >= 2",
+                ),
+                ("nnz_per_row", self.nnz_per_row, 0 < self.nnz_per_row < self.n_features, "in (0, n_features)"),
+                ("informative", self.informative, 1 <= self.informative <= self.n_features, "in [1, n_features]"),
+                ("row_sigma", self.row_sigma, self.row_sigma >= 0, ">= 0"),
+                ("zipf_a", self.zipf_a, self.zipf_a >= 0, ">= 0"),
+                ("snr", self.snr, self.snr > 0, "> 0"),
+                ("positive_fraction", self.positive_fraction, 0 < self.positive_fraction < 1, "in (0, 1)"),
+            ]
+            if not ok
+        ]
         if bad:
             k, v, why = bad[0]
             raise ValueError(f"problem.{k}={v!r}: must be {why}")
@@ -87,6 +95,7 @@ def _rows(rng: np.random.Generator, n: int, spec: Rcv1LikeSpec, cdf: np.ndarray)
     """(row ids, feature ids, term counts) of n rows, each row's features distinct, sorted by (row, feature).
 
     cdf: (d,) cumulative feature probabilities; a feature is drawn by inverting it at a uniform number."""
+
     def draw(size: int) -> np.ndarray:
         return np.minimum(np.searchsorted(cdf, rng.random(size), side="right"), spec.n_features - 1)
 
@@ -97,7 +106,7 @@ def _rows(rng: np.random.Generator, n: int, spec: Rcv1LikeSpec, cdf: np.ndarray)
     rows = np.repeat(np.arange(n, dtype=np.int64), lengths)
     cols = draw(rows.size)
     for _ in range(TOP_UPS):
-        key = np.sort(rows * spec.n_features + cols)      # sort + mask: numpy 2's np.unique hashes, 10x slower here
+        key = np.sort(rows * spec.n_features + cols)  # sort + mask: numpy 2's np.unique hashes, 10x slower here
         key = key[np.concatenate(([True], key[1:] != key[:-1]))]
         rows, cols = key // spec.n_features, key % spec.n_features
         short = lengths - np.bincount(rows, minlength=n)
@@ -170,8 +179,13 @@ def rcv1like_files(cache_dir: str | Path, spec: Rcv1LikeSpec = Rcv1LikeSpec()) -
     Xtr, ytr, Xte, yte = generate(spec)
     for X, y, path in ((Xtr, ytr, train), (Xte, yte, test)):
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        dump_svmlight_file(X, 2 * y - 1, str(tmp), zero_based=False,
-                           comment=f"synthetic rcv1-like data (problems/rcv1like.py): {json.dumps(asdict(spec))}")
+        dump_svmlight_file(
+            X,
+            2 * y - 1,
+            str(tmp),
+            zero_based=False,
+            comment=f"synthetic rcv1-like data (problems/rcv1like.py): {json.dumps(asdict(spec))}",
+        )
         os.replace(tmp, path)
     (folder / f"{stem}.json").write_text(json.dumps(asdict(spec), indent=1, sort_keys=True))
     return train, test

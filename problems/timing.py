@@ -19,6 +19,7 @@ The simulated engine runs one at the calibrated cost of its real gradient; a rea
 ``engine.compute=emulated`` (experiments/settings/engine.py), where each free gradient waits for its emulated target
 (the paper's Fig. 10: the paper's serial cost); with real compute it would time the free zero gradients.
 """
+
 from __future__ import annotations
 
 import math
@@ -41,10 +42,20 @@ class TimingOnlyCNN(CNNProblem):
 
     timing_only = True
 
-    def __init__(self, model, pool_x: torch.Tensor, pool_y: torch.Tensor, num_train: int, *, device=None,
-                 name: str = "timing_only", eval_batch_size: int = 1000) -> None:
-        super().__init__(model, pool_x, pool_y, pool_x[:1], pool_y[:1], device=device, name=name,
-                         eval_batch_size=eval_batch_size)
+    def __init__(
+        self,
+        model,
+        pool_x: torch.Tensor,
+        pool_y: torch.Tensor,
+        num_train: int,
+        *,
+        device=None,
+        name: str = "timing_only",
+        eval_batch_size: int = 1000,
+    ) -> None:
+        super().__init__(
+            model, pool_x, pool_y, pool_x[:1], pool_y[:1], device=device, name=name, eval_batch_size=eval_batch_size
+        )
         if int(num_train) < 1:
             raise ValueError(f"num_train={num_train}: must be >= 1")
         self.pool_size = int(pool_x.shape[0])

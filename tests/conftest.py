@@ -4,6 +4,7 @@ command-line entry point (``python -m experiments.run``) run cheaply many times.
 Tests are laid out by room (tests/settings, training, engines, clock, store, sweeps, problems, algorithms, plots,
 analysis, report, entry); helpers that tests of several rooms share live here (test modules import them from
 ``conftest``)."""
+
 from __future__ import annotations
 
 import json
@@ -155,14 +156,25 @@ def recorder_for(problem, settings, clock: str, recorder_cls=None):
     """A Recorder of ``problem`` evaluating every ``settings.eval_every`` epochs, no progress bar."""
     from experiments.training.recorder import Recorder
 
-    return (recorder_cls or Recorder)(problem, {"run_id": "t"}, eval_every=settings.eval_every, total_epochs=None,
-                                      f_star=None, clock=clock, progress=False)
+    return (recorder_cls or Recorder)(
+        problem,
+        {"run_id": "t"},
+        eval_every=settings.eval_every,
+        total_epochs=None,
+        f_star=None,
+        clock=clock,
+        progress=False,
+    )
 
 
 # the simulated engine's fixed costs in the engine tests (seconds): no calibration is read or measured
 GRAD, UPD, LAT, OVER = 0.01, 0.0001, 0.0002, 0.00015
-COSTS = [f"engine.costs.grad_s={GRAD}", f"engine.costs.update_s={UPD}", f"engine.costs.latency_s={LAT}",
-         f"engine.costs.overhead_s={OVER}"]
+COSTS = [
+    f"engine.costs.grad_s={GRAD}",
+    f"engine.costs.update_s={UPD}",
+    f"engine.costs.latency_s={LAT}",
+    f"engine.costs.overhead_s={OVER}",
+]
 
 
 def run_sim(tmp_path, overrides, problem=None, rule=None):
@@ -170,9 +182,21 @@ def run_sim(tmp_path, overrides, problem=None, rule=None):
     (uncapped: ``algorithm.alpha_max=null``) and the fixed COSTS on the :func:`pinned` clock, then ``overrides``;
     returns (EngineResult, Recorder, RunSettings). ``rule``: default :func:`plain_rule`."""
     problem = problem or QuadraticProblem()
-    settings = settings_for(pinned([f"results_dir={tmp_path}", "batch_size=8", "algorithm=async_sgd",
-                                    "algorithm.lr=0.05", "algorithm.lr_schedule=constant", "algorithm.alpha_max=null",
-                                    "eval_every=1", *COSTS, *overrides]))
+    settings = settings_for(
+        pinned(
+            [
+                f"results_dir={tmp_path}",
+                "batch_size=8",
+                "algorithm=async_sgd",
+                "algorithm.lr=0.05",
+                "algorithm.lr_schedule=constant",
+                "algorithm.alpha_max=null",
+                "eval_every=1",
+                *COSTS,
+                *overrides,
+            ]
+        )
+    )
     rec = recorder_for(problem, settings, "simulated")
     result = run_engine(problem, rule or plain_rule(settings), settings, rec)
     return result, rec, settings
@@ -224,14 +248,17 @@ def entry_point(tmp_path_factory):
     a fresh process forked from one interpreter that imported the entry point's modules once (a cold start costs
     seconds, a fork milliseconds). ``env``: variables to set for that call."""
     folder = tmp_path_factory.mktemp("entry")
-    server = subprocess.Popen([sys.executable, "-c", _ENTRY_SERVER], cwd=REPO, stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-c", _ENTRY_SERVER], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     calls = iter(range(10**9))
 
     def call(argv, env=None, cwd=REPO):
         err = folder / f"{next(calls)}.stderr"
-        server.stdin.write(json.dumps({"argv": [str(a) for a in argv], "env": dict(env or {}), "cwd": str(cwd),
-                                       "stderr": str(err)}) + "\n")
+        server.stdin.write(
+            json.dumps({"argv": [str(a) for a in argv], "env": dict(env or {}), "cwd": str(cwd), "stderr": str(err)})
+            + "\n"
+        )
         server.stdin.flush()
         reply = server.stdout.readline()
         assert reply, "the entry-point server died"

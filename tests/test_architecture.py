@@ -66,8 +66,11 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     own = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
     for m in list(out):
         parts = m.split(".")
-        out.update(p for p in (".".join(parts[:i]) for i in range(1, len(parts)))
-                   if p in modules and p != name and p not in own)
+        out.update(
+            p
+            for p in (".".join(parts[:i]) for i in range(1, len(parts)))
+            if p in modules and p != name and p not in own
+        )
     return out
 
 

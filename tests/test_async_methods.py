@@ -1,5 +1,6 @@
 """The async_methods experiment: its config composes for every profile, its table picks the best step factor per
 method, the figures come from summary.csv alone (the report's section: tests/report/test_report_async.py)."""
+
 import math
 
 import pandas as pd
@@ -10,12 +11,15 @@ from experiments.settings.build import make_rule
 from plots.async_methods import best_times, compute_model, draw_async_methods, ranks
 
 
-@pytest.mark.parametrize("model,expect", [
-    ("equal", dict(law="constant", sigma=0.0, slow_workers=0, slowdown=1.0, spread="equal")),
-    ("sqrt", dict(spread="sqrt")),
-    ("straggler8", dict(slow_workers=1, slowdown=8.0)),
-    ("lognormal1", dict(law="lognormal", sigma=1.0)),
-])
+@pytest.mark.parametrize(
+    "model,expect",
+    [
+        ("equal", dict(law="constant", sigma=0.0, slow_workers=0, slowdown=1.0, spread="equal")),
+        ("sqrt", dict(spread="sqrt")),
+        ("straggler8", dict(slow_workers=1, slowdown=8.0)),
+        ("lognormal1", dict(law="lognormal", sigma=1.0)),
+    ],
+)
 def test_compute_models_set_the_delay_block(tmp_path, model, expect):
     settings = settings_for(["experiment=async_methods", f"compute_model={model}", f"results_dir={tmp_path}"])
     for k, v in expect.items():
@@ -28,11 +32,19 @@ def test_per_problem_sizes(tmp_path, problem, max_train, target):
     assert settings.problem.max_train == max_train and settings.problem.target_loss == target
 
 
-@pytest.mark.parametrize("algorithm,policy", [("apam_ringmaster", "ringmaster"), ("rennala_sgd", "rennala"),
-                                              ("async_sgd_wu", "wu2022"), ("apam_mishchenko", "mishchenko2022")])
+@pytest.mark.parametrize(
+    "algorithm,policy",
+    [
+        ("apam_ringmaster", "ringmaster"),
+        ("rennala_sgd", "rennala"),
+        ("async_sgd_wu", "wu2022"),
+        ("apam_mishchenko", "mishchenko2022"),
+    ],
+)
 def test_method_options_are_a_rule_plus_a_policy(tmp_path, algorithm, policy):
-    settings = settings_for(["experiment=async_methods", f"algorithm={algorithm}", "workers=32",
-                             f"results_dir={tmp_path}"])
+    settings = settings_for(
+        ["experiment=async_methods", f"algorithm={algorithm}", "workers=32", f"results_dir={tmp_path}"]
+    )
     assert settings.algorithm.name == algorithm and settings.algorithm.policy.name == policy
     if policy == "ringmaster":
         assert settings.algorithm.policy.R == 32
@@ -57,9 +69,23 @@ def _summary():
         rows.append(dict(algorithm="apam", lr_factor=2.0, seed=seed, time_to_target_s=0.5 if seed == 0 else math.nan))
         rows.append(dict(algorithm="rennala_sgd", lr_factor=1.0, seed=seed, time_to_target_s=0.8, discarded=50))
         rows.append(dict(algorithm="sync_amsgrad", lr_factor=1.0, seed=seed, time_to_target_s=math.nan))
-    base = dict(problem="logreg_fmnist", workers=8, compute_spread="sqrt", compute_law="constant",
-                straggler_sigma=0.0, straggler_slowdown=1.0, status="ok", gradients=100, discarded=0, policy="none",
-                engine="simulated", clock="simulated", target_loss=0.45, run_id="r", final_train_loss=0.4)
+    base = dict(
+        problem="logreg_fmnist",
+        workers=8,
+        compute_spread="sqrt",
+        compute_law="constant",
+        straggler_sigma=0.0,
+        straggler_slowdown=1.0,
+        status="ok",
+        gradients=100,
+        discarded=0,
+        policy="none",
+        engine="simulated",
+        clock="simulated",
+        target_loss=0.45,
+        run_id="r",
+        final_train_loss=0.4,
+    )
     return pd.DataFrame([{**base, **r} for r in rows])
 
 
@@ -75,8 +101,12 @@ def test_best_times_pick_the_factor_with_the_lowest_mean_and_count_misses_as_inf
 
 def test_compute_model_labels():
     assert compute_model(dict(compute_spread="equal", straggler_slowdown=8.0)) == "straggler8"
-    assert compute_model(dict(compute_spread="equal", compute_law="lognormal", straggler_sigma=1.0,
-                              straggler_slowdown=1.0)) == "lognormal1"
+    assert (
+        compute_model(
+            dict(compute_spread="equal", compute_law="lognormal", straggler_sigma=1.0, straggler_slowdown=1.0)
+        )
+        == "lognormal1"
+    )
     assert compute_model(dict(compute_spread="equal", compute_law="constant", straggler_slowdown=1.0)) == "equal"
 
 
@@ -106,25 +136,48 @@ def _engine_summary(swap_on_distributed=False, overrun_apam=0, seeds=3):
     simulated clock modelled); times to target chosen so the simulated order is rennala < apam < sync (never)."""
     times = {"rennala_sgd": 0.8, "apam": 1.0, "sync_amsgrad": math.nan}
     rows = []
-    for engine, clock, transport in (("shared_memory", "wall", None), ("distributed", "wall", None),
-                                     ("simulated", "simulated", "shared_memory"),
-                                     ("simulated_distributed", "simulated", "distributed")):
+    for engine, clock, transport in (
+        ("shared_memory", "wall", None),
+        ("distributed", "wall", None),
+        ("simulated", "simulated", "shared_memory"),
+        ("simulated_distributed", "simulated", "distributed"),
+    ):
         for alg, t in times.items():
             if swap_on_distributed and engine == "distributed" and alg in ("apam", "rennala_sgd"):
                 t = 1.8 - t  # measured order apam < rennala on gloo
-            rows.append(dict(algorithm=alg, engine=engine, clock=clock, transport=transport, time_to_target_s=t,
-                             overruns=overrun_apam if (alg == "apam" and clock == "wall") else 0))
-    base = dict(problem="logreg_fmnist", workers=8, compute_spread="equal", compute_law="constant",
-                straggler_sigma=0.0, straggler_slowdown=1.0, status="ok", gradients=100, discarded=0, policy="none",
-                target_loss=0.45, run_id="r", lr_factor=1.0, final_train_loss=0.4)
+            rows.append(
+                dict(
+                    algorithm=alg,
+                    engine=engine,
+                    clock=clock,
+                    transport=transport,
+                    time_to_target_s=t,
+                    overruns=overrun_apam if (alg == "apam" and clock == "wall") else 0,
+                )
+            )
+    base = dict(
+        problem="logreg_fmnist",
+        workers=8,
+        compute_spread="equal",
+        compute_law="constant",
+        straggler_sigma=0.0,
+        straggler_slowdown=1.0,
+        status="ok",
+        gradients=100,
+        discarded=0,
+        policy="none",
+        target_loss=0.45,
+        run_id="r",
+        lr_factor=1.0,
+        final_train_loss=0.4,
+    )
     return pd.DataFrame([{**base, **r, "seed": seed} for seed in range(seeds) for r in rows])
 
 
 def test_engine_pairs_put_each_measured_run_beside_the_simulated_clock_of_its_engine():
     from plots.async_methods import engine_pairs
 
-    pairs = engine_pairs(_engine_summary(swap_on_distributed=True, overrun_apam=10)).set_index(
-        ["engine", "algorithm"])
+    pairs = engine_pairs(_engine_summary(swap_on_distributed=True, overrun_apam=10)).set_index(["engine", "algorithm"])
     assert sorted(pairs.index.get_level_values("engine").unique()) == ["distributed", "shared_memory"]
     assert pairs.loc[("shared_memory", "apam"), ["measured_s", "simulated_s"]].tolist() == [1.0, 1.0]
     assert pairs.loc[("distributed", "apam"), ["measured_s", "simulated_s"]].tolist() == pytest.approx([0.8, 1.0])

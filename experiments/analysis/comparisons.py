@@ -8,6 +8,7 @@ seed that never reached it, or diverged), losses the final training loss (nats; 
 Without serial runs to set targets, the one target is the problem's configured ``target_loss`` (the summary's
 ``time_to_target_s``, the same rule).
 """
+
 from __future__ import annotations
 
 import math
@@ -96,9 +97,15 @@ def comparison(summary: pd.DataFrame, traces: pd.DataFrame | None = None) -> tup
                 continue  # reported once, under the group's first method
             r = runs[runs["algorithm"] == alg]
             members = runs[runs["algorithm"].isin(group)]  # identical runs, possibly under other names and sizes
-            row = dict(zip(KEYS, key), algorithm=" = ".join(group), merged=len(group), seeds=int(r["seed"].nunique()),
-                       lr_factor=_values(members.get("lr_factor")), policy_size=_policy_size(members),
-                       discarded_frac=float(r["discarded_frac"].mean()))
+            row = dict(
+                zip(KEYS, key),
+                algorithm=" = ".join(group),
+                merged=len(group),
+                seeds=int(r["seed"].nunique()),
+                lr_factor=_values(members.get("lr_factor")),
+                policy_size=_policy_size(members),
+                discarded_frac=float(r["discarded_frac"].mean()),
+            )
             for name in names:
                 row[f"time {name}"] = bootstrap_ci(r[f"time {name}"].to_numpy(dtype=float))
             row["loss"] = bootstrap_ci(r["loss"].to_numpy(dtype=float))
@@ -116,10 +123,14 @@ def _one_factor(s: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     one with the lowest mean time to the last target, then the lowest mean loss."""
     if "lr_factor" not in s or s.groupby(KEYS + ["algorithm"])["lr_factor"].nunique().max() <= 1:
         return s
-    per = (s.groupby(KEYS + ["algorithm", "lr_factor"])
-           .agg(seeds=("seed", "nunique"), t=(f"time {names[-1]}", "mean"), loss=("loss", "mean")).reset_index()
-           .sort_values(["seeds", "t", "loss"], ascending=[False, True, True])
-           .groupby(KEYS + ["algorithm"]).head(1))
+    per = (
+        s.groupby(KEYS + ["algorithm", "lr_factor"])
+        .agg(seeds=("seed", "nunique"), t=(f"time {names[-1]}", "mean"), loss=("loss", "mean"))
+        .reset_index()
+        .sort_values(["seeds", "t", "loss"], ascending=[False, True, True])
+        .groupby(KEYS + ["algorithm"])
+        .head(1)
+    )
     return s.merge(per[KEYS + ["algorithm", "lr_factor"]], on=KEYS + ["algorithm", "lr_factor"])
 
 

@@ -1,5 +1,6 @@
 """Per measured run, what its gradients' compute times say (``runs/<run_id>/compute_times.csv``, written by
 experiments/engines/emulation.py: one row per gradient with ``compute_s`` and, when emulated, ``target_s``)."""
+
 from __future__ import annotations
 
 import math
@@ -20,7 +21,11 @@ def lateness(exp_dir: Path) -> pd.DataFrame:
             continue
         target = pd.to_numeric(c["target_s"], errors="coerce")
         emulated = target.notna().any()
-        rows.append({"run_id": f.parent.name,
-                     "late us": 1e6 * float((c["compute_s"] - target).median()) if emulated else math.nan,
-                     "grad us": math.nan if emulated else 1e6 * float(c["compute_s"].median())})
+        rows.append(
+            {
+                "run_id": f.parent.name,
+                "late us": 1e6 * float((c["compute_s"] - target).median()) if emulated else math.nan,
+                "grad us": math.nan if emulated else 1e6 * float(c["compute_s"].median()),
+            }
+        )
     return pd.DataFrame(rows, columns=["run_id", "late us", "grad us"])

@@ -1,4 +1,5 @@
 """What the runs' resolved configs (``runs/<run_id>/config.yaml``) say beyond the summary's columns."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -4,6 +4,7 @@ A simulated run charges each gradient ``cost_grad_s``, each message ``cost_laten
 ``cost_update_s`` plus ``cost_overhead_s`` of engine overhead (``cost_overhead_idle_s`` when the master waited for
 the gradient); experiments/clock/costmodel.py holds the model.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -34,8 +35,11 @@ def master_saturation(runs: pd.DataFrame) -> Saturation | None:
     if runs.empty or any(c not in runs or runs[c].isna().all() for c in COST_COLUMNS):
         return None
     g, u, lat, over = (float(runs[c].mean()) for c in COST_COLUMNS)
-    idle = float(runs["cost_overhead_idle_s"].mean()) if "cost_overhead_idle_s" in runs \
-        and runs["cost_overhead_idle_s"].notna().any() else over
+    idle = (
+        float(runs["cost_overhead_idle_s"].mean())
+        if "cost_overhead_idle_s" in runs and runs["cost_overhead_idle_s"].notna().any()
+        else over
+    )
     # cost_grad_s is already the gradient at the runs' batch size: one entry, looked up under a nominal key
     costs = CostModel(grad={1: g}, update_s=u, latency_s=lat, overhead_s=over, overhead_idle_s=idle)
     return Saturation(saturation_workers(costs, 1), g, u, lat, over, idle)

@@ -9,6 +9,7 @@ epoch (``basis=time_per_epoch``, the paper's basis: time for a fixed number of e
 problem's target loss (``basis=time_to_target``; rows only where every seed reached it). Runs whose status is not
 ``ok`` are left out of T and counted in ``n_failed``. Times are seconds on the runs' clock.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,12 +18,50 @@ import pandas as pd
 
 from experiments.store.atomic import atomic_write_text
 
-GROUP = ["experiment", "problem", "algorithm", "engine", "clock", "delay_model", "max_delay", "straggler_sigma",
-         "straggler_slowdown", "batch_size", "compute", "compute_base_s", "transport", "cores", "master_computes"]
-COLUMNS = ["experiment", "problem", "algorithm", "engine", "clock", "workers", "basis", "time_s", "speedup",
-           "efficiency", "final_train_loss", "final_test_acc", "n_seeds", "n_failed", "delay_model", "max_delay",
-           "straggler_sigma", "straggler_slowdown", "batch_size", "compute", "compute_base_s", "transport", "cores",
-           "master_computes", "agents"]
+GROUP = [
+    "experiment",
+    "problem",
+    "algorithm",
+    "engine",
+    "clock",
+    "delay_model",
+    "max_delay",
+    "straggler_sigma",
+    "straggler_slowdown",
+    "batch_size",
+    "compute",
+    "compute_base_s",
+    "transport",
+    "cores",
+    "master_computes",
+]
+COLUMNS = [
+    "experiment",
+    "problem",
+    "algorithm",
+    "engine",
+    "clock",
+    "workers",
+    "basis",
+    "time_s",
+    "speedup",
+    "efficiency",
+    "final_train_loss",
+    "final_test_acc",
+    "n_seeds",
+    "n_failed",
+    "delay_model",
+    "max_delay",
+    "straggler_sigma",
+    "straggler_slowdown",
+    "batch_size",
+    "compute",
+    "compute_base_s",
+    "transport",
+    "cores",
+    "master_computes",
+    "agents",
+]
 BASES = {"time_per_epoch": "time_per_epoch_s", "time_to_target": "time_to_target_s"}
 
 
@@ -60,12 +99,21 @@ def speedup_table(summary: pd.DataFrame) -> pd.DataFrame:
             for p in sorted(per_p):
                 t, okp, failed = per_p[p]
                 sp = t1 / t if t > 0 else float("nan")
-                out.append({**dict(zip(keys, gkey)), "workers": int(okp["workers"].iloc[0]), "agents": p,
-                            "basis": basis, "time_s": t, "speedup": sp,
-                            "efficiency": sp / p,
-                            "final_train_loss": pd.to_numeric(okp["final_train_loss"], errors="coerce").mean(),
-                            "final_test_acc": pd.to_numeric(okp["final_test_acc"], errors="coerce").mean(),
-                            "n_seeds": okp["seed"].nunique(), "n_failed": failed})
+                out.append(
+                    {
+                        **dict(zip(keys, gkey)),
+                        "workers": int(okp["workers"].iloc[0]),
+                        "agents": p,
+                        "basis": basis,
+                        "time_s": t,
+                        "speedup": sp,
+                        "efficiency": sp / p,
+                        "final_train_loss": pd.to_numeric(okp["final_train_loss"], errors="coerce").mean(),
+                        "final_test_acc": pd.to_numeric(okp["final_test_acc"], errors="coerce").mean(),
+                        "n_seeds": okp["seed"].nunique(),
+                        "n_failed": failed,
+                    }
+                )
     return pd.DataFrame(out, columns=COLUMNS)
 
 

@@ -4,6 +4,7 @@ simulated twin's.
 Staleness is counted in master updates: the number of updates applied between the iterate a gradient was computed
 at and the update that applies it (paper Sec. 2, tau_k).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,8 +20,11 @@ def histograms(exp_dir: Path) -> pd.DataFrame:
     """Every run's staleness histogram below ``exp_dir/runs``: columns run_id, staleness (updates), count (empty
     when no run has one)."""
     files = sorted((Path(exp_dir) / "runs").glob("*/staleness.csv"))
-    return (pd.concat([pd.read_csv(f).assign(run_id=f.parent.name) for f in files], ignore_index=True)
-            if files else pd.DataFrame(columns=["run_id", "staleness", "count"]))
+    return (
+        pd.concat([pd.read_csv(f).assign(run_id=f.parent.name) for f in files], ignore_index=True)
+        if files
+        else pd.DataFrame(columns=["run_id", "staleness", "count"])
+    )
 
 
 def staleness_tv(ok: pd.DataFrame, hists: pd.DataFrame) -> pd.DataFrame:

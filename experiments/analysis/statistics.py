@@ -13,6 +13,7 @@
   delay-adaptive and its discarding versions under equal compute times, where no staleness differs): one method
   reported once, with a note, instead of several that tie by construction.
 """
+
 from __future__ import annotations
 
 import math
@@ -41,8 +42,10 @@ class Interval(NamedTuple):
 
     def text(self, fmt: str = "{:.3g}") -> str:
         """``1.23 [1.10, 1.41]``; ``inf`` as "not reached"; a single value without its interval."""
+
         def show(v):
             return "not reached" if math.isinf(v) else ("--" if math.isnan(v) else fmt.format(v))
+
         if self.n == 0:
             return "--"
         if self.n == 1 or self.lo == self.hi == self.point:
@@ -50,8 +53,13 @@ class Interval(NamedTuple):
         return f"{show(self.point)} [{show(self.lo)}, {show(self.hi)}]"
 
 
-def bootstrap_ci(values: Sequence[float], resamples: int = RESAMPLES, level: float = LEVEL, seed: int = SEED,
-                 statistic: Callable = np.mean) -> Interval:
+def bootstrap_ci(
+    values: Sequence[float],
+    resamples: int = RESAMPLES,
+    level: float = LEVEL,
+    seed: int = SEED,
+    statistic: Callable = np.mean,
+) -> Interval:
     """The percentile bootstrap interval of ``statistic`` (default the mean) of ``values`` (module docstring).
 
     Args:
@@ -96,10 +104,13 @@ def shared_ranks(intervals: Sequence[Interval | tuple[float, float]]) -> list[in
     return [1 + sum(1 for j, (_, hj) in enumerate(bounds) if j != i and hj < lo) for i, (lo, _) in enumerate(bounds)]
 
 
-def identical_groups(runs: pd.DataFrame, item: str = "algorithm", seed: str = "seed",
-                     columns: Sequence[str] = ("time_s", "final_train_loss", "updates", "gradients",
-                                               "time_to_target_s"),
-                     traces: pd.DataFrame | None = None) -> list[list[str]]:
+def identical_groups(
+    runs: pd.DataFrame,
+    item: str = "algorithm",
+    seed: str = "seed",
+    columns: Sequence[str] = ("time_s", "final_train_loss", "updates", "gradients", "time_to_target_s"),
+    traces: pd.DataFrame | None = None,
+) -> list[list[str]]:
     """Groups of ``item`` values (methods) whose runs are identical: the same seeds and, seed by seed, the same
     ``columns`` of the summary to the last bit (NaN equal to NaN) and, when ``traces`` (trace rows with ``run_id``)
     are given, the same training losses and times at every evaluation point. Returns only groups of two or more,

@@ -12,6 +12,7 @@ interpolated between the last evaluation above the target and the next one, coun
 below from there on), applied to a run's trace for any target. Seconds are on the run's clock (``time_s``),
 evaluation excluded; losses are the full training set's (nats).
 """
+
 from __future__ import annotations
 
 import math
@@ -51,8 +52,9 @@ def loss_at(trace: pd.DataFrame, epoch: float) -> float:
     return float(np.interp(epoch, e, loss))
 
 
-def reference_targets(summary: pd.DataFrame, traces: pd.DataFrame,
-                      fractions: Sequence[float] = FRACTIONS) -> pd.DataFrame:
+def reference_targets(
+    summary: pd.DataFrame, traces: pd.DataFrame, fractions: Sequence[float] = FRACTIONS
+) -> pd.DataFrame:
     """Per problem, the targets the best serial method sets (module docstring).
 
     Args:
@@ -65,8 +67,13 @@ def reference_targets(summary: pd.DataFrame, traces: pd.DataFrame,
         column ``target_<fraction>`` per fraction (nats). Empty without P = 1 runs or traces.
     """
     cols = ["problem", "reference", "seeds", "epochs", "final_loss"] + [f"target_{f:g}" for f in fractions]
-    if summary.empty or traces is None or traces.empty or "workers" not in summary \
-            or not {"run_id", "epoch", "train_loss", "time_s", "updates"} <= set(traces.columns):
+    if (
+        summary.empty
+        or traces is None
+        or traces.empty
+        or "workers" not in summary
+        or not {"run_id", "epoch", "train_loss", "time_s", "updates"} <= set(traces.columns)
+    ):
         return pd.DataFrame(columns=cols)
     one = summary[(summary["workers"] == 1) & (summary["status"] == "ok")]
     rows = []
@@ -76,8 +83,13 @@ def reference_targets(summary: pd.DataFrame, traces: pd.DataFrame,
             continue
         best = means.sort_values(kind="stable").index[0]
         ref = runs[runs["algorithm"] == best]
-        row = {"problem": problem, "reference": best, "seeds": int(ref["seed"].nunique()),
-               "epochs": float(ref["epochs"].mean()), "final_loss": float(means[best])}
+        row = {
+            "problem": problem,
+            "reference": best,
+            "seeds": int(ref["seed"].nunique()),
+            "epochs": float(ref["epochs"].mean()),
+            "final_loss": float(means[best]),
+        }
         for f in fractions:
             losses = [loss_at(traces[traces["run_id"] == r.run_id], f * float(r.epochs)) for r in ref.itertuples()]
             losses = [v for v in losses if not math.isnan(v)]
@@ -86,8 +98,9 @@ def reference_targets(summary: pd.DataFrame, traces: pd.DataFrame,
     return pd.DataFrame(rows, columns=cols)
 
 
-def run_times(summary: pd.DataFrame, traces: pd.DataFrame, targets: pd.DataFrame,
-              fractions: Sequence[float] = FRACTIONS) -> pd.DataFrame:
+def run_times(
+    summary: pd.DataFrame, traces: pd.DataFrame, targets: pd.DataFrame, fractions: Sequence[float] = FRACTIONS
+) -> pd.DataFrame:
     """Every run's time and updates to each target of its problem (:func:`reference_targets`).
 
     Returns:
@@ -106,8 +119,9 @@ def run_times(summary: pd.DataFrame, traces: pd.DataFrame, targets: pd.DataFrame
                 times.append(math.nan)
                 updates.append(math.nan)
                 continue
-            t, u = time_to_target(grouped.get(r.run_id, pd.DataFrame(columns=["train_loss", "time_s", "updates"])),
-                                  target, r.status)
+            t, u = time_to_target(
+                grouped.get(r.run_id, pd.DataFrame(columns=["train_loss", "time_s", "updates"])), target, r.status
+            )
             times.append(math.inf if math.isnan(t) else t)
             updates.append(u)
         out[f"time_to_{f:g}"] = times

@@ -5,6 +5,7 @@ d = 784, a plain-torch rule takes tens, a staleness policy adds its own work), a
 pays it on every update; so a comparison of methods shows each one's update cost beside its rank, and a method
 added to a comparison brings its cost in the open.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,12 +14,26 @@ import pandas as pd
 
 UPDATE_COST_CSV = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "bench_update_cost.csv"
 """Where benchmarks/bench_update_cost.py writes its table."""
-COLUMNS = ("algorithm", "problem", "d", "rule", "variant", "impl", "policy", "scale", "gradients_per_update",
-           "median_us", "p10_us", "p90_us", "us_per_gradient")
+COLUMNS = (
+    "algorithm",
+    "problem",
+    "d",
+    "rule",
+    "variant",
+    "impl",
+    "policy",
+    "scale",
+    "gradients_per_update",
+    "median_us",
+    "p10_us",
+    "p90_us",
+    "us_per_gradient",
+)
 
 
-def update_cost_table(path: str | Path | None = None, problem: str | None = None, d: int | None = None,
-                      wide: bool = False) -> pd.DataFrame:
+def update_cost_table(
+    path: str | Path | None = None, problem: str | None = None, d: int | None = None, wide: bool = False
+) -> pd.DataFrame:
     """The update cost of every algorithm option, one row per (algorithm, problem, d).
 
     Args:
@@ -53,7 +68,10 @@ def update_cost_table(path: str | Path | None = None, problem: str | None = None
         table = table[table["d"] == int(d)]
     table = table.sort_values(["problem", "d", "algorithm"]).reset_index(drop=True)
     if wide:
-        table = table.pivot_table(index=["algorithm", "problem"], columns="d", values="median_us").add_prefix(
-            "median_us@").reset_index()
+        table = (
+            table.pivot_table(index=["algorithm", "problem"], columns="d", values="median_us")
+            .add_prefix("median_us@")
+            .reset_index()
+        )
         table.columns.name = None
     return table

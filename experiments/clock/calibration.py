@@ -11,6 +11,7 @@ Where: ``$XDG_CACHE_HOME/apam-harness/calibration-<host hash>.json`` by default 
 ``$APAM_CALIBRATION`` or ``engine.calibration`` name another file), written under a file lock so that parallel
 sweeps share it.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -80,12 +81,23 @@ def used_summary(path, used: dict) -> dict:
     times = sorted(e.get("measured") for e in used.values() if e.get("measured"))
     bounded = {k: float(e.get("spread") or 0.0) for k, e in used.items() if k.split("|", 1)[0] in BOUNDED_KINDS}
     worst = max(bounded, key=bounded.get) if bounded else None
-    return {"file": str(path), "measured_oldest": times[0] if times else None,
-            "measured_newest": times[-1] if times else None, "spread_bound": SPREAD_BOUND,
-            "worst_spread": bounded[worst] if worst else None, "worst_spread_key": worst,
-            "spread_above_bound": sorted(k for k, e in used.items() if above_bound(k, e)),
-            "entries": {k: {"measured": e.get("measured"), "spread": e.get("spread"),
-                            **({"remeasured": True} if e.get("remeasured") else {})} for k, e in sorted(used.items())}}
+    return {
+        "file": str(path),
+        "measured_oldest": times[0] if times else None,
+        "measured_newest": times[-1] if times else None,
+        "spread_bound": SPREAD_BOUND,
+        "worst_spread": bounded[worst] if worst else None,
+        "worst_spread_key": worst,
+        "spread_above_bound": sorted(k for k, e in used.items() if above_bound(k, e)),
+        "entries": {
+            k: {
+                "measured": e.get("measured"),
+                "spread": e.get("spread"),
+                **({"remeasured": True} if e.get("remeasured") else {}),
+            }
+            for k, e in sorted(used.items())
+        },
+    }
 
 
 def used_line(summary: dict) -> str:
@@ -100,8 +112,10 @@ def used_line(summary: dict) -> str:
         line += f", worst spread {100 * summary['worst_spread']:.0f}% ({summary['worst_spread_key']})"
     above = summary["spread_above_bound"]
     if above:
-        line += (f" -- WARNING: {len(above)} above the {100 * SPREAD_BOUND:.0f}% bound after measuring again "
-                 "(named in provenance.json calibration_used.spread_above_bound)")
+        line += (
+            f" -- WARNING: {len(above)} above the {100 * SPREAD_BOUND:.0f}% bound after measuring again "
+            "(named in provenance.json calibration_used.spread_above_bound)"
+        )
     return line
 
 
@@ -123,8 +137,13 @@ def machine_id() -> dict:
                 break
     except OSError:
         pass
-    return {"host": platform.node(), "machine": platform.machine(), "cpu": cpu, "cpu_count": os.cpu_count(),
-            "torch": torch.__version__}
+    return {
+        "host": platform.node(),
+        "machine": platform.machine(),
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "torch": torch.__version__,
+    }
 
 
 def machine_path() -> Path:
@@ -183,10 +202,19 @@ class Calibration:
         except OSError as exc:
             raise ConfigError(f"{self.path}: cannot read this calibration file ({exc.strerror})") from None
         if not stat_mod.S_ISREG(st.st_mode):
-            kind = ("a folder" if stat_mod.S_ISDIR(st.st_mode) else "a named pipe" if stat_mod.S_ISFIFO(st.st_mode)
-                    else "a socket" if stat_mod.S_ISSOCK(st.st_mode) else "a device or special file")
-            raise ConfigError(f"{self.path}: the calibration file is {kind}, not a regular file "
-                              "(engine.calibration / APAM_CALIBRATION must name a JSON file)")
+            kind = (
+                "a folder"
+                if stat_mod.S_ISDIR(st.st_mode)
+                else "a named pipe"
+                if stat_mod.S_ISFIFO(st.st_mode)
+                else "a socket"
+                if stat_mod.S_ISSOCK(st.st_mode)
+                else "a device or special file"
+            )
+            raise ConfigError(
+                f"{self.path}: the calibration file is {kind}, not a regular file "
+                "(engine.calibration / APAM_CALIBRATION must name a JSON file)"
+            )
         if not os.access(self.path, os.R_OK):
             raise ConfigError(f"{self.path}: cannot read this calibration file (permission denied)")
         try:  # O_NONBLOCK: should the file be swapped for a pipe since the check, opening it does not wait
@@ -206,6 +234,7 @@ class Calibration:
     @staticmethod
     def _shape_problem(data) -> str | None:
         """Why ``data`` is not a calibration (None when it is)."""
+
         def number(v) -> bool:
             return isinstance(v, (int, float)) and not isinstance(v, bool)
 
@@ -254,10 +283,13 @@ class Calibration:
         try:
             os.rename(self.path, dest)
         except OSError as exc:
-            raise ConfigError(f"{self.path}: damaged calibration file ({damage}) cannot be set aside "
-                              f"({exc.strerror})") from None
-        log.warning(f"warning: {self.path}: damaged calibration file ({damage}); set aside as {dest.name}, its entries "
-                    "are measured again")
+            raise ConfigError(
+                f"{self.path}: damaged calibration file ({damage}) cannot be set aside ({exc.strerror})"
+            ) from None
+        log.warning(
+            f"warning: {self.path}: damaged calibration file ({damage}); set aside as {dest.name}, its entries "
+            "are measured again"
+        )
 
     def _write(self, data: dict) -> None:
         from experiments.store.atomic import atomic_write_text
@@ -282,10 +314,13 @@ class Calibration:
             if key not in data["entries"]:
                 samples = [float(s) for s in measure()]
                 med = statistics.median(samples)
-                data["entries"][key] = {"value": med, "samples": samples,
-                                        "spread": (max(samples) - min(samples)) / med if med > 0 else 0.0,
-                                        "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                        "probe_s": speedprobe.measure()}  # the machine's speed as it measured
+                data["entries"][key] = {
+                    "value": med,
+                    "samples": samples,
+                    "spread": (max(samples) - min(samples)) / med if med > 0 else 0.0,
+                    "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "probe_s": speedprobe.measure(),
+                }  # the machine's speed as it measured
                 if key in self.remeasuring:
                     data["entries"][key]["remeasured"] = True
                 self._write(data)
@@ -356,8 +391,10 @@ def message_keys(transport: str, dim: int, handoff: str | None = None) -> tuple[
 def idle_key(transport: str, problem, batch_size: int, handoff: str | None = None) -> str:
     """The calibration key of the master's overhead per gradient it waited for, on engine ``transport``, with the
     gradients of ``problem`` at ``batch_size`` (module docstring)."""
-    return (f"overhead_idle|{_engine_label(transport, handoff)}|{problem.name}|n={problem.num_train}|d={problem.dim}"
-            f"|B={int(batch_size)}")
+    return (
+        f"overhead_idle|{_engine_label(transport, handoff)}|{problem.name}|n={problem.num_train}|d={problem.dim}"
+        f"|B={int(batch_size)}"
+    )
 
 
 def lateness_key(base_s: float) -> str:

@@ -24,6 +24,7 @@ A sync round (global batch split across the P workers) costs ``latency + slowest
 The simulated engine (:mod:`experiments.engines.simulated`) plays exactly these charges event by event;
 :func:`predicted_time_per_epoch` is its closed form (tests check they agree for fixed costs).
 """
+
 from __future__ import annotations
 
 import math
@@ -87,8 +88,9 @@ class CostModel:
         measured round, ``slowest + round_s + update``."""
         if self.round_s is not None:
             return slowest_s + self.round_s + self.update_s
-        return (2 * self.latency_s + slowest_s + self.overhead_idle_s + (int(workers) - 1) * self.overhead_s
-                + self.update_s)
+        return (
+            2 * self.latency_s + slowest_s + self.overhead_idle_s + (int(workers) - 1) * self.overhead_s + self.update_s
+        )
 
     def grad_s(self, batch_size: int) -> float:
         """Seconds of one gradient at minibatch size ``batch_size`` (KeyError if the run did not price it)."""
@@ -103,15 +105,20 @@ class CostModel:
         """The run's costs as flat numbers (seconds) for summary columns and provenance: ``grad_s`` at
         ``batch_size``, ``update_s``, ``latency_s``, ``overhead_s``, ``master_s``, ``overhead_idle_s`` (and
         ``round_s`` where a sync round was measured)."""
-        out = {"grad_s": self.grad_s(batch_size), "update_s": self.update_s, "latency_s": self.latency_s,
-               "overhead_s": self.overhead_s, "master_s": self.master_s, "overhead_idle_s": self.overhead_idle_s}
+        out = {
+            "grad_s": self.grad_s(batch_size),
+            "update_s": self.update_s,
+            "latency_s": self.latency_s,
+            "overhead_s": self.overhead_s,
+            "master_s": self.master_s,
+            "overhead_idle_s": self.overhead_idle_s,
+        }
         if self.round_s is not None:
             out["round_s"] = self.round_s
         return out
 
 
-def predicted_time_per_epoch(costs: CostModel, workers: int, batch_size: int, num_train: int,
-                             protocol: str) -> float:
+def predicted_time_per_epoch(costs: CostModel, workers: int, batch_size: int, num_train: int, protocol: str) -> float:
     """Seconds per epoch for P equal constant-time workers, in steady state (the closed form of the model above).
 
     Args:

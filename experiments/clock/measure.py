@@ -256,8 +256,16 @@ def _zero_cost_run(
     """(EngineResult, seconds per timed update) of a run of ``workers`` zero-cost workers on engine ``transport``
     (``updates``: default :func:`engine_updates`)."""
     updates = engine_updates(dim) if updates is None else updates
-    settings = derived(base, transport, workers, updates, batch_size=1, lr=0.001, handoff=handoff,
-                       compute="emulated" if base.problem.kind == "cnn_timing" else "real")
+    settings = derived(
+        base,
+        transport,
+        workers,
+        updates,
+        batch_size=1,
+        lr=0.001,
+        handoff=handoff,
+        compute="emulated" if base.problem.kind == "cnn_timing" else "real",
+    )
     if settings.engine.compute != "real":
         # A timing-only problem runs on a real engine only with emulated compute (its net has no data); this run
         # replaces the problem by ZeroCostProblem, whose zero-cost gradients the workers compute for real.

@@ -16,6 +16,7 @@ time):
 
 ``pred`` against ``sitting`` is the drift; ``twin`` against the measurement is the model's structure.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -45,8 +46,7 @@ class Prediction:
 def sitting_path(settings: RunSettings) -> Path:
     """The sitting's calibration file of a measured run: one per experiment, problem, engine and seed."""
     s = settings
-    return (Path(s.results_dir) / s.experiment_id / "sittings"
-            / f"{s.problem.name}-{s.engine.name}-seed{s.seed}.json")
+    return Path(s.results_dir) / s.experiment_id / "sittings" / f"{s.problem.name}-{s.engine.name}-seed{s.seed}.json"
 
 
 def clock_settings(settings: RunSettings, calibration: str | None, trace: str | None = None) -> RunSettings:
@@ -54,9 +54,16 @@ def clock_settings(settings: RunSettings, calibration: str | None, trace: str | 
     the run's engine, on this machine's cores, with the measured compute-time law under real compute."""
     e = settings.engine
     engine = option("engine", "simulated")
-    engine.update(transport=e.name, cores=None, warmup_updates=e.warmup_updates, compute=e.compute,
-                  compute_base_s=e.compute_base_s, calibration=calibration, trace=trace,
-                  handoff=getattr(e, "handoff", "auto"))
+    engine.update(
+        transport=e.name,
+        cores=None,
+        warmup_updates=e.warmup_updates,
+        compute=e.compute,
+        compute_base_s=e.compute_base_s,
+        calibration=calibration,
+        trace=trace,
+        handoff=getattr(e, "handoff", "auto"),
+    )
     data = settings.model_dump()
     data.update(engine=engine, progress=False)
     if settings.delay.model == "timing" and e.compute == "real" and trace is None:
@@ -81,8 +88,15 @@ def predict(settings: RunSettings, problem, rule, kind: str, timeline: str | Non
         Path(cal).parent.mkdir(parents=True, exist_ok=True)
     costs = resolve(s, problem, rule, Calibration(cal) if cal else None)
     stand_in = ZeroCostProblem(problem.dim, problem.num_train)
-    recorder = Recorder(stand_in, {"run_id": "prediction"}, eval_every=1e9, total_epochs=None, f_star=None,
-                        clock="simulated", progress=False)
+    recorder = Recorder(
+        stand_in,
+        {"run_id": "prediction"},
+        eval_every=1e9,
+        total_epochs=None,
+        f_star=None,
+        clock="simulated",
+        progress=False,
+    )
     result = simulated.run(stand_in, rule, s, recorder, costs)
     recorder.close()
     timed = result.timed_samples if result.timed_samples is not None else result.samples

@@ -6,6 +6,7 @@ a real engine with emulated compute and no ``engine.compute_base_s`` gets this m
 An entry the calibration lacks is measured here, on first use (:mod:`experiments.clock.measure`), and stored; no
 engine measures anything.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -86,9 +87,11 @@ def resolve(settings: RunSettings, problem, rule, calibration: Calibration | Non
     wide = sorted(k for k, e in cal.used.items() if above_bound(k, e) and not e.get("remeasured"))
     if wide:
         worst = max(wide, key=lambda k: cal.used[k]["spread"])
-        log.info(f"calibration: {len(wide)} entr{'y' if len(wide) == 1 else 'ies'} of {cal.path} spread above the "
-                 f"{100 * SPREAD_BOUND:.0f}% bound (worst {100 * cal.used[worst]['spread']:.0f}%, {worst}): measuring "
-                 f"{'it' if len(wide) == 1 else 'them'} once more")
+        log.info(
+            f"calibration: {len(wide)} entr{'y' if len(wide) == 1 else 'ies'} of {cal.path} spread above the "
+            f"{100 * SPREAD_BOUND:.0f}% bound (worst {100 * cal.used[worst]['spread']:.0f}%, {worst}): measuring "
+            f"{'it' if len(wide) == 1 else 'them'} once more"
+        )
         cal.drop(wide)
         cal.remeasuring |= set(wide)
         cal.used.clear()
@@ -107,8 +110,12 @@ def _resolve(settings: RunSettings, cal: Calibration, problem, rule) -> RunCosts
         return RunCosts(calibration=str(cal.path))
     if e.name == "simulated":
         lateness = emulated_lateness(settings, cal)
-        return RunCosts(costs=cost_model(settings, problem, rule, cal),
-                        lateness=None if lateness is None else tuple(lateness), xi=xi, calibration=str(cal.path))
+        return RunCosts(
+            costs=cost_model(settings, problem, rule, cal),
+            lateness=None if lateness is None else tuple(lateness),
+            xi=xi,
+            calibration=str(cal.path),
+        )
     if e.compute != "emulated":
         return RunCosts(calibration=str(cal.path))
     base = e.compute_base_s
@@ -128,8 +135,9 @@ def measured_law(settings: RunSettings, problem, calibration: Calibration) -> tu
     if getattr(problem, "timing_only", False):
         samples = calibration.entry(grad_key(problem, b), lambda: probe_grad_samples(problem, [b])[b])["samples"]
     else:
-        samples = calibration.entry(grad_times_key(problem, b),
-                                    lambda: p1_run_samples(settings, GRAD_ENGINE, problem, b)[2])["samples"]
+        samples = calibration.entry(
+            grad_times_key(problem, b), lambda: p1_run_samples(settings, GRAD_ENGINE, problem, b)[2]
+        )["samples"]
     med = sorted(samples)[len(samples) // 2]
     return tuple(float(v) / med for v in samples)
 
@@ -232,12 +240,23 @@ def cost_model(settings: RunSettings, problem, rule, calibration: Calibration) -
         terms[name], spread[name] = entry["value"], entry["spread"]
     round_s = None
     P = settings.workers
-    if (settings.algorithm.protocol == "sync" and settings.shared_cores() is not None
-            and fixed.get("overhead_s") is None):
-        entry = calibration.entry(round_key(transport, problem.dim, P),
-                                  lambda: round_samples(settings, transport, problem.dim, P))
+    if (
+        settings.algorithm.protocol == "sync"
+        and settings.shared_cores() is not None
+        and fixed.get("overhead_s") is None
+    ):
+        entry = calibration.entry(
+            round_key(transport, problem.dim, P), lambda: round_samples(settings, transport, problem.dim, P)
+        )
         round_s, spread["round_s"] = entry["value"], entry["spread"]
     source = "config" if all(fixed.get(k) is not None for k in ("latency_s", "overhead_s")) else transport
-    return CostModel(grad=grad, update_s=update_s, latency_s=terms["latency_s"], overhead_s=terms["overhead_s"],
-                     transport=source, spread=spread, overhead_idle_s=None if idle_s is None else float(idle_s),
-                     round_s=round_s)
+    return CostModel(
+        grad=grad,
+        update_s=update_s,
+        latency_s=terms["latency_s"],
+        overhead_s=terms["overhead_s"],
+        transport=source,
+        spread=spread,
+        overhead_idle_s=None if idle_s is None else float(idle_s),
+        round_s=round_s,
+    )

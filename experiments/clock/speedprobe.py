@@ -11,6 +11,7 @@ The work: ``A.T @ sigmoid(A @ w)`` with A a fixed 256 x 784 float32 matrix (a lo
 one math thread, in the calling process; :func:`measure` is the median seconds per call of :data:`CALLS` calls. A
 CPU probe: it sees a slower core or a core shared with other work, not a slower wake-up or message.
 """
+
 from __future__ import annotations
 
 import statistics

@@ -16,6 +16,7 @@ transport and run, with ``shm_layout`` (shared blocks, wake-ups), ``shm_handoff`
 ``distributed`` likewise, with ``dist_wire`` (messages), ``dist_group`` (process group) and ``dist_worker``.
 ``simulated`` runs on the clock of ``cores`` (CPU sharing) or replays a measured run (``twin``).
 """
+
 from __future__ import annotations
 
 import importlib

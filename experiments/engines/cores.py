@@ -26,6 +26,7 @@ machine that shares its cores as the operating system does:
 Events are kept in time order; between two events every runnable process advances at its rate, so a run's clock is
 exact for this model (no time step). Cost: O(P) per event.
 """
+
 from __future__ import annotations
 
 import functools
@@ -83,8 +84,21 @@ class Cores:
         del self.left[who]
 
 
-def run_async(problem, settings, limits, master, stream, costs, times, recorder, evaluate, warm,
-              emulated: bool, cores: int, own_times=None) -> tuple[float, int]:
+def run_async(
+    problem,
+    settings,
+    limits,
+    master,
+    stream,
+    costs,
+    times,
+    recorder,
+    evaluate,
+    warm,
+    emulated: bool,
+    cores: int,
+    own_times=None,
+) -> tuple[float, int]:
     """Async protocol with ``delay=timing`` on ``cores`` shared cores (module docstring). ``own_times``: draws of
     the master's own gradients (the authors' master), None when the master computes none. Returns (clock in
     seconds, samples applied)."""
@@ -94,7 +108,7 @@ def run_async(problem, settings, limits, master, stream, costs, times, recorder,
     max_updates, max_samples = limits
     cpu = Cores(cores)
     timers: list = []  # (time, seq, kind, worker): "iterate" reaches a worker, "gradient" reaches the master,
-    seq = 0            # "wake" ends an emulated worker's wait
+    seq = 0  # "wake" ends an emulated worker's wait
     held: dict[int, tuple] = {}  # worker -> (version, loss, gradient) of the gradient it is computing
     batch_of: dict[int, object] = {}  # worker -> the minibatch of that gradient (a stopped worker reuses it)
     running: dict[int, int] = {}  # worker -> seq of its "iterate" or "wake" timer while its computation is unfinished
@@ -203,8 +217,9 @@ def run_async(problem, settings, limits, master, stream, costs, times, recorder,
     return cpu.now, samples
 
 
-def run_sync(problem, settings, limits, master, stream, costs, times, recorder, evaluate, warm, emulated: bool,
-             cores: int) -> tuple[float, int]:
+def run_sync(
+    problem, settings, limits, master, stream, costs, times, recorder, evaluate, warm, emulated: bool, cores: int
+) -> tuple[float, int]:
     """Sync rounds on ``cores`` shared cores: the P gradients of a round are computed side by side on the cores
     (processor sharing; emulated ones wait and take no core), and the round costs
     :meth:`~experiments.clock.costmodel.CostModel.sync_round_s` of the last one's finish (its hand-out, gather and

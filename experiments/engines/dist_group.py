@@ -86,8 +86,10 @@ def under_torchrun() -> bool:
 def check_world(settings) -> None:
     world = int(os.environ["WORLD_SIZE"])
     if world != settings.workers + 1:
-        raise ConfigError(f"workers={settings.workers}: torchrun started {world} processes, needs workers + 1 = "
-                          f"{settings.workers + 1} (--nproc_per_node x --nnodes)")
+        raise ConfigError(
+            f"workers={settings.workers}: torchrun started {world} processes, needs workers + 1 = "
+            f"{settings.workers + 1} (--nproc_per_node x --nnodes)"
+        )
 
 
 def rank_device(backend: str, problem_device: torch.device) -> torch.device:

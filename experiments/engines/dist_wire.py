@@ -9,8 +9,12 @@ import torch
 
 HEADER = 9
 COMPUTE, HOLD, STOP, GRADIENT, BYE, ERROR = 1, 2, 3, 4, 5, 6
-INT_OF = {torch.float32: torch.int32, torch.float64: torch.int64, torch.float16: torch.int16,
-          torch.bfloat16: torch.int16}
+INT_OF = {
+    torch.float32: torch.int32,
+    torch.float64: torch.int64,
+    torch.float16: torch.int16,
+    torch.bfloat16: torch.int16,
+}
 
 
 def put_header(buf: torch.Tensor, cmd: int, version: int = 0, loss: float = 0.0, length: int = 0) -> None:

@@ -118,8 +118,17 @@ def serve_loop(problem, spec: WorkerSpec, buf_device: torch.device, stream, requ
         raise
 
 
-def spawned_worker(rank: int, world: int, store_spec: tuple, backend: str, timeout_s: float, tensors: list,
-                    spec: WorkerSpec, conn, requests=None) -> None:
+def spawned_worker(
+    rank: int,
+    world: int,
+    store_spec: tuple,
+    backend: str,
+    timeout_s: float,
+    tensors: list,
+    spec: WorkerSpec,
+    conn,
+    requests=None,
+) -> None:
     """Entry of a locally started worker process (rank >= 1): receive the rest of the problem on ``conn`` (its
     ``tensors`` came with the process; startup.split_problem), say ready, join the process group, serve.
     ``requests``: the shared count of compute messages per worker (stops; :func:`serve_loop`)."""
@@ -143,8 +152,9 @@ def spawned_worker(rank: int, world: int, store_spec: tuple, backend: str, timeo
         elif kind == "file":
             store = dist.FileStore(where, world)
         else:
-            store = dist.TCPStore(where, port, world, is_master=False,
-                                  timeout=datetime.timedelta(seconds=STARTUP_TIMEOUT_S))
+            store = dist.TCPStore(
+                where, port, world, is_master=False, timeout=datetime.timedelta(seconds=STARTUP_TIMEOUT_S)
+            )
         init_group(backend, timeout_s, store=store, rank=rank, world_size=world)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})  # this (main) thread takes the stops
     try:
@@ -162,14 +172,16 @@ def serve(problem, settings, costs=None) -> None:
     """
     check_world(settings)
     rank = int(os.environ["RANK"])
-    spec = with_emulation([WorkerSpec.of(settings, rank - 1)], settings,
-                          *((costs.base_s, costs.xi) if costs is not None else (None, None)))[0]
+    spec = with_emulation(
+        [WorkerSpec.of(settings, rank - 1)],
+        settings,
+        *((costs.base_s, costs.xi) if costs is not None else (None, None)),
+    )[0]
     worker_process_setup(spec)
     stream = BatchStream(problem.num_train, spec.batch, spec.seed)
     backend = choose_backend(settings, problem.device)
     with gloo_interface(os.environ["MASTER_ADDR"]):
-        init_group(backend, settings.engine.timeout_s, init_method="env://", rank=rank,
-                    world_size=settings.workers + 1)
+        init_group(backend, settings.engine.timeout_s, init_method="env://", rank=rank, world_size=settings.workers + 1)
     try:
         serve_loop(problem, spec, rank_device(backend, problem.device), stream)
     finally:

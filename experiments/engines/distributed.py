@@ -110,8 +110,9 @@ class DistTransport:
 
     cuts_off_silent = False
 
-    def __init__(self, P: int, x0: torch.Tensor, timeout_s: float, buf_device: torch.device, procs=(),
-                 requests=None) -> None:
+    def __init__(
+        self, P: int, x0: torch.Tensor, timeout_s: float, buf_device: torch.device, procs=(), requests=None
+    ) -> None:
         d = x0.numel()
         self.P, self.timeout_s, self.procs = P, float(timeout_s), list(procs)
         self._sent = memoryview(requests.numpy()).cast("B").cast("q") if requests is not None else None
@@ -132,8 +133,9 @@ class DistTransport:
         self.live = set(range(P))
         self.pending: list = []
         self._closed = False
-        self.threads = [threading.Thread(target=self._receiver, args=(w,), daemon=True, name=f"apam-recv-{w}")
-                        for w in range(P)]
+        self.threads = [
+            threading.Thread(target=self._receiver, args=(w,), daemon=True, name=f"apam-recv-{w}") for w in range(P)
+        ]
         for t in self.threads:
             t.start()
 
@@ -366,14 +368,20 @@ def run(problem, rule, settings, recorder, costs=None):
                 ctx = process_context(e.start_method, problem)
                 store, spec, cleanup = store_for_local(e, world)
                 tensors, payload = split_problem(problem)  # the Process arguments stay small: see workers.py (start-up)
-                specs = with_emulation([WorkerSpec.of(settings, w, pin=True) for w in range(P)], settings,
-                                       *((costs.base_s, costs.xi) if costs is not None else (None, None)))
+                specs = with_emulation(
+                    [WorkerSpec.of(settings, w, pin=True) for w in range(P)],
+                    settings,
+                    *((costs.base_s, costs.xi) if costs is not None else (None, None)),
+                )
                 requests = torch.zeros(P, dtype=torch.int64).share_memory_()  # compute messages sent (stops)
                 for w in range(P):
                     parent, child = ctx.Pipe(duplex=True)
-                    p = ctx.Process(target=spawned_worker, name=f"apam-rank-{w + 1}", daemon=True,
-                                    args=(w + 1, world, spec, backend, float(e.timeout_s), tensors,
-                                          specs[w], child, requests))
+                    p = ctx.Process(
+                        target=spawned_worker,
+                        name=f"apam-rank-{w + 1}",
+                        daemon=True,
+                        args=(w + 1, world, spec, backend, float(e.timeout_s), tensors, specs[w], child, requests),
+                    )
                     p.start()
                     child.close()  # the master keeps no copy of the child's end: its death breaks the pipe
                     procs.append(p)
@@ -385,8 +393,7 @@ def run(problem, rule, settings, recorder, costs=None):
                 with gloo_interface("127.0.0.1" if spec[0] in ("file", "memfd") else spec[1]):
                     init_group(backend, e.timeout_s, store=store, rank=0, world_size=world)
             started = True
-            transport = DistTransport(P, x0, float(e.timeout_s), rank_device(backend, problem.device), procs,
-                                      requests)
+            transport = DistTransport(P, x0, float(e.timeout_s), rank_device(backend, problem.device), procs, requests)
             return drive(problem, rule, settings, recorder, transport)
         finally:
             try:

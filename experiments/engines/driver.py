@@ -64,8 +64,9 @@ class MasterLoop:
         self.batches = settings.worker_batches
         self.P = len(self.batches)
         self.protocol = settings.algorithm.protocol
-        self.master = Master(rule, problem.init_params(settings.seed), self.protocol, self.P,
-                             policy=settings.algorithm.policy)
+        self.master = Master(
+            rule, problem.init_params(settings.seed), self.protocol, self.P, policy=settings.algorithm.policy
+        )
         recorder.attach(self.master)
         self.clock = WallClock()
         self.samples = 0
@@ -87,8 +88,9 @@ class MasterLoop:
         self.snapshot_budget = float(e.snapshot_mb) * 2**20
         own = self.protocol == "async" and bool(settings.algorithm.master_computes)
         # the authors' master computes gradients too: its minibatches from the stream of an agent after the workers
-        self.own_stream = BatchStream(problem.num_train, settings.batch_size, worker_seed(settings.seed, self.P)) \
-            if own else None
+        self.own_stream = (
+            BatchStream(problem.num_train, settings.batch_size, worker_seed(settings.seed, self.P)) if own else None
+        )
         self.own_gradients = 0
         self.own_batch = settings.batch_size
         self.t0 = time.perf_counter()
@@ -104,8 +106,9 @@ class MasterLoop:
         self.clock.pause()
         with self.transport.hold():
             self.recorder.flush()
-            self.recorder.record(m.x, self.samples, m.version, m.gradients, self.clock.elapsed(), m.take_staleness(),
-                                 **self._extra())
+            self.recorder.record(
+                m.x, self.samples, m.version, m.gradients, self.clock.elapsed(), m.take_staleness(), **self._extra()
+            )
         self.clock.resume()
 
     def snapshot(self) -> bool:
@@ -116,8 +119,9 @@ class MasterLoop:
         if self.recorder.pending_bytes + m.x.numel() * m.x.element_size() > self.snapshot_budget:
             return False
         self.clock.pause()
-        self.recorder.snapshot(m.x, self.samples, m.version, m.gradients, self.clock.elapsed(), m.take_staleness(),
-                               **self._extra())
+        self.recorder.snapshot(
+            m.x, self.samples, m.version, m.gradients, self.clock.elapsed(), m.take_staleness(), **self._extra()
+        )
         self.clock.resume()
         return True
 
@@ -161,8 +165,11 @@ class MasterLoop:
         if first is None or first > now:
             return events
         answered = {ev.worker for ev in events}
-        silent = [Lost(w, f"sent no gradient within engine.timeout_s={self.timeout:g} s")
-                  for w, d in deadlines.items() if d <= now and w not in answered]
+        silent = [
+            Lost(w, f"sent no gradient within engine.timeout_s={self.timeout:g} s")
+            for w, d in deadlines.items()
+            if d <= now and w not in answered
+        ]
         if silent and not self.transport.cuts_off_silent:
             for e in silent:
                 self.transport.drop(e.worker)
@@ -183,12 +190,22 @@ class MasterLoop:
             raise WorkerLost(f"{note}: no worker left")
         self.notes.append(note)
 
-    def _log(self, worker: int, issued: float, arrived: float, compute_s: float, start: float, end: float,
-             prompt: bool, sent: float = float("nan")) -> None:
+    def _log(
+        self,
+        worker: int,
+        issued: float,
+        arrived: float,
+        compute_s: float,
+        start: float,
+        end: float,
+        prompt: bool,
+        sent: float = float("nan"),
+    ) -> None:
         """One timeline row (:data:`TIMELINE_COLUMNS`), times in seconds since the loop began."""
         t0 = self.t0
-        self.timeline.append((worker, issued - t0, arrived - t0, compute_s, start - t0, end - t0, int(prompt),
-                              sent - t0))
+        self.timeline.append(
+            (worker, issued - t0, arrived - t0, compute_s, start - t0, end - t0, int(prompt), sent - t0)
+        )
 
     def master_busy_s(self) -> float | None:
         """The master's mean seconds per timed update outside its waits for arrivals: receiving, the update,
@@ -262,6 +279,7 @@ class MasterLoop:
         self.evaluate()
         self._applied(0)
         fill()
+
         def own_ok() -> bool:
             return self.own_stream is not None and not draining and can_issue(0)
 
@@ -302,8 +320,16 @@ class MasterLoop:
                 if not draining and self.recorder.due(self.samples):
                     draining = not (self.evaluation == "snapshot" and self.snapshot())
                 fill()  # hand w its next gradient at once, before applying the other arrivals
-                self._log(w, issued_at, self._waited_until, ev.compute_s, start, time.perf_counter(),
-                          self._prompt == w, ev.sent_s)
+                self._log(
+                    w,
+                    issued_at,
+                    self._waited_until,
+                    ev.compute_s,
+                    start,
+                    time.perf_counter(),
+                    self._prompt == w,
+                    ev.sent_s,
+                )
             if draining and not deadlines:
                 self.evaluate()
                 draining = False
@@ -336,8 +362,9 @@ class MasterLoop:
                     elif ev.worker in deadlines:
                         del deadlines[ev.worker]
                         self._arrived(ev)
-                        arrivals.append((ev.worker, self._waited_until, ev.compute_s, self._prompt == ev.worker,
-                                         ev.sent_s))
+                        arrivals.append(
+                            (ev.worker, self._waited_until, ev.compute_s, self._prompt == ev.worker, ev.sent_s)
+                        )
             for w in range(self.P):  # in worker order: the round's mean does not depend on arrival order
                 m.receive(self.transport.gradient(w), version, worker=w)
             self._applied(sum(self.batches))
@@ -383,10 +410,18 @@ def drive(problem, rule, settings, recorder, transport) -> EngineResult:
             pass
         raise
     m = loop.master
-    return EngineResult(updates=m.version, gradients=m.gradients, samples=loop.samples, time_s=loop.clock.elapsed(),
-                        histogram=m.histogram, status=status, message=message,
-                        timed_samples=loop.samples - loop.samples_at_start if loop.clock.started else 0,
-                        overruns=loop.overruns if loop.emulated else None,
-                        late_wakeups=loop.late_wakeups if loop.emulated else None, compute_times=loop.compute_log,
-                        timeline=loop.timeline,
-                        master_busy_s=loop.master_busy_s())
+    return EngineResult(
+        updates=m.version,
+        gradients=m.gradients,
+        samples=loop.samples,
+        time_s=loop.clock.elapsed(),
+        histogram=m.histogram,
+        status=status,
+        message=message,
+        timed_samples=loop.samples - loop.samples_at_start if loop.clock.started else 0,
+        overruns=loop.overruns if loop.emulated else None,
+        late_wakeups=loop.late_wakeups if loop.emulated else None,
+        compute_times=loop.compute_log,
+        timeline=loop.timeline,
+        master_busy_s=loop.master_busy_s(),
+    )

@@ -28,6 +28,7 @@ draws for worker w of :class:`experiments.training.delays.ComputeTimes`). Waitin
 cores) or ``spin`` (a busy loop on ``time.perf_counter`` that holds the core as a real gradient does, for a worker
 with a core of its own: the calibration of idle-dependent costs, experiments/clock/calibration.py).
 """
+
 from __future__ import annotations
 
 import bisect
@@ -60,8 +61,9 @@ class Emulator:
         wait: ``sleep`` or ``spin`` (module docstring).
     """
 
-    def __init__(self, worker: int, base_s: float | None = None, times: ComputeTimes | None = None,
-                 wait: str = "sleep") -> None:
+    def __init__(
+        self, worker: int, base_s: float | None = None, times: ComputeTimes | None = None, wait: str = "sleep"
+    ) -> None:
         self.worker, self.base_s, self.spin = int(worker), base_s, wait == "spin"
         self._times = times if base_s is not None else None
 
@@ -103,8 +105,9 @@ class EmulationSpec:
         """Worker ``worker``'s emulator; its targets come from its own generator (module docstring)."""
         if self.base_s is None:
             return Emulator(worker)
-        times = ComputeTimes.of_delay(self.workers, self.delay, seed=self.seed + 1 + STREAM_SEED_STRIDE * worker,
-                                      xi=self.xi)
+        times = ComputeTimes.of_delay(
+            self.workers, self.delay, seed=self.seed + 1 + STREAM_SEED_STRIDE * worker, xi=self.xi
+        )
         return Emulator(worker, self.base_s, times, self.wait)
 
 
@@ -125,8 +128,9 @@ def with_emulation(specs: list, settings, base_s: float | None, xi=None) -> list
     wait = getattr(settings.engine, "compute_wait", "sleep")
 
     def spec_for(s):
-        return EmulationSpec(settings.workers, settings.seed, settings.delay,
-                             None if base_s is None else base_s * s.batch / B, wait, xi)
+        return EmulationSpec(
+            settings.workers, settings.seed, settings.delay, None if base_s is None else base_s * s.batch / B, wait, xi
+        )
 
     return [replace(s, emulation=spec_for(s)) for s in specs]
 

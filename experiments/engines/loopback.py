@@ -1,6 +1,7 @@
 """An in-process transport that answers every request at once: the master loop (experiments/engines/driver.py)
 with no worker processes, for measuring the loop's own cost (benchmarks/bench_engines.py, ``driver``) and for
 testing it (tests/engines/test_real_engines.py)."""
+
 from __future__ import annotations
 
 from contextlib import nullcontext

@@ -105,7 +105,7 @@ from experiments.engines.startup import PassedFd, await_ready, deliver, split_pr
 from experiments.engines.transport import Arrival, Lost, NoWorkers
 from experiments.engines.workers import WorkerSpec
 
-STARTUP_TIMEOUT_S = 300.0       # a worker process must be up (imports, problem received) within this
+STARTUP_TIMEOUT_S = 300.0  # a worker process must be up (imports, problem received) within this
 LAST_WORKER_PIDS: list[int] = []  # process ids of the latest run's workers (tests check that none is left)
 
 
@@ -126,8 +126,9 @@ class SharedMemoryTransport:
 
     cuts_off_silent = True
 
-    def __init__(self, problem, specs: list[WorkerSpec], x0: torch.Tensor, start_method: str = "spawn",
-                 handoff: str = "block") -> None:
+    def __init__(
+        self, problem, specs: list[WorkerSpec], x0: torch.Tensor, start_method: str = "spawn", handoff: str = "block"
+    ) -> None:
         if handoff not in ("spin", "block"):
             raise ValueError(f"handoff={handoff!r}: must be spin or block")
         P, d = len(specs), x0.numel()
@@ -161,10 +162,23 @@ class SharedMemoryTransport:
             for spec in specs:
                 parent, child = ctx.Pipe(duplex=True)
                 wake = PassedFd(self.wakes[spec.worker][0])
-                p = ctx.Process(target=worker_main, args=(spec, tensors, self.xs, self.grads, self.ctrl, wake, child,
-                                                           self._spin_s, self.replies,
-                                                           PassedFd(self._mwake[1]) if self._mwake else None),
-                                name=f"apam-worker-{spec.worker}", daemon=True)
+                p = ctx.Process(
+                    target=worker_main,
+                    args=(
+                        spec,
+                        tensors,
+                        self.xs,
+                        self.grads,
+                        self.ctrl,
+                        wake,
+                        child,
+                        self._spin_s,
+                        self.replies,
+                        PassedFd(self._mwake[1]) if self._mwake else None,
+                    ),
+                    name=f"apam-worker-{spec.worker}",
+                    daemon=True,
+                )
                 p.start()
                 child.close()  # the master keeps no copy of the child's end: its death breaks the pipe
                 self.procs.append(p)
@@ -234,8 +248,7 @@ class SharedMemoryTransport:
             if done != seen[w]:
                 seen[w] = done
                 if w not in self._dropped:
-                    version, loss, compute_s, target_s, sent_s, timing = REPLY.unpack_from(self._rep_bytes,
-                                                                                            w * ROW * 8)
+                    version, loss, compute_s, target_s, sent_s, timing = REPLY.unpack_from(self._rep_bytes, w * ROW * 8)
                     out.append(Arrival(w, version, loss, compute_s, target_s, timing, sent_s))
         return out
 
@@ -276,8 +289,9 @@ class SharedMemoryTransport:
                 events.append(Lost(w, describe_exit(self.procs[w])))
             elif msg:
                 _, version, loss, compute_s, target_s, sent_s, timing, seq = GRAD_MSG.unpack(msg)
-                events.append(Arrival(w, version, loss, compute_s, target_s, timing, sent_s,
-                                      seq != self._ctl[w * ROW + SEQ]))
+                events.append(
+                    Arrival(w, version, loss, compute_s, target_s, timing, sent_s, seq != self._ctl[w * ROW + SEQ])
+                )
                 if fd == self.procs[w].sentinel:  # it sent its last gradient, then died
                     events.append(Lost(w, describe_exit(self.procs[w])))
         return events
@@ -351,8 +365,11 @@ def run(problem, rule, settings, recorder, costs=None):
     P = settings.workers
     if P == 0:  # the authors' master alone: no process to start, no message to move
         return drive(problem, rule, settings, recorder, NoWorkers())
-    specs = with_emulation([WorkerSpec.of(settings, w, pin=True) for w in range(P)], settings,
-                           *((costs.base_s, costs.xi) if costs is not None else (None, None)))
+    specs = with_emulation(
+        [WorkerSpec.of(settings, w, pin=True) for w in range(P)],
+        settings,
+        *((costs.base_s, costs.xi) if costs is not None else (None, None)),
+    )
     # stops (a policy's restart) need the blocking hand-off's one message per reply (module docstring)
     handoff = "block" if settings.algorithm.policy.stops and e.handoff == "auto" else choose_handoff(e.handoff, specs)
     x0 = problem.init_params(settings.seed)

@@ -13,14 +13,14 @@ import sys
 import torch
 
 GRAD_MSG = struct.Struct("<cqddddbq")  # b"G", version, loss, compute_s, target_s, sent_s, timing code
-                                      # (emulation.py), the request's sequence number (a stopped request's late
-                                      # reply is told apart)
-ROW = 8                         # int64 words per worker row of ctrl and replies: 64 bytes, a cache line of its own
-VERSION, SEQ = 0, 1             # words of worker w's row of the shared control block ctrl (P, ROW) int64
+# (emulation.py), the request's sequence number (a stopped request's late
+# reply is told apart)
+ROW = 8  # int64 words per worker row of ctrl and replies: 64 bytes, a cache line of its own
+VERSION, SEQ = 0, 1  # words of worker w's row of the shared control block ctrl (P, ROW) int64
 REPLY = struct.Struct("<qddddq")  # spin: words 0-5 of a replies row: version, loss, compute_s, target_s, sent_s,
-                                  # timing code
-REPLY_DONE = 6                  # spin: word of a replies row counting the gradients the worker has put there
-SPIN_S = 200e-6                 # how long a spinning side polls before it blocks (covers one master update)
+# timing code
+REPLY_DONE = 6  # spin: word of a replies row counting the gradients the worker has put there
+SPIN_S = 200e-6  # how long a spinning side polls before it blocks (covers one master update)
 ONE = (1).to_bytes(8, sys.byteorder)  # the 8 bytes written to an eventfd to wake its reader
 
 

@@ -22,9 +22,18 @@ class Stopped(Exception):
     """Raised in a worker by its SIGUSR1 handler: the master superseded the request being computed (a stop)."""
 
 
-def worker_main(spec: WorkerSpec, tensors: list, xs: torch.Tensor, grads: torch.Tensor, ctrl: torch.Tensor,
-                 wake: PassedFd, conn, spin_s: float = 0.0, replies: torch.Tensor | None = None,
-                 master_wake: PassedFd | None = None) -> None:
+def worker_main(
+    spec: WorkerSpec,
+    tensors: list,
+    xs: torch.Tensor,
+    grads: torch.Tensor,
+    ctrl: torch.Tensor,
+    wake: PassedFd,
+    conn,
+    spin_s: float = 0.0,
+    replies: torch.Tensor | None = None,
+    master_wake: PassedFd | None = None,
+) -> None:
     """Body of worker process ``spec.worker``: receive the rest of the problem on the pipe (its ``tensors`` came
     with the process; startup.split_problem), say ready; then wait until ``ctrl[w, SEQ]`` moves past the last request
     served (spin on it for ``spin_s`` seconds, then block on its wake-up fd and pipe), read the version from
@@ -88,11 +97,13 @@ def worker_main(spec: WorkerSpec, tensors: list, xs: torch.Tensor, grads: torch.
                 computing[0] = 0
                 continue  # the new request, on the same minibatch
             if reply is None:
-                conn.send_bytes(GRAD_MSG.pack(b"G", version, float(loss), compute_s, target_s, time.perf_counter(),
-                                           timing, served))
+                conn.send_bytes(
+                    GRAD_MSG.pack(b"G", version, float(loss), compute_s, target_s, time.perf_counter(), timing, served)
+                )
             else:  # the fields, then the count the master spins on (program order; see the module docstring)
-                REPLY.pack_into(reply_bytes, row_at, version, float(loss), compute_s, target_s, time.perf_counter(),
-                                 timing)
+                REPLY.pack_into(
+                    reply_bytes, row_at, version, float(loss), compute_s, target_s, time.perf_counter(), timing
+                )
                 reply[done_at] += 1
                 os.write(master_wake.fd, ONE)  # wakes the master if it has stopped spinning and blocked
             idx = stream.next()

@@ -45,6 +45,7 @@ the same updates as the measured one. Trace times are 0 before the start.
 
 Memory: one gradient per in-flight worker (timing), or a ring of max_delay + 1 iterates (artificial delays).
 """
+
 from __future__ import annotations
 
 import functools
@@ -107,8 +108,11 @@ def run(problem, rule, settings, recorder, costs) -> EngineResult:
     protocol = settings.algorithm.protocol
     model = costs.costs
     trace = settings.engine.trace is not None  # the twin replays recorded times: no law to draw from
-    law = ComputeTimes(P, seed=seed + 1) if trace else ComputeTimes.of_delay(P, settings.delay, seed=seed + 1,
-                                                                              xi=costs.xi)
+    law = (
+        ComputeTimes(P, seed=seed + 1)
+        if trace
+        else ComputeTimes.of_delay(P, settings.delay, seed=seed + 1, xi=costs.xi)
+    )
     times = EmulatedTimes(law, costs.lateness, seed=seed + 3)
     stream = BatchStream(N, B, seed)
     master = Master(rule, problem.init_params(seed), protocol, P, policy=settings.algorithm.policy)
@@ -117,8 +121,7 @@ def run(problem, rule, settings, recorder, costs) -> EngineResult:
     limits = settings.run_limits(N)
 
     def evaluate(clock: float, samples: int) -> None:
-        recorder.record(master.x, samples, master.version, master.gradients, warm.time(clock),
-                        master.take_staleness())
+        recorder.record(master.x, samples, master.version, master.gradients, warm.time(clock), master.take_staleness())
 
     evaluate(0.0, 0)
     args = (problem, settings, limits, master, stream, model, times, recorder, evaluate, warm)
@@ -140,16 +143,22 @@ def run(problem, rule, settings, recorder, costs) -> EngineResult:
         clock, samples = cores.run_async(*args, emulated, C or P + 2, own_times)
     if recorder.rows[-1]["gradients"] != master.gradients:
         evaluate(clock, samples)
-    return EngineResult(updates=master.version, gradients=master.gradients, samples=samples, time_s=warm.time(clock),
-                        timed_samples=samples - warm.samples0 if warm.warmup > 0 else None,
-                        histogram=master.histogram,
-                        costs=model.as_dict(max(model.grad)) if model is not None else {},
-                        provenance={"cost_source": model.transport if model is not None else "trace",
-                                    "cost_spread": model.spread if model is not None else {},
-                                    "calibration": costs.calibration,
-                                    **({"trace": settings.engine.trace} if settings.engine.trace else {}),
-                                    **({"emulated_late_s_median": times.median_s} if times.samples is not None
-                                       else {})})
+    return EngineResult(
+        updates=master.version,
+        gradients=master.gradients,
+        samples=samples,
+        time_s=warm.time(clock),
+        timed_samples=samples - warm.samples0 if warm.warmup > 0 else None,
+        histogram=master.histogram,
+        costs=model.as_dict(max(model.grad)) if model is not None else {},
+        provenance={
+            "cost_source": model.transport if model is not None else "trace",
+            "cost_spread": model.spread if model is not None else {},
+            "calibration": costs.calibration,
+            **({"trace": settings.engine.trace} if settings.engine.trace else {}),
+            **({"emulated_late_s_median": times.median_s} if times.samples is not None else {}),
+        },
+    )
 
 
 class EmulatedTimes:
@@ -169,8 +178,7 @@ class EmulatedTimes:
         return self.times.draw(worker, base_s) + float(self.samples[self._rng.integers(len(self.samples))])
 
 
-def _run_sync(problem, settings, limits, master, stream, costs, times, recorder, evaluate,
-              warm) -> tuple[float, int]:
+def _run_sync(problem, settings, limits, master, stream, costs, times, recorder, evaluate, warm) -> tuple[float, int]:
     """Sync rounds (see the module docstring). Returns (clock in seconds, samples applied)."""
     clock = 0.0
     batches = settings.worker_batches
@@ -192,8 +200,7 @@ def _run_sync(problem, settings, limits, master, stream, costs, times, recorder,
     return clock, stream.samples
 
 
-def _run_timing(problem, settings, limits, master, stream, costs, times, recorder, evaluate,
-                warm) -> tuple[float, int]:
+def _run_timing(problem, settings, limits, master, stream, costs, times, recorder, evaluate, warm) -> tuple[float, int]:
     """Async with ``delay=timing``: staleness from the event order. Returns (clock in seconds, samples applied)."""
     P, B = settings.workers, settings.batch_size
     # plain numbers and bound methods in the hot loop: the bookkeeping per gradient is a few microseconds
@@ -235,8 +242,9 @@ def _run_timing(problem, settings, limits, master, stream, costs, times, recorde
     return master_free, samples
 
 
-def _run_timing_stops(problem, settings, limits, master, stream, costs, times, recorder, evaluate,
-                      warm) -> tuple[float, int]:
+def _run_timing_stops(
+    problem, settings, limits, master, stream, costs, times, recorder, evaluate, warm
+) -> tuple[float, int]:
     """:func:`_run_timing` with stops (a policy's ``stop_delay``: Ringmaster with ``restart``, Rennala): after each
     update, every computation still running whose delay ``version - read version`` reached ``stop_delay`` is
     cancelled -- its compute time so far is lost, its gradient never reaches the master -- and its worker is handed
@@ -296,13 +304,15 @@ def _run_timing_stops(problem, settings, limits, master, stream, costs, times, r
     return master_free, samples
 
 
-def _run_artificial(problem, settings, limits, master, stream, costs, times, recorder, evaluate,
-                    warm) -> tuple[float, int]:
+def _run_artificial(
+    problem, settings, limits, master, stream, costs, times, recorder, evaluate, warm
+) -> tuple[float, int]:
     """Async with an artificial delay: the iterate of each gradient is chosen by the delay model from a ring of the
     newest iterates when the gradient is applied. Returns (clock in seconds, samples applied)."""
     P, d = settings.workers, settings.delay
-    delay = ArtificialDelay(d.model, tau=getattr(d, "tau", 0), max_delay=getattr(d, "max_delay", 0),
-                            seed=settings.seed + 2)
+    delay = ArtificialDelay(
+        d.model, tau=getattr(d, "tau", 0), max_delay=getattr(d, "max_delay", 0), seed=settings.seed + 2
+    )
     ring = IterateRing(delay.window)
     ring.push(0, master.x)
     grad_s, latency_s = costs.grad_s(settings.batch_size), costs.latency_s

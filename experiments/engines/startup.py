@@ -122,7 +122,7 @@ def deliver(payload: bytes, fds: list[int], procs, deadline: float) -> None:
                 if fd == procs[w].sentinel:
                     raise _died(w, procs[w])
                 try:
-                    pos[w] += os.write(fd, frame[pos[w]:pos[w] + (1 << 20)])
+                    pos[w] += os.write(fd, frame[pos[w] : pos[w] + (1 << 20)])
                 except BlockingIOError:
                     continue
                 except OSError:  # broken pipe / reset: the worker is gone
@@ -141,6 +141,7 @@ def deliver(payload: bytes, fds: list[int], procs, deadline: float) -> None:
 
 def receive(fd: int) -> bytes:
     """Worker side: the payload :func:`deliver` wrote to this worker. EOFError when the master is gone first."""
+
     def exactly(n: int) -> bytes:
         chunks = []
         while n:
@@ -166,8 +167,9 @@ def await_ready(conns, procs, deadline: float) -> None:
     for w in waiting:
         owner[conns[w]], owner[procs[w].sentinel] = w, w
     while waiting:
-        ready = mp_wait([conns[w] for w in waiting] + [procs[w].sentinel for w in waiting],
-                        max(0.0, deadline - time.monotonic()))
+        ready = mp_wait(
+            [conns[w] for w in waiting] + [procs[w].sentinel for w in waiting], max(0.0, deadline - time.monotonic())
+        )
         if not ready:
             raise WorkerLost(f"worker(s) {sorted(waiting)} not ready within the start-up timeout")
         for obj in ready:

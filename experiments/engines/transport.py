@@ -3,6 +3,7 @@
 A transport moves iterates to workers and gradients back; the master loop decides who computes what. Two transports
 implement it (shared_memory.py, distributed.py) and an in-process one serves tests and benchmarks (loopback.py).
 """
+
 from __future__ import annotations
 
 import math
@@ -22,10 +23,10 @@ class Arrival(NamedTuple):
     version: int
     loss: float
     compute_s: float = math.nan  # seconds the gradient took in the worker, emulated wait included
-    target_s: float = math.nan   # its emulated target (NaN: real compute)
-    timing: int = 0              # timing code (emulation.ON_TIME, OVERRAN: computation over its target, LATE wake-up)
-    sent_s: float = math.nan     # when the worker sent it (time.perf_counter: the same clock in every process)
-    stale: bool = False          # the reply to a request the master has since superseded by ``restart``
+    target_s: float = math.nan  # its emulated target (NaN: real compute)
+    timing: int = 0  # timing code (emulation.ON_TIME, OVERRAN: computation over its target, LATE wake-up)
+    sent_s: float = math.nan  # when the worker sent it (time.perf_counter: the same clock in every process)
+    stale: bool = False  # the reply to a request the master has since superseded by ``restart``
 
 
 class Lost(NamedTuple):

@@ -16,6 +16,7 @@ update).
 
 The learning is the simulated engine's: gradients computed for real at the iterate each worker was handed.
 """
+
 from __future__ import annotations
 
 import csv
@@ -76,8 +77,11 @@ class Timeline:
             for r, nxt in zip(mine, mine[1:]):
                 next_issue[id(r)] = nxt["issued_s"]
         by_start = sorted(rows, key=lambda r: r["start_s"])
-        self.services = deque((r["end_s"] - r["start_s"], next_issue.get(id(r), r["end_s"]) - r["start_s"])
-                              for r in by_start if r["worker"] >= 0)
+        self.services = deque(
+            (r["end_s"] - r["start_s"], next_issue.get(id(r), r["end_s"]) - r["start_s"])
+            for r in by_start
+            if r["worker"] >= 0
+        )
         self.own = deque(r["end_s"] - r["start_s"] for r in by_start if r["worker"] < 0)
 
 
@@ -108,8 +112,9 @@ def _rounds(rows: list[dict]) -> list:
     return out
 
 
-def run_async(problem, settings, limits, master, stream, timeline: Timeline, recorder, evaluate,
-              warm) -> tuple[float, int]:
+def run_async(
+    problem, settings, limits, master, stream, timeline: Timeline, recorder, evaluate, warm
+) -> tuple[float, int]:
     """The async protocol replayed on ``timeline`` (module docstring). Returns (clock in seconds, samples)."""
     P, B = settings.workers, settings.batch_size
     max_updates, max_samples = limits
@@ -151,8 +156,9 @@ def run_async(problem, settings, limits, master, stream, timeline: Timeline, rec
     return free, samples
 
 
-def run_sync(problem, settings, limits, master, stream, timeline: Timeline, recorder, evaluate,
-             warm) -> tuple[float, int]:
+def run_sync(
+    problem, settings, limits, master, stream, timeline: Timeline, recorder, evaluate, warm
+) -> tuple[float, int]:
     """Sync rounds replayed on ``timeline`` (module docstring). Returns (clock in seconds, samples)."""
     batches = settings.worker_batches
     max_updates, max_samples = limits

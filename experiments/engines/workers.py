@@ -65,7 +65,7 @@ def worker_cpus(workers: int, threads: int, enabled: bool = True) -> list[tuple[
     t = max(1, int(threads))
     if workers * t > len(allowed):
         return [None] * workers
-    return [tuple(allowed[w * t:(w + 1) * t]) for w in range(workers)]
+    return [tuple(allowed[w * t : (w + 1) * t]) for w in range(workers)]
 
 
 def cpu_times(cpus=None) -> tuple[int, int] | None:
@@ -125,8 +125,14 @@ class WorkerSpec:
         e = settings.engine
         threads = int(e.threads_per_worker)
         cpus = worker_cpus(settings.workers, threads, pin and e.pin_workers)[worker]
-        return cls(worker, settings.worker_batches[worker], worker_seed(settings.seed, worker), threads,
-                   FaultPlan.of(e.fault), cpus)
+        return cls(
+            worker,
+            settings.worker_batches[worker],
+            worker_seed(settings.seed, worker),
+            threads,
+            FaultPlan.of(e.fault),
+            cpus,
+        )
 
 
 def keep_freed_memory() -> bool:

@@ -13,6 +13,7 @@ the verdicts per profile) and ``verdicts.csv`` (one row per claim), written from
 ``python -m experiments.report DIR`` (:mod:`.__main__`) writes the report of any results folder and redraws its
 figures.
 """
+
 from experiments.report.verdict import Claim, Verdict
 from experiments.report.writer import write_report
 

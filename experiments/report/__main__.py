@@ -9,6 +9,7 @@ report lists every experiment of the profile, present or not, as ``make reproduc
 present. Exit status: 0 report written (and every figure drawn); 1 a figure could not be drawn (the report names
 it); 2 bad input (no such folder, not a results folder), with a one-line error.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,14 +30,19 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         prog="python -m experiments.report",
         description="Write DIR/REPORT.md (every claim's verdict first, then one section per experiment) and "
-                    "DIR/verdicts.csv from the CSVs of a results folder, after redrawing its figures.",
+        "DIR/verdicts.csv from the CSVs of a results folder, after redrawing its figures.",
         epilog="DIR is a results folder: results/ (make reproduce), results-long/, or the results_dir of your own "
-               "runs (python -m experiments.run ... results_dir=DIR). Exit status: 0 written, 1 a figure not drawn "
-               "(named in the report), 2 bad input.")
+        "runs (python -m experiments.run ... results_dir=DIR). Exit status: 0 written, 1 a figure not drawn "
+        "(named in the report), 2 bad input.",
+    )
     ap.add_argument("results_dir", type=Path, metavar="DIR", help="results folder holding <experiment>/summary.csv")
-    ap.add_argument("--profile", choices=PROFILES, default=None,
-                    help="the profile the runs were made with (default: the one their status file or configs name, "
-                         "else quick); names the report and its column in the verdicts per profile")
+    ap.add_argument(
+        "--profile",
+        choices=PROFILES,
+        default=None,
+        help="the profile the runs were made with (default: the one their status file or configs name, "
+        "else quick); names the report and its column in the verdicts per profile",
+    )
     ap.add_argument("--no-figures", action="store_true", help="write the report without redrawing the figures")
     return ap.parse_args(argv)
 
@@ -46,8 +52,10 @@ def check(results_dir: Path) -> str | None:
     if not results_dir.is_dir():
         return f"{results_dir}: no such folder"
     if (results_dir / "summary.csv").exists():
-        return (f"{results_dir}: an experiment folder, not a results folder: give the folder above it "
-                f"({results_dir.parent})")
+        return (
+            f"{results_dir}: an experiment folder, not a results folder: give the folder above it "
+            f"({results_dir.parent})"
+        )
     if not experiment_folders(results_dir) and not statuses(results_dir):
         return f"{results_dir}: not a results folder (no <experiment>/summary.csv below it)"
     return None
@@ -62,8 +70,10 @@ def draw(exp_dir: Path) -> dict:
         drawn, missing = exc.written, [{"figure": f, "reason": r} for f, r in exc.failures]
     except Exception as exc:  # noqa: BLE001 -- the experiment's data cannot be read: no figure at all, named
         text = str(exc).strip()
-        drawn, missing = [], [{"figure": "all", "reason": f"{type(exc).__name__}: "
-                                                          f"{text.splitlines()[0] if text else ''}"}]
+        drawn, missing = (
+            [],
+            [{"figure": "all", "reason": f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"}],
+        )
     out = {"figures": [str(p) for p in drawn]}
     if missing:
         out["figures_missing"] = missing
@@ -90,8 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in present:
             drawn = draw(results_dir / name)
             entry = {k: v for k, v in status[name].items() if k not in ("figures", "figures_missing")}
-            status[name] = entry | ({"figures_missing": drawn["figures_missing"]} if "figures_missing" in drawn
-                                    else {})
+            status[name] = entry | ({"figures_missing": drawn["figures_missing"]} if "figures_missing" in drawn else {})
             missing += [f"{name}/{m['figure']}" for m in drawn.get("figures_missing", [])]
     path = write_report(results_dir, profile, status, names)
     print(path)

@@ -13,6 +13,7 @@ older model_validation, whose predictions were separate simulated runs of the sa
 (plots.validation.pair_clocks) as ``pred`` rows (the clock with the stored calibration) without ``sitting`` or
 ``twin``: it never backs the clock.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,7 +30,7 @@ from plots.validation import (
     prediction_rows,
 )
 
-CLOCK_TOLERANCE = 0.10   # model_validation backs the simulated clock when its sitting mean |relative error| <= this
+CLOCK_TOLERANCE = 0.10  # model_validation backs the simulated clock when its sitting mean |relative error| <= this
 PREDICTION = "prediction"
 """The label of simulated times that model_validation does not back."""
 ERROR_COLUMNS = [f"{k}_err" for k in KINDS]
@@ -53,8 +54,15 @@ def validation_rows(summary: pd.DataFrame) -> pd.DataFrame:
         return prediction_rows(summary)
     s = summary[~((summary["clock"] == "wall") & overrun_flagged(summary))]
     pairs = pair_clocks(s)
-    out = pairs.assign(measured_s=pairs["measured_s"], pred_s=pairs["simulated_s"], pred_err=pairs["percent_error"],
-                       sitting_s=math.nan, sitting_err=math.nan, twin_s=math.nan, twin_err=math.nan)
+    out = pairs.assign(
+        measured_s=pairs["measured_s"],
+        pred_s=pairs["simulated_s"],
+        pred_err=pairs["percent_error"],
+        sitting_s=math.nan,
+        sitting_err=math.nan,
+        twin_s=math.nan,
+        twin_err=math.nan,
+    )
     return out[ROW + ["n", "measured_s"] + [f"{k}_{x}" for k in KINDS for x in ("s", "err")]]
 
 
@@ -66,8 +74,7 @@ def read_validation(results_dir: str | Path | None) -> pd.DataFrame:
     return validation_rows(pd.read_csv(path))
 
 
-def select(rows: pd.DataFrame, compute: str | None = None, problems=None, protocols=None,
-           engines=None) -> pd.DataFrame:
+def select(rows: pd.DataFrame, compute: str | None = None, problems=None, protocols=None, engines=None) -> pd.DataFrame:
     """The validation ``rows`` of a compute mode (``real``, ``emulated``), problems, protocols (``sync``/``async``)
     and measured engines (the transport a simulated run modelled); each filter only when given."""
     if rows.empty:
@@ -86,19 +93,23 @@ def select(rows: pd.DataFrame, compute: str | None = None, problems=None, protoc
 
 def mean_errors(rows: pd.DataFrame) -> dict:
     """Mean |error| (fraction, not percent) of each prediction kind over ``rows``; NaN for a kind without values."""
-    return {k: (float(rows[f"{k}_err"].abs().dropna().mean()) / 100.0 if rows[f"{k}_err"].notna().any()
-                else math.nan) for k in KINDS}
+    return {
+        k: (float(rows[f"{k}_err"].abs().dropna().mean()) / 100.0 if rows[f"{k}_err"].notna().any() else math.nan)
+        for k in KINDS
+    }
 
 
 def errors_text(rows: pd.DataFrame) -> str:
     """``mean abs. error sitting 4.1%, pred 6.0%, twin 2.0%`` over ``rows`` (a kind without values: ``--``)."""
     err = mean_errors(rows)
-    return "mean abs. error " + ", ".join(f"{k} " + ("--" if math.isnan(err[k]) else f"{100 * err[k]:.1f}%")
-                                          for k in ("sitting", "pred", "twin"))
+    return "mean abs. error " + ", ".join(
+        f"{k} " + ("--" if math.isnan(err[k]) else f"{100 * err[k]:.1f}%") for k in ("sitting", "pred", "twin")
+    )
 
 
-def _backing(rows: pd.DataFrame, compute, max_workers, problems, protocols=None,
-             engines=None) -> tuple[bool, float | None, pd.DataFrame]:
+def _backing(
+    rows: pd.DataFrame, compute, max_workers, problems, protocols=None, engines=None
+) -> tuple[bool, float | None, pd.DataFrame]:
     """:func:`clock_backing` on given validation rows; also returns the rows that counted."""
     rows = select(rows, compute, problems, protocols, engines)
     err = mean_errors(rows)["sitting"] if len(rows) else math.nan
@@ -108,8 +119,12 @@ def _backing(rows: pd.DataFrame, compute, max_workers, problems, protocols=None,
     return err <= CLOCK_TOLERANCE and reach, err, rows
 
 
-def clock_backing(results_dir: str | Path, compute: str | None = None, max_workers: int | None = None,
-                  problems: list[str] | None = None) -> tuple[bool, float | None]:
+def clock_backing(
+    results_dir: str | Path,
+    compute: str | None = None,
+    max_workers: int | None = None,
+    problems: list[str] | None = None,
+) -> tuple[bool, float | None]:
     """Does model_validation back the simulated clock? (backed, the ``sitting`` mean |relative error| or None).
 
     Over the validation rows of ``<results_dir>/model_validation`` (:func:`read_validation`) of ``compute``
@@ -129,7 +144,7 @@ def clock_label(summary: pd.DataFrame, results_dir: str | Path | None) -> str:
     if summary.empty or "simulated" not in set(summary.get("clock", pd.Series(dtype=str)).astype(str)):
         return ""
     sim = summary[summary["clock"].astype(str) == "simulated"]
-    modes = (sim["compute"].fillna("real").astype(str) if "compute" in sim else pd.Series("real", index=sim.index))
+    modes = sim["compute"].fillna("real").astype(str) if "compute" in sim else pd.Series("real", index=sim.index)
     mode = "emulated" if (modes == "emulated").all() else "real"
     top = int(pd.to_numeric(sim["workers"], errors="coerce").max())
     if results_dir is None:
@@ -143,9 +158,13 @@ def clock_label(summary: pd.DataFrame, results_dir: str | Path | None) -> str:
     backed, _, rows = _backing(rows, mode, top, problems, protocols, engines)
     what = f"{mode} compute, {'/'.join(protocols or ['any'])} on {'/'.join(engines or ['any engine'])}"
     if backed:
-        return f"simulated clock backed by model_validation ({what}, at P <= {int(rows['workers'].max())}: " \
-               f"{errors_text(rows)})"
+        return (
+            f"simulated clock backed by model_validation ({what}, at P <= {int(rows['workers'].max())}: "
+            f"{errors_text(rows)})"
+        )
     if rows.empty:
-        return PREDICTION + (f"; model_validation has no {mode}-compute {'/'.join(protocols or [])} row on "
-                             f"{'/'.join(engines or ['any engine'])} for {', '.join(problems)}")
+        return PREDICTION + (
+            f"; model_validation has no {mode}-compute {'/'.join(protocols or [])} row on "
+            f"{'/'.join(engines or ['any engine'])} for {', '.join(problems)}"
+        )
     return PREDICTION + f"; model_validation, {what}, at P <= {int(rows['workers'].max())}: {errors_text(rows)}"

@@ -1,6 +1,7 @@
 """The report's first screen: one table with every claim, its verdict, the number that decides it (ours beside the
 paper's) and a link to its section, then a paragraph, written from the verdicts, saying what was reproduced, what
 was not, and what cannot be tested on this machine."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -49,10 +50,17 @@ def first_table(rows: list[Row]) -> str:
     lines = []
     for r in rows:
         c = r.claim
-        lines.append({"section": f"[{r.experiment}](#{r.anchor})", "claim": c.title if c else r.title,
-                      "verdict": f"**{r.verdict.cls}**", "decided by": c.decided_by if c else "",
-                      "ours": c.ours if c else "", "paper": c.paper if c else "",
-                      "clock": c.clock_word if c else ""})
+        lines.append(
+            {
+                "section": f"[{r.experiment}](#{r.anchor})",
+                "claim": c.title if c else r.title,
+                "verdict": f"**{r.verdict.cls}**",
+                "decided by": c.decided_by if c else "",
+                "ours": c.ours if c else "",
+                "paper": c.paper if c else "",
+                "clock": c.clock_word if c else "",
+            }
+        )
     return table(pd.DataFrame(lines, columns=COLUMNS))
 
 
@@ -83,30 +91,50 @@ def paragraph(rows: list[Row]) -> str:
     if by[ABOVE]:
         parts.append(f"**Above the paper** by more than the band ({len(by[ABOVE])}): {_names(by[ABOVE])}.")
     if by[OUTSIDE]:
-        parts.append(f"**Outside the claim's regime** at this profile's budget ({len(by[OUTSIDE])}: "
-                     f"{_names(by[OUTSIDE])}): these runs can neither confirm nor refute them.")
+        parts.append(
+            f"**Outside the claim's regime** at this profile's budget ({len(by[OUTSIDE])}: "
+            f"{_names(by[OUTSIDE])}): these runs can neither confirm nor refute them."
+        )
     if by[INCONCLUSIVE]:
         parts.append(f"**Inconclusive** ({len(by[INCONCLUSIVE])}): {_names(by[INCONCLUSIVE])}.")
     if by[NOT_MEASURABLE]:
-        parts.append(f"**Not measurable here** ({len(by[NOT_MEASURABLE])}: {_names(by[NOT_MEASURABLE])}): their "
-                     "counts need more cores than this machine has; the number shown is the simulated clock's "
-                     "prediction on a core per process.")
+        parts.append(
+            f"**Not measurable here** ({len(by[NOT_MEASURABLE])}: {_names(by[NOT_MEASURABLE])}): their "
+            "counts need more cores than this machine has; the number shown is the simulated clock's "
+            "prediction on a core per process."
+        )
     if by[FINDING]:
         parts.append(f"**Findings** beyond the paper's numbers: {len(by[FINDING])}.")
     cannot = [r for r in rows if r.verdict.cls == NOT_RUNNABLE]
     if cannot:
-        parts.append("**Cannot be tested on this machine**: " + "; ".join(
-            (f"{r.experiment} ({_reason(r.why)})" if r.claim is None and r.why else r.claim.title if r.claim
-             else r.experiment) for r in cannot) + ".")
-    for cls, words in ((NOT_RUN_YET, "Not run yet"), (CRASHED, "Crashed"), (LEFT_OUT, ("Left out of this profile's "
-                                                                               "budget (`EXTENDED=1` runs them)"))):
+        parts.append(
+            "**Cannot be tested on this machine**: "
+            + "; ".join(
+                (
+                    f"{r.experiment} ({_reason(r.why)})"
+                    if r.claim is None and r.why
+                    else r.claim.title
+                    if r.claim
+                    else r.experiment
+                )
+                for r in cannot
+            )
+            + "."
+        )
+    for cls, words in (
+        (NOT_RUN_YET, "Not run yet"),
+        (CRASHED, "Crashed"),
+        (LEFT_OUT, ("Left out of this profile's budget (`EXTENDED=1` runs them)")),
+    ):
         if by[cls]:
             parts.append(f"**{words}**: {', '.join(dict.fromkeys(r.experiment for r in by[cls]))}.")
     timed = [r.claim for r in claims if r.claim.timed and r.verdict.cls in CAN_TEST]
     model = [c for c in timed if c.clock_word == "prediction"]
     if timed:
-        parts.append(f"{len(model)} of the {len(timed)} claims about times rest on the simulated clock's prediction "
-                     "without model_validation backing it for their runs (clock: prediction).")
+        parts.append(
+            f"{len(model)} of the {len(timed)} claims about times rest on the simulated clock's prediction "
+            "without model_validation backing it for their runs (clock: prediction)."
+        )
     return " ".join(parts)
 
 

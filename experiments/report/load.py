@@ -7,6 +7,7 @@ choices of a tuning seed, whose trials lie apart in ``tuning/``); the paper's nu
 ``results/paper/<experiment>.csv`` of the repository; an experiment's title and setting are the ``report`` block of
 ``conf/experiment/<experiment>.yaml``.
 """
+
 from __future__ import annotations
 
 import functools
@@ -63,9 +64,11 @@ class Experiment:
     @functools.cached_property
     def traces(self) -> pd.DataFrame:
         """Every run's trace.csv, one frame (empty without runs)."""
+
         def read(folder):
             files = sorted((folder / "runs").glob("*/trace.csv"))
             return pd.concat([pd.read_csv(f) for f in files], ignore_index=True) if files else pd.DataFrame()
+
         return self._runs("traces", read, pd.DataFrame())
 
     @functools.cached_property
@@ -77,10 +80,15 @@ class Experiment:
     def predicted(self) -> pd.DataFrame:
         """Every measured run's predicted staleness histograms (runs/<run_id>/predicted_staleness.csv): columns
         run_id, prediction, staleness (updates), count (empty when no run has one)."""
+
         def read(folder):
             files = sorted((folder / "runs").glob("*/predicted_staleness.csv"))
-            return (pd.concat([pd.read_csv(f).assign(run_id=f.parent.name) for f in files], ignore_index=True)
-                    if files else pd.DataFrame(columns=["run_id", "prediction", "staleness", "count"]))
+            return (
+                pd.concat([pd.read_csv(f).assign(run_id=f.parent.name) for f in files], ignore_index=True)
+                if files
+                else pd.DataFrame(columns=["run_id", "prediction", "staleness", "count"])
+            )
+
         return self._runs("predicted", read, pd.DataFrame(columns=["run_id", "prediction", "staleness", "count"]))
 
     @functools.cached_property
@@ -113,8 +121,13 @@ class Experiment:
 def load_experiment(results_dir: Path, name: str, paper_dir: Path = PAPER_DIR) -> Experiment:
     """The experiment folder ``<results_dir>/<name>`` (its summary empty when it has none)."""
     folder = Path(results_dir) / name
-    return Experiment(name, read_csv(folder / "summary.csv"), read_csv(folder / "speedup.csv"),
-                      read_csv(Path(paper_dir) / f"{name}.csv"), folder)
+    return Experiment(
+        name,
+        read_csv(folder / "summary.csv"),
+        read_csv(folder / "speedup.csv"),
+        read_csv(Path(paper_dir) / f"{name}.csv"),
+        folder,
+    )
 
 
 @functools.cache
@@ -158,8 +171,9 @@ def run_profile(results_dir: Path) -> str | None:
     else of the runs' config.yaml files; None when neither says."""
     named = Counter(str(s["profile"]) for s in statuses(results_dir).values() if s.get("profile"))
     if not named:
-        for f in sorted(f for name in experiment_folders(results_dir)
-                        for f in (Path(results_dir) / name).glob("runs/*/config.yaml")):
+        for f in sorted(
+            f for name in experiment_folders(results_dir) for f in (Path(results_dir) / name).glob("runs/*/config.yaml")
+        ):
             profile = OmegaConf.load(f).get("profile")
             if profile:
                 named[str(profile)] += 1

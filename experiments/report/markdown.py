@@ -1,5 +1,6 @@
 """Markdown pieces of the report: numbers, tables (``DataFrame.to_markdown``), and the Jinja2
 templates of the page (package data under ``templates/``)."""
+
 from __future__ import annotations
 
 import math
@@ -33,13 +34,19 @@ def table(df: pd.DataFrame, digits: int = 3) -> str:
         return NO_ROWS
     rows = [[cell(fmt(r[c], digits)) for c in df.columns] for _, r in df.iterrows()]
     text = pd.DataFrame(rows, columns=[cell(c) for c in df.columns]).to_markdown(
-        index=False, tablefmt="pipe", disable_numparse=True)
+        index=False, tablefmt="pipe", disable_numparse=True
+    )
     return text + "\n"
 
 
-ENV = jinja2.Environment(loader=jinja2.PackageLoader("experiments.report", "templates"), trim_blocks=True,
-                         lstrip_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined,
-                         autoescape=False)  # Markdown, not HTML: the cells are escaped by :func:`cell`
+ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("experiments.report", "templates"),
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+    undefined=jinja2.StrictUndefined,
+    autoescape=False,
+)  # Markdown, not HTML: the cells are escaped by :func:`cell`
 ENV.filters["cell"] = cell
 
 

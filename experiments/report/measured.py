@@ -13,6 +13,7 @@ Counts are compute agents (speedup.csv's ``agents``: the workers, plus the maste
 ``cores`` read as workers, and their simulated rows as the dedicated-core clock (the simulated clock before it
 modelled this machine's cores gave every process a core).
 """
+
 from __future__ import annotations
 
 import math
@@ -92,8 +93,9 @@ def machine_cores(sp: pd.DataFrame) -> int | None:
     return None
 
 
-def agent_counts(sp: pd.DataFrame, algorithm: str, basis: str = "time_per_epoch",
-                 cores: int | None = None) -> dict[int, Count]:
+def agent_counts(
+    sp: pd.DataFrame, algorithm: str, basis: str = "time_per_epoch", cores: int | None = None
+) -> dict[int, Count]:
     """``algorithm``'s speed-up on ``basis`` per compute-agent count: measured, predicted (dedicated cores) and on this
     machine's cores, each the mean over the speed-up groups of that kind (e.g. two engines). ``cores``: the cores of
     a measured run (default :func:`machine_cores` of ``sp``)."""
@@ -104,10 +106,13 @@ def agent_counts(sp: pd.DataFrame, algorithm: str, basis: str = "time_per_epoch"
     cores = machine_cores(sp) if cores is None else cores
     out = {}
     for a, g in d.groupby("agents"):
-        mean = {k: float(g.loc[g["kind"] == k, "speedup"].mean()) if (g["kind"] == k).any() else math.nan
-                for k in ("measured", DEDICATED, "shared")}
-        out[int(a)] = Count(int(a), int(pd.to_numeric(g["workers"]).min()), mean["measured"], mean[DEDICATED],
-                            mean["shared"], cores)
+        mean = {
+            k: float(g.loc[g["kind"] == k, "speedup"].mean()) if (g["kind"] == k).any() else math.nan
+            for k in ("measured", DEDICATED, "shared")
+        }
+        out[int(a)] = Count(
+            int(a), int(pd.to_numeric(g["workers"]).min()), mean["measured"], mean[DEDICATED], mean["shared"], cores
+        )
     return out
 
 
@@ -127,8 +132,10 @@ def needs_cores(counts: list[Count]) -> str:
     if not counts:
         return ""
     verb = "needs" if len(counts) == 1 else "need"
-    return (f"{counts_text(c.agents for c in counts)} {verb} {span(c.processes for c in counts)} cores (this "
-            f"machine: {counts[0].cores})")
+    return (
+        f"{counts_text(c.agents for c in counts)} {verb} {span(c.processes for c in counts)} cores (this "
+        f"machine: {counts[0].cores})"
+    )
 
 
 def transports(sp: pd.DataFrame) -> list[str]:
@@ -149,8 +156,10 @@ def validation_note(validation: pd.DataFrame | None, problems, algorithms, engin
     engines = [e for e in engines if isinstance(e, str) and e not in ("", "nan")] or ["shared_memory"]
     rows = select(validation if validation is not None else pd.DataFrame(), compute, problems, protocols, engines)
     if rows is None or rows.empty:
-        return (f"model_validation has no {compute}-compute {'/'.join(protocols)} row on {'/'.join(engines)} for "
-                f"{', '.join(sorted(problems))}")
+        return (
+            f"model_validation has no {compute}-compute {'/'.join(protocols)} row on {'/'.join(engines)} for "
+            f"{', '.join(sorted(problems))}"
+        )
     what = f"{', '.join(sorted(problems))}, {'/'.join(protocols)} on {'/'.join(engines)}"
     return f"model_validation ({what}, P <= {int(rows['workers'].max())}): {errors_text(rows)}"
 
@@ -167,5 +176,4 @@ def pick_prediction(counts: dict[int, Count], paper: pd.Series) -> Count | None:
 
 def unjudged(count: Count) -> str:
     """Why a count does not decide: ``not measurable here (needs 5 cores)`` or ``no wall-clock run``."""
-    return (f"{NOT_MEASURABLE_WORDS} (needs {count.processes} cores)" if count.too_few_cores
-            else "no wall-clock run")
+    return f"{NOT_MEASURABLE_WORDS} (needs {count.processes} cores)" if count.too_few_cores else "no wall-clock run"

@@ -1,6 +1,7 @@
 """The report's verdicts per profile: each claim's verdict in every profile whose results sit beside this one
 (``results/``, ``results-long/``, ``results-paper/``), read from their verdicts.csv, so that a verdict that changes
 with scale shows; and what else than scale differs between two profiles' runs."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -55,27 +56,42 @@ def side_by_side(results_dir: Path, profile: str, current: pd.DataFrame, order: 
     for prof, df in frames.items():
         df = df.drop_duplicates(["experiment", "claim"])
         if "name" in df:
-            names.update({(e, c): n for e, c, n in zip(df["experiment"], df["claim"], df["name"]) if isinstance(n, str)
-                          and (e, c) not in names})
-        df = pd.DataFrame({"experiment": df["experiment"], "claim": df["claim"],
-                           prof: [short(r) for r in df.to_dict("records")]})
+            names.update(
+                {
+                    (e, c): n
+                    for e, c, n in zip(df["experiment"], df["claim"], df["name"])
+                    if isinstance(n, str) and (e, c) not in names
+                }
+            )
+        df = pd.DataFrame(
+            {"experiment": df["experiment"], "claim": df["claim"], prof: [short(r) for r in df.to_dict("records")]}
+        )
         table_ = df if table_ is None else table_.merge(df, on=["experiment", "claim"], how="outer")
     if table_ is None or table_.empty:
         return "", [], ""
     rank = {e: i for i, e in enumerate(order)}
-    table_ = table_.sort_values(["experiment", "claim"],
-                                key=lambda c: c.map(lambda e: rank.get(e, len(rank))) if c.name == "experiment" else c)
+    table_ = table_.sort_values(
+        ["experiment", "claim"], key=lambda c: c.map(lambda e: rank.get(e, len(rank))) if c.name == "experiment" else c
+    )
     table_["claim"] = [names.get((e, c), c) for e, c in zip(table_["experiment"], table_["claim"])]
     table_ = table_.fillna("not run")
     experiments = set(table_["experiment"])
-    same = [e for e in (same_settings("quick", "long") if {"quick", "long"} <= set(frames) else [])
-            if e in experiments]
-    note = (f" The long profile runs the quick settings for {', '.join(same)}: a verdict of theirs that differs "
-            "between the two comes from run-to-run spread, the other calibration or other code, not from scale."
-            if same else "")
-    beyond = [f"{e} {report_block(e)['beyond_scale']}" for e in order
-              if e in experiments and report_block(e).get("beyond_scale")]
-    note += (" Besides scale, the profiles differ in calibration (each folder's calibration.json) and may differ in "
-             "the code that made the runs (each report's header lists its commits)"
-             + (f"; {'; '.join(beyond)}" if beyond else "") + ".")
+    same = [e for e in (same_settings("quick", "long") if {"quick", "long"} <= set(frames) else []) if e in experiments]
+    note = (
+        f" The long profile runs the quick settings for {', '.join(same)}: a verdict of theirs that differs "
+        "between the two comes from run-to-run spread, the other calibration or other code, not from scale."
+        if same
+        else ""
+    )
+    beyond = [
+        f"{e} {report_block(e)['beyond_scale']}"
+        for e in order
+        if e in experiments and report_block(e).get("beyond_scale")
+    ]
+    note += (
+        " Besides scale, the profiles differ in calibration (each folder's calibration.json) and may differ in "
+        "the code that made the runs (each report's header lists its commits)"
+        + (f"; {'; '.join(beyond)}" if beyond else "")
+        + "."
+    )
     return table(table_), [f"`{PROFILE_DIRS.get(p, p)}/`" for p in frames], note

@@ -23,6 +23,7 @@ Outside the regime the verdict is ``outside regime`` with the reason (``K = ...,
 within ``PAPER_BAND`` of the paper is ``reproduced``, below is ``not reproduced``, above is ``above the paper`` (a
 finding, not a silent pass).
 """
+
 from __future__ import annotations
 
 import math
@@ -32,16 +33,16 @@ import pandas as pd
 
 from experiments.report.verdict import ABOVE, Verdict
 
-MIN_SEEDS = 3            # seeds needed at every compared setting of an accuracy or comparison claim
-PLATEAU_GAIN = 0.01      # P = 1 has plateaued: test accuracy gained < this over the last PLATEAU_TAIL of the run
-PLATEAU_TAIL = 0.25      # ... fraction of the run's epochs
-PAPER_BAND = 0.25        # two-sided rule: |ours - paper| <= PAPER_BAND * paper at every compared worker count
-DELAY_SPAN = 10          # a max delay D is inside the regime when K >= DELAY_SPAN * D
+MIN_SEEDS = 3  # seeds needed at every compared setting of an accuracy or comparison claim
+PLATEAU_GAIN = 0.01  # P = 1 has plateaued: test accuracy gained < this over the last PLATEAU_TAIL of the run
+PLATEAU_TAIL = 0.25  # ... fraction of the run's epochs
+PAPER_BAND = 0.25  # two-sided rule: |ours - paper| <= PAPER_BAND * paper at every compared worker count
+DELAY_SPAN = 10  # a max delay D is inside the regime when K >= DELAY_SPAN * D
 # Sec. 5.4 (Fig. 9): delays 200 and 400 are behind over the first ~200 epochs (CIFAR-10's 50,000 images at batch 100:
 # 100,000 updates) before all delays reach 0.88-0.89 after 400; "the same accuracy" speaks of D >= LAG_DELAY only
 # after LAG_UPDATES updates
 LAG_DELAY, LAG_UPDATES = 200, 100_000
-CHANCE_MARGIN = 0.10     # accuracy claims need the best run this far above chance (1 / classes) to be decided
+CHANCE_MARGIN = 0.10  # accuracy claims need the best run this far above chance (1 / classes) to be decided
 OUTSIDE_WORDS = "outside the claim's regime"
 """How a verdict's conditions name worker counts or delays left out of a judged claim."""
 
@@ -112,8 +113,9 @@ def plateaued(traces: pd.DataFrame, run_ids, label: str = "P = 1") -> Plateau:
     if not gains:
         return Plateau(None, "no runs")
     g = sum(gains) / len(gains)
-    return Plateau(g < PLATEAU_GAIN, f"{label} test accuracy gained {g:+.3f} over the last {PLATEAU_TAIL:.0%} of its "
-                   "epochs", g)
+    return Plateau(
+        g < PLATEAU_GAIN, f"{label} test accuracy gained {g:+.3f} over the last {PLATEAU_TAIL:.0%} of its epochs", g
+    )
 
 
 def seeds_ok(ok: pd.DataFrame, keys: list[str]) -> tuple[bool, int]:
@@ -147,8 +149,9 @@ def compare_to_paper(ours: pd.Series, paper: pd.Series, band: float = PAPER_BAND
     if not common:
         return Comparison(None, "no worker count in common with the paper")
     rel = {p: (float(ours[p]) - float(paper[p])) / float(paper[p]) for p in common}
-    ev = ", ".join(f"P={p}: {float(ours[p]):.2f} vs paper {float(paper[p]):.2f} ({100 * r:+.0f}%)"
-                   for p, r in rel.items())
+    ev = ", ".join(
+        f"P={p}: {float(ours[p]):.2f} vs paper {float(paper[p]):.2f} ({100 * r:+.0f}%)" for p, r in rel.items()
+    )
     if any(r < -band for r in rel.values()):
         verdict, at = Verdict.judged(False), min(rel, key=rel.get)
     elif any(r > band for r in rel.values()):
@@ -181,8 +184,10 @@ def at_chance(ok: pd.DataFrame, n_classes: int) -> str:
     distribution, e.g. 2.303 nats for 10 classes), named as ``async_sgd P=20 seed 2 (2.303)``; "" when none. Such a
     run ends with status ok but counts in a mean over seeds like any other."""
     bad = ok[pd.to_numeric(ok["final_train_loss"], errors="coerce") >= 0.99 * math.log(n_classes)]
-    return ", ".join(f"{r.algorithm} P={int(r.workers)} seed {int(r.seed)} ({r.final_train_loss:.3f})"
-                     for r in bad.sort_values(["algorithm", "workers", "seed"]).itertuples())
+    return ", ".join(
+        f"{r.algorithm} P={int(r.workers)} seed {int(r.seed)} ({r.final_train_loss:.3f})"
+        for r in bad.sort_values(["algorithm", "workers", "seed"]).itertuples()
+    )
 
 
 def paper_problem(ok: pd.DataFrame, paper: pd.DataFrame) -> bool:
@@ -193,4 +198,3 @@ def paper_problem(ok: pd.DataFrame, paper: pd.DataFrame) -> bool:
 def not_enough(seeds: int) -> str:
     """The reason a setting with ``seeds`` seeds is outside the regime: ``1 seed(s) < 3``."""
     return f"{seeds} seed(s) < {MIN_SEEDS}"
-

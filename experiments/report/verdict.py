@@ -5,6 +5,7 @@ words, its rule, the :class:`Verdict` the rule gave, the evidence, and the one n
 the paper's where the paper has one). A verdict is a short class (:data:`CLASSES`) plus its conditions: where it was
 judged, why the runs fall outside the claim's regime, the finding in a few words.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,14 +27,14 @@ CLASSES = {
     NOT_REPRODUCED: "inside the claim's regime, the rule fails",
     ABOVE: "inside the regime, more than the band above the paper's number: a finding, not a silent pass",
     INCONCLUSIVE: "the runs cannot decide (nothing learned, the rule finer than the seed noise, a target never "
-                  "reached)",
+    "reached)",
     OUTSIDE: "the runs miss the condition under which the paper makes the claim (budget K against the staleness, "
-             "a plateaued P = 1, seeds, the master's saturation): they can neither confirm nor refute it",
+    "a plateaued P = 1, seeds, the master's saturation): they can neither confirm nor refute it",
     FINDING: "a number the paper does not state, reported as measured",
     NOT_MEASURABLE: "a speed-up or time claim whose counts beyond one compute agent all need more cores than this "
-                    "machine has (P workers and the master need P + 1): no wall-clock run here can decide it; its "
-                    "number is the simulated clock's prediction on a core per process, beside the model's "
-                    "validation error (model_validation)",
+    "machine has (P workers and the master need P + 1): no wall-clock run here can decide it; its "
+    "number is the simulated clock's prediction on a core per process, beside the model's "
+    "validation error (model_validation)",
     NOT_RUNNABLE: "this machine cannot run it (missing data, a problem or engine not available)",
     NOT_RUN_YET: "no finished `make reproduce` call of this profile has run it",
     CRASHED: "its sweep crashed",
@@ -84,7 +85,7 @@ class Verdict:
         text = str(text).strip()
         for words, known in sorted({**{c: c for c in CLASSES}, **_OLD_WORDS}.items(), key=lambda t: -len(t[0])):
             if text == words or text.startswith(words + " ("):
-                rest = text[len(words):].strip()
+                rest = text[len(words) :].strip()
                 return cls(known, rest[1:-1] if rest.startswith("(") and rest.endswith(")") else rest)
         raise ValueError(f"verdict {text!r}: no known class")
 
@@ -144,4 +145,3 @@ class Claim:
         if not self.clock:
             return "measured"
         return "backed" if self.clock.startswith("simulated clock backed") else "prediction"
-

@@ -1,5 +1,6 @@
 """The ``algorithm`` block: protocol, update rule, its hyperparameters and the staleness policy
 (conf/algorithm/*.yaml)."""
+
 from __future__ import annotations
 
 from typing import Literal
@@ -78,8 +79,10 @@ class Algorithm(Frozen):
         if self.protocol == "sync" and self.master_computes:
             raise ValueError("algorithm.master_computes=true: the master computing gradients is an async setting")
         if self.protocol == "sync" and self.policy.name != "none":
-            raise ValueError(f"algorithm.policy.name={self.policy.name}: staleness policies apply to async "
-                             "algorithms only (a sync round has tau = 0)")
+            raise ValueError(
+                f"algorithm.policy.name={self.policy.name}: staleness policies apply to async "
+                "algorithms only (a sync round has tau = 0)"
+            )
         return self
 
     @property

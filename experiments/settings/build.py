@@ -6,6 +6,7 @@ rules between keys (:mod:`experiments.settings.schema`), builds the update rule 
 hyperparameters), and returns a frozen :class:`~experiments.settings.schema.RunSettings`. Any failure is one
 :class:`~experiments.errors.ConfigError` line naming the key and the value.
 """
+
 from __future__ import annotations
 
 import re
@@ -19,8 +20,19 @@ from experiments.errors import ConfigError
 from experiments.settings.schema import RunSettings
 from experiments.training.delays import ComputeTimes
 
-EXPERIMENT_KEYS = frozenset({"profiles", "points", "point", "compute_models", "compute_model", "by_kind", "report",
-                             "real_engine", "reference_sweep"})
+EXPERIMENT_KEYS = frozenset(
+    {
+        "profiles",
+        "points",
+        "point",
+        "compute_models",
+        "compute_model",
+        "by_kind",
+        "report",
+        "real_engine",
+        "reference_sweep",
+    }
+)
 """Top-level keys an experiment yaml (conf/experiment/*.yaml) may set to compute other keys from (a sweep's
 ``point`` picks workers and compute mode from ``points``; ``real_engine`` holds keys the real engine options read)
 or to describe itself (``report``): what a run takes from them shows in the keys they set, so they are not settings
@@ -76,8 +88,10 @@ def make_rule(settings: RunSettings):
     alg = settings.algorithm
     hp = alg.hyperparameters
     if hp.get("lr_schedule") == "inv_sqrt" and hp.get("alpha_max") is None:
-        raise ConfigError("algorithm.alpha_max=null: lr_schedule=inv_sqrt needs its cap (alpha_k = min(lr / sqrt(k), "
-                          "alpha_max), the paper's Sec. 5.1 rule); without it the first step is lr itself")
+        raise ConfigError(
+            "algorithm.alpha_max=null: lr_schedule=inv_sqrt needs its cap (alpha_k = min(lr / sqrt(k), "
+            "alpha_max), the paper's Sec. 5.1 rule); without it the first step is lr itself"
+        )
     try:
         return build_rule(alg.rule, **hp)
     except ValueError as exc:
@@ -86,11 +100,21 @@ def make_rule(settings: RunSettings):
 
 # ---------------------------------------------------------------------- one line per pydantic error
 _PLAIN = {
-    "int_type": "must be an integer", "int_parsing": "must be an integer", "int_from_float": "must be an integer",
-    "float_type": "must be a number", "float_parsing": "must be a number", "finite_number": "must be a finite number",
-    "bool_type": "must be true or false", "bool_parsing": "must be true or false", "string_type": "must be a string",
-    "extra_forbidden": "no such config key", "missing": "is required", "dict_type": "must be a mapping",
-    "tuple_type": "must be a list", "list_type": "must be a list", "model_type": "must be a mapping",
+    "int_type": "must be an integer",
+    "int_parsing": "must be an integer",
+    "int_from_float": "must be an integer",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "finite_number": "must be a finite number",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "string_type": "must be a string",
+    "extra_forbidden": "no such config key",
+    "missing": "is required",
+    "dict_type": "must be a mapping",
+    "tuple_type": "must be a list",
+    "list_type": "must be a list",
+    "model_type": "must be a mapping",
 }
 
 
@@ -107,8 +131,9 @@ def describe(error: dict) -> str:
         op = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}[kind]
         bound = next(iter(ctx.values()))
         bound = f"{bound:g}" if isinstance(bound, float) else bound
-        why = f"must be {'an integer' if isinstance(bound, int) and isinstance(value, int) else 'a number'} {op} " \
-              f"{bound}"
+        why = (
+            f"must be {'an integer' if isinstance(bound, int) and isinstance(value, int) else 'a number'} {op} {bound}"
+        )
     elif kind == "literal_error":
         why = f"must be {ctx.get('expected', '').replace(chr(39), '')}"
     elif kind == "union_tag_invalid":

@@ -10,6 +10,7 @@ nothing written. The same jobs, in the same order, are what the sweeper launches
 A command line may name another primary config (``--config-path``/``-cp``, ``--config-name``/``-cn``) or add a
 config folder (``--config-dir``/``-cd``): :class:`Source` carries them, so those jobs are checked too.
 """
+
 from __future__ import annotations
 
 import copy
@@ -106,8 +107,9 @@ def profile_sweep(overrides: list[str], source: Source = DEFAULT) -> list[str]:
         return []  # the precheck names the bad override
     sweep = (cfg.get("profiles") or {}).get(cfg.get("profile")) or {}
     given = {k.lstrip("+~") for k in expanded}
-    return [f"{k}={v}" for k, v in OmegaConf.to_container(sweep, resolve=True).items()
-            if k not in given and k != "wall"]  # wall: the wall-clock sweep's own keys (experiments/reproduce.py)
+    return [
+        f"{k}={v}" for k, v in OmegaConf.to_container(sweep, resolve=True).items() if k not in given and k != "wall"
+    ]  # wall: the wall-clock sweep's own keys (experiments/reproduce.py)
 
 
 def _checked(overrides: list[str], multirun: bool) -> list[list[str]]:
@@ -117,8 +119,10 @@ def _checked(overrides: list[str], multirun: bool) -> list[list[str]]:
     for key, values in expanded.items():
         bare = key.lstrip("+~")
         if key.startswith("+") and bare not in ADDABLE and not bare.startswith("hydra"):
-            raise ConfigError(f"{values[0]}: no such config key, the harness would ignore it "
-                              f"(keys that may be added with +: {', '.join(sorted(ADDABLE))})")
+            raise ConfigError(
+                f"{values[0]}: no such config key, the harness would ignore it "
+                f"(keys that may be added with +: {', '.join(sorted(ADDABLE))})"
+            )
         if not multirun and len(values) > 1:
             raise ConfigError(f"{key}={','.join(v.split('=', 1)[1] for v in values)}: a sweep needs -m (multirun)")
     return list(expanded.values())
@@ -185,8 +189,9 @@ def compose_jobs(combos: list[list[str]], source: Source = DEFAULT, resolve: boo
             return compose_jobs(combos, source, resolve)
         finally:
             GlobalHydra.instance().initialize(saved)
-    with initialize_config_dir(config_dir=str(Path(source.config_dir).absolute()), version_base="1.3",
-                               job_name="precheck"):
+    with initialize_config_dir(
+        config_dir=str(Path(source.config_dir).absolute()), version_base="1.3", job_name="precheck"
+    ):
         return _all(combos, source, resolve)
 
 

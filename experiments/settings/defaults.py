@@ -5,6 +5,7 @@ measurements): ``option("engine", "shared_memory")`` is conf/engine/shared_memor
 its own (an ``oc.select`` that looks outside the block takes its default), starting from the option its defaults
 list names first where it has one (conf/engine/simulated_distributed.yaml extends simulated.yaml).
 """
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,5 +1,6 @@
 """The ``delay`` and ``engine`` blocks: how staleness arises and which engine runs the protocol, with its clock
 (conf/delay/*.yaml, conf/engine/*.yaml)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -106,11 +107,15 @@ class Simulated(EngineBase):
             raise ValueError(f"engine.trace={self.trace}: no such file (a real run's timeline.csv)")
         if self.compute == "emulated":
             if self.compute_base_s is None:
-                raise ValueError("engine.compute_base_s=null: engine=simulated with engine.compute=emulated needs "
-                                 "the base seconds of a gradient")
+                raise ValueError(
+                    "engine.compute_base_s=null: engine=simulated with engine.compute=emulated needs "
+                    "the base seconds of a gradient"
+                )
             if self.costs.grad_s is not None:
-                raise ValueError(f"engine.costs.grad_s={self.costs.grad_s}: set either engine.costs.grad_s or "
-                                 "engine.compute_base_s, not both")
+                raise ValueError(
+                    f"engine.costs.grad_s={self.costs.grad_s}: set either engine.costs.grad_s or "
+                    "engine.compute_base_s, not both"
+                )
         return self
 
 

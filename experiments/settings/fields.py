@@ -1,5 +1,6 @@
 """Shared pieces of the typed settings: the frozen base class, bounded number types, the names every block
 checks against, and the machine's core count."""
+
 from __future__ import annotations
 
 import os
@@ -12,8 +13,14 @@ SEED_LIMIT = 2**62
 """Seeds (plus each worker's stride, experiments/engines/workers.py) stay inside torch's 64-bit range."""
 PROFILES = ("smoke", "quick", "long", "paper")
 POLICIES = ("none", "mishchenko2022", "koloskova2022", "wu2022", "ringmaster", "rennala")
-POLICY_KEYS = {"none": (), "mishchenko2022": ("tau_c", "scale"), "koloskova2022": ("tau_c", "scale", "stale_step"),
-               "wu2022": ("scale",), "ringmaster": ("R", "restart"), "rennala": ("S", "restart")}
+POLICY_KEYS = {
+    "none": (),
+    "mishchenko2022": ("tau_c", "scale"),
+    "koloskova2022": ("tau_c", "scale", "stale_step"),
+    "wu2022": ("scale",),
+    "ringmaster": ("R", "restart"),
+    "rennala": ("S", "restart"),
+}
 """The keys each policy reads (experiments/training/policies.py:OWN_KEYS); the others must be null."""
 VISION_CLASSES = {"fashion_mnist": 10, "mnist": 10, "cifar10": 10}
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")

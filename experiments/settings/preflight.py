@@ -4,6 +4,7 @@ The settings themselves are checked when they are built (experiments/settings/bu
 machine: whether ``results_dir`` can be written, whether CUDA exists, whether every data set the jobs read is
 there. Each failure is one :class:`~experiments.errors.ConfigError` line.
 """
+
 from __future__ import annotations
 
 import tempfile

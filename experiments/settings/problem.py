@@ -1,4 +1,5 @@
 """The ``problem`` block: one class per problem kind (conf/problem/*.yaml), told apart by ``kind``."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -52,8 +53,7 @@ class LogregVision(ProblemBase):
         n = VISION_CLASSES.get(self.dataset, 10) if isinstance(self.dataset, str) else 10**9
         a, b = self.classes
         if a == b or a >= n or b >= n:
-            raise ValueError(f"problem.classes={list(self.classes)}: must be two different class indices in "
-                             f"0..{n - 1}")
+            raise ValueError(f"problem.classes={list(self.classes)}: must be two different class indices in 0..{n - 1}")
         return self
 
 

@@ -9,6 +9,7 @@ floats are finite unless a field says otherwise); the cross-field rules are the 
 :func:`experiments.settings.build.build_settings` turns a failure into one :class:`experiments.errors.ConfigError`
 line naming the key and the value.
 """
+
 from __future__ import annotations
 
 import math
@@ -47,10 +48,36 @@ from experiments.settings.fields import (
 )
 from experiments.settings.problem import Cnn, CnnTiming, LogregLibsvm, LogregRcv1like, LogregVision, Problem
 
-__all__ = ["ARTIFICIAL", "POLICIES", "POLICY_KEYS", "PROFILES", "SEED_LIMIT", "WALL_ENGINES", "Algorithm", "Cnn",
-           "CnnTiming", "Costs", "Delay", "Distributed", "Engine", "Fault", "FixedDelay", "LogregLibsvm",
-           "LogregRcv1like", "LogregVision", "NoDelay", "Policy", "Problem", "RunSettings", "SharedMemory", "Simulated",
-           "TimingDelay", "Tuning", "UniformDelay", "machine_cores"]
+__all__ = [
+    "ARTIFICIAL",
+    "POLICIES",
+    "POLICY_KEYS",
+    "PROFILES",
+    "SEED_LIMIT",
+    "WALL_ENGINES",
+    "Algorithm",
+    "Cnn",
+    "CnnTiming",
+    "Costs",
+    "Delay",
+    "Distributed",
+    "Engine",
+    "Fault",
+    "FixedDelay",
+    "LogregLibsvm",
+    "LogregRcv1like",
+    "LogregVision",
+    "NoDelay",
+    "Policy",
+    "Problem",
+    "RunSettings",
+    "SharedMemory",
+    "Simulated",
+    "TimingDelay",
+    "Tuning",
+    "UniformDelay",
+    "machine_cores",
+]
 
 
 # ---------------------------------------------------------------------------------------------------- tuning
@@ -79,7 +106,7 @@ class Tuning(Frozen):
 
     def factors(self) -> list[float]:
         """The grid's factors, smallest first (exact powers of ``ratio``)."""
-        return [self.ratio ** k for k in range(-self.steps, self.steps + 1)]
+        return [self.ratio**k for k in range(-self.steps, self.steps + 1)]
 
 
 # ---------------------------------------------------------------------------------------------------- a run
@@ -136,39 +163,55 @@ class RunSettings(Frozen):
         """Rules that involve two blocks."""
         alg, d, e, p = self.algorithm, self.delay, self.engine, self.problem
         if self.workers == 0 and not alg.master_computes:
-            raise ValueError("workers=0: needs algorithm.master_computes=true (the master alone computes and applies "
-                             "every gradient); otherwise workers >= 1")
+            raise ValueError(
+                "workers=0: needs algorithm.master_computes=true (the master alone computes and applies "
+                "every gradient); otherwise workers >= 1"
+            )
         if alg.protocol == "sync" and alg.sync_batch == "split" and self.batch_size < self.workers:
-            raise ValueError(f"batch_size={self.batch_size}: a split sync batch needs batch_size >= workers "
-                             f"({self.workers})")
+            raise ValueError(
+                f"batch_size={self.batch_size}: a split sync batch needs batch_size >= workers ({self.workers})"
+            )
         if d.model in ARTIFICIAL and alg.protocol == "sync":
-            raise ValueError(f"delay={d.model}: an artificial delay applies to async algorithms only, not "
-                             f"algorithm={alg.name} (use delay=none or delay=timing)")
+            raise ValueError(
+                f"delay={d.model}: an artificial delay applies to async algorithms only, not "
+                f"algorithm={alg.name} (use delay=none or delay=timing)"
+            )
         if d.model != "timing" and e.name != "simulated" and d.model != "none":
             raise ValueError(f"delay={d.model}: artificial delays exist on engine=simulated only")
         if e.name == "simulated" and alg.protocol == "async" and d.model == "none" and self.workers > 1:
-            raise ValueError(f"delay=none with workers={self.workers}: every gradient at the newest iterate is a "
-                             "free lunch no real system has; use delay=timing (staleness from the timing model)")
+            raise ValueError(
+                f"delay=none with workers={self.workers}: every gradient at the newest iterate is a "
+                "free lunch no real system has; use delay=timing (staleness from the timing model)"
+            )
         if d.model == "uniform" and self.updates is not None and 0 < d.max_delay and d.max_delay >= self.updates:
-            raise ValueError(f"delay.max_delay={d.max_delay}: must be below the run's {self.updates} updates (a "
-                             "delay never reached is a degenerate run)")
+            raise ValueError(
+                f"delay.max_delay={d.max_delay}: must be below the run's {self.updates} updates (a "
+                "delay never reached is a degenerate run)"
+            )
         if d.model == "timing" and d.slow_workers > self.workers:
             raise ValueError(f"delay.slow_workers={d.slow_workers}: must be <= workers ({self.workers})")
         if alg.master_computes and d.model in ARTIFICIAL:
-            raise ValueError(f"algorithm.master_computes=true: with delay={d.model} no compute timing says when the "
-                             "master is idle (use delay=timing)")
+            raise ValueError(
+                f"algorithm.master_computes=true: with delay={d.model} no compute timing says when the "
+                "master is idle (use delay=timing)"
+            )
         if alg.policy.stops:
             self._stops_here()
         if alg.policy.name in ("ringmaster", "rennala") and self.updates is not None:
-            raise ValueError(f"updates={self.updates}: policy {alg.policy.name} discards gradients, so a run's "
-                             "length must be given in epochs (gradients computed), not in updates")
+            raise ValueError(
+                f"updates={self.updates}: policy {alg.policy.name} discards gradients, so a run's "
+                "length must be given in epochs (gradients computed), not in updates"
+            )
         if e.name in WALL_ENGINES and e.fault.kill_worker is not None and e.fault.kill_worker >= self.workers:
-            raise ValueError(f"engine.fault.kill_worker={e.fault.kill_worker}: must be a worker id in "
-                             f"[0, {self.workers - 1}]")
+            raise ValueError(
+                f"engine.fault.kill_worker={e.fault.kill_worker}: must be a worker id in [0, {self.workers - 1}]"
+            )
         if p.kind == "cnn_timing" and e.name != "simulated" and e.compute != "emulated":
-            raise ValueError(f"engine={e.name}: problem={p.name} is timing-only (zero-cost gradients of a net "
-                             "without its data): it runs on engine=simulated, or on a real engine with "
-                             "engine.compute=emulated")
+            raise ValueError(
+                f"engine={e.name}: problem={p.name} is timing-only (zero-cost gradients of a net "
+                "without its data): it runs on engine=simulated, or on a real engine with "
+                "engine.compute=emulated"
+            )
         return self
 
     def _stops_here(self) -> None:
@@ -179,18 +222,26 @@ class RunSettings(Frozen):
         p, d, e = self.algorithm.policy, self.delay, self.engine
         key = f"algorithm.policy.restart={'true' if p.restart else 'null'}"
         if d.model in ARTIFICIAL:
-            raise ValueError(f"{key}: {p.name} stops computations, which needs delay=timing (delay={d.model} draws "
-                             "the staleness, no computation runs to be stopped); set algorithm.policy.restart=false")
+            raise ValueError(
+                f"{key}: {p.name} stops computations, which needs delay=timing (delay={d.model} draws "
+                "the staleness, no computation runs to be stopped); set algorithm.policy.restart=false"
+            )
         if e.name == "simulated" and e.trace is not None:
-            raise ValueError(f"{key}: a replayed trace (engine.trace) fixes every gradient's times, none can be "
-                             "stopped; set algorithm.policy.restart=false")
+            raise ValueError(
+                f"{key}: a replayed trace (engine.trace) fixes every gradient's times, none can be "
+                "stopped; set algorithm.policy.restart=false"
+            )
         if e.name == "shared_memory" and e.handoff == "spin":
-            raise ValueError(f"{key}: engine.handoff=spin keeps one reply per worker, a stopped computation's late "
-                             "reply could be overwritten; use engine.handoff=auto or block")
+            raise ValueError(
+                f"{key}: engine.handoff=spin keeps one reply per worker, a stopped computation's late "
+                "reply could be overwritten; use engine.handoff=auto or block"
+            )
         if e.name == "distributed" and all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR")):
-            raise ValueError(f"{key}: torchrun's worker ranks may run on other machines and cannot be interrupted; "
-                             "stops need workers the master starts itself (python -m experiments.run) or "
-                             "algorithm.policy.restart=false")
+            raise ValueError(
+                f"{key}: torchrun's worker ranks may run on other machines and cannot be interrupted; "
+                "stops need workers the master starts itself (python -m experiments.run) or "
+                "algorithm.policy.restart=false"
+            )
 
     # ------------------------------------------------------------------ derived quantities, each computed here once
     @property

@@ -8,6 +8,7 @@ followed. ``os.replace`` replaces a symlink at the final name by the new file in
 On any error (a full disk included) the temporary file is removed and the error is raised again as one ``OSError``
 line naming the final file (``[Errno 28] No space left on device: 'results/exp/summary.csv'``).
 """
+
 from __future__ import annotations
 
 import os
@@ -44,7 +45,7 @@ def atomic_write_bytes(path: str | Path, data: bytes, mode: int = 0o666) -> None
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -6,6 +6,7 @@ engine), ``calibration`` (the file's path) and, when calibration entries were us
 (:func:`experiments.clock.calibration.used_summary`: the file, the oldest and newest ``measured`` times of the
 entries used, the worst spread and its key, the spread bound, the keys still above it after a second measurement,
 and each entry's ``measured`` time and ``spread``)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -22,8 +23,18 @@ REPO = Path(__file__).resolve().parents[2]
 LOCK_FILE = REPO / "requirements-lock.txt"  # made by `make lock` (pip-compile), installed by `make`
 PROJECT = "apam-harness"  # the harness itself: installed from the working tree, not from the lock
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")
-PACKAGES = ("torch", "torchvision", "numpy", "scipy", "pandas", "matplotlib", "hydra-core", "omegaconf",
-            "scikit-learn", "tqdm")
+PACKAGES = (
+    "torch",
+    "torchvision",
+    "numpy",
+    "scipy",
+    "pandas",
+    "matplotlib",
+    "hydra-core",
+    "omegaconf",
+    "scikit-learn",
+    "tqdm",
+)
 
 
 def git_commit(repo: Path = REPO) -> str:
@@ -34,10 +45,19 @@ def git_commit(repo: Path = REPO) -> str:
     make the code dirty: ``-dirty`` means the code or configs that produced a result are not those of the commit.
     """
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,
-                             timeout=10, check=True).stdout.strip()
-        status = ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results",
-                  ":(exclude)results-*"]
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        status = [
+            "git",
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+            "--",
+            ".",
+            ":(exclude)results",
+            ":(exclude)results-*",
+        ]
         dirty = subprocess.run(status, cwd=repo, capture_output=True, text=True, timeout=10, check=False).stdout.strip()
         return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
@@ -79,8 +99,7 @@ def installed() -> dict[str, str]:
     ``sys.path``: setuptools puts its vendored copies of packaging, wheel etc. there once imported, e.g. by
     ``torch.compile``): normalized name -> version."""
     paths = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
-    return {_canonical(d.metadata["Name"]): d.version for d in metadata.distributions(path=paths)
-            if d.metadata["Name"]}
+    return {_canonical(d.metadata["Name"]): d.version for d in metadata.distributions(path=paths) if d.metadata["Name"]}
 
 
 def lock_mismatches(path: Path = LOCK_FILE, env: dict[str, str] | None = None) -> list[str]:
@@ -92,8 +111,11 @@ def lock_mismatches(path: Path = LOCK_FILE, env: dict[str, str] | None = None) -
     """
     pins, env = read_lock(path), dict(installed() if env is None else env)
     env.pop(PROJECT, None)
-    out = [f"{n}: locked {v}, " + (f"installed {env[n]}" if n in env else "not installed")
-           for n, v in sorted(pins.items()) if env.get(n) != v]
+    out = [
+        f"{n}: locked {v}, " + (f"installed {env[n]}" if n in env else "not installed")
+        for n, v in sorted(pins.items())
+        if env.get(n) != v
+    ]
     out += [f"{n}: installed {env[n]}, not in the lock" for n in sorted(set(env) - set(pins))]
     return out
 
@@ -112,9 +134,15 @@ def lock_info(path: Path = LOCK_FILE) -> dict:
     if _LOCK_INFO.get("key") != key:
         diff = lock_mismatches(path)
         _LOCK_INFO.clear()
-        _LOCK_INFO.update(key=key, info={"file": Path(path).name,
-                                         "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest(),
-                                         "matches_env": not diff, "mismatches": diff[:20]})
+        _LOCK_INFO.update(
+            key=key,
+            info={
+                "file": Path(path).name,
+                "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest(),
+                "matches_env": not diff,
+                "mismatches": diff[:20],
+            },
+        )
     return dict(_LOCK_INFO["info"], mismatches=list(_LOCK_INFO["info"]["mismatches"]))
 
 
@@ -145,13 +173,23 @@ def cpu_info(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict:
             key, sep, value = line.partition(":")
             if sep:
                 fields.setdefault(key.strip().lower(), value.strip())
-        model = fields.get("model name") or fields.get("processor name") or fields.get("cpu model") or \
-            fields.get("cpu part") or None
+        model = (
+            fields.get("model name")
+            or fields.get("processor name")
+            or fields.get("cpu model")
+            or fields.get("cpu part")
+            or None
+        )
         raw = fields.get("flags") or fields.get("features")
         flags = " ".join(sorted(raw.split())) if raw else None
     source = str(cpuinfo) if model or flags else "platform"
-    return {"model": model or platform.processor() or None, "flags": flags, "cores": os.cpu_count(),
-            "machine": platform.machine(), "source": source}
+    return {
+        "model": model or platform.processor() or None,
+        "flags": flags,
+        "cores": os.cpu_count(),
+        "machine": platform.machine(),
+        "source": source,
+    }
 
 
 def collect(threads: int, device: str) -> dict:

@@ -6,8 +6,18 @@ from __future__ import annotations
 import hashlib
 import re
 
-IGNORED_IN_RUN_ID = {"results_dir", "force", "progress", "experiment", "profile", "experiment_id", "device", "threads",
-                    "lr_tuning_seed", "tuning"}
+IGNORED_IN_RUN_ID = {
+    "results_dir",
+    "force",
+    "progress",
+    "experiment",
+    "profile",
+    "experiment_id",
+    "device",
+    "threads",
+    "lr_tuning_seed",
+    "tuning",
+}
 """Top-level keys (and their sub-keys) that name no part of a run: where results go, how they are shown, how a tuning
 seed searches (a run's own step factor is in its config)."""
 
@@ -35,8 +45,9 @@ def _fragment(override: str) -> str:
 def _lossless(override: str) -> bool:
     """True when :func:`_fragment` keeps everything that tells ``override`` apart from another: only ``=`` and
     ``_`` are replaced (one character each by one ``-``) and nothing is cut at the ends."""
-    return (_KEPT_AS_HYPHEN.fullmatch(override) is not None
-            and _fragment(override) == override.replace("=", "-").replace("_", "-"))
+    return _KEPT_AS_HYPHEN.fullmatch(override) is not None and _fragment(override) == override.replace(
+        "=", "-"
+    ).replace("_", "-")
 
 
 def make_run_id(overrides: list[str], seed: int) -> str:

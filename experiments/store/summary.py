@@ -3,6 +3,7 @@
 One row per run, written by the runner (experiments/runner.py) also when the run diverged or failed (``status``
 ``ok``, ``diverged`` or ``failed`` and a ``message``). docs/INTERFACES.md lists every column with its unit.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,14 +18,19 @@ def constant_columns(settings, run_id: str) -> dict:
     s, d = settings, settings.delay
     timing = d.model == "timing"
     return {
-        "experiment": s.experiment_id, "run_id": run_id, "problem": s.problem.name,
-        "algorithm": s.algorithm.name, "engine": s.engine.name, "workers": s.workers,
+        "experiment": s.experiment_id,
+        "run_id": run_id,
+        "problem": s.problem.name,
+        "algorithm": s.algorithm.name,
+        "engine": s.engine.name,
+        "workers": s.workers,
         "delay_model": d.model,
         "max_delay": d.max_delay if d.model == "uniform" else (d.tau if d.model == "fixed" else 0),
         "tau": d.tau if d.model == "fixed" else (0 if d.model == "none" else NAN),
         "straggler_sigma": d.sigma if timing else 0.0,
         "straggler_slowdown": d.slowdown if timing else 1.0,
-        "batch_size": s.batch_size, "seed": s.seed,
+        "batch_size": s.batch_size,
+        "seed": s.seed,
         "policy": s.algorithm.policy.name,
         "lr_factor": s.algorithm.lr_factor,
         "policy_R": NAN if s.algorithm.policy.R is None else s.algorithm.policy.R,
@@ -100,8 +106,17 @@ def crossing(rows: list[dict], target: float | None, keys: tuple[str, ...] = ("t
     return {k: float(a[k]) + w * (float(b[k]) - float(a[k])) for k in keys}
 
 
-def summary_row(settings, run_id: str, rows: list[dict], result, status: str, message: str, num_train: int,
-                probe: tuple[float, float] = (NAN, NAN), late_expected: float = NAN) -> dict:
+def summary_row(
+    settings,
+    run_id: str,
+    rows: list[dict],
+    result,
+    status: str,
+    message: str,
+    num_train: int,
+    probe: tuple[float, float] = (NAN, NAN),
+    late_expected: float = NAN,
+) -> dict:
     """The run's summary row.
 
     Args:
@@ -128,26 +143,34 @@ def summary_row(settings, run_id: str, rows: list[dict], result, status: str, me
 
     return {
         **{k: last.get(k, v) for k, v in constant_columns(settings, run_id).items()},
-        "clock": settings.engine.clock, "epochs": epochs,
+        "clock": settings.engine.clock,
+        "epochs": epochs,
         "updates": result.updates if result is not None else last.get("updates"),
         "gradients": result.gradients if result is not None else last.get("gradients"),
-        "time_s": time_s, "time_per_epoch_s": _time_per_epoch(result, time_s, epochs, num_train),
+        "time_s": time_s,
+        "time_per_epoch_s": _time_per_epoch(result, time_s, epochs, num_train),
         "target_loss": target,
         "time_to_target_s": hit["time_s"] if hit else NAN,
         "updates_to_target": hit["updates"] if hit else NAN,
-        "final_train_loss": last.get("train_loss"), "final_train_acc": last.get("train_acc"),
-        "final_test_loss": last.get("test_loss"), "final_test_acc": last.get("test_acc"),
+        "final_train_loss": last.get("train_loss"),
+        "final_train_acc": last.get("train_acc"),
+        "final_test_loss": last.get("test_loss"),
+        "final_test_acc": last.get("test_acc"),
         "final_opt_gap": last.get("opt_gap"),
         "staleness_mean": sum(k * v for k, v in hist.items()) / n_upd if n_upd else NAN,
         "staleness_max": max(hist) if hist else NAN,
         "discarded": last.get("discarded", 0),
         "stopped": last.get("stopped", 0),
-        "status": status, "message": message,
+        "status": status,
+        "message": message,
         **{f"cost_{k}": v for k, v in (result.costs if result is not None else {}).items()},
         **({"handoff": result.handoff} if result is not None and result.handoff else {}),
-        "overruns": opt("overruns"), "late_wakeups": opt("late_wakeups"), "late_expected": late_expected,
+        "overruns": opt("overruns"),
+        "late_wakeups": opt("late_wakeups"),
+        "late_expected": late_expected,
         "master_busy_s": opt("master_busy_s"),
-        "speed_probe_s": probe[0], "cal_probe_s": probe[1],
+        "speed_probe_s": probe[0],
+        "cal_probe_s": probe[1],
     }
 
 
@@ -157,4 +180,3 @@ def _time_per_epoch(result, time_s: float, epochs: float, num_train: int) -> flo
     if timed is not None:
         return time_s / (timed / num_train) if timed else NAN
     return time_s / epochs if epochs else NAN
-

@@ -62,9 +62,17 @@ def file_problem(path: Path) -> str | None:
     except OSError as exc:
         return exc.strerror or str(exc)
     if not stat.S_ISREG(st.st_mode):
-        kind = ("folder" if stat.S_ISDIR(st.st_mode) else "fifo" if stat.S_ISFIFO(st.st_mode)
-                else "socket" if stat.S_ISSOCK(st.st_mode) else "device" if stat.S_ISCHR(st.st_mode)
-                or stat.S_ISBLK(st.st_mode) else "special file")
+        kind = (
+            "folder"
+            if stat.S_ISDIR(st.st_mode)
+            else "fifo"
+            if stat.S_ISFIFO(st.st_mode)
+            else "socket"
+            if stat.S_ISSOCK(st.st_mode)
+            else "device"
+            if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+            else "special file"
+        )
         return f"not a regular file ({kind})"
     if not os.access(path, os.R_OK):
         return "permission denied"
@@ -90,8 +98,9 @@ def parse_summary(path: Path, runs_dir: Path | None = None) -> tuple[list[str], 
     except FileNotFoundError:
         return [], [], None
     except PermissionError as exc:
-        raise ConfigError(f"{path}: cannot read this summary ({exc.strerror}); fix its permissions or move it "
-                          "away") from None
+        raise ConfigError(
+            f"{path}: cannot read this summary ({exc.strerror}); fix its permissions or move it away"
+        ) from None
     except (UnicodeDecodeError, csv.Error) as exc:
         return [], [], f"not UTF-8 CSV ({' '.join(str(exc).split())[:120]})"
     if not table:

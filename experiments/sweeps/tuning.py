@@ -26,6 +26,7 @@ seeds' jobs read (:func:`read_choice`); a rerun skips finished trials, so an int
 stopped, extension included. ``experiments.reproduce`` runs the tuning seed's sweep before the others'
 (:func:`split_sweep`).
 """
+
 from __future__ import annotations
 
 import csv
@@ -45,10 +46,29 @@ TUNED_KEYS = (FACTOR_KEY, "algorithm.policy.R", "algorithm.policy.S")
 TRIALS_DIR = "tuning"
 """Trials go to ``<results_dir>/<experiment>/tuning/`` (runs/ and summary.csv, as an experiment folder)."""
 CHOICES_FILE = "tuning.csv"
-CHOICE_COLUMNS = ["setting", "experiment", "problem", "algorithm", "workers", "straggler_sigma", "straggler_slowdown",
-                  "compute_spread", "compute_law", "tuning_seed", "target_loss", "lr_factor", "policy", "R", "S",
-                  "at_edge", "factors_tried", "policy_tried", "trials", "time_to_target_s",
-                  "final_train_loss"]
+CHOICE_COLUMNS = [
+    "setting",
+    "experiment",
+    "problem",
+    "algorithm",
+    "workers",
+    "straggler_sigma",
+    "straggler_slowdown",
+    "compute_spread",
+    "compute_law",
+    "tuning_seed",
+    "target_loss",
+    "lr_factor",
+    "policy",
+    "R",
+    "S",
+    "at_edge",
+    "factors_tried",
+    "policy_tried",
+    "trials",
+    "time_to_target_s",
+    "final_train_loss",
+]
 """tuning.csv: the setting, what identifies it, the tuning seed and target, the chosen ``lr_factor`` and policy size
 (``R`` for Ringmaster, ``S`` for Rennala, empty when not tuned), ``at_edge`` (``low``/``high`` when the chosen factor is
 the smallest / largest tried after the extension reached its limit, else empty), the factors and sizes tried
@@ -88,8 +108,11 @@ def outcome(row: dict) -> tuple[float, float, float]:
     when the run did not end ``ok``."""
     ok = row.get("status") == "ok"
     loss, t = _num(row, "final_train_loss"), _num(row, "time_s")
-    return (time_to_target(row), loss if ok and math.isfinite(loss) else math.inf,
-            t if ok and math.isfinite(t) else math.inf)
+    return (
+        time_to_target(row),
+        loss if ok and math.isfinite(loss) else math.inf,
+        t if ok and math.isfinite(t) else math.inf,
+    )
 
 
 def choose(trials: dict, distance: Callable[[float], float] = abs) -> object | None:
@@ -155,15 +178,21 @@ def tune(settings, setting: str, run_trial: Callable[[dict], dict]) -> Choice:
     t = settings.tuning
     tried: dict[int, dict] = {}
     while (k := next_exponent(tried, t.steps, t.extend)) is not None:
-        tried[k] = run_trial({FACTOR_KEY: float(fmt(t.ratio ** k))})
+        tried[k] = run_trial({FACTOR_KEY: float(fmt(t.ratio**k))})
     best_k = choose(tried)
     if best_k is None:
         raise RuntimeError(f"tuning {setting}: no trial ended ok or diverged")
     lo, hi = min(tried), max(tried)
     edge = "" if lo == hi else ("low" if best_k == lo else "high" if best_k == hi else "")
-    factor = float(fmt(t.ratio ** best_k))
-    choice = Choice(setting, factor, at_edge=edge, factors_tried=[float(fmt(t.ratio ** k)) for k in sorted(tried)],
-                    trials=len(tried), row=tried[best_k])
+    factor = float(fmt(t.ratio**best_k))
+    choice = Choice(
+        setting,
+        factor,
+        at_edge=edge,
+        factors_tried=[float(fmt(t.ratio**k)) for k in sorted(tried)],
+        trials=len(tried),
+        row=tried[best_k],
+    )
     key = POLICY_SIZE.get(settings.algorithm.policy.name)
     if key and t.policy_sizes:
         default = getattr(settings.algorithm.policy, key) or settings.workers
@@ -182,15 +211,25 @@ def tune(settings, setting: str, run_trial: Callable[[dict], dict]) -> Choice:
 def choice_row(choice: Choice, settings) -> dict:
     """The setting's row of tuning.csv (:data:`CHOICE_COLUMNS`)."""
     r = choice.row
-    return {"setting": choice.setting, "experiment": settings.experiment_id, "problem": settings.problem.name,
-            "algorithm": settings.algorithm.name, "workers": settings.workers,
-            **{k: r.get(k, "") for k in ("straggler_sigma", "straggler_slowdown", "compute_spread", "compute_law")},
-            "tuning_seed": settings.lr_tuning_seed, "target_loss": settings.problem.target_loss,
-            "lr_factor": choice.factor, "policy": settings.algorithm.policy.name,
-            **{k: choice.policy_value if choice.policy_key == k else "" for k in ("R", "S")}, "at_edge": choice.at_edge,
-            "factors_tried": ";".join(fmt(f) for f in choice.factors_tried),
-            "policy_tried": ";".join(str(s) for s in choice.policy_tried), "trials": choice.trials,
-            "time_to_target_s": r.get("time_to_target_s", ""), "final_train_loss": r.get("final_train_loss", "")}
+    return {
+        "setting": choice.setting,
+        "experiment": settings.experiment_id,
+        "problem": settings.problem.name,
+        "algorithm": settings.algorithm.name,
+        "workers": settings.workers,
+        **{k: r.get(k, "") for k in ("straggler_sigma", "straggler_slowdown", "compute_spread", "compute_law")},
+        "tuning_seed": settings.lr_tuning_seed,
+        "target_loss": settings.problem.target_loss,
+        "lr_factor": choice.factor,
+        "policy": settings.algorithm.policy.name,
+        **{k: choice.policy_value if choice.policy_key == k else "" for k in ("R", "S")},
+        "at_edge": choice.at_edge,
+        "factors_tried": ";".join(fmt(f) for f in choice.factors_tried),
+        "policy_tried": ";".join(str(s) for s in choice.policy_tried),
+        "trials": choice.trials,
+        "time_to_target_s": r.get("time_to_target_s", ""),
+        "final_train_loss": r.get("final_train_loss", ""),
+    }
 
 
 def write_choice(exp_dir: Path, row: dict) -> None:
@@ -225,8 +264,10 @@ def check_overrides(overrides: list[str], tuning_seed: int | None) -> None:
         return
     for o in overrides:
         if o.split("=", 1)[0].lstrip("+~") in TUNED_KEYS:
-            raise ConfigError(f"{o}: with lr_tuning_seed={tuning_seed} this key is tuned (tuning.* in "
-                              "conf/config.yaml: the step grid, its extension and the policy sizes), not set")
+            raise ConfigError(
+                f"{o}: with lr_tuning_seed={tuning_seed} this key is tuned (tuning.* in "
+                "conf/config.yaml: the step grid, its extension and the policy sizes), not set"
+            )
 
 
 def split_sweep(overrides: list[str], seeds: list[int], tuning_seed: int) -> list[list[str]]:

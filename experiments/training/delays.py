@@ -6,6 +6,7 @@ Two kinds:
 - ``timing``: each worker's compute time is drawn from a law; staleness then comes out of the arrival order in the
   event queue of the simulated engine (and, on real engines, out of the real arrival order).
 """
+
 from __future__ import annotations
 
 import math
@@ -138,9 +139,19 @@ class ComputeTimes:
         without rows for a worker in [0, P).
     """
 
-    def __init__(self, workers: int, law: str = "constant", sigma: float = 0.0, slow_workers: int = 0,
-                 slowdown: float = 1.0, seed: int = 0, spread: str = "equal", shape: float = 1.5,
-                 replay: str | None = None, samples=None) -> None:
+    def __init__(
+        self,
+        workers: int,
+        law: str = "constant",
+        sigma: float = 0.0,
+        slow_workers: int = 0,
+        slowdown: float = 1.0,
+        seed: int = 0,
+        spread: str = "equal",
+        shape: float = 1.5,
+        replay: str | None = None,
+        samples=None,
+    ) -> None:
         if law not in LAWS:
             raise ValueError(f"delay.law={law!r}: must be one of {', '.join(LAWS)}")
         if spread not in SPREADS:
@@ -180,9 +191,18 @@ class ComputeTimes:
         so both draw from the same law."""
         if delay.model != "timing":
             return cls(int(workers), seed=int(seed))
-        return cls(int(workers), law=delay.law, sigma=delay.sigma, slow_workers=delay.slow_workers,
-                   slowdown=delay.slowdown, seed=int(seed), spread=delay.spread, shape=delay.shape,
-                   replay=delay.replay, samples=xi)
+        return cls(
+            int(workers),
+            law=delay.law,
+            sigma=delay.sigma,
+            slow_workers=delay.slow_workers,
+            slowdown=delay.slowdown,
+            seed=int(seed),
+            spread=delay.spread,
+            shape=delay.shape,
+            replay=delay.replay,
+            samples=xi,
+        )
 
     def mean_s(self, worker: int, base_s: float) -> float:
         """Expected seconds of one gradient of ``worker`` (the replayed mean under ``law=replay``)."""
@@ -213,8 +233,12 @@ class ComputeTimes:
             i = 0
             if worker not in self.cycled:
                 self.cycled.add(worker)
-                warnings.warn(f"delay.law=replay: worker {worker}'s {len(times)} recorded compute times are used up; "
-                              f"replaying them again from the first", RuntimeWarning, stacklevel=3)
+                warnings.warn(
+                    f"delay.law=replay: worker {worker}'s {len(times)} recorded compute times are used up; "
+                    f"replaying them again from the first",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
         self._next[worker] = i + 1
         return times[i]
 
@@ -236,8 +260,9 @@ def load_compute_times(path, workers: int) -> list[list[float]]:
         raise ValueError(f"delay.replay={path}: cannot read ({exc})") from None
     missing = [c for c in REPLAY_COLUMNS if c not in df.columns]
     if missing:
-        raise ValueError(f"delay.replay={path}: missing column(s) {', '.join(missing)} "
-                         f"(expected {','.join(REPLAY_COLUMNS)})")
+        raise ValueError(
+            f"delay.replay={path}: missing column(s) {', '.join(missing)} (expected {','.join(REPLAY_COLUMNS)})"
+        )
     t = pd.to_numeric(df["compute_s"], errors="coerce")
     if not (np.isfinite(t) & (t >= 0)).all():
         raise ValueError(f"delay.replay={path}: compute_s must be finite seconds >= 0")
@@ -245,7 +270,9 @@ def load_compute_times(path, workers: int) -> list[list[float]]:
     for w in range(int(workers)):
         rows = df[df["worker"] == w].sort_values("index", kind="stable")
         if rows.empty:
-            raise ValueError(f"delay.replay={path}: no recorded compute times for worker {w} "
-                             f"(the run has {workers} workers; the file has {sorted(df['worker'].unique().tolist())})")
+            raise ValueError(
+                f"delay.replay={path}: no recorded compute times for worker {w} "
+                f"(the run has {workers} workers; the file has {sorted(df['worker'].unique().tolist())})"
+            )
         out.append([float(v) for v in rows["compute_s"]])
     return out

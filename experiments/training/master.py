@@ -3,6 +3,7 @@
 Engines differ only in how gradients reach the master (transport) and in how time is measured (clock); the
 arithmetic of an update, the protocol (async or sync) and the staleness bookkeeping live here, once.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -60,17 +61,17 @@ class Master:
         self.workers = int(workers)
         self.x = x0.detach().clone()
         self.state = rule.init(self.x)
-        self.version = 0          # number of updates applied
-        self.gradients = 0        # gradients received
+        self.version = 0  # number of updates applied
+        self.gradients = 0  # gradients received
         self._round_sum: torch.Tensor | None = None
         self._round_count = 0
-        self._window: list[int] = []      # staleness of the updates since the last ``take_staleness``
+        self._window: list[int] = []  # staleness of the updates since the last ``take_staleness``
         self.histogram: Counter[int] = Counter()  # staleness -> number of updates, whole run
-        self._tau_sum = [0] * self.workers        # per worker id: sum of staleness of its gradients
-        self._tau_count = [0] * self.workers      # per worker id: gradients received
+        self._tau_sum = [0] * self.workers  # per worker id: sum of staleness of its gradients
+        self._tau_count = [0] * self.workers  # per worker id: gradients received
         self._needs_staleness = bool(getattr(rule, "needs_staleness", False))
-        self._dropped = 0                          # gradients a policy discarded
-        self.restarts = 0                          # in-flight computations stopped (their workers restarted)
+        self._dropped = 0  # gradients a policy discarded
+        self.restarts = 0  # in-flight computations stopped (their workers restarted)
         if policy is not None and not isinstance(policy, Policy):
             policy = build_policy(policy, self.workers, protocol)
         if policy is not None and protocol != "async":
@@ -84,8 +85,10 @@ class Master:
         if policy is not None and policy.adaptive and not self._scale_gradient:
             base = getattr(rule, "schedule", None)
             if not callable(base):
-                raise ValueError(f"policy {policy.name!r} scales the step size, but rule {type(rule).__name__} has no "
-                                 f"`schedule` (alpha_k) to scale (algorithm.policy.scale=gradient scales g instead)")
+                raise ValueError(
+                    f"policy {policy.name!r} scales the step size, but rule {type(rule).__name__} has no "
+                    f"`schedule` (alpha_k) to scale (algorithm.policy.scale=gradient scales g instead)"
+                )
             self._schedule = rule.schedule = ScaledSchedule(base)
 
     # ------------------------------------------------------------------ updates

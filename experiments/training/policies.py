@@ -61,6 +61,7 @@ computations in :attr:`Master.restarts` (column ``stopped``); the staleness colu
 applied updates only. The formulas are written in terms of the harness's own alpha_k (the papers' constants L,
 gamma, eta are unknown in practice; the base step is tuned instead).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -70,8 +71,14 @@ import torch
 POLICIES = ("none", "mishchenko2022", "koloskova2022", "wu2022", "ringmaster", "rennala")
 DISCARDING = ("ringmaster", "rennala")
 """Policies that may drop gradients: a run of ``updates=K`` would not know how many gradients to hand out."""
-OWN_KEYS = {"none": (), "mishchenko2022": ("tau_c", "scale"), "koloskova2022": ("tau_c", "scale", "stale_step"),
-            "wu2022": ("scale",), "ringmaster": ("R", "restart"), "rennala": ("S", "restart")}
+OWN_KEYS = {
+    "none": (),
+    "mishchenko2022": ("tau_c", "scale"),
+    "koloskova2022": ("tau_c", "scale", "stale_step"),
+    "wu2022": ("scale",),
+    "ringmaster": ("R", "restart"),
+    "rennala": ("S", "restart"),
+}
 """The keys of ``algorithm.policy`` each policy reads; every other key must be null (besides ``name``)."""
 KEYS = ("R", "S", "tau_c", "restart", "scale", "stale_step")
 SCALES = ("step", "gradient")
@@ -296,8 +303,10 @@ def build_policy(spec: Any, workers: int, protocol: str = "async") -> Policy | N
     if name == "none":
         return None
     if protocol != "async":
-        raise PolicyError(f"algorithm.policy.name={name}: staleness policies apply to async algorithms only "
-                          f"(a sync round has tau = 0)")
+        raise PolicyError(
+            f"algorithm.policy.name={name}: staleness policies apply to async algorithms only "
+            f"(a sync round has tau = 0)"
+        )
 
     def count(key: str) -> int:
         value = spec.get(key)

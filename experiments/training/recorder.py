@@ -3,6 +3,7 @@
 Engines call :meth:`Recorder.due` cheaply in their loop and :meth:`Recorder.record` at evaluation points; the
 time they pass is on their own clock and excludes evaluation (a wall-clock engine pauses its timer around it).
 """
+
 from __future__ import annotations
 
 import math
@@ -30,8 +31,17 @@ class Recorder:
         progress: show a tqdm bar (``None``: only on a terminal).
     """
 
-    def __init__(self, problem, columns: dict, eval_every: float, total_epochs: float | None, f_star: float | None,
-                 clock: str, divergence_factor: float = 1e3, progress: bool | None = None) -> None:
+    def __init__(
+        self,
+        problem,
+        columns: dict,
+        eval_every: float,
+        total_epochs: float | None,
+        f_star: float | None,
+        clock: str,
+        divergence_factor: float = 1e3,
+        progress: bool | None = None,
+    ) -> None:
         self.problem = problem
         self.columns = dict(columns)
         self.eval_every_samples = max(1, round(eval_every * problem.num_train))
@@ -46,8 +56,14 @@ class Recorder:
         self._next = 0
         self._initial_loss: float | None = None
         disable = (not sys.stderr.isatty()) if progress is None else (not progress)
-        self._bar = tqdm(total=total_epochs, unit="epoch", desc=str(columns.get("run_id", "run")), leave=False,
-                         disable=disable, bar_format="{l_bar}{bar}| {n:.2f}/{total_fmt} epochs [{elapsed}<{remaining}]")
+        self._bar = tqdm(
+            total=total_epochs,
+            unit="epoch",
+            desc=str(columns.get("run_id", "run")),
+            leave=False,
+            disable=disable,
+            bar_format="{l_bar}{bar}| {n:.2f}/{total_fmt} epochs [{elapsed}<{remaining}]",
+        )
         self._bar_epochs = 0.0
 
     def attach(self, master) -> None:
@@ -58,8 +74,9 @@ class Recorder:
         """True when ``samples`` processed samples reach the next evaluation point."""
         return samples >= self._next
 
-    def record(self, x, samples: int, updates: int, gradients: int, time_s: float,
-               staleness: tuple[float, int], **extra) -> dict:
+    def record(
+        self, x, samples: int, updates: int, gradients: int, time_s: float, staleness: tuple[float, int], **extra
+    ) -> dict:
         """Evaluate ``x`` on the full train and test sets and append a trace row (:meth:`snapshot`, then
         :meth:`flush`).
 
@@ -77,16 +94,24 @@ class Recorder:
         self.snapshot(x, samples, updates, gradients, time_s, staleness, **extra)
         return self.flush()[-1]
 
-    def snapshot(self, x, samples: int, updates: int, gradients: int, time_s: float,
-                 staleness: tuple[float, int], **extra) -> None:
+    def snapshot(
+        self, x, samples: int, updates: int, gradients: int, time_s: float, staleness: tuple[float, int], **extra
+    ) -> None:
         """Keep a copy of ``x`` and the row's counters for evaluation later (:meth:`flush`), so a real engine's
         master goes on at once instead of stopping its workers for an evaluation. Arguments as :meth:`record`;
         :attr:`pending_bytes` says what the copies hold."""
-        columns = dict(epoch=samples / self.problem.num_train, updates=updates, gradients=gradients,
-                       clock=self.clock, time_s=time_s, staleness_mean=staleness[0], staleness_max=staleness[1],
-                       discarded=self.master.discarded if self.master is not None else 0,  # a policy's
-                       stopped=self.master.restarts if self.master is not None else 0,  # a policy's stops
-                       **extra)
+        columns = dict(
+            epoch=samples / self.problem.num_train,
+            updates=updates,
+            gradients=gradients,
+            clock=self.clock,
+            time_s=time_s,
+            staleness_mean=staleness[0],
+            staleness_max=staleness[1],
+            discarded=self.master.discarded if self.master is not None else 0,  # a policy's
+            stopped=self.master.restarts if self.master is not None else 0,  # a policy's stops
+            **extra,
+        )
         hist = Counter(self.master.histogram) if self.master is not None else Counter()
         self._pending.append((x.detach().clone(), columns, hist))
         self._pending_bytes += x.numel() * x.element_size()
@@ -118,9 +143,13 @@ class Recorder:
         epoch = columns["epoch"]
         row = dict(self.columns)
         row.update(columns)
-        row.update(train_loss=metrics["train_loss"], train_acc=metrics["train_acc"],
-                   test_loss=metrics["test_loss"], test_acc=metrics["test_acc"],
-                   opt_gap=(metrics["train_loss"] - self.f_star) if self.f_star is not None else float("nan"))
+        row.update(
+            train_loss=metrics["train_loss"],
+            train_acc=metrics["train_acc"],
+            test_loss=metrics["test_loss"],
+            test_acc=metrics["test_acc"],
+            opt_gap=(metrics["train_loss"] - self.f_star) if self.f_star is not None else float("nan"),
+        )
         self.rows.append(row)
         self._histogram_at_row = hist  # the histogram this row's updates produced
         self._bar.set_postfix(loss=f"{metrics['train_loss']:.4g}", acc=f"{metrics['test_acc']:.3f}", refresh=False)

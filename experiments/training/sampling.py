@@ -1,4 +1,5 @@
 """Seeded minibatch streams over a training set (no DataLoader, no worker processes)."""
+
 from __future__ import annotations
 
 import torch
@@ -42,12 +43,12 @@ class BatchStream:
         pos = self._pos
         if pos + b < self.num_train:  # the common case: inside the current permutation
             self._pos = pos + b
-            return torch.from_numpy(self._perm[pos:pos + b])
+            return torch.from_numpy(self._perm[pos : pos + b])
         parts = []
         need = b
         while need > 0:
             take = min(need, self.num_train - self._pos)
-            parts.append(torch.from_numpy(self._perm[self._pos:self._pos + take]))
+            parts.append(torch.from_numpy(self._perm[self._pos : self._pos + take]))
             self._pos += take
             need -= take
             if self._pos == self.num_train:

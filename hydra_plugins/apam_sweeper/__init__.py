@@ -12,6 +12,7 @@ batch is composed by the base class's check before it is launched.
 ``experiments.sweeps.OUTCOME`` holds the counts of the last sweep in this process (``jobs``, ``failed``: jobs that
 raised or returned ``failed``), which the entry point turns into its exit code.
 """
+
 import hashlib
 import os
 import sys
@@ -39,15 +40,17 @@ class CheckedSweeper(Sweeper):
     def __init__(self, max_batch_size: int | None = None, params: dict[str, str] | None = None) -> None:
         super().__init__()
         if params:
-            raise ValueError("hydra.sweeper.params: not supported by the checked sweeper; give sweeps on the "
-                             "command line")
+            raise ValueError(
+                "hydra.sweeper.params: not supported by the checked sweeper; give sweeps on the command line"
+            )
         self.max_batch_size = max_batch_size
         self.launcher = None
 
     def setup(self, *, hydra_context, task_function, config) -> None:
         self.hydra_context, self.config = hydra_context, config
-        self.launcher = Plugins.instance().instantiate_launcher(hydra_context=hydra_context,
-                                                                task_function=task_function, config=config)
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config
+        )
 
     def sweep(self, arguments):
         from experiments.settings.compose import job_overrides  # the harness, imported when a sweep runs
@@ -60,7 +63,7 @@ class CheckedSweeper(Sweeper):
         OUTCOME.clear()
         OUTCOME.update(jobs=len(jobs), failed=0)
         for start in range(0, len(jobs), max(1, n)):
-            batch = jobs[start:start + max(1, n)]
+            batch = jobs[start : start + max(1, n)]
             if not checked:
                 self.validate_batch_is_legal(batch)
             results = self.launcher.launch(batch, initial_job_idx=start)

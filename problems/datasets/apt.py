@@ -30,8 +30,16 @@ def apt_disabled_reason() -> str | None:
 def _run(args: list[str]) -> subprocess.CompletedProcess:
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     try:
-        return subprocess.run(args, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, timeout=APT_TIMEOUT_S, check=False)
+        return subprocess.run(
+            args,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=APT_TIMEOUT_S,
+            check=False,
+        )
     except subprocess.TimeoutExpired as e:
         return subprocess.CompletedProcess(args, 124, stdout=f"timed out after {e.timeout:.0f} s")
     except OSError as e:
@@ -59,8 +67,10 @@ def apt_install(package: str) -> str | None:
     if r.returncode != 0:
         u = _run([apt, "update", "-q"])
         if u.returncode != 0:
-            return (f"`apt-get install -y {package}` failed ({_last_line(r.stdout)}) and `apt-get update` failed "
-                    f"(exit {u.returncode}: {_last_line(u.stdout)})")
+            return (
+                f"`apt-get install -y {package}` failed ({_last_line(r.stdout)}) and `apt-get update` failed "
+                f"(exit {u.returncode}: {_last_line(u.stdout)})"
+            )
         r = _run([apt, "install", "-y", "-q", "--no-install-recommends", package])
     if r.returncode != 0:
         return f"`apt-get install -y {package}` failed (exit {r.returncode}: {_last_line(r.stdout)})"

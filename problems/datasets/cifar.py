@@ -33,10 +33,12 @@ def _unpickle(path: Path, shown: str) -> object:
         if looks_like_html(head):
             raise DataError(f"{shown}: an HTML page, not a CIFAR-10 pickle (a failed download?)")
         try:
-            return pickle.load(f, encoding="latin1")   # as torchvision reads it
+            return pickle.load(f, encoding="latin1")  # as torchvision reads it
         except Exception as e:  # noqa: BLE001 -- UnpicklingError, EOFError, ValueError, ...: all mean corrupt
-            raise DataError(f"{shown}: not a readable CIFAR-10 pickle, truncated or corrupt "
-                            f"({type(e).__name__}: {one_line(e, 100)})") from None
+            raise DataError(
+                f"{shown}: not a readable CIFAR-10 pickle, truncated or corrupt "
+                f"({type(e).__name__}: {one_line(e, 100)})"
+            ) from None
 
 
 def verify_batch(path: Path, shown: str | None = None) -> int:
@@ -92,8 +94,10 @@ def verify_folder(folder: Path, shown: str | None = None, hint: str = "") -> dic
 
 def how_to_get(root: Path) -> str:
     """The part of an error message that says how to get CIFAR-10 under `root`."""
-    return (f"download {URL} and put it at {Path(root) / ARCHIVE} (or extract it, giving {Path(root) / FOLDER}/), "
-            f"or let torchvision download it (network), or set APAM_DATA to a folder holding {FOLDER}/")
+    return (
+        f"download {URL} and put it at {Path(root) / ARCHIVE} (or extract it, giving {Path(root) / FOLDER}/), "
+        f"or let torchvision download it (network), or set APAM_DATA to a folder holding {FOLDER}/"
+    )
 
 
 def _torchvision_download(where: Path) -> str | None:
@@ -121,7 +125,7 @@ def stage_cifar10(root: Path, *, download: bool = True) -> Path:
         return dest
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(root / ".cifar-10.lock")), scratch_dir(root, ".cifar-10-staging-") as scratch:
-        if dest.is_dir():   # staged by another process while we waited for the lock
+        if dest.is_dir():  # staged by another process while we waited for the lock
             verify_folder(dest, hint=f". Get it: {how_to_get(root)}")
             return dest
         notes = []
@@ -132,8 +136,10 @@ def stage_cifar10(root: Path, *, download: bool = True) -> Path:
             try:
                 extract_archive(str(archive), str(scratch))
             except Exception as e:  # noqa: BLE001 -- tarfile.ReadError, EOFError, zlib.error, OSError
-                raise DataError(f"{archive}: not a readable CIFAR-10 archive, truncated or corrupt "
-                                f"({type(e).__name__}: {one_line(e, 100)})") from None
+                raise DataError(
+                    f"{archive}: not a readable CIFAR-10 archive, truncated or corrupt "
+                    f"({type(e).__name__}: {one_line(e, 100)})"
+                ) from None
             verify_folder(scratch / FOLDER, f"{archive}:{FOLDER}")
         elif download:
             why = _torchvision_download(scratch)
@@ -144,7 +150,8 @@ def stage_cifar10(root: Path, *, download: bool = True) -> Path:
         else:
             notes.append("download disabled")
         if not (scratch / FOLDER).is_dir() or notes:
-            raise DataError(f"CIFAR-10 not found: no {dest} nor {archive} ({'; '.join(notes)}). "
-                            f"Get it: {how_to_get(root)}")
+            raise DataError(
+                f"CIFAR-10 not found: no {dest} nor {archive} ({'; '.join(notes)}). Get it: {how_to_get(root)}"
+            )
         move_into_place(scratch / FOLDER, dest)
     return dest

@@ -36,21 +36,28 @@ FILES = tuple(f for pair in SPLITS.values() for f in pair)
 class IdxDataset:
     """Where one IDX dataset lives and how to get it."""
 
-    key: str                  # our name, e.g. "fashion_mnist"
-    title: str                # for messages, e.g. "Fashion-MNIST"
-    folder: str               # torchvision's class name, which is also its folder under root
-    debian_dir: Path | None   # Debian's folder of *.gz files, None when Debian has no package
+    key: str  # our name, e.g. "fashion_mnist"
+    title: str  # for messages, e.g. "Fashion-MNIST"
+    folder: str  # torchvision's class name, which is also its folder under root
+    debian_dir: Path | None  # Debian's folder of *.gz files, None when Debian has no package
     apt_package: str | None
-    source_hint: str          # where the files can be fetched by hand
+    source_hint: str  # where the files can be fetched by hand
 
 
 FASHION_MNIST = IdxDataset(
-    key="fashion_mnist", title="Fashion-MNIST", folder="FashionMNIST",
-    debian_dir=Path("/usr/share/datasets/fashion-mnist"), apt_package="dataset-fashion-mnist",
+    key="fashion_mnist",
+    title="Fashion-MNIST",
+    folder="FashionMNIST",
+    debian_dir=Path("/usr/share/datasets/fashion-mnist"),
+    apt_package="dataset-fashion-mnist",
     source_hint="http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",
 )
 MNIST = IdxDataset(
-    key="mnist", title="MNIST", folder="MNIST", debian_dir=None, apt_package=None,
+    key="mnist",
+    title="MNIST",
+    folder="MNIST",
+    debian_dir=None,
+    apt_package=None,
     source_hint="https://ossci-datasets.s3.amazonaws.com/mnist/",
 )
 
@@ -75,18 +82,20 @@ def validate_idx(path: Path, name: str | None = None, shown: str | None = None) 
     header_len = 4 + 4 * ndim
     size = path.stat().st_size
     with open(path, "rb") as f:
-        head = f.read(64)   # enough for the header and to recognise an HTML page
+        head = f.read(64)  # enough for the header and to recognise an HTML page
         magic = int.from_bytes(head[:4], "big") if len(head) >= 4 else None
         if magic != magic_want:
             if looks_like_html(head):
                 raise DataError(f"{shown}: an HTML page, not an IDX file (a failed download?)")
             if magic is None:
                 raise DataError(f"{shown}: truncated IDX file ({size} bytes)")
-            raise DataError(f"{shown}: IDX magic number {magic} is not {magic_want} "
-                            f"({'images' if images else 'labels'}); not a {name} file")
+            raise DataError(
+                f"{shown}: IDX magic number {magic} is not {magic_want} "
+                f"({'images' if images else 'labels'}); not a {name} file"
+            )
         if len(head) < header_len:
             raise DataError(f"{shown}: truncated IDX header ({size} bytes)")
-        dims = [int.from_bytes(head[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
+        dims = [int.from_bytes(head[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim)]
         n = dims[0]
         if images and dims[1:] != [IMAGE_SIDE, IMAGE_SIDE]:
             raise DataError(f"{shown}: images are {dims[1]}x{dims[2]}, expected {IMAGE_SIDE}x{IMAGE_SIDE}")
@@ -157,8 +166,9 @@ def how_to_get(ds: IdxDataset, raw: Path) -> str:
     return "; ".join(ways)
 
 
-def stage_idx(ds: IdxDataset, root: Path, *, debian_dir: Path | None = None, apt_package: str | None = None,
-              download: bool = True) -> Path:
+def stage_idx(
+    ds: IdxDataset, root: Path, *, debian_dir: Path | None = None, apt_package: str | None = None, download: bool = True
+) -> Path:
     """Make the four IDX files of `ds` present and valid under `root/<folder>/raw/`; return that folder.
 
     Sources, per missing file, in order: the decompressed file already in `raw/`; its `.gz` in `raw/`; the `.gz` in
@@ -170,7 +180,7 @@ def stage_idx(ds: IdxDataset, root: Path, *, debian_dir: Path | None = None, apt
     """
     root = Path(root)
     raw = root / ds.folder / "raw"
-    if all((raw / f).is_file() for f in FILES):   # fast path: nothing to write, works on a read-only root
+    if all((raw / f).is_file() for f in FILES):  # fast path: nothing to write, works on a read-only root
         _check_pairs({f: (validate_idx(raw / f), str(raw / f)) for f in FILES})
         return raw
     root.mkdir(parents=True, exist_ok=True)
@@ -218,8 +228,7 @@ def stage_idx(ds: IdxDataset, root: Path, *, debian_dir: Path | None = None, apt
         if missing:
             detail = f" ({'; '.join(notes)})" if notes else ""
             lacks = "has none of the four IDX files" if len(missing) == len(FILES) else f"lacks {', '.join(missing)}"
-            raise DataError(f"{ds.title} not found: {raw} {lacks}{detail}. "
-                            f"Get it: {how_to_get(ds, raw)}")
+            raise DataError(f"{ds.title} not found: {raw} {lacks}{detail}. Get it: {how_to_get(ds, raw)}")
         _check_pairs(counts)
         raw.mkdir(parents=True, exist_ok=True)
         for f, path in found.items():

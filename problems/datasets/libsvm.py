@@ -21,11 +21,11 @@ import scipy.sparse as sp
 
 from .files import DataError, one_line, stat_signature
 
-LABEL_SETS = ((-1, 1), (0, 1), (1, 2))   # accepted binary label pairs, each mapped to (0, 1)
-LOCATE_LINE_MAX_BYTES = 64 << 20         # look for the bad line (by bisection) only in files up to this size
-MEMORY_FRACTION = 0.5   # a problem's dense vectors plus its data may take at most this share of the machine's memory
-DENSE_VECTORS = 8       # float64-sized dense vectors of the model's width a run holds at once (x, gradient, the
-                        # rule's m, v and vhat, a worker's copy of x and its gradient, the optimum's x*)
+LABEL_SETS = ((-1, 1), (0, 1), (1, 2))  # accepted binary label pairs, each mapped to (0, 1)
+LOCATE_LINE_MAX_BYTES = 64 << 20  # look for the bad line (by bisection) only in files up to this size
+MEMORY_FRACTION = 0.5  # a problem's dense vectors plus its data may take at most this share of the machine's memory
+DENSE_VECTORS = 8  # float64-sized dense vectors of the model's width a run holds at once (x, gradient, the
+# rule's m, v and vhat, a worker's copy of x and its gradient, the optimum's x*)
 
 
 @dataclass
@@ -69,7 +69,7 @@ def _first_bad_line(path: Path, kw: dict) -> int | None:
 
     if parses(len(lines)):
         return None
-    lo, hi = 0, len(lines)   # lines[:lo] parse, lines[:hi] fail
+    lo, hi = 0, len(lines)  # lines[:lo] parse, lines[:hi] fail
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if parses(mid) else (lo, mid)
@@ -123,10 +123,12 @@ def check_fits(shown: str, n_features: int, data_bytes: int = 0, memory: int | N
         return
     need = DENSE_VECTORS * 8 * int(n_features) + int(data_bytes)
     if need > MEMORY_FRACTION * memory:
-        raise DataError(f"{shown}: {int(n_features):,} features (the largest feature index) would need about "
-                        f"{need / 2**30:.3g} GiB for the model's dense vectors and the data, more than "
-                        f"{MEMORY_FRACTION:g} of this machine's {memory / 2**30:.3g} GiB; check the file's indices "
-                        "or set problem.n_features")
+        raise DataError(
+            f"{shown}: {int(n_features):,} features (the largest feature index) would need about "
+            f"{need / 2**30:.3g} GiB for the model's dense vectors and the data, more than "
+            f"{MEMORY_FRACTION:g} of this machine's {memory / 2**30:.3g} GiB; check the file's indices "
+            "or set problem.n_features"
+        )
 
 
 def _csr_bytes(x) -> int:
@@ -143,8 +145,13 @@ def _check_readable(f: Path) -> None:
     except OSError as e:
         raise DataError(f"{f}: cannot read this LIBSVM file ({e.strerror})") from None
     if not stat.S_ISREG(st.st_mode):
-        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a named pipe" if stat.S_ISFIFO(st.st_mode) else \
-            "a special file"
+        kind = (
+            "a folder"
+            if stat.S_ISDIR(st.st_mode)
+            else "a named pipe"
+            if stat.S_ISFIFO(st.st_mode)
+            else "a special file"
+        )
         raise DataError(f"{f}: {kind}, not a LIBSVM file; give a regular file (problem.path=...)")
     if not os.access(f, os.R_OK):
         raise DataError(f"{f}: cannot read this LIBSVM file (permission denied)")
@@ -180,9 +187,14 @@ def _parse(files: list[Path], kw: dict, cache: Path | None) -> list:
     if cache is not None and cache.is_file():
         try:
             with np.load(cache) as z:
-                return [m for i in range(len(files)) for m in (
-                    sp.csr_matrix((z[f"data{i}"], z[f"indices{i}"], z[f"indptr{i}"]), shape=tuple(z[f"shape{i}"])),
-                    z[f"y{i}"])]
+                return [
+                    m
+                    for i in range(len(files))
+                    for m in (
+                        sp.csr_matrix((z[f"data{i}"], z[f"indices{i}"], z[f"indptr{i}"]), shape=tuple(z[f"shape{i}"])),
+                        z[f"y{i}"],
+                    )
+                ]
         except Exception:  # noqa: BLE001, S110 -- an unreadable cache is parsed again and rewritten
             pass
     from sklearn.datasets import load_svmlight_files  # lazy: scikit-learn only for LIBSVM files
@@ -195,8 +207,15 @@ def _parse(files: list[Path], kw: dict, cache: Path | None) -> list:
         arrays = {}
         for i, (x, y) in enumerate(zip(loaded[0::2], loaded[1::2])):
             x = sp.csr_matrix(x)
-            arrays.update({f"data{i}": x.data, f"indices{i}": x.indices, f"indptr{i}": x.indptr,
-                           f"shape{i}": np.asarray(x.shape), f"y{i}": y})
+            arrays.update(
+                {
+                    f"data{i}": x.data,
+                    f"indices{i}": x.indices,
+                    f"indptr{i}": x.indptr,
+                    f"shape{i}": np.asarray(x.shape),
+                    f"y{i}": y,
+                }
+            )
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)
             tmp = cache.with_name(f".{cache.stem}.{os.getpid()}.tmp.npz")
@@ -207,9 +226,15 @@ def _parse(files: list[Path], kw: dict, cache: Path | None) -> list:
     return loaded
 
 
-def load_libsvm(path: str | Path, n_features: int | None = None, zero_based: bool | str = "auto",
-                test_path: str | Path | None = None, *, dtype=np.float32,
-                cache_dir: str | Path | None = None) -> LibsvmData:
+def load_libsvm(
+    path: str | Path,
+    n_features: int | None = None,
+    zero_based: bool | str = "auto",
+    test_path: str | Path | None = None,
+    *,
+    dtype=np.float32,
+    cache_dir: str | Path | None = None,
+) -> LibsvmData:
     """Load a binary LIBSVM file (and optionally its test file) with labels mapped to {0, 1}.
 
     Uses `sklearn.datasets.load_svmlight_files` on train and test together, so both get the same number of
@@ -240,19 +265,27 @@ def load_libsvm(path: str | Path, n_features: int | None = None, zero_based: boo
             raise DataError(f"{f}: no examples in this LIBSVM file")
     pair = _label_map(ys[0], str(files[0]))
     if pair is None:
-        raise DataError(f"{files[0]}: labels {np.unique(ys[0])[:10].tolist()} are not binary "
-                        f"(expected one of {{-1,+1}}, {{0,1}}, {{1,2}})")
+        raise DataError(
+            f"{files[0]}: labels {np.unique(ys[0])[:10].tolist()} are not binary "
+            f"(expected one of {{-1,+1}}, {{0,1}}, {{1,2}})"
+        )
     if np.unique(ys[0]).size < 2:
-        raise DataError(f"{files[0]}: every example has label {ys[0][0]:g}; a binary problem needs training "
-                        "examples of both classes")
+        raise DataError(
+            f"{files[0]}: every example has label {ys[0][0]:g}; a binary problem needs training "
+            "examples of both classes"
+        )
     if sp.csr_matrix(xs[0]).count_nonzero() == 0:
-        raise DataError(f"{files[0]}: no nonzero feature value in any example (labels only); a LIBSVM line is "
-                        "'label index:value ...'")
+        raise DataError(
+            f"{files[0]}: no nonzero feature value in any example (labels only); a LIBSVM line is "
+            "'label index:value ...'"
+        )
     if len(files) == 2:
         both = _label_map(np.concatenate(ys), f"{files[0]} and {files[1]}")
         if both is None:
-            raise DataError(f"{files[1]}: labels {np.unique(ys[1])[:10].tolist()} do not match the training "
-                            f"file's {np.unique(ys[0]).tolist()} (one of {{-1,+1}}, {{0,1}}, {{1,2}} expected)")
+            raise DataError(
+                f"{files[1]}: labels {np.unique(ys[1])[:10].tolist()} do not match the training "
+                f"file's {np.unique(ys[0]).tolist()} (one of {{-1,+1}}, {{0,1}}, {{1,2}} expected)"
+            )
         pair = both
     ys01 = [(y == pair[1]).astype(np.int64) for y in ys]
     xs = [sp.csr_matrix(x) for x in xs]
@@ -260,12 +293,19 @@ def load_libsvm(path: str | Path, n_features: int | None = None, zero_based: boo
         bad = ~np.isfinite(x.data)
         if bad.any():  # rows of the non-finite entries, 1-based like the file's lines (comment lines aside)
             row = int(np.searchsorted(x.indptr, int(np.flatnonzero(bad)[0]), side="right"))
-            raise DataError(f"{f}: {int(bad.sum())} non-finite feature value(s) (nan/inf), the first in example "
-                            f"{row}; a LIBSVM file must hold finite numbers")
+            raise DataError(
+                f"{f}: {int(bad.sum())} non-finite feature value(s) (nan/inf), the first in example "
+                f"{row}; a LIBSVM file must hold finite numbers"
+            )
     has_test = len(files) == 2
     return LibsvmData(
-        train_x=xs[0], train_y=ys01[0],
-        test_x=xs[1] if has_test else xs[0], test_y=ys01[1] if has_test else ys01[0],
-        has_test=has_test, n_features=int(xs[0].shape[1]), label_values=pair,
-        path=files[0], test_path=files[1] if has_test else None,
+        train_x=xs[0],
+        train_y=ys01[0],
+        test_x=xs[1] if has_test else xs[0],
+        test_y=ys01[1] if has_test else ys01[0],
+        has_test=has_test,
+        n_features=int(xs[0].shape[1]),
+        label_values=pair,
+        path=files[0],
+        test_path=files[1] if has_test else None,
     )

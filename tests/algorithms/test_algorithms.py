@@ -58,9 +58,7 @@ def test_torch_variant_matches_torch_adam_amsgrad(dtype, ours, impl, lr, beta1, 
         grads[0][:] = 1.0
 
     p = x0.clone().requires_grad_(True)
-    opt = torch.optim.Adam(
-        [p], lr=lr, betas=(beta1, beta2), eps=eps, amsgrad=True, foreach=(impl == "foreach")
-    )
+    opt = torch.optim.Adam([p], lr=lr, betas=(beta1, beta2), eps=eps, amsgrad=True, foreach=(impl == "foreach"))
     rule = build_rule("amsgrad", variant="torch", lr=lr, beta1=beta1, beta2=beta2, eps=eps, impl=ours)
     x = x0.clone()
     state = rule.init(x)
@@ -261,8 +259,10 @@ def test_paper_variant_positive_eps_enters_the_denominator(paper_impl):
     assert x.item() == pytest.approx(-0.4 / 4.5, rel=1e-15)
 
 
-@pytest.mark.parametrize("variant,impl", [("paper", "eager"), ("paper", "compiled"), ("paper", "native"),
-                                          ("torch", "eager"), ("torch", "fused")])
+@pytest.mark.parametrize(
+    "variant,impl",
+    [("paper", "eager"), ("paper", "compiled"), ("paper", "native"), ("torch", "eager"), ("torch", "fused")],
+)
 def test_vhat_never_decreases_and_is_the_running_max_of_v(variant, impl):
     d = 200
     gen = torch.Generator().manual_seed(9)
@@ -351,13 +351,16 @@ def test_compile_failure_warns_and_steps_eagerly_under_auto_and_raises_when_aske
     def broken():
         def kernel(*args):
             raise RuntimeError("no C++ compiler")
+
         return kernel
 
     monkeypatch.setattr(amsgrad_module, "_compiled_paper_kernel", broken)
     monkeypatch.setattr(amsgrad_module.native, "_LOADED", {"error": "no C compiler"})  # auto goes to compiled
     g = torch.randn(2**17, generator=torch.Generator().manual_seed(13))
-    auto, eager = build_rule("amsgrad", variant="paper", lr=0.1), build_rule("amsgrad", variant="paper", lr=0.1,
-                                                                             impl="eager")
+    auto, eager = (
+        build_rule("amsgrad", variant="paper", lr=0.1),
+        build_rule("amsgrad", variant="paper", lr=0.1, impl="eager"),
+    )
     xa, xe = torch.ones(2**17), torch.ones(2**17)
     with pytest.warns(RuntimeWarning, match="C kernel is unavailable"):
         sa = auto.init(xa)
@@ -370,8 +373,10 @@ def test_compile_failure_warns_and_steps_eagerly_under_auto_and_raises_when_aske
     assert auto.init(torch.ones(2**17)).impl == "eager"  # the rule does not try again
     # with the C kernel there, a failed compile falls back to it (the same bits as eager with eps = 0)
     monkeypatch.setattr(amsgrad_module.native, "_LOADED", {})
-    auto2, eager2 = build_rule("amsgrad", variant="paper", lr=0.1), build_rule("amsgrad", variant="paper", lr=0.1,
-                                                                               impl="eager")
+    auto2, eager2 = (
+        build_rule("amsgrad", variant="paper", lr=0.1),
+        build_rule("amsgrad", variant="paper", lr=0.1, impl="eager"),
+    )
     gh = torch.randn(2**19, generator=torch.Generator().manual_seed(14))
     xa2, xe2 = torch.ones(2**19), torch.ones(2**19)
     sa2, se2 = auto2.init(xa2), eager2.init(xe2)

@@ -1,5 +1,6 @@
 """What experiments.analysis reads from the runs' own files: staleness histograms against the simulated twin's,
 emulated waits' lateness and real gradients' time, the step sizes of the configs, the master's saturation P*."""
+
 import math
 
 import pandas as pd
@@ -12,14 +13,26 @@ from experiments.analysis.staleness import histograms, staleness_tv
 
 
 def test_staleness_tv_compares_each_measured_histogram_with_its_simulated_twin(tmp_path):
-    base = {"problem": "q", "algorithm": "apam", "workers": 4, "compute": "emulated", "compute_base_s": 0.05,
-            "status": "ok", "seed": 0}
-    ok = pd.DataFrame([{**base, "run_id": "sim", "clock": "simulated", "engine": "simulated",
-                        "transport": "shared_memory"},
-                       {**base, "run_id": "shm", "clock": "wall", "engine": "shared_memory", "transport": None},
-                       {**base, "run_id": "gloo", "clock": "wall", "engine": "distributed", "transport": None}])
-    hists = pd.DataFrame([("sim", 3, 100), ("shm", 2, 20), ("shm", 3, 60), ("shm", 4, 20), ("gloo", 3, 10)],
-                         columns=["run_id", "staleness", "count"])
+    base = {
+        "problem": "q",
+        "algorithm": "apam",
+        "workers": 4,
+        "compute": "emulated",
+        "compute_base_s": 0.05,
+        "status": "ok",
+        "seed": 0,
+    }
+    ok = pd.DataFrame(
+        [
+            {**base, "run_id": "sim", "clock": "simulated", "engine": "simulated", "transport": "shared_memory"},
+            {**base, "run_id": "shm", "clock": "wall", "engine": "shared_memory", "transport": None},
+            {**base, "run_id": "gloo", "clock": "wall", "engine": "distributed", "transport": None},
+        ]
+    )
+    hists = pd.DataFrame(
+        [("sim", 3, 100), ("shm", 2, 20), ("shm", 3, 60), ("shm", 4, 20), ("gloo", 3, 10)],
+        columns=["run_id", "staleness", "count"],
+    )
     tv = staleness_tv(ok, hists).set_index("engine")["tau hist TV"]
     assert tv["shared_memory"] == pytest.approx(0.4)  # 0.5 * (0.2 + 0.4 + 0.2)
     assert "distributed" not in tv  # its twin would be a simulated_distributed run, which is absent
@@ -34,8 +47,9 @@ def test_staleness_tv_compares_each_measured_histogram_with_its_simulated_twin(t
 def test_lateness_is_the_median_overshoot_of_emulated_waits_and_grad_the_real_compute_time(tmp_path):
     run = tmp_path / "runs" / "r1"
     run.mkdir(parents=True)
-    (run / "compute_times.csv").write_text("worker,index,compute_s,target_s\n0,0,0.0021,0.002\n0,1,0.0023,0.002\n"
-                                           "0,2,0.0022,0.002\n")
+    (run / "compute_times.csv").write_text(
+        "worker,index,compute_s,target_s\n0,0,0.0021,0.002\n0,1,0.0023,0.002\n0,2,0.0022,0.002\n"
+    )
     real = tmp_path / "runs" / "r2"
     real.mkdir()
     (real / "compute_times.csv").write_text("worker,index,compute_s,target_s\n0,0,0.0001,\n")

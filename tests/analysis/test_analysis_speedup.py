@@ -1,5 +1,6 @@
 """speedup.csv (experiments.analysis.speedup): T(1)/T(P) per group, efficiency, failed runs left out, time-to-target
 only where reached; ``python -m experiments.aggregate DIR`` writes it."""
+
 import math
 
 import pandas as pd
@@ -10,10 +11,25 @@ from experiments.analysis.speedup import mean_speedup, speedup_table
 
 
 def _row(alg, p, tpe, ttt, seed=0, status="ok", engine="simulated"):
-    return {"experiment": "e", "problem": "q", "algorithm": alg, "engine": engine, "clock": "simulated",
-            "delay_model": "timing", "max_delay": 0, "straggler_sigma": 0.0, "straggler_slowdown": 1.0,
-            "batch_size": 64, "workers": p, "seed": seed, "time_per_epoch_s": tpe, "time_to_target_s": ttt,
-            "final_train_loss": 0.3, "final_test_acc": 0.9, "status": status}
+    return {
+        "experiment": "e",
+        "problem": "q",
+        "algorithm": alg,
+        "engine": engine,
+        "clock": "simulated",
+        "delay_model": "timing",
+        "max_delay": 0,
+        "straggler_sigma": 0.0,
+        "straggler_slowdown": 1.0,
+        "batch_size": 64,
+        "workers": p,
+        "seed": seed,
+        "time_per_epoch_s": tpe,
+        "time_to_target_s": ttt,
+        "final_train_loss": 0.3,
+        "final_test_acc": 0.9,
+        "status": status,
+    }
 
 
 def test_speedup_and_efficiency_against_p1_mean_over_seeds():

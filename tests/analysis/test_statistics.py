@@ -1,5 +1,6 @@
 """Bootstrap intervals, shared ranks and identical runs (experiments.analysis.statistics), and async_methods'
 comparison table that uses them (experiments.analysis.comparisons)."""
+
 import math
 
 import numpy as np
@@ -58,19 +59,36 @@ def _runs(losses: dict, seeds=(0, 1, 2)):
     rows = []
     for alg, per_seed in losses.items():
         for s, (loss, t) in zip(seeds, per_seed):
-            rows.append({"run_id": f"{alg}-{s}", "algorithm": alg, "seed": s, "final_train_loss": loss, "time_s": t,
-                             "updates": 100, "gradients": 100, "time_to_target_s": t / 2})
+            rows.append(
+                {
+                    "run_id": f"{alg}-{s}",
+                    "algorithm": alg,
+                    "seed": s,
+                    "final_train_loss": loss,
+                    "time_s": t,
+                    "updates": 100,
+                    "gradients": 100,
+                    "time_to_target_s": t / 2,
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def test_identical_runs_are_found_to_the_last_bit():
     same = [(0.3, 1.0), (0.31, 1.1), (0.29, 0.9)]
-    runs = _runs({"apam": same, "apam_mishchenko": same, "apam_ringmaster": same,
-                  "async_sgd": [(0.3, 1.0), (0.31, 1.1), (0.29 + 1e-15, 0.9)]})  # one bit off on one seed
+    runs = _runs(
+        {
+            "apam": same,
+            "apam_mishchenko": same,
+            "apam_ringmaster": same,
+            "async_sgd": [(0.3, 1.0), (0.31, 1.1), (0.29 + 1e-15, 0.9)],
+        }
+    )  # one bit off on one seed
     assert identical_groups(runs) == [["apam", "apam_mishchenko", "apam_ringmaster"]]
     # traces tell runs apart that the summary does not
-    traces = pd.DataFrame([{"run_id": r, "time_s": 0.5, "train_loss": 0.5 + (r == "apam_ringmaster-1") * 1e-9}
-                           for r in runs["run_id"]])
+    traces = pd.DataFrame(
+        [{"run_id": r, "time_s": 0.5, "train_loss": 0.5 + (r == "apam_ringmaster-1") * 1e-9} for r in runs["run_id"]]
+    )
     assert identical_groups(runs, traces=traces) == [["apam", "apam_mishchenko"]]
     assert identical_groups(runs.iloc[:3]) == []
 

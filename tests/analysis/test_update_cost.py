@@ -1,5 +1,6 @@
 """The update-cost table (experiments/analysis/update_cost.py) and the benchmark that writes it
 (benchmarks/bench_update_cost.py), on a tiny dimension."""
+
 from __future__ import annotations
 
 import importlib.util

@@ -1,6 +1,7 @@
 """The tests never touch the user's calibration (tests/conftest.py gives the session a cache home of its own): a run
 that measures a cost writes it under the cache home it is given, and the user's calibration folder is left as it
 was, byte for byte."""
+
 import os
 import subprocess
 import sys
@@ -48,8 +49,13 @@ def test_the_session_has_a_cache_home_of_its_own():
     assert os.environ["XDG_CACHE_HOME"] == str(SESSION_CACHE) and "APAM_CALIBRATION" not in os.environ
     assert SESSION_CACHE in cal_mod.machine_path().parents
     # and every process a test starts inherits it
-    out = subprocess.run([sys.executable, "-c", "from experiments.clock.calibration import machine_path; "
-                          "print(machine_path())"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", "from experiments.clock.calibration import machine_path; print(machine_path())"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert SESSION_CACHE in Path(out.strip()).parents
 
 
@@ -66,9 +72,21 @@ def test_a_run_that_measures_writes_under_the_cache_home_it_is_given(tmp_path, m
         monkeypatch.delenv("XDG_CACHE_HOME")
     expected = (cache if xdg else home / ".cache") / "apam-harness"
     # every cost fixed but the master's update: the run measures that one (cheap) and stores it
-    settings = settings_for(pinned([f"results_dir={tmp_path}", "batch_size=8", "algorithm=async_sgd",
-                                    "algorithm.lr=0.05", "workers=1", "updates=20", f"engine.costs.grad_s={GRAD}",
-                                    f"engine.costs.latency_s={LAT}", f"engine.costs.overhead_s={OVER}"]))
+    settings = settings_for(
+        pinned(
+            [
+                f"results_dir={tmp_path}",
+                "batch_size=8",
+                "algorithm=async_sgd",
+                "algorithm.lr=0.05",
+                "workers=1",
+                "updates=20",
+                f"engine.costs.grad_s={GRAD}",
+                f"engine.costs.latency_s={LAT}",
+                f"engine.costs.overhead_s={OVER}",
+            ]
+        )
+    )
     problem = QuadraticProblem()
     result = run_engine(problem, plain_rule(settings), settings, recorder_for(problem, settings, "simulated"))
     assert result.updates == 20

@@ -1,6 +1,7 @@
 """The cost model's layers: the machine's calibration file (reuse, keys, spread; clock/calibration.py), the
 measurements (clock/measure.py), the run's cost model from its settings and the file (clock/resolve.py) and the
 closed form (clock/costmodel.py)."""
+
 import json
 import math
 
@@ -53,8 +54,11 @@ def test_message_terms_are_keyed_by_engine_hand_off_and_dimension_not_by_rule(tm
     problem = QuadraticProblem()
     path = tmp_path / "cal.json"
     # (transport, modelled hand-off) -> (latency, overhead, idle overhead); shared_memory's hand-offs calibrated apart
-    terms = {("shared_memory", "block"): (1e-5, 2e-5, 3e-5), ("shared_memory", "spin"): (5e-6, 6e-6, 7e-6),
-             ("distributed", None): (4e-5, 8e-5, 9e-5)}
+    terms = {
+        ("shared_memory", "block"): (1e-5, 2e-5, 3e-5),
+        ("shared_memory", "spin"): (5e-6, 6e-6, 7e-6),
+        ("distributed", None): (4e-5, 8e-5, 9e-5),
+    }
     entries = {}
     for (t, h), (lat_s, over_s, idle_s) in terms.items():
         lat, over = message_keys(t, problem.dim, h)
@@ -78,8 +82,9 @@ def test_message_terms_are_keyed_by_engine_hand_off_and_dimension_not_by_rule(tm
             assert (c.latency_s, c.overhead_s, c.overhead_idle_s) == (lat, over, idle)
             assert c.spread == {"latency_s": 0.1, "overhead_s": 0.2, "overhead_idle_s": 0.3}
     # handoff=auto on a core for every process (the pinned clock): the spinning hand-off's terms, as the engine spins
-    auto = cost_model(_costs(*fixed, extra=["engine.handoff=auto"]), problem, build_rule("sgd", lr=0.1),
-                      Calibration(path))
+    auto = cost_model(
+        _costs(*fixed, extra=["engine.handoff=auto"]), problem, build_rule("sgd", lr=0.1), Calibration(path)
+    )
     assert (auto.latency_s, auto.overhead_s) == terms["shared_memory", "spin"][:2]
     assert message_keys("shared_memory", 8) == message_keys("shared_memory", 8, "block")  # block: the default
     assert "sgd" not in message_keys("shared_memory", 8)[0] and "d=8" in message_keys("shared_memory", 8)[0]
@@ -99,13 +104,20 @@ def test_fixed_costs_never_touch_the_calibration_file(tmp_path):
     rule = build_rule("sgd", lr=0.1)
     c = cost_model(_costs(*fixed), QuadraticProblem(), rule, Calibration(path))
     # a split sync round of 8 over 3 workers: minibatches of 3, 3, 2, priced linearly from grad_s at batch_size 8
-    split = cost_model(_costs(*fixed, extra=["algorithm=sync_amsgrad", "workers=3"]), QuadraticProblem(), rule,
-                       Calibration(path))
+    split = cost_model(
+        _costs(*fixed, extra=["algorithm=sync_amsgrad", "workers=3"]), QuadraticProblem(), rule, Calibration(path)
+    )
     assert not path.exists()
     assert c.grad == {8: 2e-3} and split.grad == {2: pytest.approx(5e-4), 3: pytest.approx(7.5e-4)}
     assert c.transport == split.transport == "config"
-    assert c.as_dict(8) == {"grad_s": 2e-3, "update_s": 1e-6, "latency_s": 3e-6, "overhead_s": 4e-6,
-                            "master_s": pytest.approx(5e-6), "overhead_idle_s": 4e-6}  # fixed overhead: both
+    assert c.as_dict(8) == {
+        "grad_s": 2e-3,
+        "update_s": 1e-6,
+        "latency_s": 3e-6,
+        "overhead_s": 4e-6,
+        "master_s": pytest.approx(5e-6),
+        "overhead_idle_s": 4e-6,
+    }  # fixed overhead: both
 
 
 def test_calibration_keys_name_the_implementation_that_runs():
@@ -116,8 +128,12 @@ def test_calibration_keys_name_the_implementation_that_runs():
 
     assert key("torch", "auto", 784) == key("torch", "fused", 784) == "amsgrad-torch-fused"
     assert key("torch", "eager", 784) == "amsgrad-torch-eager"
-    assert key("paper", "auto", 784) == key("paper", "auto", 2**17) == key("paper", "native", 784) \
+    assert (
+        key("paper", "auto", 784)
+        == key("paper", "auto", 2**17)
+        == key("paper", "native", 784)
         == "amsgrad-paper-native"
+    )
     assert key("paper", "eager", 784) == "amsgrad-paper-eager"
     assert key("paper", "auto", 2**19) == key("paper", "compiled", 2**17) == "amsgrad-paper-compiled"
     assert rule_calibration_key(build_rule("sgd", lr=0.1), 784) == "sgd"
@@ -132,7 +148,8 @@ def test_closed_form_sync_and_saturation():
     idle = CostModel(grad={10: 1e-3, 3: 3e-4}, update_s=1e-5, latency_s=2e-5, overhead_s=3e-5, overhead_idle_s=7e-5)
     # a waiting master serves the round's first gradient and an unsaturated async worker's: the idle overhead
     assert predicted_time_per_epoch(idle, 4, 10, 100, "sync") == pytest.approx(
-        10 * (2 * 2e-5 + 3e-4 + 7e-5 + 3 * 3e-5 + 1e-5))
+        10 * (2 * 2e-5 + 3e-4 + 7e-5 + 3 * 3e-5 + 1e-5)
+    )
     assert predicted_time_per_epoch(idle, 1, 10, 100, "async") == pytest.approx(10 * (cycle + 4e-5))
     assert saturation_workers(idle, 10) == pytest.approx((cycle + 4e-5) / 4e-5)
     assert predicted_time_per_epoch(idle, 1000, 10, 100, "async") == pytest.approx(10 * 4e-5)  # queued: hot
@@ -157,10 +174,22 @@ def test_a_run_copies_its_costs_into_provenance(tmp_path):
 def test_the_simulated_partner_of_an_emulated_run_costs_its_base(tmp_path):
     from experiments.store.summary import compute_columns
 
-    over = [f"results_dir={tmp_path}", "batch_size=8", "algorithm=async_sgd", "algorithm.lr=0.01",
-            "algorithm.lr_schedule=constant", "workers=4", "updates=100", "engine.compute=emulated",
-            "engine.compute_base_s=0.02", "engine.costs.update_s=1e-5", "engine.costs.latency_s=1e-5",
-            "engine.costs.overhead_s=2e-5", "engine.costs.late_s=1e-4", "eval_every=1"]
+    over = [
+        f"results_dir={tmp_path}",
+        "batch_size=8",
+        "algorithm=async_sgd",
+        "algorithm.lr=0.01",
+        "algorithm.lr_schedule=constant",
+        "workers=4",
+        "updates=100",
+        "engine.compute=emulated",
+        "engine.compute_base_s=0.02",
+        "engine.costs.update_s=1e-5",
+        "engine.costs.latency_s=1e-5",
+        "engine.costs.overhead_s=2e-5",
+        "engine.costs.late_s=1e-4",
+        "eval_every=1",
+    ]
     settings = settings_for(pinned(over))
     assert compute_columns(settings) == {"compute": "emulated", "compute_base_s": 0.02, "transport": "shared_memory"}
     problem = QuadraticProblem()
@@ -187,9 +216,18 @@ def test_shared_memory_message_terms_are_measured_with_the_blocking_handoff(monk
         def run(self, problem, rule, settings, recorder, costs=None):
             e = settings.engine
             seen.setdefault(e.name, []).append((getattr(e, "handoff", None), e.compute, settings.workers))
-            return type("R", (), {"status": "ok", "time_s": 1.0, "timed_samples": 10, "samples": 10,
-                                  "master_busy_s": 0.02,
-                                  "compute_times": [(0, i, 0.01, float("nan")) for i in range(10)]})()
+            return type(
+                "R",
+                (),
+                {
+                    "status": "ok",
+                    "time_s": 1.0,
+                    "timed_samples": 10,
+                    "samples": 10,
+                    "master_busy_s": 0.02,
+                    "compute_times": [(0, i, 0.01, float("nan")) for i in range(10)],
+                },
+            )()
 
     monkeypatch.setattr(measure, "get_engine", lambda name: FakeEngine())
     base = settings_for(["engine.compute=emulated", "engine.compute_base_s=0.5"])  # the run being calibrated
@@ -198,8 +236,10 @@ def test_shared_memory_message_terms_are_measured_with_the_blocking_handoff(monk
         assert measure.p1_latency_s(base, t, 8, updates=10) == pytest.approx(0.035)
     assert seen["shared_memory"] == [("block", "real", 1), ("block", "real", 1)]  # real compute, whatever the run's
     assert seen["distributed"] == [(None, "real", 1), (None, "real", 1)]
-    assert message_keys("shared_memory", 8) == ("latency|shared_memory-block|d=8|net",
-                                                "overhead|shared_memory-block|d=8")
+    assert message_keys("shared_memory", 8) == (
+        "latency|shared_memory-block|d=8|net",
+        "overhead|shared_memory-block|d=8",
+    )
     assert message_keys("distributed", 8) == ("latency|distributed|d=8|net", "overhead|distributed|d=8")
 
 
@@ -232,8 +272,9 @@ def test_a_timing_only_problem_is_probed_once_for_every_size_it_lacks(tmp_path, 
     px, py = fake_images(4, (1, 28, 28), 10, seed=0)
     timing = TimingOnlyCNN(LeNet5, px, py, num_train=100)
     path = tmp_path / "cal.json"
-    path.write_text(json.dumps({"machine": {}, "entries": {
-        grad_key(timing, 4): {"value": 7e-3, "samples": [7e-3], "spread": 0.0}}}))
+    path.write_text(
+        json.dumps({"machine": {}, "entries": {grad_key(timing, 4): {"value": 7e-3, "samples": [7e-3], "spread": 0.0}}})
+    )
     calls, real_probe = [], resolve_mod.probe_grad_samples
 
     def counted(problem, sizes, *a, **k):
@@ -248,12 +289,12 @@ def test_a_timing_only_problem_is_probed_once_for_every_size_it_lacks(tmp_path, 
         return cost_model(_costs(*fixed, batch_size=batch_size, extra=extra), timing, rule, cal)
 
     split = costs(65, "algorithm=sync_amsgrad", "workers=2")  # a split round: minibatches of 33 and 32
-    assert calls == [[32, 33]]                                 # both missing sizes, one process
-    assert costs(4).grad[4] == 7e-3                            # kept from the file
+    assert calls == [[32, 33]]  # both missing sizes, one process
+    assert costs(4).grad[4] == 7e-3  # kept from the file
     one = costs(1)
-    assert calls == [[32, 33], [1]]                            # only the size the file lacked
+    assert calls == [[32, 33], [1]]  # only the size the file lacked
     assert costs(65, "algorithm=sync_amsgrad", "workers=2").grad == split.grad and len(calls) == 2  # reused
-    assert 1e-5 < one.grad[1] < split.grad[32]                 # real LeNet5 gradients: 32 images cost more than 1
+    assert 1e-5 < one.grad[1] < split.grad[32]  # real LeNet5 gradients: 32 images cost more than 1
     assert len(Calibration(path).read()["entries"][grad_key(timing, 33)]["samples"]) == 2
 
 
@@ -271,10 +312,20 @@ def test_lateness_of_long_waits_is_sampled_at_the_cap(monkeypatch):
 GOOD = {"machine": {}, "entries": {"k": {"value": 2.0, "samples": [1.0, 2.0, 3.0], "spread": 1.0}}}
 
 
-@pytest.mark.parametrize("content", [b"\x00\xffgarbage", json.dumps(GOOD).encode()[:-7], b"", b"  \n",
-                                     b"[1, 2]", b'{"entries": []}', b'{"entries": {"k": {"value": "fast"}}}',
-                                     b'{"entries": {"k": {"value": 1.0, "samples": "x"}}}',
-                                     b'{"machine": 3, "entries": {}}'])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"\x00\xffgarbage",
+        json.dumps(GOOD).encode()[:-7],
+        b"",
+        b"  \n",
+        b"[1, 2]",
+        b'{"entries": []}',
+        b'{"entries": {"k": {"value": "fast"}}}',
+        b'{"entries": {"k": {"value": 1.0, "samples": "x"}}}',
+        b'{"machine": 3, "entries": {}}',
+    ],
+)
 def test_a_damaged_calibration_is_set_aside_and_measured_again(tmp_path, capsys, content):
     path = tmp_path / "cal.json"
     path.write_bytes(content)

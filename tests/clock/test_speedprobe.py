@@ -1,5 +1,6 @@
 """The speed probe (experiments/clock/speedprobe.py): a short timed loop whose time a run records beside the
 calibration's, so that a machine running slower than when it was calibrated shows."""
+
 import math
 
 import pytest

@@ -1,5 +1,6 @@
 """Emulated compute on the real engines (engine.compute=emulated): targets met, learning unchanged, overruns
 counted, compute times reported per gradient (experiments/engines/emulation.py)."""
+
 from __future__ import annotations
 
 import math
@@ -38,8 +39,17 @@ class SlowGradQuadratic(QuadraticProblem):
 @pytest.mark.parametrize("engine", ["shared_memory", "distributed"])
 def test_emulated_compute_meets_its_targets_at_p4(tmp_path, engine):
     base = 0.04  # well above a quadratic gradient (microseconds) and the master's work per gradient
-    result, rec, _ = run_real(tmp_path, engine, ["workers=4", "updates=80", "engine.compute=emulated",
-                                                   f"engine.compute_base_s={base}", "delay.law=exponential"])
+    result, rec, _ = run_real(
+        tmp_path,
+        engine,
+        [
+            "workers=4",
+            "updates=80",
+            "engine.compute=emulated",
+            f"engine.compute_base_s={base}",
+            "delay.law=exponential",
+        ],
+    )
     log = result.compute_times
     ratios = [c / t for _, _, c, t in log]
     # every gradient that ended over 10% late is counted once: as an overrun (its computation alone took that long:
@@ -61,8 +71,11 @@ def test_emulated_compute_meets_its_targets_at_p4(tmp_path, engine):
 @pytest.mark.parametrize("engine", ["shared_memory", "distributed"])
 def test_learning_is_unchanged_by_emulation_at_p1(tmp_path, engine):
     real, rreal, _ = run_real(tmp_path / "a", engine, ["workers=1", "updates=40", "eval_every=0.25"])
-    emu, remu, _ = run_real(tmp_path / "b", engine, ["workers=1", "updates=40", "eval_every=0.25",
-                                                       "engine.compute=emulated", "engine.compute_base_s=0.003"])
+    emu, remu, _ = run_real(
+        tmp_path / "b",
+        engine,
+        ["workers=1", "updates=40", "eval_every=0.25", "engine.compute=emulated", "engine.compute_base_s=0.003"],
+    )
     assert [r["train_loss"] for r in rreal.rows] == [r["train_loss"] for r in remu.rows]
     assert real.overruns is None and real.late_wakeups is None
     assert emu.overruns + emu.late_wakeups == sum(c > 1.1 * t for *_, c, t in emu.compute_times)
@@ -75,8 +88,12 @@ def test_learning_is_unchanged_by_emulation_at_p1(tmp_path, engine):
 def test_overruns_are_counted(tmp_path):
     # gradients that really take 10 ms against targets of 1 ms: every one overruns (its computation alone is 10x the
     # target), none is a late wake-up (the worker never waited)
-    result, rec, _ = run_real(tmp_path, "shared_memory", ["workers=2", "updates=20", "engine.compute=emulated",
-                                                            "engine.compute_base_s=0.001"], SlowGradQuadratic(0.01))
+    result, rec, _ = run_real(
+        tmp_path,
+        "shared_memory",
+        ["workers=2", "updates=20", "engine.compute=emulated", "engine.compute_base_s=0.001"],
+        SlowGradQuadratic(0.01),
+    )
     assert result.overruns == 20 == rec.rows[-1]["overruns"]
     assert result.late_wakeups == 0 == rec.rows[-1]["late_wakeups"]
     assert all(c >= 0.01 and t == pytest.approx(0.001) for *_, c, t in result.compute_times)
@@ -109,16 +126,18 @@ def test_emulator_draws_the_law_of_the_simulated_engine(monkeypatch):
     assert math.isnan(t) and code == ON_TIME and c >= 0
     assert math.isnan(_spec(3, None).build(2).finish(time.perf_counter())[1])
     rows = compute_times_rows([(0, 0, 0.5, float("nan")), (1, 0, 0.2, 0.1)])
-    assert rows == [{"worker": 0, "index": 0, "compute_s": 0.5, "target_s": ""},
-                    {"worker": 1, "index": 0, "compute_s": 0.2, "target_s": 0.1}]
+    assert rows == [
+        {"worker": 0, "index": 0, "compute_s": 0.5, "target_s": ""},
+        {"worker": 1, "index": 0, "compute_s": 0.2, "target_s": 0.1},
+    ]
 
 
 def test_expected_late_wake_ups_come_from_the_calibrated_samples():
     """expected_late: per target, the fraction of calibrated lateness samples over 10% of it, summed."""
     samples = [0.0001, 0.0002, 0.0003, 0.002]  # seconds; sorted or not
-    assert expected_late([0.01, 0.01], samples[::-1]) == pytest.approx(2 * 1 / 4)   # threshold 1 ms: one sample
-    assert expected_late([0.0015], samples) == pytest.approx(3 / 4)                  # threshold 0.15 ms: 0.2, 0.3, 2
-    assert expected_late([0.1, float("nan")], samples) == 0.0                         # 10 ms threshold; NaN: real
+    assert expected_late([0.01, 0.01], samples[::-1]) == pytest.approx(2 * 1 / 4)  # threshold 1 ms: one sample
+    assert expected_late([0.0015], samples) == pytest.approx(3 / 4)  # threshold 0.15 ms: 0.2, 0.3, 2
+    assert expected_late([0.1, float("nan")], samples) == 0.0  # 10 ms threshold; NaN: real
     assert math.isnan(expected_late([0.01], []))
 
 
@@ -149,8 +168,16 @@ def test_workers_get_the_run_s_law_base_and_wait_scaled_to_their_minibatch():
     its share of a split sync batch (as the simulated engine scales a fixed gradient cost)."""
     from experiments.engines.workers import WorkerSpec
 
-    settings = settings_for(["engine=shared_memory", "workers=3", "batch_size=10", "algorithm=sync_amsgrad",
-                             "engine.compute=emulated", "engine.compute_wait=spin"])
+    settings = settings_for(
+        [
+            "engine=shared_memory",
+            "workers=3",
+            "batch_size=10",
+            "algorithm=sync_amsgrad",
+            "engine.compute=emulated",
+            "engine.compute_wait=spin",
+        ]
+    )
     specs = with_emulation([WorkerSpec.of(settings, w) for w in range(3)], settings, 0.03)
     assert [s.emulation.base_s for s in specs] == pytest.approx([0.012, 0.009, 0.009])  # batches 4, 3, 3 of 10
     assert {(s.emulation.workers, s.emulation.seed, s.emulation.wait) for s in specs} == {(3, 0, "spin")}
@@ -172,7 +199,7 @@ def test_the_summary_gets_the_late_wake_ups_calibration_expects(tmp_path):
         return settings_for([*emulated, f"engine.costs.late_s={late_s}"])
 
     result = EngineResult(updates=3, gradients=3, samples=3, time_s=0.1, late_wakeups=1, compute_times=log)
-    assert _late_expected(settings(0.002), result) == 2.0   # 2 ms late: over 10% of the 10 ms targets, not the 40 ms
+    assert _late_expected(settings(0.002), result) == 2.0  # 2 ms late: over 10% of the 10 ms targets, not the 40 ms
     assert _late_expected(settings(0.0), result) == 0.0
     # no fixed lateness and none calibrated for this base: unknown (NaN), and nothing is measured here
     assert math.isnan(_late_expected(settings_for(emulated), result)) and not (tmp_path / "cal.json").exists()

@@ -6,6 +6,7 @@ on); and the distributed engine runs across two torchrun "nodes" (c10d rendezvou
 These tests use the spawn start method (pinned: forkserver is the default), where the master writes each worker's
 start-up data into a pipe (where a blocking write would hang on a dead worker), and where workers are the master's own
 children."""
+
 from __future__ import annotations
 
 import glob
@@ -45,9 +46,23 @@ class BulkyQuadratic(QuadraticProblem):
 
 def _settings(tmp_path, engine: str, overrides: list[str]):
     method = [] if any("engine.start_method=" in o for o in overrides) else ["engine.start_method=spawn"]
-    return settings_for(pinned([f"results_dir={tmp_path}", f"engine={engine}", "engine.timeout_s=30", "batch_size=8",
-                                "algorithm=async_sgd", "algorithm.lr=0.05", "algorithm.lr_schedule=constant",
-                                "algorithm.alpha_max=null", "eval_every=0.5", *method, *overrides]))
+    return settings_for(
+        pinned(
+            [
+                f"results_dir={tmp_path}",
+                f"engine={engine}",
+                "engine.timeout_s=30",
+                "batch_size=8",
+                "algorithm=async_sgd",
+                "algorithm.lr=0.05",
+                "algorithm.lr_schedule=constant",
+                "algorithm.alpha_max=null",
+                "eval_every=0.5",
+                *method,
+                *overrides,
+            ]
+        )
+    )
 
 
 def _run(tmp_path, engine: str, overrides: list[str], problem=None, recorder_cls=Recorder):
@@ -199,8 +214,9 @@ class ZombieWatch(Recorder):
     after_loss = 3
 
     def snapshot(self, x, samples, version, *args, **kwargs):
-        ZombieWatch.zombies.append((version, sorted(p for p, (state, _) in _children(os.getpid()).items()
-                                                    if state == "Z")))
+        ZombieWatch.zombies.append(
+            (version, sorted(p for p, (state, _) in _children(os.getpid()).items() if state == "Z"))
+        )
         out = super().snapshot(x, samples, version, *args, **kwargs)
         after = [v for v, _ in ZombieWatch.zombies if ZombieWatch.lost_at is not None and v > ZombieWatch.lost_at]
         if len(after) >= ZombieWatch.after_loss:
@@ -229,13 +245,24 @@ def test_a_lost_worker_is_reaped_while_the_master_goes_on(tmp_path, engine, monk
     handled the loss (ZombieWatch ends it then), and none of them sees a zombie child."""
     ZombieWatch.zombies, ZombieWatch.loop, ZombieWatch.lost_at = [], None, None
     _watch_losses(monkeypatch)
-    result, rec = _run(tmp_path, engine, ["++engine.start_method=forkserver", "workers=2", "updates=1000000",
-                                          "eval_every=0.5", "engine.fault.kill_worker=1", "engine.fault.at_update=40",
-                                          "engine.on_worker_loss=continue"], recorder_cls=ZombieWatch)
+    result, rec = _run(
+        tmp_path,
+        engine,
+        [
+            "++engine.start_method=forkserver",
+            "workers=2",
+            "updates=1000000",
+            "eval_every=0.5",
+            "engine.fault.kill_worker=1",
+            "engine.fault.at_update=40",
+            "engine.on_worker_loss=continue",
+        ],
+        recorder_cls=ZombieWatch,
+    )
     assert result.status == "ok" and "worker 1 lost" in result.message and "killed by SIGKILL" in result.message
     lost_at = int(result.message.split("lost at update ")[1].split()[0])
     assert lost_at == ZombieWatch.lost_at >= 40 and result.updates < 1000000  # ended by ZombieWatch
-    assert [v for v, _ in ZombieWatch.zombies] == [row["updates"] for row in rec.rows[:len(ZombieWatch.zombies)]]
+    assert [v for v, _ in ZombieWatch.zombies] == [row["updates"] for row in rec.rows[: len(ZombieWatch.zombies)]]
     after = [z for v, z in ZombieWatch.zombies if v > lost_at]
     assert len(after) >= 3  # evaluations after the loss, while the master trained on
     assert after == [[]] * len(after), after
@@ -255,14 +282,20 @@ class Announcing(Recorder):
 def test_distributed_leaves_no_store_folder_when_its_master_is_killed(tmp_path):
     """SIGKILL of the master runs no clean-up: the rendezvous store must be nothing that needs one. Its workers see
     the master gone and leave at once."""
-    code = ("import sys, pathlib; sys.path[:0] = [sys.argv[1], sys.argv[2], sys.argv[4]];"
-            "from test_engine_faults import _run, Announcing;"
-            "_run(pathlib.Path(sys.argv[3]), 'distributed', ['workers=2', 'updates=100000000', 'eval_every=20'],"
-            "     recorder_cls=Announcing)")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(REPO), str(REPO / "tests"), str(tmp_path),
-                             str(REPO / "tests" / "engines")],
-                            cwd=REPO, env={**os.environ, "TMPDIR": str(tmp_path)}, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    code = (
+        "import sys, pathlib; sys.path[:0] = [sys.argv[1], sys.argv[2], sys.argv[4]];"
+        "from test_engine_faults import _run, Announcing;"
+        "_run(pathlib.Path(sys.argv[3]), 'distributed', ['workers=2', 'updates=100000000', 'eval_every=20'],"
+        "     recorder_cls=Announcing)"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(REPO), str(REPO / "tests"), str(tmp_path), str(REPO / "tests" / "engines")],
+        cwd=REPO,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     workers: set[int] = set()
     try:
         assert proc.stdout.readline() == b"evaluated\n", proc.stderr.read().decode()[-2000:]  # at update 0
@@ -317,7 +350,7 @@ def test_the_readme_multinode_command_is_the_tested_one():
     argv = _readme_multinode_command()
     assert argv[0] == ".venv/bin/torchrun" and "--nnodes=2" in argv and "--node-rank=R" in argv
     assert "--rdzv-backend=c10d" in argv and "--rdzv-endpoint=HOST:29400" in argv
-    assert argv[argv.index("-m") + 1:argv.index("-m") + 3] == ["experiments.run", "engine=distributed"]
+    assert argv[argv.index("-m") + 1 : argv.index("-m") + 3] == ["experiments.run", "engine=distributed"]
 
 
 @pytest.mark.slow  # 6 interpreters, 4 of them load Fashion-MNIST
@@ -332,12 +365,15 @@ def test_distributed_across_two_torchrun_nodes(tmp_path):
     procs = []
     try:
         for node in (0, 1):
-            fill = {"--node-rank=R": f"--node-rank={node}",
-                    "--rdzv-endpoint=HOST:29400": f"--rdzv-endpoint=127.0.0.1:{port}"}
+            fill = {
+                "--node-rank=R": f"--node-rank={node}",
+                "--rdzv-endpoint=HOST:29400": f"--rdzv-endpoint=127.0.0.1:{port}",
+            }
             cmd = [fill.get(a, a) for a in _readme_multinode_command()] + [f"results_dir={tmp_path}/results"]
             log = open(tmp_path / f"node{node}.log", "wb")
-            procs.append(subprocess.Popen(cmd, cwd=REPO, env=env, start_new_session=True, stdout=log,
-                                          stderr=subprocess.STDOUT))
+            procs.append(
+                subprocess.Popen(cmd, cwd=REPO, env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
+            )
             log.close()
         deadline = time.monotonic() + 120
         for p in procs:
@@ -361,10 +397,26 @@ def test_distributed_across_two_torchrun_nodes(tmp_path):
 @pytest.mark.skipif(not HAS_FMNIST, reason="Fashion-MNIST not staged (make data)")
 @pytest.mark.parametrize("engine", ENGINES)
 def test_the_runner_records_a_worker_killed_while_starting(tmp_path, engine):
-    cmd = [sys.executable, "-m", "experiments.run", "problem=logreg_fmnist", "algorithm=apam", f"engine={engine}",
-           "engine.start_method=spawn", "workers=2", "updates=50", f"results_dir={tmp_path}"]
-    proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, "TMPDIR": str(tmp_path)}, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    cmd = [
+        sys.executable,
+        "-m",
+        "experiments.run",
+        "problem=logreg_fmnist",
+        "algorithm=apam",
+        f"engine={engine}",
+        "engine.start_method=spawn",
+        "workers=2",
+        "updates=50",
+        f"results_dir={tmp_path}",
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=REPO,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     killer = SpawnKiller(0, parent=proc.pid)
     killer.start()
     try:
@@ -418,12 +470,25 @@ def test_no_process_outlives_the_runner_after_a_lost_worker(tmp_path, engine, me
 
     data = tmp_path / "d.svm"
     data.write_text("".join(f"{1 if i % 2 else -1} 1:{(i % 7) / 7:.3f} 2:{(i % 3) / 3:.3f}\n" for i in range(64)))
-    cmd = [sys.executable, "-m", "experiments.run", "problem=logreg_libsvm", f"problem.path={data}",
-           f"engine={engine}", f"engine.start_method={method}", "workers=2", "updates=120", "batch_size=8",
-           "engine.fault.kill_worker=1", "engine.fault.at_update=20", "engine.on_worker_loss=continue",
-           f"results_dir={tmp_path / 'res'}"]
-    out = subprocess.run([sys.executable, "-c", SUBREAPER, *cmd], cwd=REPO, capture_output=True, text=True,
-                         timeout=220, check=False)
+    cmd = [
+        sys.executable,
+        "-m",
+        "experiments.run",
+        "problem=logreg_libsvm",
+        f"problem.path={data}",
+        f"engine={engine}",
+        f"engine.start_method={method}",
+        "workers=2",
+        "updates=120",
+        "batch_size=8",
+        "engine.fault.kill_worker=1",
+        "engine.fault.at_update=20",
+        "engine.on_worker_loss=continue",
+        f"results_dir={tmp_path / 'res'}",
+    ]
+    out = subprocess.run(
+        [sys.executable, "-c", SUBREAPER, *cmd], cwd=REPO, capture_output=True, text=True, timeout=220, check=False
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["rc"] == 0, report["err"]

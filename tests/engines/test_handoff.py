@@ -1,6 +1,7 @@
 """The shared_memory hand-off: spinning and blocking, with fewer and more processes than cores. Every
 request is served exactly once, in order, at the iterate and version it was handed (no torn or stale read), and
 ``engine.handoff=auto`` chooses as documented."""
+
 from __future__ import annotations
 
 import os
@@ -44,12 +45,12 @@ def _stress(P: int, handoff: str, requests: int) -> None:
     try:
         x = torch.empty(problem.dim)
         outstanding: dict[int, int] = {}  # worker -> request id it holds
-        served = [0] * P                  # gradients each worker returned
+        served = [0] * P  # gradients each worker returned
         next_id = 0
 
         def issue(w: int) -> None:
             nonlocal next_id
-            x.fill_(float(next_id))       # request id k: x = k everywhere (exact in float32 below 2**24)
+            x.fill_(float(next_id))  # request id k: x = k everywhere (exact in float32 below 2**24)
             t.issue(w, x, next_id)
             outstanding[w] = next_id
             next_id += 1
@@ -63,10 +64,10 @@ def _stress(P: int, handoff: str, requests: int) -> None:
             for ev in events:
                 assert isinstance(ev, Arrival), ev
                 w = ev.worker
-                k = outstanding.pop(w)        # a second reply to one request would fail here (KeyError)
+                k = outstanding.pop(w)  # a second reply to one request would fail here (KeyError)
                 assert ev.version == k
                 served[w] += 1
-                assert ev.loss == served[w]   # the worker computed exactly once per request
+                assert ev.loss == served[w]  # the worker computed exactly once per request
                 g = t.gradient(w)
                 assert torch.equal(g, torch.full_like(g, k + 1.0)), (w, k, g.min().item(), g.max().item())
                 answered.append(k)
@@ -74,17 +75,23 @@ def _stress(P: int, handoff: str, requests: int) -> None:
                     issue(w)
         assert sorted(answered) == list(range(requests))
         assert sum(served) == requests
-        assert t.wait(0.2) == []          # nothing left over
+        assert t.wait(0.2) == []  # nothing left over
     finally:
         t.close()
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("P, handoff", [
-    (1, "spin"), (1, "block"),
-    (2, "block"), (2, "spin"),           # on a 2-core machine P = 2 is 3 processes: more than cores
-    (CORES + 1, "block"), (CORES + 1, "spin"),
-])
+@pytest.mark.parametrize(
+    "P, handoff",
+    [
+        (1, "spin"),
+        (1, "block"),
+        (2, "block"),
+        (2, "spin"),  # on a 2-core machine P = 2 is 3 processes: more than cores
+        (CORES + 1, "block"),
+        (CORES + 1, "spin"),
+    ],
+)
 def test_every_request_is_served_exactly_once_in_order(P, handoff):
     if handoff == "spin" and not shm_handoff.spin_allowed():
         pytest.skip("spinning needs x86-64")
@@ -100,7 +107,7 @@ def test_auto_spins_only_when_every_process_has_a_core(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
     assert shm_handoff.choose_handoff("auto", _specs([(0,), (1,)]), load=0.3) == "spin"  # CPU 2 for the master
     assert shm_handoff.choose_handoff("auto", _specs([(0,), (1,)]), load=1.2) == "block"  # others use it
-    assert shm_handoff.choose_handoff("auto", _specs([(0,)]), load=1.2) == "spin"      # two CPUs left
+    assert shm_handoff.choose_handoff("auto", _specs([(0,)]), load=1.2) == "spin"  # two CPUs left
     assert shm_handoff.choose_handoff("auto", _specs([(0,), (1,), (2,)]), load=0.0) == "block"  # none left
     assert shm_handoff.choose_handoff("auto", _specs([None, None]), load=0.0) == "block"  # not pinned
     assert shm_handoff.choose_handoff("block", _specs([(0,)])) == "block"
@@ -154,11 +161,24 @@ def test_a_run_records_its_handoff_and_matches_the_other_mode(tmp_path, handoff)
     results = {}
     for mode in (handoff, "block"):
         problem = QuadraticProblem()
-        settings = settings_for(pinned([f"results_dir={tmp_path}", "engine=shared_memory",
-                                        "++engine.start_method=forkserver", f"engine.handoff={mode}", "workers=1",
-                                        "updates=200", "batch_size=8", "eval_every=1e9", "algorithm=apam",
-                                        "algorithm.lr=0.05", "algorithm.lr_schedule=constant",
-                                        "algorithm.alpha_max=null"]))
+        settings = settings_for(
+            pinned(
+                [
+                    f"results_dir={tmp_path}",
+                    "engine=shared_memory",
+                    "++engine.start_method=forkserver",
+                    f"engine.handoff={mode}",
+                    "workers=1",
+                    "updates=200",
+                    "batch_size=8",
+                    "eval_every=1e9",
+                    "algorithm=apam",
+                    "algorithm.lr=0.05",
+                    "algorithm.lr_schedule=constant",
+                    "algorithm.alpha_max=null",
+                ]
+            )
+        )
         rec = recorder_for(problem, settings, "wall")
         result = run_engine(problem, build_rule("amsgrad", variant="torch", lr=0.05), settings, rec)
         assert result.status == "ok" and result.updates == 200 and result.handoff == mode
@@ -191,10 +211,21 @@ def test_a_blocking_p1_master_runs_beside_its_worker(tmp_path, monkeypatch, hand
     monkeypatch.setattr(shared_memory, "drive", drive)
     before = os.sched_getaffinity(0)
     problem = QuadraticProblem()
-    settings = settings_for(pinned([f"results_dir={tmp_path}", "engine=shared_memory",
-                                    "++engine.start_method=forkserver", f"engine.handoff={handoff}",
-                                    f"engine.colocate={str(colocate).lower()}", "workers=1", "updates=50",
-                                    "batch_size=8", "eval_every=1e9"]))
+    settings = settings_for(
+        pinned(
+            [
+                f"results_dir={tmp_path}",
+                "engine=shared_memory",
+                "++engine.start_method=forkserver",
+                f"engine.handoff={handoff}",
+                f"engine.colocate={str(colocate).lower()}",
+                "workers=1",
+                "updates=50",
+                "batch_size=8",
+                "eval_every=1e9",
+            ]
+        )
+    )
     rec = recorder_for(problem, settings, "wall")
     result = run_engine(problem, build_rule("amsgrad", variant="torch", lr=0.05), settings, rec)
     assert result.status == "ok" and result.handoff == handoff

@@ -2,6 +2,7 @@
 P = 1 bit for bit, the wall clock without evaluation, worker loss (async goes on, sync fails), Ctrl-C/SIGTERM,
 and no process left behind. Engine-level tests use the forkserver start method (workers fork in milliseconds);
 the command-line tests use the default (spawn)."""
+
 from __future__ import annotations
 
 import multiprocessing
@@ -98,10 +99,23 @@ def run_real(tmp_path, engine: str, overrides: list[str], problem=None):
     async SGD with constant step 0.05 (uncapped), equal constant compute times (:func:`conftest.pinned`), then
     ``overrides``; checks no worker process is left. Returns (EngineResult, Recorder, RunSettings)."""
     problem = problem or QuadraticProblem()
-    settings = settings_for(pinned([f"results_dir={tmp_path}", f"engine={engine}", "++engine.start_method=forkserver",
-                                    "engine.timeout_s=30", "batch_size=8", "algorithm=async_sgd", "algorithm.lr=0.05",
-                                    "algorithm.lr_schedule=constant", "algorithm.alpha_max=null", "eval_every=0.5",
-                                    *overrides]))
+    settings = settings_for(
+        pinned(
+            [
+                f"results_dir={tmp_path}",
+                f"engine={engine}",
+                "++engine.start_method=forkserver",
+                "engine.timeout_s=30",
+                "batch_size=8",
+                "algorithm=async_sgd",
+                "algorithm.lr=0.05",
+                "algorithm.lr_schedule=constant",
+                "algorithm.alpha_max=null",
+                "eval_every=0.5",
+                *overrides,
+            ]
+        )
+    )
     lr = settings.algorithm.hyperparameters["lr"]
     if settings.algorithm.rule == "sgd":  # this module's build_rule (a test may wrap it)
         rule = build_rule("sgd", lr=lr)
@@ -171,8 +185,9 @@ def test_async_applies_exactly_k_gradients_and_is_stale(tmp_path, engine):
 @pytest.mark.parametrize("engine", ENGINES)
 def test_sync_averages_p_gradients_per_update_and_is_never_stale(tmp_path, engine):
     problem = QuadraticProblem()
-    result, rec, _ = run_real(tmp_path, engine, ["workers=2", "updates=120", "algorithm=sync_amsgrad",
-                                                   "algorithm.lr=0.1"], problem)
+    result, rec, _ = run_real(
+        tmp_path, engine, ["workers=2", "updates=120", "algorithm=sync_amsgrad", "algorithm.lr=0.1"], problem
+    )
     assert result.status == "ok"
     assert result.updates == 120 and result.gradients == 240
     assert dict(result.histogram) == {0: 120}
@@ -186,8 +201,9 @@ def test_one_worker_is_the_serial_loop_bit_for_bit(tmp_path, engine):
     """P = 1: worker 0 draws the serial loop's batches (same seed) and the master applies every gradient at the
     version it was computed at, so x equals the single-process AMSGrad loop exactly."""
     problem = QuadraticProblem()
-    result, rec, settings = run_real(tmp_path, engine, ["workers=1", "epochs=2", "algorithm=apam",
-                                                        "algorithm.lr=0.01"], problem)
+    result, rec, settings = run_real(
+        tmp_path, engine, ["workers=1", "epochs=2", "algorithm=apam", "algorithm.lr=0.01"], problem
+    )
     x = serial_amsgrad(problem, settings.seed, epochs=2, lr=0.01)
     assert result.updates == 64 and result.samples == 512
     assert dict(result.histogram) == {0: 64}
@@ -208,8 +224,9 @@ def test_wall_clock_excludes_evaluation(tmp_path):
     below their total, which 24 updates of microsecond gradients cannot reach however loaded the machine."""
     problem = SlowEvalQuadratic(0.25)
     spent = problem.spent
-    result, rec, _ = run_real(tmp_path, "shared_memory", ["workers=2", "updates=24", "engine.warmup_updates=0",
-                                                            "eval_every=0.25"], problem)
+    result, rec, _ = run_real(
+        tmp_path, "shared_memory", ["workers=2", "updates=24", "engine.warmup_updates=0", "eval_every=0.25"], problem
+    )
     updates = [r["updates"] for r in rec.rows]  # an evaluation waits for the gradient still being computed
     assert len(updates) == len(spent) == 4 and updates[0] == 0 and updates[-1] == 24
     assert all(0 <= u - 8 * i <= 1 for i, u in enumerate(updates))
@@ -225,8 +242,14 @@ def test_snapshot_evaluation_keeps_the_steady_state_staleness_that_draining_lowe
     """P = 4 equal emulated workers: in steady state every gradient has staleness P - 1 = 3. Evaluating every 8
     updates by draining restarts the pipeline each time (staleness 0, 1, 2 after it); snapshots keep the workers
     going, so only the start ramps up. Both evaluate at the same points (the snapshot's copy is the x of then)."""
-    common = ["workers=4", "updates=96", "engine.warmup_updates=0", "eval_every=0.25", "engine.compute=emulated",
-              "engine.compute_base_s=0.004"]
+    common = [
+        "workers=4",
+        "updates=96",
+        "engine.warmup_updates=0",
+        "eval_every=0.25",
+        "engine.compute=emulated",
+        "engine.compute_base_s=0.004",
+    ]
     snap, rec_s, _ = run_real(tmp_path / "s", engine, common + ["engine.evaluation=snapshot"])
     drain, rec_d, _ = run_real(tmp_path / "d", engine, common + ["engine.evaluation=drain"])
     assert [r["updates"] for r in rec_s.rows] == [0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96]
@@ -246,8 +269,9 @@ def test_recorder_snapshots_copy_x_and_flush_in_order_keeping_rows_before_a_dive
     from experiments.training.recorder import Diverged
 
     problem = QuadraticProblem()
-    rec = Recorder(problem, {"run_id": "t"}, eval_every=0.5, total_epochs=None, f_star=None, clock="wall",
-                   progress=False)
+    rec = Recorder(
+        problem, {"run_id": "t"}, eval_every=0.5, total_epochs=None, f_star=None, clock="wall", progress=False
+    )
     x = problem.init_params(0)
     direct = problem.evaluate(x)["train_loss"]
     rec.snapshot(x, 0, 0, 0, 0.0, (0.0, 0))
@@ -272,8 +296,9 @@ def test_async_goes_on_without_a_killed_worker(tmp_path, engine, monkeypatch):
     """Worker 1 dies when handed update 100's iterate (when it notices is up to the scheduler); the run goes on for
     100 more updates after the master has handled the loss."""
     lost = end_after_loss(monkeypatch, 100)
-    result, rec, _ = run_real(tmp_path, engine, ["workers=2", "updates=1000000", "engine.fault.kill_worker=1",
-                                                   "engine.fault.at_update=100"])
+    result, rec, _ = run_real(
+        tmp_path, engine, ["workers=2", "updates=1000000", "engine.fault.kill_worker=1", "engine.fault.at_update=100"]
+    )
     assert result.status == "ok"
     assert f"worker 1 lost at update {lost[0]} (killed by SIGKILL)" in result.message and lost[0] >= 100
     assert "finished with 1 of 2 workers" in result.message
@@ -286,8 +311,17 @@ def test_async_goes_on_without_a_killed_worker(tmp_path, engine, monkeypatch):
 @pytest.mark.parametrize("engine", ENGINES)
 def test_async_fails_on_worker_loss_when_configured(tmp_path, engine):
     """The loss ends the run (the update count is only a bound it never reaches), whenever it is noticed."""
-    result, rec, _ = run_real(tmp_path, engine, ["workers=2", "updates=1000000", "engine.fault.kill_worker=0",
-                                                   "engine.fault.at_update=50", "engine.on_worker_loss=fail"])
+    result, rec, _ = run_real(
+        tmp_path,
+        engine,
+        [
+            "workers=2",
+            "updates=1000000",
+            "engine.fault.kill_worker=0",
+            "engine.fault.at_update=50",
+            "engine.on_worker_loss=fail",
+        ],
+    )
     assert result.status == "failed"
     assert result.message.startswith("WorkerLost: worker 0 lost") and "on_worker_loss=fail" in result.message
     assert 50 <= result.updates < 1000000
@@ -297,8 +331,17 @@ def test_async_fails_on_worker_loss_when_configured(tmp_path, engine):
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("engine", ENGINES)
 def test_sync_fails_at_once_when_a_worker_dies(tmp_path, engine):
-    result, rec, _ = run_real(tmp_path, engine, ["workers=2", "updates=400", "algorithm=sync_amsgrad",
-                                                   "engine.fault.kill_worker=1", "engine.fault.at_update=40"])
+    result, rec, _ = run_real(
+        tmp_path,
+        engine,
+        [
+            "workers=2",
+            "updates=400",
+            "algorithm=sync_amsgrad",
+            "engine.fault.kill_worker=1",
+            "engine.fault.at_update=40",
+        ],
+    )
     assert time.monotonic() - rec.t_first < 30  # from the first evaluation: within engine.timeout_s=30, at once
     assert result.status == "failed"
     assert "worker 1 lost at update 40" in result.message and "sync round" in result.message
@@ -310,9 +353,18 @@ def test_shared_memory_cuts_off_a_silent_worker_after_the_timeout(tmp_path, monk
     """Worker 0 stops answering when handed update 60's iterate; worker 1 trains on until the master cuts worker 0
     off, then 50 more updates."""
     lost = end_after_loss(monkeypatch, 50)
-    result, _, _ = run_real(tmp_path, "shared_memory", ["workers=2", "updates=1000000", "engine.timeout_s=1.5",
-                                                          "engine.fault.kill_worker=0", "engine.fault.at_update=60",
-                                                          "engine.fault.mode=hang"])
+    result, _, _ = run_real(
+        tmp_path,
+        "shared_memory",
+        [
+            "workers=2",
+            "updates=1000000",
+            "engine.timeout_s=1.5",
+            "engine.fault.kill_worker=0",
+            "engine.fault.at_update=60",
+            "engine.fault.mode=hang",
+        ],
+    )
     assert result.status == "ok" and result.updates == lost[0] + 50
     assert "worker 0 lost" in result.message and "engine.timeout_s=1.5" in result.message
     assert result.time_s >= 1.5  # the wait for the silent worker is real time
@@ -362,21 +414,37 @@ def test_a_silent_worker_is_cut_off_at_its_deadline_while_the_others_keep_arrivi
 
     from experiments.engines import driver as driver_mod
 
-    monkeypatch.setattr(driver_mod, "time", SimpleNamespace(monotonic=lambda: FAKE_CLOCK[0] * 0.002,
-                                                            perf_counter=time.perf_counter))
+    monkeypatch.setattr(
+        driver_mod, "time", SimpleNamespace(monotonic=lambda: FAKE_CLOCK[0] * 0.002, perf_counter=time.perf_counter)
+    )
     FAKE_CLOCK[0] = 0
     problem = QuadraticProblem()
-    settings = settings_for([f"results_dir={tmp_path}", "engine=shared_memory", "workers=3", "updates=1000",
-                             "engine.timeout_s=0.3", "engine.warmup_updates=0", "batch_size=8", "algorithm=async_sgd",
-                             "algorithm.lr=0.001", "algorithm.lr_schedule=constant", "algorithm.alpha_max=null",
-                             "eval_every=1e9"])
+    settings = settings_for(
+        [
+            f"results_dir={tmp_path}",
+            "engine=shared_memory",
+            "workers=3",
+            "updates=1000",
+            "engine.timeout_s=0.3",
+            "engine.warmup_updates=0",
+            "batch_size=8",
+            "algorithm=async_sgd",
+            "algorithm.lr=0.001",
+            "algorithm.lr_schedule=constant",
+            "algorithm.alpha_max=null",
+            "eval_every=1e9",
+        ]
+    )
     assert settings.worker_batches == [8, 8, 8]  # what the driver hands each worker
     rec = recorder_for(problem, settings, "wall")
     transport = SilentWorkerTransport(problem.dim)
     result = drive(problem, build_rule("sgd", lr=0.001), settings, rec, transport)
     assert result.updates == 1000 and result.gradients == 1000
-    lost_at = int(re.search(r"worker 0 lost at update (\d+) \(sent no gradient within engine.timeout_s=0.3 s\)",
-                            result.message).group(1))
+    lost_at = int(
+        re.search(
+            r"worker 0 lost at update (\d+) \(sent no gradient within engine.timeout_s=0.3 s\)", result.message
+        ).group(1)
+    )
     assert lost_at == 300  # 150 waits of 2 ms (two arrivals each) to the 0.3 s deadline
     t = transport.timeouts
     cut = next(i for i in range(1, len(t)) if t[i] > t[i - 1])  # the first wait after the cut-off
@@ -388,9 +456,18 @@ def test_a_silent_worker_is_cut_off_at_its_deadline_while_the_others_keep_arrivi
 def test_distributed_fails_within_the_timeout_when_a_worker_is_silent(tmp_path):
     """The silence ends the run (the update count is only a bound it never reaches): soon after
     engine.timeout_s=2, counted from the first evaluation (not from the processes' start-up)."""
-    result, rec, _ = run_real(tmp_path, "distributed", ["workers=2", "updates=1000000", "engine.timeout_s=2",
-                                                          "engine.fault.kill_worker=0", "engine.fault.at_update=60",
-                                                          "engine.fault.mode=hang"])
+    result, rec, _ = run_real(
+        tmp_path,
+        "distributed",
+        [
+            "workers=2",
+            "updates=1000000",
+            "engine.timeout_s=2",
+            "engine.fault.kill_worker=0",
+            "engine.fault.at_update=60",
+            "engine.fault.mode=hang",
+        ],
+    )
     assert result.status == "failed"
     assert "worker 0" in result.message and "engine.timeout_s=2" in result.message
     assert time.monotonic() - rec.t_first < 25
@@ -427,8 +504,9 @@ def test_worker_streams_and_batches():
     full = settings_for(["workers=3", "batch_size=10", "algorithm=sync_amsgrad", "algorithm.sync_batch=full"])
     assert full.worker_batches == [10, 10, 10]
     assert settings_for(["workers=2", "batch_size=10"]).worker_batches == [10, 10]
-    spec = WorkerSpec.of(settings_for(["engine=shared_memory", "workers=3", "batch_size=10", "seed=7",
-                                       "algorithm=sync_amsgrad"]), 2)
+    spec = WorkerSpec.of(
+        settings_for(["engine=shared_memory", "workers=3", "batch_size=10", "seed=7", "algorithm=sync_amsgrad"]), 2
+    )
     assert (spec.worker, spec.batch, spec.seed) == (2, 3, worker_seed(7, 2))
 
 
@@ -449,12 +527,13 @@ def test_worker_cpus_one_block_each_or_none():
 def test_fault_plan_from_the_settings():
     from experiments.errors import ConfigError
 
-    settings = settings_for(["engine=shared_memory", "workers=2", "engine.fault.kill_worker=1",
-                             "engine.fault.at_update=5"])
+    settings = settings_for(
+        ["engine=shared_memory", "workers=2", "engine.fault.kill_worker=1", "engine.fault.at_update=5"]
+    )
     plan = FaultPlan.of(settings.engine.fault)
     assert plan == FaultPlan(1, 5, "kill")
     plan.maybe_fail(0, 10)  # another worker: nothing happens
-    plan.maybe_fail(1, 4)   # too early: nothing happens
+    plan.maybe_fail(1, 4)  # too early: nothing happens
     assert FaultPlan.of(settings_for(["engine=shared_memory", "engine.fault.mode=hang"]).engine.fault).mode == "hang"
     with pytest.raises(ConfigError, match="engine.fault.mode=explode"):  # refused when the settings are built
         settings_for(["engine=shared_memory", "engine.fault.mode=explode"])
@@ -504,8 +583,11 @@ def test_distributed_on_a_named_address_takes_a_free_port_when_the_configured_on
         store, spec, tmpdir = dist_group.store_for_local(settings.engine, 3)
         assert spec[:2] == ("tcp", ip) and spec[2] != port and tmpdir is None
         del store
-        result, _, _ = run_real(tmp_path, "distributed", ["workers=2", "updates=50", f"engine.master_addr={ip}",
-                                                            f"engine.master_port={port}"])
+        result, _, _ = run_real(
+            tmp_path,
+            "distributed",
+            ["workers=2", "updates=50", f"engine.master_addr={ip}", f"engine.master_port={port}"],
+        )
     assert result.status == "ok" and result.updates == 50
 
 
@@ -525,9 +607,19 @@ def test_bad_start_method_is_a_config_error(tmp_path):
 @pytest.mark.parametrize("sig", [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)])
 def test_interrupting_the_runner_keeps_the_partial_trace_and_ends_every_worker(tmp_path, sig):
     err = tmp_path / "stderr.txt"
-    cmd = [sys.executable, "-m", "experiments.run", "problem=logreg_fmnist", "algorithm=apam",
-           "engine=shared_memory", "workers=2", "epochs=200", "eval_every=0.02", "progress=true",
-           f"results_dir={tmp_path}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "experiments.run",
+        "problem=logreg_fmnist",
+        "algorithm=apam",
+        "engine=shared_memory",
+        "workers=2",
+        "epochs=200",
+        "eval_every=0.02",
+        "progress=true",
+        f"results_dir={tmp_path}",
+    ]
     with open(err, "w") as ferr:
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=ferr)
     try:
@@ -564,8 +656,18 @@ def test_interrupting_the_runner_keeps_the_partial_trace_and_ends_every_worker(t
 @pytest.mark.timeout(180)
 @pytest.mark.skipif(not HAS_FMNIST, reason="Fashion-MNIST not staged (make data)")
 def test_distributed_from_the_command_line_starts_its_own_workers(tmp_path):
-    cmd = [sys.executable, "-m", "experiments.run", "problem=logreg_fmnist", "algorithm=sync_amsgrad",
-           "engine=distributed", "workers=2", "updates=60", "eval_every=10", f"results_dir={tmp_path}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "experiments.run",
+        "problem=logreg_fmnist",
+        "algorithm=sync_amsgrad",
+        "engine=distributed",
+        "workers=2",
+        "updates=60",
+        "eval_every=10",
+        f"results_dir={tmp_path}",
+    ]
     out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=170)
     assert out.returncode == 0, out.stderr[-3000:]
     row = pd.read_csv(tmp_path / "adhoc" / "summary.csv").iloc[0]
@@ -580,9 +682,20 @@ def test_torchrun_ranks_above_zero_are_workers_and_write_nothing(tmp_path):
     torchrun = REPO / ".venv" / "bin" / "torchrun"
     if not torchrun.exists():
         pytest.skip("no torchrun in .venv")
-    cmd = [str(torchrun), "--standalone", "--nproc_per_node=3", "-m", "experiments.run", "problem=logreg_fmnist",
-           "algorithm=apam", "engine=distributed", "workers=2", "updates=80", "eval_every=10",
-           f"results_dir={tmp_path}"]
+    cmd = [
+        str(torchrun),
+        "--standalone",
+        "--nproc_per_node=3",
+        "-m",
+        "experiments.run",
+        "problem=logreg_fmnist",
+        "algorithm=apam",
+        "engine=distributed",
+        "workers=2",
+        "updates=80",
+        "eval_every=10",
+        f"results_dir={tmp_path}",
+    ]
     out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=280)
     assert out.returncode == 0, out.stderr[-3000:]
     summary = pd.read_csv(tmp_path / "adhoc" / "summary.csv")
@@ -653,8 +766,9 @@ def test_master_busy_counts_the_update_and_not_the_wait_for_gradients(tmp_path, 
     update and well under the 24+ ms an update takes (it waits for the gradient the rest of the time)."""
     real_build = build_rule
     monkeypatch.setattr(sys.modules[__name__], "build_rule", lambda *a, **k: _SlowStep(real_build(*a, **k), 0.004))
-    result, _, _ = run_real(tmp_path, engine, ["workers=1", "updates=30", "engine.compute=emulated",
-                                                 "engine.compute_base_s=0.02"])
+    result, _, _ = run_real(
+        tmp_path, engine, ["workers=1", "updates=30", "engine.compute=emulated", "engine.compute_base_s=0.02"]
+    )
     per_update = result.time_s / (result.timed_samples / 8)  # batch 8: the clock starts after the warm-up
     assert per_update > 0.024
     assert 0.004 <= result.master_busy_s < 0.5 * per_update

@@ -1,4 +1,5 @@
 """The simulated engine: exact staleness under each delay model, sync vs async, the cost model's clock."""
+
 import pandas as pd
 import pytest
 import torch
@@ -37,8 +38,9 @@ def test_timing_equal_workers_give_staleness_p_minus_1(tmp_path, P):
 
 def test_p1_equals_the_serial_loop_exactly(tmp_path):
     problem = QuadraticProblem()
-    result, rec, settings = run_sim(tmp_path, ["delay=timing", "workers=1", "epochs=3", "algorithm=apam",
-                                               "algorithm.lr=0.01"], problem)
+    result, rec, settings = run_sim(
+        tmp_path, ["delay=timing", "workers=1", "epochs=3", "algorithm=apam", "algorithm.lr=0.01"], problem
+    )
     x = serial_amsgrad(problem, settings.seed, epochs=3, lr=0.01)
     assert torch.equal(rec.master.x, x)
     assert set(rec.master.histogram) == {0}
@@ -54,16 +56,18 @@ def test_same_seed_same_trace_and_different_seed_differs(tmp_path):
 
 
 def test_sync_is_never_stale_and_averages_p_gradients_per_update(tmp_path):
-    result, rec, _ = run_sim(tmp_path, ["algorithm=sync_amsgrad", "algorithm.lr=0.01", "delay=timing",
-                                        "workers=4", "epochs=2"])
+    result, rec, _ = run_sim(
+        tmp_path, ["algorithm=sync_amsgrad", "algorithm.lr=0.01", "delay=timing", "workers=4", "epochs=2"]
+    )
     assert set(rec.master.histogram) == {0}
     assert result.gradients == 4 * result.updates
     assert result.samples == 2 * 256  # split batch: 8 samples a round
 
 
 def test_a_slow_worker_sends_staler_gradients(tmp_path):
-    _, rec, _ = run_sim(tmp_path, ["delay=timing", "workers=4", "delay.slow_workers=1", "delay.slowdown=4",
-                                   "updates=400"])
+    _, rec, _ = run_sim(
+        tmp_path, ["delay=timing", "workers=4", "delay.slow_workers=1", "delay.slowdown=4", "updates=400"]
+    )
     pw = {w: s / c for w, (s, c) in rec.master.per_worker.items()}
     assert pw[0] > 2 * max(pw[w] for w in (1, 2, 3))
     counts = {w: c for w, (_, c) in rec.master.per_worker.items()}
@@ -124,8 +128,17 @@ def test_artificial_delay_ring_is_bounded(tmp_path):
 
 @pytest.mark.parametrize("P", [1, 4])
 def test_sync_round_cost_and_p1_equals_async(tmp_path, P):
-    sync, _, _ = run_sim(tmp_path, ["algorithm=sync_amsgrad", "algorithm.lr=0.01", "algorithm.sync_batch=full",
-                                    "delay=timing", f"workers={P}", "updates=50"])
+    sync, _, _ = run_sim(
+        tmp_path,
+        [
+            "algorithm=sync_amsgrad",
+            "algorithm.lr=0.01",
+            "algorithm.sync_batch=full",
+            "delay=timing",
+            f"workers={P}",
+            "updates=50",
+        ],
+    )
     assert sync.time_s == pytest.approx(50 * (2 * LAT + GRAD + P * OVER + UPD))
     if P == 1:
         asyn, _, _ = run_sim(tmp_path, ["delay=timing", "workers=1", "updates=50"])
@@ -162,8 +175,12 @@ def test_every_gradient_is_computed_at_the_iterate_its_staleness_names(tmp_path,
     # master's iterate exactly tau updates back (no copy of x is taken: this checks the hand-out path's aliasing)
     problem = _IterateAsGradient()
     rule = _Recording(build_rule("sgd", lr=0.05))
-    _, rec, _ = run_sim(tmp_path, ["eval_every=1000", "delay=timing", "delay.law=lognormal", "delay.sigma=1.0",
-                                   f"workers={P}", "updates=300"], problem, rule=rule)
+    _, rec, _ = run_sim(
+        tmp_path,
+        ["eval_every=1000", "delay=timing", "delay.law=lognormal", "delay.sigma=1.0", f"workers={P}", "updates=300"],
+        problem,
+        rule=rule,
+    )
     taus = []
     for k, g in enumerate(rule.grads):
         v = next(v for v in range(k, -1, -1) if torch.equal(rule.iterates[v], g))
@@ -211,8 +228,13 @@ def test_the_free_lunch_is_refused_in_one_line(tmp_path):
     from conftest import REPO
 
     assert settings_for([]).delay.model == "timing"
-    proc = subprocess.run([sys.executable, "-m", "experiments.run", "workers=4", "delay=none",
-                           f"results_dir={tmp_path}/r"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.run", "workers=4", "delay=none", f"results_dir={tmp_path}/r"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "delay=none with workers=4" in lines[0] and "delay=timing" in lines[0]

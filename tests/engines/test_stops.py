@@ -1,6 +1,7 @@
 """Stops on the real engines (a staleness policy's ``restart``): the master loop hands a worker whose request became
 too stale the current iterate through the transport's ``restart``, counts a stopped computation's late reply as
 discarded, and a shared-memory or locally started distributed worker abandons its computation on SIGUSR1."""
+
 from __future__ import annotations
 
 import multiprocessing
@@ -36,10 +37,22 @@ def test_the_master_loop_restarts_stale_requests_and_discards_their_late_replies
     restarted at the new version, and their replies, already in hand (sent before the stop), are counted and
     discarded unread while the restarted requests stay outstanding."""
     problem = QuadraticProblem()
-    settings = settings_for([f"results_dir={tmp_path}", "engine=shared_memory", "workers=3", "epochs=1",
-                             "batch_size=8", "engine.warmup_updates=0", "algorithm=ringmaster_asgd",
-                             "algorithm.policy.R=1", "algorithm.policy.restart=true", "algorithm.lr=0.01",
-                             "algorithm.lr_schedule=constant", "eval_every=1e9"])
+    settings = settings_for(
+        [
+            f"results_dir={tmp_path}",
+            "engine=shared_memory",
+            "workers=3",
+            "epochs=1",
+            "batch_size=8",
+            "engine.warmup_updates=0",
+            "algorithm=ringmaster_asgd",
+            "algorithm.policy.R=1",
+            "algorithm.policy.restart=true",
+            "algorithm.lr=0.01",
+            "algorithm.lr_schedule=constant",
+            "eval_every=1e9",
+        ]
+    )
     rec = recorder_for(problem, settings, "wall")
     transport = LoopbackTransport(problem.dim)
     result = drive(problem, build_rule("sgd", lr=0.01), settings, rec, transport)
@@ -60,11 +73,27 @@ def test_a_worker_restarted_mid_computation_on_a_real_engine(tmp_path, engine):
     gradient that was not stale, the stopped computations whose reply never came were interrupted, and no worker
     process is left."""
     problem = QuadraticProblem()
-    settings = settings_for([f"results_dir={tmp_path}", f"engine={engine}", "++engine.start_method=forkserver",
-                             "engine.timeout_s=30", "workers=2", "epochs=1", "batch_size=8", "delay=timing",
-                             "delay.spread=sqrt", "engine.compute=emulated", "engine.compute_base_s=0.03",
-                             "algorithm=ringmaster_asgd", "algorithm.policy.R=1", "algorithm.policy.restart=true",
-                             "algorithm.lr=0.05", "algorithm.lr_schedule=constant", "eval_every=0.5"])
+    settings = settings_for(
+        [
+            f"results_dir={tmp_path}",
+            f"engine={engine}",
+            "++engine.start_method=forkserver",
+            "engine.timeout_s=30",
+            "workers=2",
+            "epochs=1",
+            "batch_size=8",
+            "delay=timing",
+            "delay.spread=sqrt",
+            "engine.compute=emulated",
+            "engine.compute_base_s=0.03",
+            "algorithm=ringmaster_asgd",
+            "algorithm.policy.R=1",
+            "algorithm.policy.restart=true",
+            "algorithm.lr=0.05",
+            "algorithm.lr_schedule=constant",
+            "eval_every=0.5",
+        ]
+    )
     rec = recorder_for(problem, settings, "wall")
     t0 = time.monotonic()
     result = run_engine(problem, build_rule("sgd", lr=0.05), settings, rec)
@@ -83,4 +112,3 @@ def test_a_worker_restarted_mid_computation_on_a_real_engine(tmp_path, engine):
     while not all(map(_gone, pids)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert all(map(_gone, pids))
-

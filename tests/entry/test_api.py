@@ -1,6 +1,7 @@
 """The Python API (experiments/api.py, docs/api.md): ``run`` executes one setting into a results folder and returns
 its real outcome; ``load`` reads the folder's runs back as one DataFrame; bad input raises ConfigError and writes
 nothing."""
+
 import math
 
 import pandas as pd
@@ -9,8 +10,14 @@ import pytest
 from experiments.errors import ConfigError
 
 # the simulated clock at fixed costs on a core per process: no calibration is read or measured
-COSTS = ["engine=simulated_dedicated", "delay.law=constant", "engine.costs.grad_s=0.001",
-         "engine.costs.update_s=1e-5", "engine.costs.latency_s=1e-5", "engine.costs.overhead_s=1e-5"]
+COSTS = [
+    "engine=simulated_dedicated",
+    "delay.law=constant",
+    "engine.costs.grad_s=0.001",
+    "engine.costs.update_s=1e-5",
+    "engine.costs.latency_s=1e-5",
+    "engine.costs.overhead_s=1e-5",
+]
 
 
 def _fmnist_staged() -> bool:
@@ -28,8 +35,16 @@ def test_run_returns_the_runs_real_outcome_and_load_reads_it_back(tmp_path):
 
     results = []
     for workers in (1, 4):
-        overrides = ["problem=logreg_fmnist", "problem.max_train=2000", "algorithm=apam", f"workers={workers}",
-                     "epochs=1", "eval_every=0.25", "seed=3", *COSTS]
+        overrides = [
+            "problem=logreg_fmnist",
+            "problem.max_train=2000",
+            "algorithm=apam",
+            f"workers={workers}",
+            "epochs=1",
+            "eval_every=0.25",
+            "seed=3",
+            *COSTS,
+        ]
         results.append(run(overrides, results_dir=tmp_path))
     for result, workers in zip(results, (1, 4)):
         assert result.status == "ok", result.summary.get("message")
@@ -52,8 +67,19 @@ def test_run_returns_the_runs_real_outcome_and_load_reads_it_back(tmp_path):
     assert sorted(df["workers"]) == [1, 4] and (df["status"] == "ok").all()
     assert len(load(tmp_path / "adhoc")) == 2 and load(tmp_path, experiment="nothing_here").empty
 
-    again = run(["problem=logreg_fmnist", "problem.max_train=2000", "algorithm=apam", "workers=1", "epochs=1",
-                 "eval_every=0.25", "seed=3", *COSTS], results_dir=tmp_path)
+    again = run(
+        [
+            "problem=logreg_fmnist",
+            "problem.max_train=2000",
+            "algorithm=apam",
+            "workers=1",
+            "epochs=1",
+            "eval_every=0.25",
+            "seed=3",
+            *COSTS,
+        ],
+        results_dir=tmp_path,
+    )
     assert again.status == "skipped" and again.run_id == results[0].run_id
     assert again.summary["final_train_loss"] == results[0].summary["final_train_loss"]
     assert len(load(tmp_path)) == 2

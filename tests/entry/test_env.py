@@ -1,5 +1,6 @@
 """The environment is the lock: the venv holds exactly the locked versions, the lock satisfies pyproject.toml's
 loose spec and pins every package with hashes, and every run's provenance names the lock's hash."""
+
 from __future__ import annotations
 
 import hashlib
@@ -63,8 +64,16 @@ def test_every_locked_package_is_pinned_with_sha256_hashes():
         assert hashes, f"{name}: no hash"
         assert all(re.fullmatch(r"    --hash=sha256:[0-9a-f]{64}( \\)?", h) for h in hashes), name
     # the torch wheel on this machine's disk is among torch's hashes (what pip installs here)
-    assert {"torch", "torchvision", "hydra-joblib-launcher", "hydra-submitit-launcher", "pip-tools", "pytest",
-            "setuptools", "pip"} <= set(blocks)
+    assert {
+        "torch",
+        "torchvision",
+        "hydra-joblib-launcher",
+        "hydra-submitit-launcher",
+        "pip-tools",
+        "pytest",
+        "setuptools",
+        "pip",
+    } <= set(blocks)
 
 
 def test_lock_mismatches_names_every_difference(tmp_path):
@@ -73,19 +82,30 @@ def test_lock_mismatches_names_every_difference(tmp_path):
     assert provenance.read_lock(lock) == {"foo": "1.0", "bar-baz": "2.0", "qux": "3"}
     env = {"foo": "1.0", "bar-baz": "2.1", "extra": "0.1", "apam-harness": "0.1.0"}
     assert provenance.lock_mismatches(lock, env) == [
-        "bar-baz: locked 2.0, installed 2.1", "qux: locked 3, not installed", "extra: installed 0.1, not in the lock"]
+        "bar-baz: locked 2.0, installed 2.1",
+        "qux: locked 3, not installed",
+        "extra: installed 0.1, not in the lock",
+    ]
     assert provenance.lock_mismatches(lock, {"foo": "1.0", "bar-baz": "2.0", "qux": "3"}) == []
 
 
 def test_provenance_names_the_lock_hash():
     info = provenance.collect(1, "cpu")["lock"]
-    assert info == {"file": "requirements-lock.txt", "sha256": hashlib.sha256(LOCK.read_bytes()).hexdigest(),
-                    "matches_env": True, "mismatches": []}
+    assert info == {
+        "file": "requirements-lock.txt",
+        "sha256": hashlib.sha256(LOCK.read_bytes()).hexdigest(),
+        "matches_env": True,
+        "mismatches": [],
+    }
 
 
 def test_provenance_without_a_lock_says_so(tmp_path):
     assert provenance.lock_info(tmp_path / "missing.txt") == {
-        "file": "missing.txt", "sha256": None, "matches_env": False, "mismatches": ["no lock file"]}
+        "file": "missing.txt",
+        "sha256": None,
+        "matches_env": False,
+        "mismatches": ["no lock file"],
+    }
 
 
 def test_lock_info_is_kept_until_the_lock_or_the_environment_changes(tmp_path, monkeypatch):

@@ -1,5 +1,6 @@
 """Every experiment config composes into valid settings for every profile; sweeps run, resume, and survive an
 interruption (the async_methods experiment's own options: tests/test_async_methods.py)."""
+
 import csv
 import signal
 import subprocess
@@ -49,8 +50,15 @@ def test_every_job_of_every_profile_composes_and_validates(experiment, profile):
 
 @pytest.mark.parametrize("strength", [1, 2])
 def test_a_job_cover_holds_every_value_or_every_pair_of_values(strength):
-    sweep = ["experiment=async_methods", "profile=long", "seed=0,1,2", "workers=8,32", "algorithm.lr_factor=0.5,1,2",
-             "problem=logreg_fmnist,lenet5_fmnist", "compute_model=equal,sqrt,straggler8,lognormal1"]
+    sweep = [
+        "experiment=async_methods",
+        "profile=long",
+        "seed=0,1,2",
+        "workers=8,32",
+        "algorithm.lr_factor=0.5,1,2",
+        "problem=logreg_fmnist,lenet5_fmnist",
+        "compute_model=equal,sqrt,straggler8,lognormal1",
+    ]
     full, total = job_overrides(sweep, multirun=True)
     cover = job_cover(sweep, strength)
     assert total == 144 and len(cover) < total and all(job in full for job in cover)
@@ -76,8 +84,17 @@ def test_a_job_cover_of_one_key_holds_its_values_and_checks_like_job_overrides()
 
 # ---------------------------------------------------------------------- sweeps from the command line
 def _sweep(tmp_path, *extra, timeout=300):
-    cmd = [sys.executable, "-m", "experiments.run", "-m", "experiment=tau_threshold", "profile=smoke",
-           f"results_dir={tmp_path}", "updates=150", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "experiments.run",
+        "-m",
+        "experiment=tau_threshold",
+        "profile=smoke",
+        f"results_dir={tmp_path}",
+        "updates=150",
+        *extra,
+    ]
     return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
 
 
@@ -106,8 +123,11 @@ def test_smoke_sweep_runs_and_resume_skips_finished_runs(tmp_path):
     # a finished run whose stored config differs from today's (an experiment yaml edited since) runs again
     run = next(iter(mtimes)).parent
     cfg_path = run / "config.yaml"
-    cfg_path.write_text(cfg_path.read_text().replace("updates: 150", "updates: 149").replace(
-        "profile: smoke", "profile: smoke\nprofiles_note: a key added later is no change"))
+    cfg_path.write_text(
+        cfg_path.read_text()
+        .replace("updates: 150", "updates: 149")
+        .replace("profile: smoke", "profile: smoke\nprofiles_note: a key added later is no change")
+    )
     again = _sweep(tmp_path)
     assert again.returncode == 0 and again.stderr.count("[skip]") == 2
     assert f"[rerun] tau_threshold/{run.name}: finished with another config (updates: 149 -> 150)" in again.stderr
@@ -119,10 +139,23 @@ def test_smoke_sweep_runs_and_resume_skips_finished_runs(tmp_path):
 
 @needs_data
 def test_a_multirun_over_workers_writes_speedup_csv(tmp_path):
-    cmd = [sys.executable, "-m", "experiments.run", "-m", "problem=logreg_fmnist", "algorithm=apam",
-           "engine=simulated", "delay=timing", "workers=1,2", "epochs=0.5", f"results_dir={tmp_path}",
-           "engine.costs.grad_s=0.001", "engine.costs.update_s=0.00001", "engine.costs.latency_s=0.00001",
-           "engine.costs.overhead_s=0.00001"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "experiments.run",
+        "-m",
+        "problem=logreg_fmnist",
+        "algorithm=apam",
+        "engine=simulated",
+        "delay=timing",
+        "workers=1,2",
+        "epochs=0.5",
+        f"results_dir={tmp_path}",
+        "engine.costs.grad_s=0.001",
+        "engine.costs.update_s=0.00001",
+        "engine.costs.latency_s=0.00001",
+        "engine.costs.overhead_s=0.00001",
+    ]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     path = tmp_path / "adhoc" / "speedup.csv"
@@ -136,8 +169,17 @@ def test_a_multirun_over_workers_writes_speedup_csv(tmp_path):
 
 @needs_data
 def test_an_interrupted_sweep_finishes_on_the_second_call_with_one_row_per_run(tmp_path):
-    cmd = [sys.executable, "-m", "experiments.run", "-m", "experiment=tau_threshold", "profile=smoke",
-           f"results_dir={tmp_path}", "updates=3000", "delay.tau=0,1,2"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "experiments.run",
+        "-m",
+        "experiment=tau_threshold",
+        "profile=smoke",
+        f"results_dir={tmp_path}",
+        "updates=3000",
+        "delay.tau=0,1,2",
+    ]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     summary = tmp_path / "tau_threshold" / "summary.csv"
     deadline = time.time() + 120
@@ -161,8 +203,23 @@ def test_an_interrupted_sweep_finishes_on_the_second_call_with_one_row_per_run(t
 @pytest.mark.slow
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_every_experiment_runs_under_smoke(tmp_path, experiment):
-    proc = subprocess.run([sys.executable, "-m", "experiments.reproduce", "--profile", "smoke", "--results-dir",
-                           str(tmp_path), "--only", experiment], cwd=REPO, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.reproduce",
+            "--profile",
+            "smoke",
+            "--results-dir",
+            str(tmp_path),
+            "--only",
+            experiment,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = (tmp_path / "REPORT.md").read_text()
     assert f"## {experiment}:" in report

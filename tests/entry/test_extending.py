@@ -1,6 +1,7 @@
 """Your own net and dataset by ``_target_`` (docs/extending.md): the worked example of the docs, copied as written
 into a folder of its own (a user module and a config folder), trains from the command line with ``--config-dir``
 and from the Python API with ``hydra.searchpath``; no data set to download, no edit of the harness."""
+
 import math
 import os
 import re
@@ -13,8 +14,14 @@ import pytest
 from conftest import REPO
 
 DOC = (REPO / "docs" / "extending.md").read_text()
-COSTS = ["engine=simulated_dedicated", "delay.law=constant", "engine.costs.grad_s=0.001",
-         "engine.costs.update_s=1e-5", "engine.costs.latency_s=1e-5", "engine.costs.overhead_s=1e-5"]
+COSTS = [
+    "engine=simulated_dedicated",
+    "delay.law=constant",
+    "engine.costs.grad_s=0.001",
+    "engine.costs.update_s=1e-5",
+    "engine.costs.latency_s=1e-5",
+    "engine.costs.overhead_s=1e-5",
+]
 
 
 def _block(lang: str, marker: str) -> str:
@@ -39,8 +46,19 @@ def _learned(trace: pd.DataFrame) -> None:
 
 def test_the_documented_user_model_trains_from_the_command_line(project, tmp_path):
     results = tmp_path / "my_results"
-    cmd = [sys.executable, "-m", "experiments.run", "--config-dir", str(project / "myconf"), "problem=tiny_blobs",
-           "algorithm=apam", "workers=4", "epochs=3", f"results_dir={results}", *COSTS]
+    cmd = [
+        sys.executable,
+        "-m",
+        "experiments.run",
+        "--config-dir",
+        str(project / "myconf"),
+        "problem=tiny_blobs",
+        "algorithm=apam",
+        "workers=4",
+        "epochs=3",
+        f"results_dir={results}",
+        *COSTS,
+    ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(project), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -58,8 +76,17 @@ def test_the_documented_user_model_trains_through_the_api(project, tmp_path, mon
     from experiments import load, run
 
     monkeypatch.syspath_prepend(str(project))
-    result = run([f"hydra.searchpath=[file://{project / 'myconf'}]", "problem=tiny_blobs", "algorithm=async_sgd",
-                  "workers=2", "epochs=3", *COSTS], results_dir=tmp_path / "api")
+    result = run(
+        [
+            f"hydra.searchpath=[file://{project / 'myconf'}]",
+            "problem=tiny_blobs",
+            "algorithm=async_sgd",
+            "workers=2",
+            "epochs=3",
+            *COSTS,
+        ],
+        results_dir=tmp_path / "api",
+    )
     assert result.status == "ok", result.summary.get("message")
     _learned(result.trace)
     df = load(tmp_path / "api")
@@ -72,5 +99,14 @@ def test_a_target_that_cannot_be_imported_is_one_error_line(project, tmp_path, m
 
     monkeypatch.syspath_prepend(str(project))
     with pytest.raises((ConfigError, ValueError), match=r"_target_=my_models\.Nope"):
-        run([f"hydra.searchpath=[file://{project / 'myconf'}]", "problem=tiny_blobs",
-             "problem.model={_target_:my_models.Nope}", "workers=1", "epochs=1", *COSTS], results_dir=tmp_path / "r")
+        run(
+            [
+                f"hydra.searchpath=[file://{project / 'myconf'}]",
+                "problem=tiny_blobs",
+                "problem.model={_target_:my_models.Nope}",
+                "workers=1",
+                "epochs=1",
+                *COSTS,
+            ],
+            results_dir=tmp_path / "r",
+        )

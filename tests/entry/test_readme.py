@@ -1,6 +1,7 @@
 """The README is a user manual that runs as written on a fresh clone: every Python command names the project's venv
 (``.venv/bin/python``), every Python snippet runs, it stays short (at most 170 lines of at most 120 characters),
 names no dates, commit hashes or tracker numbers, and every relative link of it and of docs/*.md resolves."""
+
 import re
 from pathlib import Path
 
@@ -79,8 +80,9 @@ def test_every_relative_link_resolves(path):
 def test_the_link_checker_sees_a_broken_link(tmp_path):
     page = tmp_path / "page.md"
     page.write_text("[ok](page.md) [web](https://example.org/x) [gone](docs/nowhere.md#part) [here](#top)\n")
-    targets = [t for t in LINK.findall(page.read_text()) if not re.match(r"[a-z][a-z0-9+.-]*:", t)
-               and not t.startswith("#")]
+    targets = [
+        t for t in LINK.findall(page.read_text()) if not re.match(r"[a-z][a-z0-9+.-]*:", t) and not t.startswith("#")
+    ]
     assert [t for t in targets if not (tmp_path / t.split("#")[0]).exists()] == ["docs/nowhere.md#part"]
 
 

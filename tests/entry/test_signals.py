@@ -1,6 +1,7 @@
 """SIGTERM and SIGINT on every engine: the run is recorded (trace so far, staleness, summary row
 ``failed`` with ``interrupted (SIG...)``), in a sweep too, and the runner exits 128 + signal (143 / 130). The row
 stops where the trace does: its updates, epochs and staleness histogram are those of the last evaluation."""
+
 import re
 import signal
 import subprocess
@@ -13,16 +14,27 @@ import pytest
 from conftest import REPO
 from problems.data import data_root
 
-needs_data = pytest.mark.skipif(not (data_root() / "FashionMNIST" / "raw").is_dir(),
-                                reason="Fashion-MNIST not staged (make data)")
+needs_data = pytest.mark.skipif(
+    not (data_root() / "FashionMNIST" / "raw").is_dir(), reason="Fashion-MNIST not staged (make data)"
+)
 
 
 def _interrupt(tmp_path, sig, args, min_epochs=0.15):
     err = tmp_path / "stderr.txt"
     flags = [a for a in args if a.startswith("-")]
     args = [a for a in args if not a.startswith("-")]
-    cmd = [sys.executable, "-m", "experiments.run", *flags, "problem=logreg_fmnist", "epochs=200", "eval_every=0.05",
-           "progress=true", f"results_dir={tmp_path}", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "experiments.run",
+        *flags,
+        "problem=logreg_fmnist",
+        "epochs=200",
+        "eval_every=0.05",
+        "progress=true",
+        f"results_dir={tmp_path}",
+        *args,
+    ]
     with open(err, "w") as ferr:
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=ferr)
     try:
@@ -91,7 +103,8 @@ def test_real_engine_exits_143_on_sigterm_and_records_the_run(tmp_path, engine):
 @needs_data
 @pytest.mark.timeout(300)
 def test_shared_memory_sweep_exits_143_on_sigterm(tmp_path):
-    rc, err = _interrupt(tmp_path, signal.SIGTERM, ["-m", "engine=shared_memory", "workers=2,1",
-                                                    "engine.pin_workers=false"])
+    rc, err = _interrupt(
+        tmp_path, signal.SIGTERM, ["-m", "engine=shared_memory", "workers=2,1", "engine.pin_workers=false"]
+    )
     assert rc == 143, err[-2000:]
     _check_recorded(tmp_path, signal.SIGTERM, rows=1)

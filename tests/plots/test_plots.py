@@ -39,18 +39,24 @@ EXPECTED = {
     "lr_speedup": {
         "draw_speedup": ["speedup-logreg_fmnist-time_per_epoch"],
         "draw_time_per_epoch": ["time_per_epoch-logreg_fmnist"],
-        "draw_curves_by_workers": ["curves-logreg_fmnist-apam-shared_memory-wall",
-                                   "curves-logreg_fmnist-apam-simulated-simulated"],
+        "draw_curves_by_workers": [
+            "curves-logreg_fmnist-apam-shared_memory-wall",
+            "curves-logreg_fmnist-apam-simulated-simulated",
+        ],
         "draw_staleness": ["staleness-logreg_fmnist-apam"],
         "draw_model_validation": ["model_validation-logreg_fmnist"],
     },
     "lenet5_speedup": {
         "draw_speedup": ["speedup-lenet5_fmnist-time_per_epoch"],
         "draw_time_per_epoch": ["time_per_epoch-lenet5_fmnist"],
-        "draw_curves_by_workers": ["curves-lenet5_fmnist-apam-simulated-simulated",
-                                   "curves-lenet5_fmnist-async_sgd-simulated-simulated"],
-        "draw_algorithm_comparison": ["compare-lenet5_fmnist-simulated-simulated-epochs",
-                                      "compare-lenet5_fmnist-simulated-simulated-time"],
+        "draw_curves_by_workers": [
+            "curves-lenet5_fmnist-apam-simulated-simulated",
+            "curves-lenet5_fmnist-async_sgd-simulated-simulated",
+        ],
+        "draw_algorithm_comparison": [
+            "compare-lenet5_fmnist-simulated-simulated-epochs",
+            "compare-lenet5_fmnist-simulated-simulated-time",
+        ],
         "draw_staleness": ["staleness-lenet5_fmnist-apam", "staleness-lenet5_fmnist-async_sgd"],
     },
     "large_time_per_epoch": {"draw_time_per_epoch": ["time_per_epoch-resnet18_cinic10"]},
@@ -158,8 +164,9 @@ def test_draw_experiment_is_every_figure_function(tmp_path):
 def _cli(*args):
     env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
     env["PYTHONPATH"] = str(ROOT)
-    return subprocess.run([sys.executable, "-m", "plots", *map(str, args)], capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "plots", *map(str, args)], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120
+    )
 
 
 def test_cli_over_results_folder_writes_expected_files(tmp_path):
@@ -167,8 +174,9 @@ def test_cli_over_results_folder_writes_expected_files(tmp_path):
     root = copy_fixtures(tmp_path / "results", families)
     proc = _cli(root)
     assert proc.returncode == 0, proc.stderr
-    expected = sorted(str(root / f / "figures" / (s + ".png")) for f in families
-                      for stems in EXPECTED[f].values() for s in stems)
+    expected = sorted(
+        str(root / f / "figures" / (s + ".png")) for f in families for stems in EXPECTED[f].values() for s in stems
+    )
     assert sorted(proc.stdout.split()) == expected
     assert not (root / "paper" / "figures").exists()  # the paper folder is no experiment
     for line in expected:
@@ -190,8 +198,9 @@ def test_cli_missing_column_exits_2_naming_column_and_file(tmp_path):
     assert proc.stderr.count("\n") == 1
     assert "'workers'" in proc.stderr and str(summary) in proc.stderr
     # the other experiment below the results folder is still drawn
-    expected = sorted(str(root / "tau_threshold" / "figures" / (s + ".pdf"))
-                      for s in EXPECTED["tau_threshold"]["draw_tau_threshold"])
+    expected = sorted(
+        str(root / "tau_threshold" / "figures" / (s + ".pdf")) for s in EXPECTED["tau_threshold"]["draw_tau_threshold"]
+    )
     assert sorted(proc.stdout.split()) == expected
 
 
@@ -281,6 +290,7 @@ def test_fixtures_match_their_generator(tmp_path):
 
 # --- numeric helpers -------------------------------------------------------------------------------------------
 
+
 def test_mean_band_same_grid_is_pointwise():
     x = np.array([0.0, 1.0, 2.0])
     x_out, mean, lo, hi = mean_band([(x, [1.0, 2.0, 3.0]), (x[::-1], [1.0, 2.0, 3.0]), (x, [2.0, 5.0, 0.0])])
@@ -326,12 +336,16 @@ def test_seed_stats():
 
 
 def test_pair_clocks_percent_error():
-    summary = pd.DataFrame({
-        "problem": ["p"] * 5, "algorithm": ["apam"] * 4 + ["sync_amsgrad"],
-        "engine": ["shared_memory", "shared_memory", "simulated", "simulated", "simulated"],
-        "clock": ["wall", "wall", "simulated", "simulated", "simulated"],
-        "workers": [2.0, 2.0, 2.0, 2.0, 2.0], "time_per_epoch_s": [2.0, 2.2, 2.31, 2.31, 9.0],
-    })
+    summary = pd.DataFrame(
+        {
+            "problem": ["p"] * 5,
+            "algorithm": ["apam"] * 4 + ["sync_amsgrad"],
+            "engine": ["shared_memory", "shared_memory", "simulated", "simulated", "simulated"],
+            "clock": ["wall", "wall", "simulated", "simulated", "simulated"],
+            "workers": [2.0, 2.0, 2.0, 2.0, 2.0],
+            "time_per_epoch_s": [2.0, 2.2, 2.31, 2.31, 9.0],
+        }
+    )
     pairs = pair_clocks(summary)
     assert len(pairs) == 1  # sync_amsgrad has no measured partner
     row = pairs.iloc[0]
@@ -341,11 +355,17 @@ def test_pair_clocks_percent_error():
 
 
 def test_pair_clocks_takes_the_median_over_seeds_so_one_slow_seed_is_left_out():
-    summary = pd.DataFrame({
-        "problem": ["p"] * 6, "algorithm": ["apam"] * 6,
-        "engine": ["shared_memory"] * 3 + ["simulated"] * 3, "clock": ["wall"] * 3 + ["simulated"] * 3,
-        "workers": [1.0] * 6, "seed": [0, 1, 2] * 2, "time_per_epoch_s": [1.9, 2.0, 3.8, 2.0, 2.0, 2.0],
-    })
+    summary = pd.DataFrame(
+        {
+            "problem": ["p"] * 6,
+            "algorithm": ["apam"] * 6,
+            "engine": ["shared_memory"] * 3 + ["simulated"] * 3,
+            "clock": ["wall"] * 3 + ["simulated"] * 3,
+            "workers": [1.0] * 6,
+            "seed": [0, 1, 2] * 2,
+            "time_per_epoch_s": [1.9, 2.0, 3.8, 2.0, 2.0, 2.0],
+        }
+    )
     row = pair_clocks(summary).iloc[0]
     assert row["measured_s"] == 2.0 and row["measured_max"] == 3.8  # the mean (2.57) would give -22%
     assert row["percent_error"] == 0.0
@@ -357,8 +377,9 @@ def test_tau_ratio():
 
 
 def test_histogram_fractions():
-    runs = pd.DataFrame({"run_id": ["a", "a", "b", "b"], "staleness": [0.0, 2.0, 0.0, 1.0],
-                         "count": [3.0, 1.0, 2.0, 2.0]})
+    runs = pd.DataFrame(
+        {"run_id": ["a", "a", "b", "b"], "staleness": [0.0, 2.0, 0.0, 1.0], "count": [3.0, 1.0, 2.0, 2.0]}
+    )
     values, fractions, mean_tau, max_tau = histogram_fractions(runs)
     assert values.tolist() == [0, 1, 2]
     np.testing.assert_allclose(fractions, [[0.75, 0.0, 0.25], [0.5, 0.5, 0.0]])
@@ -417,7 +438,8 @@ def test_stragglers_none_reached_every_algorithm_identifiable(tmp_path, captured
         marks = [ln for ln in ax.get_lines() if ln.get_label() == "_missing"]
         assert len(marks) == 3
         assert {matplotlib.colors.to_hex(ln.get_color()) for ln in marks} == {
-            matplotlib.colors.to_hex(style.color_for(a)) for a in ("apam", "async_sgd", "sync_amsgrad")}
+            matplotlib.colors.to_hex(style.color_for(a)) for a in ("apam", "async_sgd", "sync_amsgrad")
+        }
         x0 = float(marks[0].get_xdata()[0])  # same data x, drawn 7 pt apart on screen
         px = sorted(ln.get_transform().transform((x0, 0.97))[0] for ln in marks)
         assert np.allclose(np.diff(px), 7.0 * fig.dpi / 72.0)
@@ -477,6 +499,7 @@ def test_stragglers_shared_y_scale_shows_every_panels_largest_value(tmp_path, ca
 
 # --- a figure that cannot be drawn is named, never dropped -------------------------------------------------------
 
+
 def test_whiskers_are_clipped_at_zero():
     x = 0.8132702392002724  # the mean of three copies of x is x + 1.1e-16 (float rounding)
     fractions = np.array([[x, 1 - x]] * 3)
@@ -518,11 +541,17 @@ def test_cli_failed_figure_exits_1_after_drawing_the_rest(tmp_path, monkeypatch,
     monkeypatch.setattr(plots.draw, "FIGURES", plots.FIGURES + (_failing_figure,))
     assert main([str(root)]) == 1
     out, err = capsys.readouterr()
-    expected = sorted(str(root / f / "figures" / (s + ".png")) for f in ("stragglers", "tau_threshold")
-                      for stems in EXPECTED[f].values() for s in stems)
+    expected = sorted(
+        str(root / f / "figures" / (s + ".png"))
+        for f in ("stragglers", "tau_threshold")
+        for stems in EXPECTED[f].values()
+        for s in stems
+    )
     assert sorted(out.split()) == expected
-    assert err.splitlines() == [f"error: {root / f}: figure _failing_figure not drawn: ZeroDivisionError: boom"
-                                for f in ("stragglers", "tau_threshold")]
+    assert err.splitlines() == [
+        f"error: {root / f}: figure _failing_figure not drawn: ZeroDivisionError: boom"
+        for f in ("stragglers", "tau_threshold")
+    ]
 
 
 def test_cli_bad_input_in_one_figure_exits_2(tmp_path, monkeypatch, capsys):
@@ -543,13 +572,28 @@ def _timing_summary():
 
     rows = []
     for p in (1, 2, 4):
-        for engine, clock, transport, overruns in (("simulated", "simulated", "shared_memory", np.nan),
-                                                   ("simulated", "simulated", "distributed", np.nan),
-                                                   ("shared_memory", "wall", "shared_memory", 30 if p == 4 else 0),
-                                                   ("distributed", "wall", "distributed", 20)):
-            rows.append({"run_id": f"{engine}-{transport}-{p}", "problem": "q", "algorithm": "apam", "engine": engine,
-                         "clock": clock, "workers": p, "seed": 0, "transport": transport, "overruns": overruns,
-                         "gradients": 400, "compute": "emulated", "compute_base_s": 0.01})
+        for engine, clock, transport, overruns in (
+            ("simulated", "simulated", "shared_memory", np.nan),
+            ("simulated", "simulated", "distributed", np.nan),
+            ("shared_memory", "wall", "shared_memory", 30 if p == 4 else 0),
+            ("distributed", "wall", "distributed", 20),
+        ):
+            rows.append(
+                {
+                    "run_id": f"{engine}-{transport}-{p}",
+                    "problem": "q",
+                    "algorithm": "apam",
+                    "engine": engine,
+                    "clock": clock,
+                    "workers": p,
+                    "seed": 0,
+                    "transport": transport,
+                    "overruns": overruns,
+                    "gradients": 400,
+                    "compute": "emulated",
+                    "compute_base_s": 0.01,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -568,9 +612,9 @@ def test_overrun_workers_are_the_measured_runs_past_the_flag():
     from plots.validation import overrun_workers
 
     s = _timing_summary()
-    assert overrun_workers(s, engine="shared_memory") == [4]            # 30 of 400 = 7.5% > 5%
-    assert overrun_workers(s, engine="distributed") == []               # 20 of 400 = 5%: not above the flag
-    assert overrun_workers(s, engine="simulated") == []                 # simulated runs never overrun
+    assert overrun_workers(s, engine="shared_memory") == [4]  # 30 of 400 = 7.5% > 5%
+    assert overrun_workers(s, engine="distributed") == []  # 20 of 400 = 5%: not above the flag
+    assert overrun_workers(s, engine="simulated") == []  # simulated runs never overrun
     assert overrun_workers(s.drop(columns="overruns"), engine="shared_memory") == []
 
 
@@ -581,9 +625,14 @@ def test_late_wake_ups_flag_a_run_only_beyond_the_calibrated_ones():
 
     from plots.validation import overrun_count, overrun_fraction
 
-    s = pd.DataFrame({"overruns": [0, 0, 10, 0, np.nan, 3], "late_wakeups": [30, 30, 0, 30, np.nan, np.nan],
-                      "late_expected": [28.0, 5.0, 1.0, np.nan, np.nan, np.nan],
-                      "gradients": [400, 400, 400, 400, 400, 400]})
+    s = pd.DataFrame(
+        {
+            "overruns": [0, 0, 10, 0, np.nan, 3],
+            "late_wakeups": [30, 30, 0, 30, np.nan, np.nan],
+            "late_expected": [28.0, 5.0, 1.0, np.nan, np.nan, np.nan],
+            "gradients": [400, 400, 400, 400, 400, 400],
+        }
+    )
     assert overrun_count(s).tolist()[:4] == [2.0, 25.0, 10.0, 30.0] and np.isnan(overrun_count(s)[4])
     assert overrun_count(s)[5] == 3.0  # no late wake-up count: the overruns as recorded
     flagged = (overrun_fraction(s) > 0.05).tolist()
@@ -614,18 +663,30 @@ def test_speedup_and_time_per_epoch_draw_one_figure_per_compute_setting(tmp_path
     exp = copy_fixtures(tmp_path, ["lr_speedup"]) / "lr_speedup"
     for name in ("summary.csv", "speedup.csv"):
         df = pd.read_csv(exp / name)
-        both = pd.concat([df.assign(compute="real", compute_base_s=np.nan),
-                          df.assign(compute="emulated", compute_base_s=0.002,
-                                    **({"time_per_epoch_s": df["time_per_epoch_s"] * 3} if name == "summary.csv"
-                                       else {}))], ignore_index=True)
+        both = pd.concat(
+            [
+                df.assign(compute="real", compute_base_s=np.nan),
+                df.assign(
+                    compute="emulated",
+                    compute_base_s=0.002,
+                    **({"time_per_epoch_s": df["time_per_epoch_s"] * 3} if name == "summary.csv" else {}),
+                ),
+            ],
+            ignore_index=True,
+        )
         both.to_csv(exp / name, index=False)
     names = sorted(p.name for p in plots.draw_speedup(exp) + plots.draw_time_per_epoch(exp))
-    assert names == ["speedup-logreg_fmnist-time_per_epoch-emulated_0.002s.png",
-                     "speedup-logreg_fmnist-time_per_epoch-real.png",
-                     "time_per_epoch-logreg_fmnist-emulated_0.002s.png", "time_per_epoch-logreg_fmnist-real.png"]
+    assert names == [
+        "speedup-logreg_fmnist-time_per_epoch-emulated_0.002s.png",
+        "speedup-logreg_fmnist-time_per_epoch-real.png",
+        "time_per_epoch-logreg_fmnist-emulated_0.002s.png",
+        "time_per_epoch-logreg_fmnist-real.png",
+    ]
     settings = plots.data.compute_settings(load_experiment(exp), "logreg_fmnist")
-    assert [(s, t) for s, t, _ in settings] == [("emulated-0.002s", "emulated compute, 2 ms a gradient"),
-                                                ("real", "real compute")]
+    assert [(s, t) for s, t, _ in settings] == [
+        ("emulated-0.002s", "emulated compute, 2 ms a gradient"),
+        ("real", "real compute"),
+    ]
     real = settings[1][2].summary
     assert set(real["compute"]) == {"real"} and len(real) == len(pd.read_csv(exp / "summary.csv")) // 2
 
@@ -635,15 +696,16 @@ def test_a_complete_drawing_removes_figures_the_csvs_no_longer_give(tmp_path):
     stale = exp / "figures" / "speedup-logreg_fmnist-time_per_epoch-old_name.png"
     stale.parent.mkdir(parents=True, exist_ok=True)
     stale.write_bytes(PNG_SIGNATURE)
-    pdf = exp / "figures" / "kept.pdf"                     # another format: not this call's to judge
+    pdf = exp / "figures" / "kept.pdf"  # another format: not this call's to judge
     pdf.write_bytes(b"%PDF")
     written = plots.draw_experiment(exp)
     assert not stale.exists() and pdf.exists() and all(p.exists() for p in written)
     assert sorted(p.name for p in (exp / "figures").glob("*.png")) == sorted(p.name for p in written)
 
 
-@pytest.mark.parametrize("lo, hi, labelled", [(400.0, 3500.0, {"500", "1000", "2000"}),
-                                              (0.003, 20.0, {"0.01", "0.1", "1", "10"})])
+@pytest.mark.parametrize(
+    "lo, hi, labelled", [(400.0, 3500.0, {"500", "1000", "2000"}), (0.003, 20.0, {"0.01", "0.1", "1", "10"})]
+)
 def test_plain_log_axis_labels_minor_ticks_only_on_a_short_range(lo, hi, labelled):
     """Under 1.5 decades the 2x and 5x minor ticks get labels too (one label alone cannot be read as a scale); over
     it only the powers of ten are labelled, as plain numbers."""
@@ -655,8 +717,11 @@ def test_plain_log_axis_labels_minor_ticks_only_on_a_short_range(lo, hi, labelle
         style.plain_log_axis(ax)
         ax.set_ylim(lo, hi)
         fig.canvas.draw()
-        shown = {t.get_text() for t in ax.yaxis.get_majorticklabels() + ax.yaxis.get_minorticklabels()
-                 if t.get_text() and lo <= t.get_position()[1] <= hi}
+        shown = {
+            t.get_text()
+            for t in ax.yaxis.get_majorticklabels() + ax.yaxis.get_minorticklabels()
+            if t.get_text() and lo <= t.get_position()[1] <= hi
+        }
     finally:
         plt.close(fig)
     assert shown == labelled

@@ -12,8 +12,11 @@ from plots.__main__ import main
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results"
-COMMITTED = sorted(p.name for p in RESULTS.iterdir()
-                   if p.is_dir() and p.name != "paper" and (p / "summary.csv").exists()) if RESULTS.is_dir() else []
+COMMITTED = (
+    sorted(p.name for p in RESULTS.iterdir() if p.is_dir() and p.name != "paper" and (p / "summary.csv").exists())
+    if RESULTS.is_dir()
+    else []
+)
 FAST = {"lr_speedup"}
 
 
@@ -29,8 +32,9 @@ def _copy_csvs(src: Path, dest: Path) -> Path:
     return dest
 
 
-@pytest.mark.parametrize("experiment", [pytest.param(e, marks=() if e in FAST else pytest.mark.slow)
-                                        for e in COMMITTED])
+@pytest.mark.parametrize(
+    "experiment", [pytest.param(e, marks=() if e in FAST else pytest.mark.slow) for e in COMMITTED]
+)
 def test_plots_redraws_every_committed_figure(experiment, tmp_path, capsys):
     src = RESULTS / experiment
     exp = _copy_csvs(src, tmp_path / experiment)

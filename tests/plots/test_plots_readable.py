@@ -21,8 +21,15 @@ from plots.data import load_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "plots"
-FAMILIES = ("lr_speedup", "lenet5_speedup", "large_time_per_epoch", "artificial_delay", "tau_threshold",
-            "stragglers", "model_validation")
+FAMILIES = (
+    "lr_speedup",
+    "lenet5_speedup",
+    "large_time_per_epoch",
+    "artificial_delay",
+    "tau_threshold",
+    "stragglers",
+    "model_validation",
+)
 
 
 @pytest.fixture
@@ -72,8 +79,15 @@ def measured(monkeypatch):
 
     def save(fig, out_dir, name, fmt):
         fig.canvas.draw()  # the legend's final layout
-        rows.append((name, legend_texts(fig), len(legend_entries(fig)), fig.get_figwidth() * style.DPI,
-                     fig._suptitle.get_text() if fig._suptitle else ""))
+        rows.append(
+            (
+                name,
+                legend_texts(fig),
+                len(legend_entries(fig)),
+                fig.get_figwidth() * style.DPI,
+                fig._suptitle.get_text() if fig._suptitle else "",
+            )
+        )
         plt.close(fig)
         return name
 
@@ -97,12 +111,17 @@ def by_name(captured, prefix):
 
 def series_markers(ax):
     """A panel's marker artists of style.draw_series (labelled, no line drawn), by label."""
-    return {ln.get_label(): ln for ln in ax.get_lines()
-            if not ln.get_label().startswith("_") and ln.get_linestyle() in ("None", "none", "")
-            and ln.get_marker() not in (None, "None", "none", "")}
+    return {
+        ln.get_label(): ln
+        for ln in ax.get_lines()
+        if not ln.get_label().startswith("_")
+        and ln.get_linestyle() in ("None", "none", "")
+        and ln.get_marker() not in (None, "None", "none", "")
+    }
 
 
 # --- the x-axis counts compute agents where the column exists -------------------------------------------------
+
 
 def test_x_axis_is_compute_agents_where_the_column_exists(tmp_path, captured):
     exp = agents_experiment(tmp_path)
@@ -111,8 +130,12 @@ def test_x_axis_is_compute_agents_where_the_column_exists(tmp_path, captured):
     for name, fig in captured:
         for ax in fig.axes[:2]:
             assert ax.get_xlabel() == "compute agents (threads)", name
-            xs = {float(x) for ln in ax.get_lines() if not ln.get_label().startswith("_")
-                  for x in np.asarray(ln.get_xdata(), dtype=float)}
+            xs = {
+                float(x)
+                for ln in ax.get_lines()
+                if not ln.get_label().startswith("_")
+                for x in np.asarray(ln.get_xdata(), dtype=float)
+            }
             agents = set(pd.read_csv(exp / "summary.csv")["agents"].astype(float))
             data = xs - {8.0, 16.0, 32.0}  # the paper's threads beyond ours and the ideal's end
             assert data <= agents and {1.0, 2.0, 4.0} <= xs, (name, xs)
@@ -122,12 +145,13 @@ def test_x_axis_is_workers_in_older_files(tmp_path, captured):
     exp = _copy(tmp_path, "lr_speedup")
     assert "agents" not in pd.read_csv(exp / "speedup.csv").columns
     plots.draw_speedup(exp)
-    (_, fig), = captured
+    ((_, fig),) = captured
     assert [ax.get_xlabel() for ax in fig.axes[:2]] == ["workers", "workers"]
     assert any(t.startswith("ideal (speed-up = workers)") for t in legend_texts(fig))
 
 
 # --- two cores settings are two lines ---------------------------------------------------------------------------
+
 
 def test_two_cores_settings_are_two_lines_never_averaged(tmp_path, captured):
     exp = agents_experiment(tmp_path)
@@ -150,14 +174,19 @@ def test_two_cores_settings_are_two_lines_never_averaged(tmp_path, captured):
 def test_two_cores_settings_give_two_curve_figures_and_two_staleness_columns(tmp_path, captured):
     exp = agents_experiment(tmp_path)
     names = [n for n in plots.draw_curves_by_workers(exp)]
-    assert names == ["curves-logreg_fmnist-apam-shared_memory-wall",
-                     "curves-logreg_fmnist-apam-simulated-simulated-2cores",
-                     "curves-logreg_fmnist-apam-simulated-simulated-dedicated"]
+    assert names == [
+        "curves-logreg_fmnist-apam-shared_memory-wall",
+        "curves-logreg_fmnist-apam-simulated-simulated-2cores",
+        "curves-logreg_fmnist-apam-simulated-simulated-dedicated",
+    ]
     plots.draw_staleness(exp)
-    (_, fig), = captured[3:]
+    ((_, fig),) = captured[3:]
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
-    assert titles == ["measured (wall clock), shared_memory engine", "simulated clock, simulated engine, 2 cores",
-                      "simulated clock, simulated engine, a core each"]
+    assert titles == [
+        "measured (wall clock), shared_memory engine",
+        "simulated clock, simulated engine, 2 cores",
+        "simulated clock, simulated engine, a core each",
+    ]
 
 
 def test_measured_points_have_whiskers_and_no_line_predictions_are_lines(tmp_path, captured):
@@ -172,6 +201,7 @@ def test_measured_points_have_whiskers_and_no_line_predictions_are_lines(tmp_pat
 
 
 # --- workers = 0 (the master alone) draws ------------------------------------------------------------------------
+
 
 def test_workers_zero_draws_without_a_division_by_zero(tmp_path, captured):
     exp = agents_experiment(tmp_path)
@@ -189,17 +219,28 @@ def test_workers_zero_draws_without_a_division_by_zero(tmp_path, captured):
 
 # --- legends and widths -------------------------------------------------------------------------------------------
 
+
 def _many_methods(dest):
     """model_validation with ten algorithms and both real engines: lines enough to need splitting."""
     exp = _copy(dest, "model_validation")
     s = pd.read_csv(exp / "summary.csv")
     twin = s[s["engine"] == "shared_memory"].assign(engine="distributed", run_id=lambda d: d["run_id"] + "-d")
     sim = s[s["engine"] == "simulated"].assign(transport="distributed", run_id=lambda d: d["run_id"] + "-sd")
-    s = pd.concat([s.assign(transport=np.where(s["engine"] == "simulated", "shared_memory", s["engine"])),
-                   twin.assign(transport="distributed"), sim], ignore_index=True)
-    s = pd.concat([s.assign(algorithm=a, run_id=s["run_id"] + f"-{k}",
-                            time_per_epoch_s=s["time_per_epoch_s"] * (1 + 0.1 * k))
-                   for k, a in enumerate(plots.async_methods.METHODS)], ignore_index=True)
+    s = pd.concat(
+        [
+            s.assign(transport=np.where(s["engine"] == "simulated", "shared_memory", s["engine"])),
+            twin.assign(transport="distributed"),
+            sim,
+        ],
+        ignore_index=True,
+    )
+    s = pd.concat(
+        [
+            s.assign(algorithm=a, run_id=s["run_id"] + f"-{k}", time_per_epoch_s=s["time_per_epoch_s"] * (1 + 0.1 * k))
+            for k, a in enumerate(plots.async_methods.METHODS)
+        ],
+        ignore_index=True,
+    )
     s.to_csv(exp / "summary.csv", index=False)
     speedup_table(pd.read_csv(exp / "summary.csv")).to_csv(exp / "speedup.csv", index=False)
     return exp
@@ -246,6 +287,7 @@ def test_the_comparison_wraps_its_panels_instead_of_widening(tmp_path, captured)
 
 # --- titles -------------------------------------------------------------------------------------------------------
 
+
 def test_every_title_starts_with_the_experiment_id_of_its_csvs(tmp_path, measured):
     folders = [_copy(tmp_path / "old", f) for f in FAMILIES] + [agents_experiment(tmp_path / "new")]
     for folder in folders:
@@ -275,12 +317,13 @@ def test_a_stand_in_problem_is_named_in_the_title(tmp_path, captured):
     for name in ("summary.csv", "speedup.csv"):
         pd.read_csv(exp / name).assign(experiment="allcnn_sync_vs_async").to_csv(exp / name, index=False)
     plots.draw_speedup(exp)
-    (_, fig), = captured
+    ((_, fig),) = captured
     title = fig._suptitle.get_text()
     assert title.startswith("allcnn_sync_vs_async — LeNet5 (standing in for AllCNN), lenet5_fmnist: "), title
 
 
 # --- no line hidden under another ---------------------------------------------------------------------------------
+
 
 def test_overlapping_lines_keep_visible_markers_and_a_legend_note(tmp_path, captured):
     """APAM and async SGD at the ideal speed-up (the LeNet5 figure where APAM's line was hidden): every line has its
@@ -290,10 +333,12 @@ def test_overlapping_lines_keep_visible_markers_and_a_legend_note(tmp_path, capt
     sp["speedup"] = sp["workers"].astype(float)
     sp.to_csv(exp / "speedup.csv", index=False)
     plots.draw_speedup(exp)
-    (_, fig), = captured
+    ((_, fig),) = captured
     fig.canvas.draw()
-    assert any(t.startswith("lines overlap (within 1%): ") and "apam" in t and "async_sgd" in t and "ideal" in t
-               for t in legend_texts(fig))
+    assert any(
+        t.startswith("lines overlap (within 1%): ") and "apam" in t and "async_sgd" in t and "ideal" in t
+        for t in legend_texts(fig)
+    )
     for ax in fig.axes[:2]:
         marks = series_markers(ax)
         assert len(marks) == 2
@@ -310,8 +355,11 @@ def test_overlapping_lines_keep_visible_markers_and_a_legend_note(tmp_path, capt
 
 def test_lines_apart_are_not_called_overlapping():
     x = np.array([1.0, 2.0, 4.0])
-    lines = [style.Series(x, x, "a", "C0", "o"), style.Series(x, x * 1.005, "b", "C1", "s"),
-             style.Series(x, x * 0.5, "c", "C2", "^")]
+    lines = [
+        style.Series(x, x, "a", "C0", "o"),
+        style.Series(x, x * 1.005, "b", "C1", "s"),
+        style.Series(x, x * 0.5, "c", "C2", "^"),
+    ]
     assert style.overlap_groups(lines) == [[0, 1]]
     assert style.overlap_groups(lines, ideal=lambda v: v) == [[0, 1, -1]]
     assert style.overlap_groups([lines[2]], ideal=lambda v: v) == []

@@ -44,7 +44,7 @@ def no_network_no_apt(monkeypatch):
     def refuse(*args, **kwargs):
         raise RuntimeError("network access attempted in a test")
 
-    monkeypatch.setattr(tvd.MNIST, "download", refuse)       # FashionMNIST inherits it
+    monkeypatch.setattr(tvd.MNIST, "download", refuse)  # FashionMNIST inherits it
     monkeypatch.setattr(tvd.CIFAR10, "download", refuse)
     monkeypatch.setattr("urllib.request.urlopen", refuse)
 
@@ -64,7 +64,7 @@ def make_idx(seed: int = 0) -> dict[str, tuple[np.ndarray, bytes]]:
     out = {}
     for split, n in (("train", N_TRAIN), ("t10k", N_TEST)):
         img = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
-        img[0, 0, 0], img[0, 0, 1] = 0, 255          # both ends of the pixel range
+        img[0, 0, 0], img[0, 0, 1] = 0, 255  # both ends of the pixel range
         lab = rng.integers(0, 10, n, dtype=np.uint8)
         out[f"{split}-images-idx3-ubyte"] = (img, idx_images(img))
         out[f"{split}-labels-idx1-ubyte"] = (lab, idx_labels(lab))
@@ -82,8 +82,11 @@ def write_idx(folder: Path, files: dict, gz: bool) -> None:
 
 def stray_files(root: Path) -> list[str]:
     """Everything under root except lock files: what a failed staging must not leave."""
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if not p.name.endswith(".lock")
-                  and (p.is_file() or ".staging" in p.name))
+    return sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if not p.name.endswith(".lock") and (p.is_file() or ".staging" in p.name)
+    )
 
 
 def assert_loaded_exactly(v: data.VisionData, files: dict, channels: int = 1) -> None:
@@ -118,12 +121,12 @@ def test_stage_from_debian_gz_and_load_exact(tmp_path):
     raw = stage_fashion_mnist(root, debian_dir=deb, download=False)
     assert raw == root / "FashionMNIST" / "raw"
     for name, (_, content) in files.items():
-        assert (raw / name).read_bytes() == content                      # decompressed in torchvision's layout
+        assert (raw / name).read_bytes() == content  # decompressed in torchvision's layout
     assert stray_files(root) == sorted(f"FashionMNIST/raw/{f}" for f in FILES)
-    ds = tvd.FashionMNIST(str(root), train=True, download=False)         # torchvision reads them as they are
+    ds = tvd.FashionMNIST(str(root), train=True, download=False)  # torchvision reads them as they are
     assert torch.equal(ds.data, torch.from_numpy(files["train-images-idx3-ubyte"][0]))
     assert ds.targets.tolist() == files["train-labels-idx1-ubyte"][0].tolist()
-    v = load_vision("fashion_mnist", root)                              # already staged: debian not needed
+    v = load_vision("fashion_mnist", root)  # already staged: debian not needed
     assert_loaded_exactly(v, files)
     assert v.name == "fashion_mnist" and v.classes[0] == "T-shirt/top" and len(v.classes) == 10
 
@@ -134,7 +137,7 @@ def test_stage_uses_plain_files_in_place(tmp_path):
     write_idx(raw, files, gz=False)
     before = {f: (raw / f).stat().st_mtime_ns for f in FILES}
     assert stage_fashion_mnist(tmp_path, debian_dir=None, download=False) == raw
-    assert {f: (raw / f).stat().st_mtime_ns for f in FILES} == before   # valid files are left alone
+    assert {f: (raw / f).stat().st_mtime_ns for f in FILES} == before  # valid files are left alone
     assert_loaded_exactly(load_vision("fashion_mnist", tmp_path, download=False), files)
 
 
@@ -144,14 +147,14 @@ def test_load_vision_reuses_the_read_until_a_file_changes(tmp_path):
     raw = tmp_path / "FashionMNIST" / "raw"
     write_idx(raw, files, gz=False)
     first = load_vision("fashion_mnist", tmp_path, download=False)
-    assert load_vision("fashion_mnist", tmp_path, download=False) is first          # no second read
+    assert load_vision("fashion_mnist", tmp_path, download=False) is first  # no second read
     other = make_idx(6)
-    write_idx(raw, other, gz=False)                  # same sizes; new content and modification times
-    os.utime(raw / FILES[0], ns=(1, 1))              # even with a clock too coarse to tell the writes apart
+    write_idx(raw, other, gz=False)  # same sizes; new content and modification times
+    os.utime(raw / FILES[0], ns=(1, 1))  # even with a clock too coarse to tell the writes apart
     again = load_vision("fashion_mnist", tmp_path, download=False)
     assert again is not first
     assert_loaded_exactly(again, other)
-    assert_loaded_exactly(first, files)              # the earlier read is left as it was
+    assert_loaded_exactly(first, files)  # the earlier read is left as it was
 
 
 def test_problems_built_from_the_kept_read_leave_it_unchanged(tmp_path):
@@ -164,10 +167,10 @@ def test_problems_built_from_the_kept_read_leave_it_unchanged(tmp_path):
     files["t10k-labels-idx1-ubyte"] = (lab := np.array([6, 0, 2], dtype=np.uint8), idx_labels(lab))
     write_idx(tmp_path / "FashionMNIST" / "raw", files, gz=False)
     kept = load_vision("fashion_mnist", tmp_path, download=False)
-    logreg = build_problem({"kind": "logreg", "dataset": "fashion_mnist", "classes": [0, 6], "row_norm": "unit"},
-                           tmp_path)
-    cnn = build_problem({"kind": "cnn", "model": "lenet5", "dataset": "fashion_mnist", "standardize": True},
-                        tmp_path)
+    logreg = build_problem(
+        {"kind": "logreg", "dataset": "fashion_mnist", "classes": [0, 6], "row_norm": "unit"}, tmp_path
+    )
+    cnn = build_problem({"kind": "cnn", "model": "lenet5", "dataset": "fashion_mnist", "standardize": True}, tmp_path)
     for problem in (logreg, cnn):
         x = problem.init_params(0)
         problem.loss_grad(x, torch.arange(2))
@@ -179,8 +182,8 @@ def test_problems_built_from_the_kept_read_leave_it_unchanged(tmp_path):
 def test_stage_decompresses_gz_beside_and_mixes_sources(tmp_path):
     files = make_idx(2)
     raw, deb = tmp_path / "FashionMNIST" / "raw", tmp_path / "deb"
-    write_idx(raw, {k: files[k] for k in FILES[:2]}, gz=True)           # train: .gz in raw
-    write_idx(deb, {k: files[k] for k in FILES[2:]}, gz=True)           # test: from the debian folder
+    write_idx(raw, {k: files[k] for k in FILES[:2]}, gz=True)  # train: .gz in raw
+    write_idx(deb, {k: files[k] for k in FILES[2:]}, gz=True)  # test: from the debian folder
     stage_fashion_mnist(tmp_path, debian_dir=deb, download=False)
     for name, (_, content) in files.items():
         assert (raw / name).read_bytes() == content
@@ -207,7 +210,7 @@ def test_apam_data_respected(monkeypatch, tmp_path):
 def _corrupt_gzip(content: bytes) -> bytes:
     z = bytearray(gzip.compress(content))
     mid = len(z) // 2
-    z[mid:mid + 16] = bytes(b ^ 0xFF for b in z[mid:mid + 16])
+    z[mid : mid + 16] = bytes(b ^ 0xFF for b in z[mid : mid + 16])
     return bytes(z)
 
 
@@ -237,7 +240,7 @@ def test_bad_debian_file_raises_naming_it_and_leaves_nothing(tmp_path, case):
     msg = str(e.value)
     assert isinstance(e.value, ValueError) and "\n" not in msg
     assert str(deb / name) in msg and all(w in msg for w in words), msg
-    assert stray_files(root) == []                  # the three good files were not moved in either
+    assert stray_files(root) == []  # the three good files were not moved in either
 
 
 def test_bad_file_in_destination_is_named_not_replaced(tmp_path):
@@ -273,21 +276,21 @@ def test_nothing_found_says_how_to_get_it(tmp_path):
     write_idx(tmp_path / "deb", {k: files[k] for k in FILES[:3]}, gz=True)
     with pytest.raises(DataError, match="raw lacks t10k-labels-idx1-ubyte .*deb lacks t10k-labels-idx1-ubyte.gz"):
         stage_fashion_mnist(tmp_path, debian_dir=tmp_path / "deb", download=False)
-    assert stray_files(tmp_path) == sorted(f"deb/{f}.gz" for f in FILES[:3])   # the three good ones not moved in
+    assert stray_files(tmp_path) == sorted(f"deb/{f}.gz" for f in FILES[:3])  # the three good ones not moved in
 
 
 def test_torchvision_download_path_is_validated_and_moved_in(tmp_path, monkeypatch):
     files = make_idx(8)
     calls = []
 
-    def fake_download(self):   # what torchvision's download leaves: .gz files and their decompressed copies
+    def fake_download(self):  # what torchvision's download leaves: .gz files and their decompressed copies
         calls.append(self.raw_folder)
         write_idx(Path(self.raw_folder), files, gz=True)
         write_idx(Path(self.raw_folder), files, gz=False)
 
     monkeypatch.setattr(tvd.MNIST, "download", fake_download)
     raw = stage_fashion_mnist(tmp_path, debian_dir=None)
-    assert len(calls) == 1 and str(tmp_path) in calls[0] and calls[0] != str(raw)   # downloaded to a scratch folder
+    assert len(calls) == 1 and str(tmp_path) in calls[0] and calls[0] != str(raw)  # downloaded to a scratch folder
     assert stray_files(tmp_path) == sorted(f"FashionMNIST/raw/{f}" for f in FILES)
     assert_loaded_exactly(load_vision("fashion_mnist", tmp_path), files)
 

@@ -56,7 +56,7 @@ def test_logistic_gradient_matches_finite_differences(sparse, l2):
     X, y = _data(density=0.4 if sparse else None)
     p = LogisticRegression(sp.csr_matrix(X) if sparse else X, y, l2=l2, dtype=torch.float64)
     x = torch.from_numpy(np.random.default_rng(1).standard_normal(p.dim))
-    idx = torch.tensor([3, 17, 17, 42, 99, 0, 5], dtype=torch.int64)   # repeats allowed
+    idx = torch.tensor([3, 17, 17, 42, 99, 0, 5], dtype=torch.int64)  # repeats allowed
     loss, g = p.loss_grad(x, idx)
     fd = _fd_grad(lambda z: p.loss_grad(z, idx)[0], x)
     torch.testing.assert_close(g, fd, rtol=1e-7, atol=1e-8)
@@ -182,8 +182,10 @@ def test_evaluate_matches_a_direct_computation():
     x = torch.tensor([0.3, -1.0, 0.5, 2.0, 0.0, -0.2])
     x64 = x.double().numpy()
     m = p.evaluate(x)
-    for pre, A, lab in (("train", X.astype(np.float32).astype(np.float64), y),
-                        ("test", Xte.astype(np.float32).astype(np.float64), yte)):
+    for pre, A, lab in (
+        ("train", X.astype(np.float32).astype(np.float64), y),
+        ("test", Xte.astype(np.float32).astype(np.float64), yte),
+    ):
         z = A @ x64
         assert m[f"{pre}_loss"] == pytest.approx(_exact_loss((2 * lab - 1) * z).mean(), rel=1e-12)
         assert m[f"{pre}_acc"] == np.mean((z > 0) == (lab == 1))
@@ -213,8 +215,9 @@ def _newton_cg_reference(X, y01, l2):
         s = scipy.special.expit(X @ w)
         return X.T @ (s * (1 - s) * (X @ v)) / n + l2 * v
 
-    res = scipy.optimize.minimize(f, np.zeros(X.shape[1]), jac=g, hessp=hessp, method="Newton-CG",
-                                  options={"xtol": 1e-14, "maxiter": 1000})
+    res = scipy.optimize.minimize(
+        f, np.zeros(X.shape[1]), jac=g, hessp=hessp, method="Newton-CG", options={"xtol": 1e-14, "maxiter": 1000}
+    )
     return res.fun, res.x
 
 
@@ -223,7 +226,7 @@ def _newton_cg_reference(X, y01, l2):
 def test_optimum_matches_independent_minimizers(sparse, solver, tmp_path, monkeypatch):
     from sklearn.linear_model import LogisticRegression as SkLogReg
 
-    if solver == "L-BFGS-B":   # the path taken for large d (rcv1): no Hessian
+    if solver == "L-BFGS-B":  # the path taken for large d (rcv1): no Hessian
         monkeypatch.setattr(logreg_mod, "HESSIAN_MAX_DIM", 0)
     X, y = _data(n=150, d=5, density=0.7 if sparse else None)
     l2 = 0.05
@@ -268,9 +271,11 @@ def test_optimum_is_cached_on_disk_by_data_l2_and_name(tmp_path, monkeypatch):
     monkeypatch.setattr(optimum_mod, "minimize_full", refuse)
     f2, x2 = LogisticRegression(X, y, l2=0.1, name="tiny", cache_dir=tmp_path).optimum()
     assert f2 == f1 and torch.equal(x2, x1)
-    for other in (LogisticRegression(X, y, l2=0.2, name="tiny", cache_dir=tmp_path),
-                  LogisticRegression(X, y, l2=0.1, name="tiny2", cache_dir=tmp_path),
-                  LogisticRegression(X[::-1].copy(), y[::-1].copy(), l2=0.1, name="tiny", cache_dir=tmp_path)):
+    for other in (
+        LogisticRegression(X, y, l2=0.2, name="tiny", cache_dir=tmp_path),
+        LogisticRegression(X, y, l2=0.1, name="tiny2", cache_dir=tmp_path),
+        LogisticRegression(X[::-1].copy(), y[::-1].copy(), l2=0.1, name="tiny", cache_dir=tmp_path),
+    ):
         assert other.optimum_key() != p.optimum_key()
         with pytest.raises(AssertionError, match="recomputed"):
             other.optimum()
@@ -297,7 +302,7 @@ def _module_grad(model: nn.Module, x: torch.Tensor, images, labels) -> tuple[flo
 
 def test_lenet5_parameter_count():
     assert sum(p.numel() for p in LeNet5().parameters()) == 61_706
-    assert sum(p.numel() for p in LeNet5(padding=0).parameters()) == 44_426   # the authors' C++ variant
+    assert sum(p.numel() for p in LeNet5(padding=0).parameters()) == 44_426  # the authors' C++ variant
     assert LeNet5()(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
     with pytest.raises(ValueError, match="too small"):
         LeNet5(image_size=8)
@@ -306,16 +311,19 @@ def test_lenet5_parameter_count():
 def test_allcnn_shape_and_parameter_count():
     m = AllCNN()
     convs = [(3, 96), (96, 96), (96, 96), (96, 192), (192, 192), (192, 192), (192, 192), (192, 192), (192, 10)]
-    expected = sum(9 * a * b + 2 * b for a, b in convs)   # 3x3 conv weights (no bias) + BN weight and bias
+    expected = sum(9 * a * b + 2 * b for a, b in convs)  # 3x3 conv weights (no bias) + BN weight and bias
     assert sum(p.numel() for p in m.parameters()) == expected
     assert m(torch.rand(2, 3, 32, 32)).shape == (2, 10)
-    assert not list(m.buffers())   # no running statistics
+    assert not list(m.buffers())  # no running statistics
 
 
-@pytest.mark.parametrize("factory, shape", [
-    (LeNet5, (1, 28)),
-    (functools.partial(AllCNN, 3), (3, 16)),
-])
+@pytest.mark.parametrize(
+    "factory, shape",
+    [
+        (LeNet5, (1, 28)),
+        (functools.partial(AllCNN, 3), (3, 16)),
+    ],
+)
 def test_cnn_flat_gradient_equals_module_autograd(factory, shape):
     c, side = shape
     xtr, ytr = _images(20, c, side)
@@ -331,7 +339,7 @@ def test_cnn_flat_gradient_equals_module_autograd(factory, shape):
     torch.testing.assert_close(g, ref_g, rtol=1e-5, atol=1e-6)
     assert g.data_ptr() != x.data_ptr()
     # grad_many (the default loop) gives the same numbers
-    (l2_, g2), = p.grad_many([x], [idx])
+    ((l2_, g2),) = p.grad_many([x], [idx])
     assert l2_ == loss and torch.equal(g2, g)
 
 
@@ -348,7 +356,7 @@ def test_cnn_sync_round_mean_in_one_pass(grad_path):
     x = p.init_params(0)
     perm = torch.randperm(20, generator=torch.Generator().manual_seed(1))
     for sizes in ([5, 5], [3, 3, 2, 2], [2, 1, 1]):
-        groups = list(torch.split(perm[:sum(sizes)], sizes))
+        groups = list(torch.split(perm[: sum(sizes)], sizes))
         loss, g = p.loss_grad_mean(x, groups)
         ref_loss, ref_g = Problem.loss_grad_mean(p, x, groups)
         assert loss == pytest.approx(ref_loss, rel=1e-6)
@@ -397,7 +405,7 @@ def test_cnn_init_params_seeded_like_the_module_default():
     p = CNNProblem(LeNet5, xtr, ytr, xtr, ytr)
     state = torch.random.get_rng_state()
     a, b, c = p.init_params(7), p.init_params(7), p.init_params(8)
-    assert torch.equal(torch.random.get_rng_state(), state)   # caller's RNG untouched
+    assert torch.equal(torch.random.get_rng_state(), state)  # caller's RNG untouched
     assert torch.equal(a, b) and not torch.equal(a, c)
     torch.manual_seed(7)
     assert torch.equal(a, nn.utils.parameters_to_vector(LeNet5().parameters()).detach())
@@ -445,8 +453,9 @@ def _fake_vision(n_train=40, n_test=20):
     """Stands in for problems.data.VisionData: random images, labels 0..9 cyclically."""
     xtr, xte = _images(n_train, 1, 28)[0], _images(n_test, 1, 28, seed=9)[0]
     ytr, yte = torch.arange(n_train) % 10, torch.arange(n_test) % 10
-    return SimpleNamespace(name="fake", train_x=xtr, train_y=ytr, test_x=xte, test_y=yte,
-                           classes=[str(i) for i in range(10)])
+    return SimpleNamespace(
+        name="fake", train_x=xtr, train_y=ytr, test_x=xte, test_y=yte, classes=[str(i) for i in range(10)]
+    )
 
 
 def test_build_problem_logreg_and_cnn_from_vision_data(monkeypatch, tmp_path):
@@ -463,8 +472,11 @@ def test_build_problem_logreg_and_cnn_from_vision_data(monkeypatch, tmp_path):
     assert p.loss_grad(x, [0, 1])[0] == ref.loss_grad(x, [0, 1])[0]
     p.optimum()
     assert list((tmp_path / "cache").glob("optimum-*.npz"))
-    c = build_problem({"kind": "cnn", "model": "lenet5", "dataset": "fashion_mnist", "max_train": 30,
-                       "max_test": 10}, data_root=tmp_path, device="cpu")
+    c = build_problem(
+        {"kind": "cnn", "model": "lenet5", "dataset": "fashion_mnist", "max_train": 30, "max_test": 10},
+        data_root=tmp_path,
+        device="cpu",
+    )
     assert c.dim == 61_706 and c.num_train == 30 and c.name == "lenet5_fashion_mnist"
 
 
@@ -479,8 +491,13 @@ def test_build_problem_cnn_standardize_uses_the_training_sets_mean_and_std(monke
     x = raw.init_params(0)
     idx = torch.arange(8)
     # the network sees (pixels - mean) / sd: a raw problem fed those images gives the same loss and gradient
-    shifted = CNNProblem(functools.partial(LeNet5, in_channels=1, num_classes=10, image_size=28),
-                         (fake.train_x[:30] - mean) / sd, fake.train_y[:30], (fake.test_x - mean) / sd, fake.test_y)
+    shifted = CNNProblem(
+        functools.partial(LeNet5, in_channels=1, num_classes=10, image_size=28),
+        (fake.train_x[:30] - mean) / sd,
+        fake.train_y[:30],
+        (fake.test_x - mean) / sd,
+        fake.test_y,
+    )
     (l1, g1), (l2, g2) = std.loss_grad(x, idx), shifted.loss_grad(x, idx)
     assert l1 == pytest.approx(l2, rel=1e-6) and torch.allclose(g1, g2, rtol=1e-5, atol=1e-7)
     assert std.evaluate(x)["test_loss"] == pytest.approx(shifted.evaluate(x)["test_loss"], rel=1e-6)
@@ -494,11 +511,22 @@ def test_build_problem_libsvm(tmp_path):
     pytest.importorskip("problems.data")
     X, y = _data(n=40, d=6, density=0.5)
     from sklearn.datasets import dump_svmlight_file
+
     path = tmp_path / "tiny.svm"
     dump_svmlight_file(X, 2 * y - 1, str(path), zero_based=False)
-    p = build_problem({"kind": "logreg_libsvm", "path": str(path), "test_path": None,
-                       "zero_based": "auto", "l2": 0.0, "max_train": None, "n_features": 6},
-                      data_root=tmp_path, device="cpu")
+    p = build_problem(
+        {
+            "kind": "logreg_libsvm",
+            "path": str(path),
+            "test_path": None,
+            "zero_based": "auto",
+            "l2": 0.0,
+            "max_train": None,
+            "n_features": 6,
+        },
+        data_root=tmp_path,
+        device="cpu",
+    )
     ref = LogisticRegression(X, y)
     assert p.sparse and p.num_train == 40
     x = torch.linspace(-1, 1, p.dim)

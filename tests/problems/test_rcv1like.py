@@ -1,4 +1,5 @@
 """The synthetic rcv1-like set (problems/rcv1like.py): shape, density, unit rows, heavy tail, determinism, files."""
+
 import numpy as np
 import pytest
 from sklearn.datasets import load_svmlight_file
@@ -25,16 +26,17 @@ def test_shape_density_and_unit_rows(small):
 
 def test_heavy_tailed_feature_frequencies(small):
     df = np.sort(np.bincount(small[0].indices, minlength=4000))[::-1]
-    top = df[: 40].sum() / df.sum()                    # the 1% most frequent features
-    assert top > 0.3                                    # uniform frequencies would give 0.01
+    top = df[:40].sum() / df.sum()  # the 1% most frequent features
+    assert top > 0.3  # uniform frequencies would give 0.01
     assert df[0] > 50 * max(np.median(df), 1)
 
 
 def test_labels_follow_the_planted_model(small):
     from sklearn.linear_model import LogisticRegression
+
     Xtr, ytr, Xte, yte = small
     acc = LogisticRegression(C=10, max_iter=300).fit(Xtr, ytr).score(Xte, yte)
-    assert acc > 0.65                                   # learnable (planted model), yet noisy (not separable)
+    assert acc > 0.65  # learnable (planted model), yet noisy (not separable)
 
 
 def test_deterministic_in_the_seed(small):
@@ -62,7 +64,12 @@ def test_files_are_libsvm_cached_and_read_by_the_problem(tmp_path, small):
     mtime = train.stat().st_mtime_ns
     assert rcv1like_files(tmp_path / "cache", SMALL) == (train, test) and train.stat().st_mtime_ns == mtime
     from problems import build_problem
-    cfg = {"kind": "logreg_rcv1like", "name": "logreg_rcv1like", "l2": 0.0, **{k: getattr(SMALL, k) for k in (
-        "n_train", "n_test", "n_features", "nnz_per_row", "informative", "seed")}}
+
+    cfg = {
+        "kind": "logreg_rcv1like",
+        "name": "logreg_rcv1like",
+        "l2": 0.0,
+        **{k: getattr(SMALL, k) for k in ("n_train", "n_test", "n_features", "nnz_per_row", "informative", "seed")},
+    }
     prob = build_problem(cfg, tmp_path)
     assert prob.dim == 4000 and prob.num_train == 1500

@@ -5,6 +5,7 @@ report is still in the second (per claim in verdicts.csv; per experiment section
 
 Used by tests/report/test_committed_reports.py on the committed results; runnable on any two folders.
 """
+
 from __future__ import annotations
 
 import re
@@ -46,8 +47,11 @@ def compare(old_dir: Path, new_dir: Path) -> list[str]:
     problems += [f"claim gone: {k}" for k in o if k not in n] + [f"claim added: {k}" for k in n if k not in o]
     for key in o.keys() & n.keys():
         before = Verdict.parse(o[key]["verdict"])
-        after = Verdict.parse(n[key]["verdict"]) if "verdict_class" not in n[key] else \
-            Verdict(n[key]["verdict"], str(n[key]["conditions"]))
+        after = (
+            Verdict.parse(n[key]["verdict"])
+            if "verdict_class" not in n[key]
+            else Verdict(n[key]["verdict"], str(n[key]["conditions"]))
+        )
         if before.cls != after.cls:
             problems.append(f"{key}: verdict {before.cls} -> {after.cls}")
         have = numbers(" ".join(str(n[key].get(f, "")) for f in ROW_FIELDS))

@@ -1,6 +1,7 @@
 """Ad-hoc runs (``python -m experiments.run`` without ``experiment=``) change no committed file: they go to
 results/adhoc/, which git ignores, and a ``make reproduce`` folder's report never reads that folder (nor counts its
 runs in its header)."""
+
 import json
 import shutil
 import subprocess
@@ -27,11 +28,13 @@ def test_ad_hoc_runs_go_to_a_folder_git_ignores():
     if not (REPO / ".git").exists():
         pytest.skip("not a git checkout")
     paths = [f"results/{ADHOC}/summary.csv", f"results/{ADHOC}/runs/x/trace.csv"]
-    ignored = subprocess.run(["git", "check-ignore", "--no-index", *paths], cwd=REPO, capture_output=True, text=True,
-                             check=False)
+    ignored = subprocess.run(
+        ["git", "check-ignore", "--no-index", *paths], cwd=REPO, capture_output=True, text=True, check=False
+    )
     assert ignored.stdout.split() == paths
-    tracked = subprocess.run(["git", "ls-files", f"results/{ADHOC}"], cwd=REPO, capture_output=True, text=True,
-                             check=True).stdout
+    tracked = subprocess.run(
+        ["git", "ls-files", f"results/{ADHOC}"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
     assert tracked == ""
 
 

@@ -1,5 +1,6 @@
 """The async_methods and async_methods_real sections: APAM's rank among today's asynchronous methods, and whether
 the simulated clock ranks them as the real engines do; from summary.csv alone."""
+
 import pandas as pd
 from test_async_methods import _engine_summary, _summary  # the summaries the figures' tests draw (tests/)
 
@@ -43,8 +44,9 @@ def test_engine_check_section_judges_rank_agreement_and_skips_overrun_columns():
     # the same agreement from one seed: a ranking that may turn on a millisecond
     goal = _goal(_section(section_async_methods_real, "async_methods_real", _engine_summary(seeds=1))[1])
     assert str(goal.verdict) == "inconclusive (1 seed(s) < 3; agreement on every counted column)"
-    goal = _goal(_section(section_async_methods_real, "async_methods_real",
-                          _engine_summary(swap_on_distributed=True))[1])
+    goal = _goal(
+        _section(section_async_methods_real, "async_methods_real", _engine_summary(swap_on_distributed=True))[1]
+    )
     assert goal.verdict.cls == NOT_REPRODUCED
     assert "distributed / equal: tau 0.33, fastest apam measured, rennala_sgd simulated" in goal.evidence
     # 10% of apam's gradients overran on both engines: no column tests the clock

@@ -1,5 +1,6 @@
 """``python -m experiments.report DIR``: the report and the figures of any results folder, here a copy of a small
 committed experiment folder (a folder of one's own runs: no reproduce_status.json); bad input exits 2 in one line."""
+
 import shutil
 
 import pandas as pd
@@ -10,7 +11,7 @@ from experiments.report.__main__ import main
 from experiments.report.verdict import Verdict
 from mdtable import row, rows
 
-SMALL = "artificial_delay"   # 8 runs, 2 figures
+SMALL = "artificial_delay"  # 8 runs, 2 figures
 
 
 @pytest.fixture
@@ -33,7 +34,7 @@ def test_report_and_figures_of_a_folder_of_ones_own_runs(own_runs, capsys):
     assert ours["claim"].tolist() == committed["claim"].tolist()
     assert [Verdict.parse(v).cls for v in ours["verdict"]] == [Verdict.parse(v).cls for v in committed["verdict"]]
     first = report.split("\n## ")[0]
-    assert [r[0] for r in rows(first)[1:]] == [f"[{SMALL}](#{SMALL})"] * len(ours)   # only the experiment present
+    assert [r[0] for r in rows(first)[1:]] == [f"[{SMALL}](#{SMALL})"] * len(ours)  # only the experiment present
     assert row(report.split("## Experiments")[1], SMALL)[:3] == [SMALL, "runs found", "8"]
     assert f"![delay_sweep-lenet5_fmnist-apam-simulated-simulated-P1]({SMALL}/figures/" in report
 
@@ -46,15 +47,16 @@ def test_an_experiment_without_rules_gets_its_runs_means(own_runs):
     table = report.split("## my_delays")[1]
     assert row(table, "lenet5_fmnist")[:8] == ["lenet5_fmnist", "apam", "simulated", "simulated", "1", "0", "1", "1"]
     assert len(rows(table.split("\n## ")[0])) == 1 + 8  # one line per max delay (a swept setting)
-    assert pd.read_csv(own_runs / "verdicts.csv").empty                  # no rules, no claims
+    assert pd.read_csv(own_runs / "verdicts.csv").empty  # no rules, no claims
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert main([str(tmp_path / "missing")]) == 2
     assert capsys.readouterr().err == f"error: {tmp_path / 'missing'}: no such folder\n"
     assert main([str(tmp_path)]) == 2
-    assert capsys.readouterr().err == (f"error: {tmp_path}: not a results folder (no <experiment>/summary.csv below "
-                                       "it)\n")
+    assert capsys.readouterr().err == (
+        f"error: {tmp_path}: not a results folder (no <experiment>/summary.csv below it)\n"
+    )
     shutil.copytree(REPO / "results" / SMALL, tmp_path / SMALL, ignore=shutil.ignore_patterns("figures", "runs"))
     assert main([str(tmp_path / SMALL)]) == 2
     assert "an experiment folder, not a results folder: give the folder above it" in capsys.readouterr().err

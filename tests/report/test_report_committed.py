@@ -2,6 +2,7 @@
 verdicts.csv and REPORT.md, byte for byte (so a change of the report code shows here until both are written again
 with ``python -m experiments.report results`` and ``... results-long``), and, read back, every claim's verdict class
 and every number (tests/report/report_numbers.py)."""
+
 import json
 from pathlib import Path
 

@@ -2,6 +2,7 @@
 times and losses with bootstrap intervals, shared ranks, identical methods merged, the tuned values and the choices
 at an edge), APAM against async SGD judged by intervals on tuned runs, the async_methods figure, and
 ``python -m experiments.report DIR`` on a folder of tiny tuned async_methods runs."""
+
 import subprocess
 import sys
 

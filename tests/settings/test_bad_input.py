@@ -2,6 +2,7 @@
 value, exit code 2, nothing written under results_dir. One table for every
 kind of bad input: a bad value or type, an unknown option or key, a rule between keys, a folder that cannot be
 written, a bad sweep or launcher; each job of a sweep is checked before any runs."""
+
 from pathlib import Path
 
 import pytest
@@ -72,8 +73,10 @@ CASES = [
     (["delay=timing", "workers=2", "delay.slow_workers=3"], "delay.slow_workers=3"),
     (["delay.law=lognormal", "delay.sigma=inf"], "delay.sigma=inf"),
     (["delay.law=pareto", "delay.shape=1.0"], "delay.shape=1.0"),
-    (["delay.law=replay", f"delay.replay={REPLAY}/one_worker.csv", "workers=2"],
-     (f"delay.replay={REPLAY}/one_worker.csv", "worker 1")),
+    (
+        ["delay.law=replay", f"delay.replay={REPLAY}/one_worker.csv", "workers=2"],
+        (f"delay.replay={REPLAY}/one_worker.csv", "worker 1"),
+    ),
     (["delay.law=replay", f"delay.replay={REPLAY}/no_index.csv"], (f"delay.replay={REPLAY}/no_index.csv", "index")),
     (["algorithm=sync_amsgrad", "delay=fixed"], "delay=fixed"),
     (["algorithm=sync_amsgrad", "delay=uniform"], "delay=uniform"),
@@ -93,10 +96,14 @@ CASES = [
     (["-m", "workers=1,2", "engine.warmup_updates=abc"], "engine.warmup_updates=abc"),
     # 2 x 7 x 3 x 2 = 84 jobs; only sync + P = 64 + batch 32 is invalid (a split sync batch needs batch >= P), which
     # no pair of keys shows with the third at its first value: every job is checked, before any runs
-    (["-m", "algorithm=apam,sync_amsgrad", "workers=1,2,4,8,16,32,64", "batch_size=128,64,32", "seed=0,1"],
-     "batch_size=32"),
-    (["-m", "hydra/launcher=parallel", "engine=shared_memory", "workers=1,2"],
-     ("hydra/launcher=parallel", "engine=shared_memory")),  # wall-clock runs must run alone
+    (
+        ["-m", "algorithm=apam,sync_amsgrad", "workers=1,2,4,8,16,32,64", "batch_size=128,64,32", "seed=0,1"],
+        "batch_size=32",
+    ),
+    (
+        ["-m", "hydra/launcher=parallel", "engine=shared_memory", "workers=1,2"],
+        ("hydra/launcher=parallel", "engine=shared_memory"),
+    ),  # wall-clock runs must run alone
     (["-m", "hydra.launcher.n_jobs=0", "hydra/launcher=parallel", "workers=1,2"], "hydra.launcher.n_jobs=0"),
 ]
 
@@ -111,7 +118,7 @@ def _argv(args, first):
     flags, overrides, i = [], [], 0
     while i < len(args):
         n = 1 + (args[i] in ("--config-dir", "-cd", "--config-name", "-cn", "--config-path", "-cp"))
-        (flags if args[i].startswith("-") else overrides).extend(args[i:i + n])
+        (flags if args[i].startswith("-") else overrides).extend(args[i : i + n])
         i += n
     return [*flags, first, *overrides]
 
@@ -128,8 +135,10 @@ def test_bad_input_exits_2_with_one_line_naming_it(tmp_path, entry_point, args, 
         assert not Path(path).exists()  # an absolute experiment_id would have put the results there
 
 
-@pytest.mark.parametrize("problem,variant,eps", [("logreg_fmnist", "paper", 0.0), ("logreg_fmnist", "torch", 1e-8),
-                                                 ("lenet5_fmnist", "torch", 1e-8)])
+@pytest.mark.parametrize(
+    "problem,variant,eps",
+    [("logreg_fmnist", "paper", 0.0), ("logreg_fmnist", "torch", 1e-8), ("lenet5_fmnist", "torch", 1e-8)],
+)
 def test_a_problem_leaves_eps_to_the_variant_it_runs(problem, variant, eps):
     # logistic regression's paper rule has no eps; switched to the torch variant it must get torch's, not 0
     # (never-touched pixels would give 0/0 on the first step)

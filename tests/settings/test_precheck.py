@@ -2,6 +2,7 @@
 into typed settings as a whole before any runs, whatever the sweep's size; bad values and unknown keys are refused
 with one line naming them (the table of bad input: tests/settings/test_bad_input.py); the data of every job is
 checked first."""
+
 import itertools
 import os
 import subprocess
@@ -26,8 +27,15 @@ def _refused(overrides, named, multirun=False, tmp_path=None):
 
 
 def test_composition_matches_hydra_compose_job_by_job():
-    overrides = ["problem=logreg_fmnist,lenet5_fmnist", "algorithm=apam,sync_amsgrad", "workers=2,8",
-                 "delay=timing", "delay.slow_workers=1", "algorithm.lr=0.001", "seed=3"]
+    overrides = [
+        "problem=logreg_fmnist,lenet5_fmnist",
+        "algorithm=apam,sync_amsgrad",
+        "workers=2,8",
+        "delay=timing",
+        "delay.slow_workers=1",
+        "algorithm.lr=0.001",
+        "seed=3",
+    ]
     combos, total = job_overrides(overrides, multirun=True)
     assert total == len(combos) == 8
     for combo, cfg in zip(combos, compose_jobs(combos)):
@@ -40,27 +48,50 @@ def test_every_job_of_a_large_sweep_is_checked_as_a_whole(tmp_path):
     sweep = ["algorithm=apam,sync_amsgrad", "workers=1,2,4,8,16,32,64", "batch_size=128,64,32", "seed=0,1"]
     combos, total = job_overrides(sweep, multirun=True)
     assert total == len(combos) == 84
-    assert sorted(map(tuple, combos)) == sorted(itertools.product(*[
-        [f"{s.split('=')[0]}={v}" for v in s.split("=")[1].split(",")] for s in sweep]))
+    assert sorted(map(tuple, combos)) == sorted(
+        itertools.product(*[[f"{s.split('=')[0]}={v}" for v in s.split("=")[1].split(",")] for s in sweep])
+    )
     _refused(sweep, "batch_size=32", multirun=True, tmp_path=tmp_path)
 
 
 def test_allowed_values_pass(tmp_path):
     # the cap is the inv_sqrt schedule's; a constant step at or under alpha_max is used as given; + of a read key
-    jobs = precheck([f"results_dir={tmp_path}/res", "algorithm.lr_schedule=constant", "algorithm.lr=0.005",
-                     "+problem.init_std=0.01", "problem=logreg_fmnist", "algorithm.eps=0"], False)
+    jobs = precheck(
+        [
+            f"results_dir={tmp_path}/res",
+            "algorithm.lr_schedule=constant",
+            "algorithm.lr=0.005",
+            "+problem.init_std=0.01",
+            "problem=logreg_fmnist",
+            "algorithm.eps=0",
+        ],
+        False,
+    )
     assert len(jobs) == 1 and isinstance(jobs[0], RunSettings)
     assert (jobs[0].problem.init_std, jobs[0].algorithm.lr, jobs[0].algorithm.eps) == (0.01, 0.005, 0.0)
-    jobs = precheck([f"results_dir={tmp_path}/res", "problem=lenet5_fmnist", "delay=timing", "workers=2",
-                     "delay.slow_workers=2", "divergence_factor=1.5"], False)
+    jobs = precheck(
+        [
+            f"results_dir={tmp_path}/res",
+            "problem=lenet5_fmnist",
+            "delay=timing",
+            "workers=2",
+            "delay.slow_workers=2",
+            "divergence_factor=1.5",
+        ],
+        False,
+    )
     assert len(jobs) == 1 and (jobs[0].delay.slow_workers, jobs[0].divergence_factor) == (2, 1.5)
     assert not (tmp_path / "res").exists()  # checked, nothing written
 
 
 def test_precheck_returns_every_job_s_settings_in_launch_order(tmp_path):
     jobs = precheck([f"results_dir={tmp_path}", "algorithm=apam,sync_amsgrad", "workers=1,4"], True)
-    assert [(s.algorithm.name, s.workers) for s in jobs] == [("apam", 1), ("apam", 4), ("sync_amsgrad", 1),
-                                                             ("sync_amsgrad", 4)]
+    assert [(s.algorithm.name, s.workers) for s in jobs] == [
+        ("apam", 1),
+        ("apam", 4),
+        ("sync_amsgrad", 1),
+        ("sync_amsgrad", 4),
+    ]
     assert all(s.results_dir == str(tmp_path) for s in jobs)
 
 
@@ -80,9 +111,22 @@ def test_missing_data_of_a_later_job_is_found_before_any_runs(tmp_path):
     env = dict(os.environ, APAM_DATA=str(tmp_path / "data"), APAM_NO_APT="1")
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "FashionMNIST").symlink_to(staged)
-    proc = subprocess.run([sys.executable, "-m", "experiments.run", "-m", "problem=lenet5_fmnist,allcnn_cifar10",
-                           "updates=2", f"results_dir={tmp_path}/res"], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.run",
+            "-m",
+            "problem=lenet5_fmnist,allcnn_cifar10",
+            "updates=2",
+            f"results_dir={tmp_path}/res",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: problem=allcnn_cifar10: ") and "CIFAR-10" in lines[0]
@@ -93,8 +137,14 @@ def test_apam_data_naming_a_file_is_one_line(tmp_path):
     bad = tmp_path / "afile"
     bad.write_text("x")
     env = dict(os.environ, APAM_DATA=str(bad), APAM_NO_APT="1")
-    proc = subprocess.run([sys.executable, "-m", "experiments.run", "updates=2", f"results_dir={tmp_path}/res"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.run", "updates=2", f"results_dir={tmp_path}/res"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and str(bad) in lines[0], proc.stderr
@@ -106,22 +156,37 @@ def test_data_error_inside_a_run_is_one_line_and_leaves_nothing(tmp_path):
     # the file, exit 2, no empty <results_dir>/.hydra/ left behind
     bad = tmp_path / "bad.svm"
     bad.write_text("1 1:0.5 2:nan\n-1 1:0.25\n")
-    proc = subprocess.run([sys.executable, "-m", "experiments.run", "problem=logreg_libsvm", f"problem.path={bad}",
-                           "updates=2", f"results_dir={tmp_path}/res"], cwd=REPO, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.run",
+            "problem=logreg_libsvm",
+            f"problem.path={bad}",
+            "updates=2",
+            f"results_dir={tmp_path}/res",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and str(bad) in lines[0] and "non-finite" in lines[0], proc.stderr
     assert not (tmp_path / "res").exists()
 
 
-@pytest.mark.parametrize("overrides", [
-    ["problem=logreg_fmnist", "algorithm.beta1=0", "algorithm.beta2=0"],  # paper variant, eps 0
-    ["problem=logreg_fmnist", "algorithm.variant=torch"],
-    ["problem=lenet5_fmnist", "algorithm.beta1=0", "algorithm.beta2=0", "algorithm.eps=1e-30"],
-    ["problem=lenet5_fmnist", "algorithm=sync_amsgrad", "workers=2"],
-    ["problem=lenet5_fmnist", "algorithm=async_sgd"],
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["problem=logreg_fmnist", "algorithm.beta1=0", "algorithm.beta2=0"],  # paper variant, eps 0
+        ["problem=logreg_fmnist", "algorithm.variant=torch"],
+        ["problem=lenet5_fmnist", "algorithm.beta1=0", "algorithm.beta2=0", "algorithm.eps=1e-30"],
+        ["problem=lenet5_fmnist", "algorithm=sync_amsgrad", "workers=2"],
+        ["problem=lenet5_fmnist", "algorithm=async_sgd"],
+    ],
+)
 def test_accepted_optimizer_settings_give_a_finite_first_step(tmp_path, overrides):
     # whatever validation lets through moves finitely on the first step, also where a gradient coordinate is 0
     import torch

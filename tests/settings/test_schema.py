@@ -1,6 +1,7 @@
 """The typed settings (experiments/settings/schema.py, build.py): built once from a composed config or a plain mapping,
 one ConfigError line on bad input, the quantities derived from them computed in one place, and the option defaults
 read from conf/ (defaults.py)."""
+
 import math
 
 import pytest
@@ -23,12 +24,15 @@ def test_built_from_a_composed_config_or_the_same_mapping_alike():
     assert build_settings(compose_cfg(["experiment=async_methods"])).experiment_id == "async_methods"
 
 
-@pytest.mark.parametrize("mutate,named", [
-    (lambda d: d.update(workers=2.5), "workers=2.5"),
-    (lambda d: d["engine"].update(warmup_updates="3"), "engine.warmup_updates=3"),  # strict: no string coercion
-    (lambda d: d.update(colour="red"), "colour=red"),
-    (lambda d: d["engine"].update(name="gpu"), "engine=gpu"),
-])
+@pytest.mark.parametrize(
+    "mutate,named",
+    [
+        (lambda d: d.update(workers=2.5), "workers=2.5"),
+        (lambda d: d["engine"].update(warmup_updates="3"), "engine.warmup_updates=3"),  # strict: no string coercion
+        (lambda d: d.update(colour="red"), "colour=red"),
+        (lambda d: d["engine"].update(name="gpu"), "engine=gpu"),
+    ],
+)
 def test_a_bad_mapping_is_one_line_naming_the_key_and_the_value(mutate, named):
     data = resolved(compose_cfg([]))
     mutate(data)
@@ -37,11 +41,14 @@ def test_a_bad_mapping_is_one_line_naming_the_key_and_the_value(mutate, named):
     assert "\n" not in str(info.value) and named in str(info.value), str(info.value)
 
 
-@pytest.mark.parametrize("overrides,batches,per_update", [
-    (["workers=3", "batch_size=10", "algorithm=sync_amsgrad"], [4, 3, 3], 10),
-    (["workers=3", "batch_size=10", "algorithm=sync_amsgrad", "algorithm.sync_batch=full"], [10, 10, 10], 30),
-    (["workers=3", "batch_size=10", "algorithm=async_sgd"], [10, 10, 10], 10),
-])
+@pytest.mark.parametrize(
+    "overrides,batches,per_update",
+    [
+        (["workers=3", "batch_size=10", "algorithm=sync_amsgrad"], [4, 3, 3], 10),
+        (["workers=3", "batch_size=10", "algorithm=sync_amsgrad", "algorithm.sync_batch=full"], [10, 10, 10], 30),
+        (["workers=3", "batch_size=10", "algorithm=async_sgd"], [10, 10, 10], 10),
+    ],
+)
 def test_worker_batches_and_samples_per_update(overrides, batches, per_update):
     s = settings_for(overrides)
     assert s.worker_batches == batches and s.samples_per_update == per_update
@@ -54,8 +61,9 @@ def test_a_run_s_length_in_updates_samples_and_epochs():
     k = settings_for(["updates=40", "batch_size=8"])
     assert k.planned_updates(100) == 40 and k.run_limits(100) == (40.0, math.inf)
     assert k.total_epochs(100) == pytest.approx(3.2)
-    sync = settings_for(["epochs=2", "batch_size=10", "workers=2", "algorithm=sync_amsgrad",
-                         "algorithm.sync_batch=full"])
+    sync = settings_for(
+        ["epochs=2", "batch_size=10", "workers=2", "algorithm=sync_amsgrad", "algorithm.sync_batch=full"]
+    )
     assert sync.planned_updates(100) == 10  # a round of two full batches takes 20 samples
 
 
@@ -66,15 +74,23 @@ def test_warm_up_updates_are_at_least_a_round_and_at_most_half_the_run():
     assert warmup_updates(settings_for(["updates=100", "workers=2", "engine.warmup_updates=5"]), 256) == 5
     assert warmup_updates(settings_for(["updates=100", "workers=8", "engine.warmup_updates=0"]), 256) == 0
     assert warmup_updates(settings_for(["updates=6", "workers=8", "engine.warmup_updates=5"]), 256) == 3
-    sync = settings_for(["updates=100", "workers=8", "batch_size=64", "engine.warmup_updates=5",
-                         "algorithm=sync_amsgrad"])
+    sync = settings_for(
+        ["updates=100", "workers=8", "batch_size=64", "engine.warmup_updates=5", "algorithm=sync_amsgrad"]
+    )
     assert warmup_updates(sync, 256) == 5
     assert warmup_updates(settings_for(["epochs=1", "batch_size=64", "engine.warmup_updates=5"]), 256) == 2
 
 
 def test_lr_factor_scales_the_rule_s_steps_once():
-    s = settings_for(["algorithm=async_sgd", "algorithm.lr_schedule=constant", "algorithm.lr=0.01",
-                      "algorithm.alpha_max=null", "algorithm.lr_factor=3"])
+    s = settings_for(
+        [
+            "algorithm=async_sgd",
+            "algorithm.lr_schedule=constant",
+            "algorithm.lr=0.01",
+            "algorithm.alpha_max=null",
+            "algorithm.lr_factor=3",
+        ]
+    )
     assert s.algorithm.lr == 0.01 and s.algorithm.hyperparameters["lr"] == pytest.approx(0.03)
     assert make_rule(s).lr_at(1) == pytest.approx(0.03)
 

@@ -1,6 +1,7 @@
 """The raw Hydra config stops at the edge: every function of the engines, the clock and the training loop takes the
 typed, frozen settings (experiments/settings/schema.py) or plain values -- none has a parameter named ``cfg`` (or
 ``*_cfg``) or annotated as an OmegaConf DictConfig -- and the settings a run is built from cannot change under it."""
+
 import importlib
 import inspect
 import pkgutil
@@ -35,8 +36,14 @@ def _functions(module):
 
 def test_the_rooms_have_modules_and_functions_to_check():
     names = {m.__name__ for m in _modules()}
-    assert {"experiments.engines.simulated", "experiments.engines.driver", "experiments.clock.resolve",
-            "experiments.clock.measure", "experiments.training.delays", "experiments.training.master"} <= names
+    assert {
+        "experiments.engines.simulated",
+        "experiments.engines.driver",
+        "experiments.clock.resolve",
+        "experiments.clock.measure",
+        "experiments.training.delays",
+        "experiments.training.master",
+    } <= names
     assert sum(1 for m in _modules() for _ in _functions(m)) > 100
 
 
@@ -46,8 +53,12 @@ def test_no_function_of_engines_clock_or_training_takes_a_raw_config():
         for qualname, fn in _functions(module):
             for p in inspect.signature(fn).parameters.values():
                 annotation = p.annotation if isinstance(p.annotation, str) else repr(p.annotation)
-                if p.name == "cfg" or p.name.endswith("_cfg") or "DictConfig" in annotation \
-                        or "omegaconf" in annotation.lower():
+                if (
+                    p.name == "cfg"
+                    or p.name.endswith("_cfg")
+                    or "DictConfig" in annotation
+                    or "omegaconf" in annotation.lower()
+                ):
                     offenders.append(f"{qualname}({p.name}: {annotation})")
     assert offenders == []
 
@@ -55,15 +66,22 @@ def test_no_function_of_engines_clock_or_training_takes_a_raw_config():
 def test_no_module_of_engines_clock_or_training_imports_omegaconf():
     for module in _modules():
         assert "omegaconf" not in vars(module), module.__name__
-        assert not [v for v in vars(module).values() if getattr(v, "__module__", "").startswith("omegaconf")], \
+        assert not [v for v in vars(module).values() if getattr(v, "__module__", "").startswith("omegaconf")], (
             module.__name__
+        )
 
 
 def test_the_settings_are_frozen_all_the_way_down():
     s = settings_for(["engine=shared_memory", "workers=2"])
-    for block, key, value in ((s, "workers", 3), (s.engine, "timeout_s", 1.0), (s.engine.fault, "at_update", 1),
-                              (s.algorithm, "lr", 1.0), (s.algorithm.policy, "name", "wu2022"),
-                              (s.delay, "sigma", 1.0), (s.problem, "batch_size", 1)):
+    for block, key, value in (
+        (s, "workers", 3),
+        (s.engine, "timeout_s", 1.0),
+        (s.engine.fault, "at_update", 1),
+        (s.algorithm, "lr", 1.0),
+        (s.algorithm.policy, "name", "wu2022"),
+        (s.delay, "sigma", 1.0),
+        (s.problem, "batch_size", 1),
+    ):
         with pytest.raises(pydantic.ValidationError, match="frozen"):
             setattr(block, key, value)
     assert s.workers == 2 and s.engine.timeout_s != 1.0

@@ -1,4 +1,5 @@
 """The results sink: deterministic run ids, atomic files, a summary.csv that survives concurrent writers."""
+
 import csv
 import subprocess
 import sys
@@ -82,8 +83,9 @@ def test_git_commit_is_dirty_for_code_changes_but_not_for_rewritten_results(tmp_
     (tmp_path / "code.py").write_text("x = 1\n")
     git("add", "-A")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "init")
-    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True,
-                         check=True).stdout.strip()
+    sha = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert git_commit(tmp_path) == sha
     (tmp_path / "results" / "REPORT.md").write_text("new\n")  # make reproduce rewrote the reference results
     (tmp_path / "results-long" / "REPORT.md").write_text("new\n")  # ... and the long profile's
@@ -104,11 +106,21 @@ def test_config_changes_name_changed_values_and_ignore_tables_and_new_keys(tmp_p
     sink = RunSink(tmp_path, "e", "r")
     assert sink.config_changes({"updates": 1}) == []  # no config.yaml: nothing to compare
     sink.run_dir.mkdir(parents=True)
-    old = {"updates": 400, "engine": {"compute_base_s": 0.05, "handoff": "block"}, "results_dir": "a",
-           "profiles": {"quick": {"seed": 0}}, "points": {"p1": {"workers": 1}}}
+    old = {
+        "updates": 400,
+        "engine": {"compute_base_s": 0.05, "handoff": "block"},
+        "results_dir": "a",
+        "profiles": {"quick": {"seed": 0}},
+        "points": {"p1": {"workers": 1}},
+    }
     (sink.run_dir / "config.yaml").write_text(yaml.safe_dump(old))
-    new = {"updates": 416, "engine": {"compute_base_s": 0.05, "handoff": "block", "warmup_updates": 5},
-           "results_dir": "b", "profiles": {"quick": {"seed": "0,1,2"}}, "points": {"p1": {"workers": 2}}}
+    new = {
+        "updates": 416,
+        "engine": {"compute_base_s": 0.05, "handoff": "block", "warmup_updates": 5},
+        "results_dir": "b",
+        "profiles": {"quick": {"seed": "0,1,2"}},
+        "points": {"p1": {"workers": 2}},
+    }
     assert sink.config_changes(new) == ["updates: 400 -> 416"]
     assert sink.config_changes(dict(new, updates=400)) == []
 
@@ -170,7 +182,7 @@ def test_a_duplicated_row_does_not_survive_a_rerun(tmp_path):
     assert _ids(a.summary_path) == ["r2", "r1"]  # a rerun's row replaces its old one, at the end
 
 
-@pytest.mark.parametrize("garbage", [b"\x00\x01\xff\xfe garbage\n\x00", b"", b"\n\n", b"run_id\n\"unclosed,\n"])
+@pytest.mark.parametrize("garbage", [b"\x00\x01\xff\xfe garbage\n\x00", b"", b"\n\n", b'run_id\n"unclosed,\n'])
 def test_garbage_summary_is_rebuilt(tmp_path, garbage):
     a, _, good = _two_runs(tmp_path)
     a.summary_path.write_bytes(garbage)
@@ -231,8 +243,9 @@ def test_a_summary_without_read_permission_is_a_config_error(tmp_path):
         a.finished()
 
 
-@pytest.mark.parametrize("text", ["problem: {name: p\n", "\x00\x01 garbage \xff", "problem: {name: p}\nseed: 0\n"[:-4],
-                                  "- a list\n", ""])
+@pytest.mark.parametrize(
+    "text", ["problem: {name: p\n", "\x00\x01 garbage \xff", "problem: {name: p}\nseed: 0\n"[:-4], "- a list\n", ""]
+)
 def test_a_damaged_config_makes_a_finished_run_unfinished(tmp_path, capsys, text):
     a, b, _ = _two_runs(tmp_path)
     (a.run_dir / "config.yaml").write_text(text)
@@ -260,8 +273,10 @@ def test_run_id_changes_only_where_sanitising_loses_information():
     lossy = make_run_id(["problem.path=/d/a/b.svm", "workers=2"], 0)
     assert lossy.startswith("problem.path--d-a-b.svm_workers-2_seed-0_h-") and len(lossy.split("_h-")[1]) == 10
     # ids that lose nothing are as they always were: '=' and '_' become '-'
-    assert make_run_id(["delay.max_delay=400", "algorithm=sync_amsgrad", "+x=-1.5e-3"], 1) == \
-        "algorithm-sync-amsgrad_delay.max-delay-400_x--1.5e-3_seed-1"
+    assert (
+        make_run_id(["delay.max_delay=400", "algorithm=sync_amsgrad", "+x=-1.5e-3"], 1)
+        == "algorithm-sync-amsgrad_delay.max-delay-400_x--1.5e-3_seed-1"
+    )
 
 
 def _old_make_run_id(overrides, seed):
@@ -303,11 +318,11 @@ def _overrides_of(run_id: str, config: dict) -> tuple[list[str], int] | None:
     for f in frags:
         match = max((k for k in keys if f.startswith(k.replace("_", "-") + "-")), key=len, default=None)
         assert match is not None, (run_id, f)
-        rest = f[len(match) + 1:]
+        rest = f[len(match) + 1 :]
         value = flat.get(match)
         text = str(value) if value is not None and str(value).replace("_", "-") == rest else rest
         out.append(f"{match}={text}")
-    return out, int(last[len("seed-"):])
+    return out, int(last[len("seed-") :])
 
 
 def test_every_committed_run_id_is_reproduced_from_its_overrides():
@@ -390,9 +405,13 @@ def test_every_sink_write_goes_through_the_atomic_writer(tmp_path, monkeypatch):
     sink = _finished(tmp_path, "r1")
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     monkeypatch.setattr(atomic.os, "write", lambda *a: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space")))
-    for call in (lambda: sink.write_config("a: 1\n", {}), lambda: sink.add_provenance({"x": 1}),
-                 lambda: sink.write_trace([], Counter()), lambda: sink.write_compute_times([], ["a"]),
-                 lambda: sink.append_summary({"run_id": "r1", "status": "ok"})):
+    for call in (
+        lambda: sink.write_config("a: 1\n", {}),
+        lambda: sink.add_provenance({"x": 1}),
+        lambda: sink.write_trace([], Counter()),
+        lambda: sink.write_compute_times([], ["a"]),
+        lambda: sink.append_summary({"run_id": "r1", "status": "ok"}),
+    ):
         with pytest.raises(OSError, match="No space"):
             call()
     after = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and not p.name.endswith(".lock")}
@@ -406,9 +425,21 @@ def test_the_runner_repairs_a_damaged_summary_reruns_a_damaged_config_and_refuse
     data = tmp_path / "d.svm"
     data.write_text("".join(f"{1 if i % 2 else -1} 1:{(i % 7) / 7:.3f} 2:{(i % 3) / 3:.3f}\n" for i in range(32)))
     res = tmp_path / "res"
-    cmd = [sys.executable, "-m", "experiments.run", "problem=logreg_libsvm", f"problem.path={data}", "epochs=1",
-           "batch_size=8", "engine=simulated", "engine.costs.grad_s=0.001", "engine.costs.update_s=0.00001",
-           "engine.costs.latency_s=0.00001", "engine.costs.overhead_s=0.00001", f"results_dir={res}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "experiments.run",
+        "problem=logreg_libsvm",
+        f"problem.path={data}",
+        "epochs=1",
+        "batch_size=8",
+        "engine=simulated",
+        "engine.costs.grad_s=0.001",
+        "engine.costs.update_s=0.00001",
+        "engine.costs.latency_s=0.00001",
+        "engine.costs.overhead_s=0.00001",
+        f"results_dir={res}",
+    ]
 
     def run():
         p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
@@ -426,13 +457,17 @@ def test_the_runner_repairs_a_damaged_summary_reruns_a_damaged_config_and_refuse
     config = res / "adhoc" / "runs" / rid / "config.yaml"
     config.write_text("problem: [unclosed\n")
     rc, lines = run()
-    assert rc == 0 and lines[0].startswith(f"[rerun] adhoc/{rid}: {config} is not valid YAML") and \
-        lines[1].startswith("[ok] ")
+    assert (
+        rc == 0
+        and lines[0].startswith(f"[rerun] adhoc/{rid}: {config} is not valid YAML")
+        and lines[1].startswith("[ok] ")
+    )
     summary.unlink()
     os.mkfifo(summary)
     rc, lines = run()
-    assert rc == 2 and lines == [(f"error: {summary}: cannot read this summary (not a regular file (fifo)); fix its "
-                                  "permissions or move it away")]
+    assert rc == 2 and lines == [
+        (f"error: {summary}: cannot read this summary (not a regular file (fifo)); fix its permissions or move it away")
+    ]
 
 
 FULL_DISK = """
@@ -455,15 +490,30 @@ def test_a_full_disk_ends_the_run_with_one_line_and_leaves_no_temporary_file(tmp
     data = tmp_path / "d.svm"
     data.write_text("".join(f"{1 if i % 2 else -1} 1:{(i % 7) / 7:.3f}\n" for i in range(32)))
     res = tmp_path / "res"
-    cmd = [sys.executable, "-c", FULL_DISK, "problem=logreg_libsvm", f"problem.path={data}", "epochs=1",
-           "batch_size=8", "engine=simulated", "engine.costs.grad_s=0.001", "engine.costs.update_s=0.00001",
-           "engine.costs.latency_s=0.00001", "engine.costs.overhead_s=0.00001", f"results_dir={res}"]
+    cmd = [
+        sys.executable,
+        "-c",
+        FULL_DISK,
+        "problem=logreg_libsvm",
+        f"problem.path={data}",
+        "epochs=1",
+        "batch_size=8",
+        "engine=simulated",
+        "engine.costs.grad_s=0.001",
+        "engine.costs.update_s=0.00001",
+        "engine.costs.latency_s=0.00001",
+        "engine.costs.overhead_s=0.00001",
+        f"results_dir={res}",
+    ]
     p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
     assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr[-3000:]
     last = p.stderr.strip().splitlines()[-1]
     assert last.startswith("error: [Errno 28] No space left on device: ") and last.endswith("config.yaml'"), last
-    assert not [f for f in res.rglob("*") if f.name.endswith(".tmp") or (f.is_file() and f.stat().st_size == 0
-                                                                       and not f.name.endswith(".lock"))]
+    assert not [
+        f
+        for f in res.rglob("*")
+        if f.name.endswith(".tmp") or (f.is_file() and f.stat().st_size == 0 and not f.name.endswith(".lock"))
+    ]
 
 
 def test_provenance_names_the_cpu_model_flags_and_cores(tmp_path, monkeypatch):
@@ -473,17 +523,23 @@ def test_provenance_names_the_cpu_model_flags_and_cores(tmp_path, monkeypatch):
     from experiments.store import provenance
 
     x86 = tmp_path / "x86"
-    x86.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\n"
-                   "flags\t\t: sse2 fpu avx2 avx512f\n\nprocessor\t: 1\nmodel name\t: other\nflags\t: x\n")
-    assert provenance.cpu_info(x86) == {"model": "AMD EPYC 7B13", "flags": "avx2 avx512f fpu sse2",
-                                        "cores": os.cpu_count(), "machine": platform.machine(), "source": str(x86)}
+    x86.write_text(
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\n"
+        "flags\t\t: sse2 fpu avx2 avx512f\n\nprocessor\t: 1\nmodel name\t: other\nflags\t: x\n"
+    )
+    assert provenance.cpu_info(x86) == {
+        "model": "AMD EPYC 7B13",
+        "flags": "avx2 avx512f fpu sse2",
+        "cores": os.cpu_count(),
+        "machine": platform.machine(),
+        "source": str(x86),
+    }
     arm = tmp_path / "arm"
     arm.write_text("processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd crc32\nCPU part\t: 0xd0c\n")
     assert provenance.cpu_info(arm)["flags"] == "asimd crc32 fp" and provenance.cpu_info(arm)["model"] == "0xd0c"
     monkeypatch.setattr(provenance.platform, "processor", lambda: "i386")
     info = provenance.cpu_info(tmp_path / "no-such-file")  # no /proc/cpuinfo (macOS, Windows)
-    assert (info["model"], info["flags"], info["source"], info["cores"]) == ("i386", None, "platform",
-                                                                              os.cpu_count())
+    assert (info["model"], info["flags"], info["source"], info["cores"]) == ("i386", None, "platform", os.cpu_count())
     monkeypatch.undo()
     cpu = provenance.collect(1, "cpu")["cpu"]
     assert cpu["cores"] == os.cpu_count() and cpu["model"]

@@ -2,6 +2,7 @@
 interpolated between the last evaluation above the target and the next, counted only when the run stays below from
 there on; the targets the serial runs set; and evaluation dense enough (>= 50 points a budget) where times are
 compared."""
+
 import math
 
 import pandas as pd

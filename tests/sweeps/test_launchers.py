@@ -1,5 +1,6 @@
 """Sweeps through Hydra's launchers land exactly as serial ones, and `make reproduce JOBS=N` runs simulated-clock
 jobs side by side while wall-clock jobs run alone (observed through the start/end events the jobs write)."""
+
 from __future__ import annotations
 
 import csv
@@ -15,14 +16,27 @@ from conftest import REPO
 from experiments import reproduce
 from problems.data import data_root
 
-needs_data = pytest.mark.skipif(not (data_root() / "FashionMNIST" / "raw").exists() and
-                                not (REPO / "data" / "FashionMNIST" / "raw").exists(),
-                                reason="Fashion-MNIST not staged (make data)")
+needs_data = pytest.mark.skipif(
+    not (data_root() / "FashionMNIST" / "raw").exists() and not (REPO / "data" / "FashionMNIST" / "raw").exists(),
+    reason="Fashion-MNIST not staged (make data)",
+)
 # fixed costs: a simulated clock independent of the machine and of what runs beside it
-COSTS = ["engine.costs.grad_s=0.001", "engine.costs.update_s=0.00001", "engine.costs.latency_s=0.00001",
-         "engine.costs.overhead_s=0.00001"]
-SWEEP = ["problem=logreg_fmnist", "algorithm=apam,async_sgd", "engine=simulated", "delay=timing", "workers=1,4",
-         "epochs=0.25", "eval_every=0.125", *COSTS]
+COSTS = [
+    "engine.costs.grad_s=0.001",
+    "engine.costs.update_s=0.00001",
+    "engine.costs.latency_s=0.00001",
+    "engine.costs.overhead_s=0.00001",
+]
+SWEEP = [
+    "problem=logreg_fmnist",
+    "algorithm=apam,async_sgd",
+    "engine=simulated",
+    "delay=timing",
+    "workers=1,4",
+    "epochs=0.25",
+    "eval_every=0.125",
+    *COSTS,
+]
 
 
 def _sweep(results_dir: Path, *extra: str, events: Path | None = None) -> subprocess.CompletedProcess:
@@ -101,8 +115,9 @@ def test_the_slurm_and_parallel_launcher_configs_compose():
     from hydra import compose, initialize_config_dir
 
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        slurm = compose("config", overrides=["hydra/launcher=slurm", "hydra.launcher.partition=p"],
-                        return_hydra_config=True).hydra.launcher
+        slurm = compose(
+            "config", overrides=["hydra/launcher=slurm", "hydra.launcher.partition=p"], return_hydra_config=True
+        ).hydra.launcher
         par = compose("config", overrides=["hydra/launcher=parallel"], return_hydra_config=True).hydra.launcher
     assert slurm._target_ == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
     assert (slurm.partition, slurm.cpus_per_task, slurm.nodes, slurm.tasks_per_node) == ("p", 1, 1, 1)
@@ -113,12 +128,16 @@ def test_the_slurm_and_parallel_launcher_configs_compose():
 def test_plan_splits_a_mixed_experiment_by_clock_and_keeps_the_others_whole(tmp_path):
     plan = reproduce.plan_sweeps("paper_timing", "quick", tmp_path)
     base = ["experiment=paper_timing", "profile=quick", f"results_dir={tmp_path}"]
-    assert plan == [(base + ["engine=simulated,simulated_distributed"], True),
-                    (base + ["engine=shared_memory,distributed"], False)]
+    assert plan == [
+        (base + ["engine=simulated,simulated_distributed"], True),
+        (base + ["engine=shared_memory,distributed"], False),
+    ]
     assert reproduce.plan_sweeps("large_time_per_epoch", "quick", tmp_path) == [
-        (["experiment=large_time_per_epoch", "profile=quick", f"results_dir={tmp_path}"], True)]
+        (["experiment=large_time_per_epoch", "profile=quick", f"results_dir={tmp_path}"], True)
+    ]
     assert reproduce.plan_sweeps("model_validation", "quick", tmp_path) == [
-        (["experiment=model_validation", "profile=quick", f"results_dir={tmp_path}"], False)]
+        (["experiment=model_validation", "profile=quick", f"results_dir={tmp_path}"], False)
+    ]
     assert reproduce.plan_sweeps("large_time_per_epoch", "quick", tmp_path, ["engine=shared_memory"])[0][1] is False
 
 
@@ -128,7 +147,8 @@ def test_a_profile_s_wall_block_sets_keys_of_its_wall_clock_sweep_only(tmp_path)
     base = ["experiment=lr_speedup", "profile=quick", f"results_dir={tmp_path}"]
     assert reproduce.plan_sweeps("lr_speedup", "quick", tmp_path) == [
         (base + ["engine=simulated,simulated_dedicated"], True),
-        (base + ["engine=shared_memory", "workers=0,1"], False)]
+        (base + ["engine=shared_memory", "workers=0,1"], False),
+    ]
     assert reproduce.plan_sweeps("lr_speedup", "quick", tmp_path, ["workers=3"]) == [
         (base + ["workers=3", "engine=simulated,simulated_dedicated"], True),
         (base + ["workers=3", "engine=shared_memory"], False),

@@ -228,8 +228,9 @@ def test_a_run_missing_from_the_summary_starts_the_sweep(tmp_path, monkeypatch):
     assert reproduce.unfinished_runs("tau_threshold", "quick", out) == [removed]
 
 
-def test_jobs_whose_data_is_missing_are_skipped_without_starting_a_sweep(tmp_path, nothing_may_start, monkeypatch,
-                                                                         capsys):
+def test_jobs_whose_data_is_missing_are_skipped_without_starting_a_sweep(
+    tmp_path, nothing_may_start, monkeypatch, capsys
+):
     """large_accuracy reads CIFAR-10: without it the up-to-date check counts none of its jobs as runs to do (the sweep
     would skip them), names the reason once, and a second call leaves the status file byte-identical."""
     from experiments.settings import preflight

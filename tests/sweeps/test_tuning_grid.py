@@ -2,6 +2,7 @@
 factor is at an end, the choice (time to target, ties by the loss reached, then by time -- never by the step's
 size), the policy sizes after the step, the settings' checks, the plan of the sweeps, and a real tuned sweep that a
 rerun resumes without running anything again."""
+
 import csv
 import math
 from pathlib import Path
@@ -26,38 +27,51 @@ from experiments.sweeps.tuning import (
 )
 
 needs_fmnist = pytest.mark.skipif(not HAS_FMNIST, reason="Fashion-MNIST not staged (make data)")
-COSTS = ["engine.costs.grad_s=0.001", "engine.costs.update_s=0.00001", "engine.costs.latency_s=0.00001",
-         "engine.costs.overhead_s=0.00001"]
+COSTS = [
+    "engine.costs.grad_s=0.001",
+    "engine.costs.update_s=0.00001",
+    "engine.costs.latency_s=0.00001",
+    "engine.costs.overhead_s=0.00001",
+]
 
 
 def _row(t=math.nan, loss=0.5, time_s=1.0, status="ok"):
     """A trial's summary row as csv.DictReader gives it (strings)."""
-    return {"time_to_target_s": "" if math.isnan(t) else repr(t), "final_train_loss": repr(loss),
-            "time_s": repr(time_s), "status": status}
+    return {
+        "time_to_target_s": "" if math.isnan(t) else repr(t),
+        "final_train_loss": repr(loss),
+        "time_s": repr(time_s),
+        "status": status,
+    }
 
 
 def _settings(steps=3, extend=2, ratio=4.0, sizes=(), policy="none", workers=8, R=None, S=None):
-    return SimpleNamespace(tuning=SimpleNamespace(ratio=ratio, steps=steps, extend=extend, policy_sizes=tuple(sizes)),
-                           workers=workers, algorithm=SimpleNamespace(policy=SimpleNamespace(name=policy, R=R, S=S)))
+    return SimpleNamespace(
+        tuning=SimpleNamespace(ratio=ratio, steps=steps, extend=extend, policy_sizes=tuple(sizes)),
+        workers=workers,
+        algorithm=SimpleNamespace(policy=SimpleNamespace(name=policy, R=R, S=S)),
+    )
 
 
 def _fake(best_k: float, log: list):
     """run_trial for a summary whose time to target grows with the distance of the factor's exponent from
     ``best_k``; records the factors asked for."""
+
     def run_trial(values):
         f = values[FACTOR_KEY]
         log.append(values)
         return _row(t=1.0 + abs(math.log(f, 4) - best_k))
+
     return run_trial
 
 
 def test_the_grid_is_tried_then_extended_while_the_best_is_at_an_end_and_stops_once_it_moves_inward():
     log = []
     choice = tune(_settings(), "s", _fake(best_k=4, log=log))  # the optimum 4^4 lies beyond the grid's top 4^3
-    assert [v[FACTOR_KEY] for v in log] == [4.0 ** k for k in range(-3, 4)] + [256.0, 1024.0]
+    assert [v[FACTOR_KEY] for v in log] == [4.0**k for k in range(-3, 4)] + [256.0, 1024.0]
     # 4^4 was the largest when tried (still at the end: 4^5 added); 4^5 is worse, so the best moved inward: done
     assert choice.factor == 256.0 and choice.at_edge == "" and choice.trials == 9
-    assert choice.factors_tried == sorted(4.0 ** k for k in range(-3, 6))
+    assert choice.factors_tried == sorted(4.0**k for k in range(-3, 6))
 
 
 def test_an_optimum_in_the_grid_adds_nothing_and_one_beyond_the_limit_is_named_at_the_edge():
@@ -65,8 +79,8 @@ def test_an_optimum_in_the_grid_adds_nothing_and_one_beyond_the_limit_is_named_a
     assert tune(_settings(), "s", _fake(best_k=-1, log=log)).factor == 0.25 and len(log) == 7
     log = []
     choice = tune(_settings(extend=2), "s", _fake(best_k=-9, log=log))  # far below: two more, then the limit
-    assert [v[FACTOR_KEY] for v in log][-2:] == [4.0 ** -4, 4.0 ** -5]
-    assert choice.factor == 4.0 ** -5 and choice.at_edge == "low" and choice.trials == 9
+    assert [v[FACTOR_KEY] for v in log][-2:] == [4.0**-4, 4.0**-5]
+    assert choice.factor == 4.0**-5 and choice.at_edge == "low" and choice.trials == 9
 
 
 def test_next_exponent_continues_where_a_stopped_tuning_left_off():
@@ -121,7 +135,11 @@ def test_the_tuning_seed_runs_first_even_when_it_is_no_reported_seed():
     base = ["experiment=async_methods", "profile=long", "results_dir=r"]
     ref = ["workers=1", "compute_model=equal", "algorithm=apam,async_sgd"]
     assert [p for p, _ in reproduce.plan_sweeps("async_methods", "long", Path("r"))] == [
-        base + ref + ["seed=100"], base + ref + ["seed=0,1,2,3,4"], base + ["seed=100"], base + ["seed=0,1,2,3,4"]]
+        base + ref + ["seed=100"],
+        base + ref + ["seed=0,1,2,3,4"],
+        base + ["seed=100"],
+        base + ["seed=0,1,2,3,4"],
+    ]
     plan = reproduce.plan_sweeps("lenet5_speedup", "long", Path("r"))
     assert [p[-1] for p, sim in plan if sim] == ["seed=100", "seed=0,1,2,3,4"]
     wall = [p for p, sim in plan if not sim]  # the real engine's sweep: untuned, its own seeds and worker counts

@@ -1,5 +1,6 @@
 """Delay models of experiments/training/delays.py: the compute-time laws of ComputeTimes (spreads, heavy
 tails, replay; built from a run's delay settings) and the artificial delays' choice of iterate."""
+
 import math
 
 import numpy as np
@@ -31,7 +32,7 @@ def test_pareto_has_mean_one_and_a_heavy_tail():
     t = ComputeTimes(1, law="pareto", shape=3.0, seed=0)
     x = np.array([t.draw(0, 1.0) for _ in range(100_000)])
     assert x.mean() == pytest.approx(1.0, rel=0.02)
-    assert x.min() >= 2 / 3 - 1e-12          # x_m = (a - 1) / a
+    assert x.min() >= 2 / 3 - 1e-12  # x_m = (a - 1) / a
     assert (x > 10 * 2 / 3).mean() == pytest.approx(10.0**-3, rel=0.3)  # P(X > 10 x_m) = 10^-a
     with pytest.raises(ValueError, match="delay.shape=1.0"):
         ComputeTimes(1, law="pareto", shape=1.0)
@@ -39,8 +40,17 @@ def test_pareto_has_mean_one_and_a_heavy_tail():
 
 def test_the_law_is_the_run_s_delay_settings_and_constant_under_an_artificial_delay():
     """ComputeTimes.of_delay: one builder from a run's delay settings for the simulated engine and emulated compute."""
-    timing = settings_for(["workers=3", "delay=timing", "delay.law=lognormal", "delay.sigma=0.5", "delay.spread=sqrt",
-                           "delay.slow_workers=1", "delay.slowdown=4"])
+    timing = settings_for(
+        [
+            "workers=3",
+            "delay=timing",
+            "delay.law=lognormal",
+            "delay.sigma=0.5",
+            "delay.spread=sqrt",
+            "delay.slow_workers=1",
+            "delay.slowdown=4",
+        ]
+    )
     t = ComputeTimes.of_delay(3, timing.delay, seed=7)
     ref = ComputeTimes(3, law="lognormal", sigma=0.5, slow_workers=1, slowdown=4.0, spread="sqrt", seed=7)
     order = [0, 1, 2] * 20
@@ -61,7 +71,7 @@ def test_replay_reproduces_the_recorded_order_per_worker_and_says_when_it_cycles
     # rows out of order on purpose: replay follows `index`, per worker
     p = _write(tmp_path, [(1, 1, 0.5), (0, 2, 0.3), (0, 0, 0.1), (1, 0, 0.4), (0, 1, 0.2), (2, 0, 9.0)])
     t = ComputeTimes(2, law="replay", replay=str(p))
-    assert [t.draw(0, 123.0) for _ in range(3)] == [0.1, 0.2, 0.3]   # base_s ignored: recorded seconds
+    assert [t.draw(0, 123.0) for _ in range(3)] == [0.1, 0.2, 0.3]  # base_s ignored: recorded seconds
     assert [t.draw(1, 1.0) for _ in range(2)] == [0.4, 0.5]
     assert t.cycled == set()
     with pytest.warns(RuntimeWarning, match="worker 1's 2 recorded compute times are used up"):
@@ -97,8 +107,9 @@ def test_the_simulated_engine_replays_the_recorded_times(tmp_path, monkeypatch):
 
     monkeypatch.setattr(ComputeTimes, "draw", spy)
     with pytest.warns(RuntimeWarning, match="replaying them again"):
-        result, rec, _ = run_sim(tmp_path, ["delay=timing", "delay.law=replay", f"delay.replay={p}", "workers=2",
-                                            "updates=8"])
+        result, rec, _ = run_sim(
+            tmp_path, ["delay=timing", "delay.law=replay", f"delay.replay={p}", "workers=2", "updates=8"]
+        )
     per_worker = {w: [v for ww, v in drawn if ww == w] for w in (0, 1)}
     assert per_worker[0] == [0.010, 0.030, 0.010, 0.030, 0.010, 0.030][: len(per_worker[0])]
     assert set(per_worker[1]) == {0.020}

@@ -1,4 +1,5 @@
 """The master logic shared by every engine: protocols, versions, staleness bookkeeping."""
+
 import pytest
 import torch
 
@@ -13,7 +14,7 @@ def _sgd():
 def test_async_applies_one_update_per_gradient_and_records_staleness():
     m = Master(_sgd(), torch.zeros(3), "async", workers=4)
     assert m.receive(torch.ones(3), read_version=0)
-    assert m.receive(torch.ones(3), read_version=0)   # computed before the first update: tau = 1
+    assert m.receive(torch.ones(3), read_version=0)  # computed before the first update: tau = 1
     assert m.receive(torch.ones(3), read_version=2)
     assert m.version == 3 and m.gradients == 3
     assert torch.equal(m.x, torch.full((3,), -1.5))
@@ -37,8 +38,9 @@ def test_receive_round_equals_a_round_of_receives():
     """A whole round handed over as its mean (the simulated engine's sync path) leaves the master exactly as P
     receive calls with the same mean would: iterate, AMSGrad state, counts, staleness."""
     gs = [torch.tensor([1.0, -2.0]), torch.tensor([0.5, 4.0]), torch.tensor([3.0, 1.0])]
-    one_by_one, at_once = (Master(build_rule("amsgrad", variant="torch", lr=0.1), torch.zeros(2), "sync",
-                                             workers=3) for _ in range(2))
+    one_by_one, at_once = (
+        Master(build_rule("amsgrad", variant="torch", lr=0.1), torch.zeros(2), "sync", workers=3) for _ in range(2)
+    )
     for k in range(2):
         for w, g in enumerate(gs):
             one_by_one.receive(g * (k + 1), k, worker=w)

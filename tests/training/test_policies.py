@@ -3,6 +3,7 @@
 Each policy is checked against a trace computed by hand: on the master directly (chosen read versions), and on the
 simulated engine under a fixed delay (every gradient of update k >= tau has staleness exactly tau) or timing.
 """
+
 import math
 from typing import ClassVar
 
@@ -46,7 +47,7 @@ def test_wu2022_step_uses_up_the_budget_of_the_steps_taken_meanwhile():
         k = m.version
         tau = k - rv
         m.receive(torch.ones(1), rv)
-        s = max(0.0, 1.0 - sum(scales[k - tau:k]))
+        s = max(0.0, 1.0 - sum(scales[k - tau : k]))
         scales.append(s)
         assert m.policy.last_scale == pytest.approx(s)
     # by hand: s0 = 1; s1 = 1 - s0 = 0; s2 = 1 - s1 = 1; s3 = 1 - (s1 + s2) = 0; s4 = 1; s5 = 1 - (s2+s3+s4) = 0
@@ -69,12 +70,12 @@ def test_ringmaster_discards_exactly_the_gradients_with_tau_at_least_r():
 
 def test_rennala_applies_the_mean_of_s_fresh_gradients_and_drops_stale_ones():
     m = _master({"name": "rennala", "S": 2})
-    assert not m.receive(torch.tensor([1.0]), 0)      # fresh, held
-    assert m.discarded == 1                            # held: not used by an update yet
-    assert m.receive(torch.tensor([3.0]), 0)           # fresh, round complete: x = -0.5 * 2
-    assert not m.receive(torch.tensor([100.0]), 0)     # computed at version 0, master at 1: discarded
+    assert not m.receive(torch.tensor([1.0]), 0)  # fresh, held
+    assert m.discarded == 1  # held: not used by an update yet
+    assert m.receive(torch.tensor([3.0]), 0)  # fresh, round complete: x = -0.5 * 2
+    assert not m.receive(torch.tensor([100.0]), 0)  # computed at version 0, master at 1: discarded
     assert not m.receive(torch.tensor([5.0]), 1)
-    assert m.receive(torch.tensor([7.0]), 1)           # x -= 0.5 * 6
+    assert m.receive(torch.tensor([7.0]), 1)  # x -= 0.5 * 6
     assert m.x.item() == pytest.approx(-1.0 - 3.0)
     assert m.version == 2 and m.gradients == 5 and m.discarded == 1
     assert m.histogram == {0: 2}
@@ -101,13 +102,13 @@ def test_build_policy_errors_name_the_key():
         build_policy("fifo", 4)
     with pytest.raises(PolicyError, match=r"algorithm.policy.R=-1"):
         build_policy({"name": "ringmaster", "R": -1}, 4)
-    assert build_policy({"name": "ringmaster"}, 4).R == 4         # default R = P
+    assert build_policy({"name": "ringmaster"}, 4).R == 4  # default R = P
     with pytest.raises(PolicyError, match=r"algorithm.policy.S=2: not a key of policy 'ringmaster'"):
         build_policy({"name": "ringmaster", "R": 1, "S": 2}, 4)
     with pytest.raises(PolicyError, match="async algorithms only"):
         build_policy({"name": "wu2022"}, 4, "sync")
     assert build_policy({"name": "none"}, 4) is None
-    assert build_policy({"name": "rennala"}, 4).S == 4          # default S = P
+    assert build_policy({"name": "rennala"}, 4).S == 4  # default S = P
     assert build_policy({"name": "mishchenko2022"}, 8).tau_c == 8  # default tau_c = P
 
 
@@ -200,8 +201,18 @@ def _hand_fixed_delay(problem, tau, K, lr, scale_of, seed=0, B=8):
 
 def test_mishchenko2022_on_a_fixed_delay_run_equals_its_formula(tmp_path):
     problem = QuadraticProblem()
-    _, rec, settings = run_sim(tmp_path, ["delay=fixed", "delay.tau=4", "updates=40", "workers=2",
-                                     "algorithm.policy.name=mishchenko2022", "algorithm.policy.tau_c=2"], problem)
+    _, rec, settings = run_sim(
+        tmp_path,
+        [
+            "delay=fixed",
+            "delay.tau=4",
+            "updates=40",
+            "workers=2",
+            "algorithm.policy.name=mishchenko2022",
+            "algorithm.policy.tau_c=2",
+        ],
+        problem,
+    )
     x, scales = _hand_fixed_delay(problem, 4, 40, settings.algorithm.lr, lambda k, t, s: 1.0 if t <= 2 else 2 / t)
     assert scales[:5] == [1.0, 1.0, 1.0, 2 / 3, 0.5] and set(scales[5:]) == {0.5}
     assert torch.equal(rec.master.x, x)
@@ -209,18 +220,29 @@ def test_mishchenko2022_on_a_fixed_delay_run_equals_its_formula(tmp_path):
 
 def test_wu2022_on_a_fixed_delay_run_equals_its_formula(tmp_path):
     problem = QuadraticProblem()
-    _, rec, settings = run_sim(tmp_path, ["delay=fixed", "delay.tau=2", "updates=30", "workers=2",
-                                     "algorithm.policy.name=wu2022"], problem)
-    x, scales = _hand_fixed_delay(problem, 2, 30, settings.algorithm.lr,
-                                  lambda k, t, s: max(0.0, 1.0 - sum(s[k - t:k])))
+    _, rec, settings = run_sim(
+        tmp_path, ["delay=fixed", "delay.tau=2", "updates=30", "workers=2", "algorithm.policy.name=wu2022"], problem
+    )
+    x, scales = _hand_fixed_delay(
+        problem, 2, 30, settings.algorithm.lr, lambda k, t, s: max(0.0, 1.0 - sum(s[k - t : k]))
+    )
     assert scales[:7] == [1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0]  # one full step every tau + 1 updates
     assert torch.equal(rec.master.x, x)
 
 
 def test_ringmaster_on_a_fixed_delay_run_discards_every_gradient_of_delay_r(tmp_path):
     # fixed delay 3, R = 3: updates 0, 1, 2 have tau 0, 1, 2; from then on every gradient has tau 3 and is dropped
-    result, rec, _ = run_sim(tmp_path, ["delay=fixed", "delay.tau=3", "epochs=1", "workers=2",
-                                        "algorithm.policy.name=ringmaster", "algorithm.policy.R=3"])
+    result, rec, _ = run_sim(
+        tmp_path,
+        [
+            "delay=fixed",
+            "delay.tau=3",
+            "epochs=1",
+            "workers=2",
+            "algorithm.policy.name=ringmaster",
+            "algorithm.policy.R=3",
+        ],
+    )
     assert result.updates == 3 and dict(rec.master.histogram) == {0: 1, 1: 1, 2: 1}
     assert rec.master.discarded == result.gradients - 3 == 256 // 8 - 3
     assert rec.rows[-1]["discarded"] == rec.master.discarded
@@ -242,8 +264,17 @@ def _spy(monkeypatch, cls):
 @pytest.mark.parametrize("spread", ["sqrt", "linear"])
 def test_ringmaster_on_a_timing_run_applies_exactly_tau_below_r(tmp_path, monkeypatch, spread):
     log = _spy(monkeypatch, policies.Ringmaster)
-    result, rec, _ = run_sim(tmp_path, ["delay=timing", f"delay.spread={spread}", "workers=6", "epochs=3",
-                                        "algorithm.policy.name=ringmaster", "algorithm.policy.R=2"])
+    result, rec, _ = run_sim(
+        tmp_path,
+        [
+            "delay=timing",
+            f"delay.spread={spread}",
+            "workers=6",
+            "epochs=3",
+            "algorithm.policy.name=ringmaster",
+            "algorithm.policy.R=2",
+        ],
+    )
     assert len(log) == result.gradients
     assert [a for _, a in log] == [t < 2 for t, _ in log]
     assert any(t >= 2 for t, _ in log)  # the case is exercised
@@ -253,14 +284,23 @@ def test_ringmaster_on_a_timing_run_applies_exactly_tau_below_r(tmp_path, monkey
 
 def test_rennala_on_a_timing_run_applies_only_fresh_gradients_in_rounds_of_s(tmp_path, monkeypatch):
     log = _spy(monkeypatch, policies.Rennala)
-    result, rec, _ = run_sim(tmp_path, ["delay=timing", "delay.spread=sqrt", "workers=4", "epochs=3",
-                                        "algorithm.policy.name=rennala", "algorithm.policy.S=3",
-                                        "algorithm.policy.restart=false"])
+    result, rec, _ = run_sim(
+        tmp_path,
+        [
+            "delay=timing",
+            "delay.spread=sqrt",
+            "workers=4",
+            "epochs=3",
+            "algorithm.policy.name=rennala",
+            "algorithm.policy.S=3",
+            "algorithm.policy.restart=false",
+        ],
+    )
     fresh = [t == 0 for t, _ in log]
     assert any(not f for f in fresh)
     # every third fresh gradient completes a round; a stale one never does
     n_fresh = 0
-    for (t, applied) in log:
+    for t, applied in log:
         n_fresh += t == 0
         assert applied == (t == 0 and n_fresh % 3 == 0)
     assert result.updates == sum(fresh) // 3 and dict(rec.master.histogram) == {0: result.updates}
@@ -277,8 +317,17 @@ def test_discarding_policies_refuse_a_length_in_updates(tmp_path):
 def test_a_discarded_gradient_costs_the_master_no_update_time(tmp_path):
     # fixed delay 3, R = 3, P = 1: one worker; run_sim's costs: grad 0.01 s, latency 0.0002 s, overhead 0.00015 s,
     # update 0.0001 s
-    result, _, _ = run_sim(tmp_path, ["delay=fixed", "delay.tau=3", "epochs=1", "workers=1",
-                                      "algorithm.policy.name=ringmaster", "algorithm.policy.R=3"])
+    result, _, _ = run_sim(
+        tmp_path,
+        [
+            "delay=fixed",
+            "delay.tau=3",
+            "epochs=1",
+            "workers=1",
+            "algorithm.policy.name=ringmaster",
+            "algorithm.policy.R=3",
+        ],
+    )
     n = result.gradients  # 32 gradients, one after another; 3 updates
     # the initial iterate's latency, then per gradient: compute, latency back, the master's overhead (and the update
     # only if applied), and the new iterate's latency to the worker (none after the last gradient)

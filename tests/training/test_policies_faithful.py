@@ -2,6 +2,7 @@
 computations: Ringmaster's threshold (tau < R kept), its stops and Rennala's restarts on the simulated engine's two
 loops, Koloskova et al.'s and Wu et al.'s (our reading) step factors on a known delay sequence, step against gradient
 scaling on AMSGrad, and the policy keys as typed, swept and refused settings."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,8 +17,12 @@ from experiments.training.master import Master
 from experiments.training.policies import build_policy
 
 LR = 0.5
-ZERO_COSTS = ["engine.costs.update_s=0", "engine.costs.latency_s=0", "engine.costs.overhead_s=0",
-              "engine.costs.overhead_idle_s=0"]
+ZERO_COSTS = [
+    "engine.costs.update_s=0",
+    "engine.costs.latency_s=0",
+    "engine.costs.overhead_s=0",
+    "engine.costs.overhead_idle_s=0",
+]
 """No message or master time: an update happens at its gradient's arrival, so at an update every other computation
 is still running (lognormal compute times: no ties) and a stop always finds it unfinished."""
 
@@ -89,9 +94,21 @@ def _spy(monkeypatch):
 @pytest.mark.parametrize("cores", [[], ["engine.cores=2"]], ids=["dedicated", "shared-cores"])
 def test_a_ringmaster_stop_restarts_the_worker_at_the_current_iterate(tmp_path, monkeypatch, cores):
     log = _spy(monkeypatch)
-    result, rec, _ = run_sim(tmp_path, ["delay=timing", "delay.law=lognormal", "delay.sigma=0.5", "workers=4",
-                                        "epochs=2", "algorithm=ringmaster_asgd", "algorithm.policy.R=2",
-                                        "algorithm.policy.restart=true", *ZERO_COSTS, *cores])
+    result, rec, _ = run_sim(
+        tmp_path,
+        [
+            "delay=timing",
+            "delay.law=lognormal",
+            "delay.sigma=0.5",
+            "workers=4",
+            "epochs=2",
+            "algorithm=ringmaster_asgd",
+            "algorithm.policy.R=2",
+            "algorithm.policy.restart=true",
+            *ZERO_COSTS,
+            *cores,
+        ],
+    )
     m = rec.master
     restarts = [e for e in log if e[0] == "restart"]
     received = [e for e in log if e[0] == "receive"]
@@ -101,7 +118,7 @@ def test_a_ringmaster_stop_restarts_the_worker_at_the_current_iterate(tmp_path, 
     # after a restart at version V, the worker's next gradient is computed at V (unless it is stopped again first)
     for i, (kind, w, _, now) in enumerate(log):
         if kind == "restart":
-            nxt = next(e for e in log[i + 1:] if e[1] == w)
+            nxt = next(e for e in log[i + 1 :] if e[1] == w)
             assert nxt[0] == "restart" or nxt[2] == now, (log[i], nxt)
     # a stopped computation never reaches the master: no gradient of delay >= R arrives, none is discarded
     stopped = {(w, read) for _, w, read, _ in restarts}
@@ -113,8 +130,17 @@ def test_a_ringmaster_stop_restarts_the_worker_at_the_current_iterate(tmp_path, 
 @pytest.mark.parametrize("cores", [[], ["engine.cores=2"]], ids=["dedicated", "shared-cores"])
 def test_rennala_restarts_every_worker_when_a_round_ends(tmp_path, monkeypatch, cores):
     log = _spy(monkeypatch)
-    common = ["delay=timing", "delay.law=lognormal", "delay.sigma=0.5", "workers=4", "epochs=2",
-              "algorithm=rennala_sgd", "algorithm.policy.S=4", *ZERO_COSTS, *cores]
+    common = [
+        "delay=timing",
+        "delay.law=lognormal",
+        "delay.sigma=0.5",
+        "workers=4",
+        "epochs=2",
+        "algorithm=rennala_sgd",
+        "algorithm.policy.S=4",
+        *ZERO_COSTS,
+        *cores,
+    ]
     result, rec, _ = run_sim(tmp_path / "stops", common)
     received = [e for e in log if e[0] == "receive"]
     # every gradient reaching the master was computed at the current iterate: none computed at an old point is
@@ -123,8 +149,9 @@ def test_rennala_restarts_every_worker_when_a_round_ends(tmp_path, monkeypatch, 
     assert rec.master.discarded == rec.master.policy.pending == result.gradients - 4 * result.updates < 4
     # each round's end stops the 3 workers still computing at the old iterate (the round's last sender is idle)
     restarts = [e for e in log if e[0] == "restart"]
-    rounds = [i for i, e in enumerate(log)
-              if e[0] == "receive" and sum(x[0] == "receive" for x in log[:i + 1]) % 4 == 0]
+    rounds = [
+        i for i, e in enumerate(log) if e[0] == "receive" and sum(x[0] == "receive" for x in log[: i + 1]) % 4 == 0
+    ]
     assert len(restarts) == rec.master.restarts
     assert all(now - read == 1 for *_, read, now in restarts)
     for i in rounds[:-1]:

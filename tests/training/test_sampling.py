@@ -1,5 +1,6 @@
 """BatchStream (experiments/training/sampling.py): the batches are the seeded permutations cut in order, across epoch
 boundaries, whatever path (the fast slice inside a permutation, or the one that crosses into the next) cuts them."""
+
 import pytest
 import torch
 
@@ -17,7 +18,7 @@ def test_batches_cut_the_seeded_permutations_in_order(num_train, batch):
     stream = BatchStream(num_train, batch, seed=11)
     n = 6 * num_train // batch + 3
     got = torch.cat([stream.next() for _ in range(n)])
-    want = reference(num_train, 11, epochs=n * batch // num_train + 2)[:n * batch]
+    want = reference(num_train, 11, epochs=n * batch // num_train + 2)[: n * batch]
     assert torch.equal(got, want)
     assert stream.samples == n * batch
 
@@ -28,9 +29,9 @@ def test_mixed_batch_sizes_and_epoch_coverage():
     parts = [stream.next(b) for b in sizes]
     assert [p.numel() for p in parts] == sizes and all(p.dtype == torch.int64 for p in parts)
     got = torch.cat(parts)
-    assert torch.equal(got, reference(9, 3, epochs=5)[:sum(sizes)])
+    assert torch.equal(got, reference(9, 3, epochs=5)[: sum(sizes)])
     for e in range(sum(sizes) // 9):  # every example exactly once per epoch
-        assert sorted(got[9 * e:9 * (e + 1)].tolist()) == list(range(9))
+        assert sorted(got[9 * e : 9 * (e + 1)].tolist()) == list(range(9))
 
 
 def test_same_seed_same_batches_other_seed_other_batches():

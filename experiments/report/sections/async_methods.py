@@ -7,6 +7,7 @@ overlap, identical methods merged; the targets from the serial runs (experiments
 step factors and policy sizes from tuning.csv (experiments/sweeps/tuning.py). async_methods_real's from summary.csv
 through plots.async_methods (``engine_pairs``: each measured time beside its simulated twin's).
 """
+
 from __future__ import annotations
 
 import math
@@ -26,9 +27,11 @@ from experiments.report.verdict import REPRODUCED, Claim, Verdict, finding, inco
 from plots.async_methods import METHODS, MODEL_LABELS, MODELS, engine_pairs, fmt_time
 from plots.validation import FLAG_MEANING
 
-WU_READING = ("\nThe `*_wu` methods use our reading of Wu et al. (ICML 2022)'s step-size principle, not checked "
-              "against their text or code: each update's step is the method's own times s_k = max(0, 1 - the sum "
-              "of the factors s of the tau_k updates applied while its gradient was computed).\n")
+WU_READING = (
+    "\nThe `*_wu` methods use our reading of Wu et al. (ICML 2022)'s step-size principle, not checked "
+    "against their text or code: each update's step is the method's own times s_k = max(0, 1 - the sum "
+    "of the factors s of the tau_k updates applied while its gradient was computed).\n"
+)
 """One sentence: what the harness's wu2022 policy does (experiments/training/policies.py)."""
 
 RANK_AGREEMENT = 0.8
@@ -47,34 +50,47 @@ def _label(model: str) -> str:
 
 def _method_order(methods) -> list[str]:
     """Methods (merged ones as ``a = b``) in METHODS order of their first name, the others after them."""
+
     def key(m):
         first = m.split(" = ")[0]
         return (METHODS.index(first) if first in METHODS else len(METHODS), m)
+
     return sorted(set(methods), key=key)
 
 
 def targets_text(summary: pd.DataFrame, targets: pd.DataFrame, names: list[str]) -> str:
     """What the targets are, per problem, and the rules of the numbers in the tables."""
     if names == [CONFIGURED]:
-        parts = [f"{prob}: training loss {float(t.iloc[0]):g}" for prob, t in
-                 summary.groupby("problem", sort=True)["target_loss"]]
-        head = ("Target: the configured `target_loss` of each problem (no serial runs here to set targets from): "
-                + "; ".join(parts) + ".")
+        parts = [
+            f"{prob}: training loss {float(t.iloc[0]):g}"
+            for prob, t in summary.groupby("problem", sort=True)["target_loss"]
+        ]
+        head = (
+            "Target: the configured `target_loss` of each problem (no serial runs here to set targets from): "
+            + "; ".join(parts)
+            + "."
+        )
     else:
         parts = []
         for r in targets.to_dict("records"):
             levels = ", ".join(f"{label(f)} = {r[f'target_{f:g}']:.4g}" for f in FRACTIONS)
-            parts.append(f"{r['problem']}: {levels} (reference {r['reference']} at P = 1, {r['seeds']} seed(s), "
-                         f"{r['epochs']:.3g} epochs; its final loss {r['final_loss']:.4g})")
-        head = ("Targets, set by the runs (experiments/analysis/targets.py): the training loss the best serial method "
-                "(lowest mean final loss at P = 1) reached at half and at nine tenths of its budget, mean over its "
-                "seeds -- " + "; ".join(parts) + ".")
-    return (head + " Time to a target: seconds on the simulated clock, interpolated between the last evaluation "
-            "above the target and the next one, and counted only when the run stays at or below it from there on "
-            "(a run that diverged never reached it); each cell is the mean over the reported seeds with its "
-            f"{LEVEL:.0%} bootstrap interval (percentile, {RESAMPLES:,} resamples, seeded; `not reached` when a seed "
-            "missed it) and #rank, shared by methods whose intervals overlap (1 + the methods wholly faster); "
-            "methods whose runs are identical to the last bit on every seed are one row (`a = b`).\n")
+            parts.append(
+                f"{r['problem']}: {levels} (reference {r['reference']} at P = 1, {r['seeds']} seed(s), "
+                f"{r['epochs']:.3g} epochs; its final loss {r['final_loss']:.4g})"
+            )
+        head = (
+            "Targets, set by the runs (experiments/analysis/targets.py): the training loss the best serial method "
+            "(lowest mean final loss at P = 1) reached at half and at nine tenths of its budget, mean over its "
+            "seeds -- " + "; ".join(parts) + "."
+        )
+    return (
+        head + " Time to a target: seconds on the simulated clock, interpolated between the last evaluation "
+        "above the target and the next one, and counted only when the run stays at or below it from there on "
+        "(a run that diverged never reached it); each cell is the mean over the reported seeds with its "
+        f"{LEVEL:.0%} bootstrap interval (percentile, {RESAMPLES:,} resamples, seeded; `not reached` when a seed "
+        "missed it) and #rank, shared by methods whose intervals overlap (1 + the methods wholly faster); "
+        "methods whose runs are identical to the last bit on every seed are one row (`a = b`).\n"
+    )
 
 
 def _cell(row: pd.Series, col: str, rank: str) -> str:
@@ -94,29 +110,38 @@ def tuning_text(tuning: pd.DataFrame) -> str:
         return ""
     t = tuning.copy()
     t["compute model"] = [_label(_model_of(r)) for r in t.to_dict("records")]
-    t["R / S"] = [" ".join(f"{k}={int(float(r[k]))}" for k in ("R", "S") if k in r and _given(r[k]))
-                  for r in t.to_dict("records")]
+    t["R / S"] = [
+        " ".join(f"{k}={int(float(r[k]))}" for k in ("R", "S") if k in r and _given(r[k])) for r in t.to_dict("records")
+    ]
     t["at edge"] = t["at_edge"].fillna("").astype(str).replace("nan", "")
     t = t.sort_values(["problem", "workers", "algorithm", "compute model"])
-    rows = t.rename(columns={"lr_factor": "factor", "factors_tried": "factors tried", "policy_tried": "R / S tried",
-                             "workers": "P"})[["problem", "algorithm", "P", "compute model", "factor", "R / S",
-                                               "at edge", "factors tried", "R / S tried"]]
+    rows = t.rename(
+        columns={"lr_factor": "factor", "factors_tried": "factors tried", "policy_tried": "R / S tried", "workers": "P"}
+    )[["problem", "algorithm", "P", "compute model", "factor", "R / S", "at edge", "factors tried", "R / S tried"]]
     rows["R / S tried"] = rows["R / S tried"].fillna("").astype(str).replace("nan", "")
     edges = t[t["at edge"] != ""]
     seed = int(t["tuning_seed"].iloc[0]) if "tuning_seed" in t else None
     trials = int(pd.to_numeric(t["trials"], errors="coerce").sum())
-    intro = (f"\nStep sizes tuned on seed {seed} (never a reported seed; experiments/sweeps/tuning.py): per method, "
-             "problem, P and compute model, the factors of the default step in `factors tried` (the grid of "
-             "`tuning`, extended by one factor while the best was the smallest or largest tried, up to its limit), "
-             "then Ringmaster's R / Rennala's S at the chosen step; the choice is the shortest time to the problem's "
-             "`target_loss` (staying below it), ties by the loss reached, then by the run's time. "
-             f"{len(t)} settings, {trials} trials.")
+    intro = (
+        f"\nStep sizes tuned on seed {seed} (never a reported seed; experiments/sweeps/tuning.py): per method, "
+        "problem, P and compute model, the factors of the default step in `factors tried` (the grid of "
+        "`tuning`, extended by one factor while the best was the smallest or largest tried, up to its limit), "
+        "then Ringmaster's R / Rennala's S at the chosen step; the choice is the shortest time to the problem's "
+        "`target_loss` (staying below it), ties by the loss reached, then by the run's time. "
+        f"{len(t)} settings, {trials} trials."
+    )
     out = [intro, ""]
     if len(edges):
-        out.append(f"**Choices at an edge the extension could not leave ({len(edges)}; the best step may lie beyond "
-                   "the factors tried):** " + "; ".join(
-                       f"{r['problem']} {r['algorithm']} P = {int(r['workers'])} {r['compute model']}: "
-                       f"x{r['lr_factor']:g} ({r['at edge']})" for r in edges.to_dict("records")) + ".")
+        out.append(
+            f"**Choices at an edge the extension could not leave ({len(edges)}; the best step may lie beyond "
+            "the factors tried):** "
+            + "; ".join(
+                f"{r['problem']} {r['algorithm']} P = {int(r['workers'])} {r['compute model']}: "
+                f"x{r['lr_factor']:g} ({r['at edge']})"
+                for r in edges.to_dict("records")
+            )
+            + "."
+        )
     else:
         out.append("No choice is at an edge of the factors tried.")
     out.append("\n<details><summary>The tuned values (tuning.csv)</summary>\n\n" + table(rows) + "\n</details>\n")
@@ -152,56 +177,98 @@ def section_async_methods(data: Experiment) -> Section:
             for meth in _method_order(col["algorithm"]):
                 r = col[col["algorithm"] == meth].iloc[0]
                 disc = f"{r['discarded_frac']:.0%}" if r["discarded_frac"] > 0 else ""
-                lines.append({"method": meth, **{f"time to {n} (s)" if n != CONFIGURED else "time to target (s)":
-                                                 _cell(r, f"time {n}", f"rank {n}") for n in names},
-                              "final loss": _cell(r, "loss", "rank loss"),
-                              "step factor": r["lr_factor"], "R / S": r["policy_size"], "discarded": disc})
+                lines.append(
+                    {
+                        "method": meth,
+                        **{
+                            f"time to {n} (s)" if n != CONFIGURED else "time to target (s)": _cell(
+                                r, f"time {n}", f"rank {n}"
+                            )
+                            for n in names
+                        },
+                        "final loss": _cell(r, "loss", "rank loss"),
+                        "step factor": r["lr_factor"],
+                        "R / S": r["policy_size"],
+                        "discarded": disc,
+                    }
+                )
             lo, hi = int(col["seeds"].min()), int(col["seeds"].max())
             seeds = f"{lo} seed{'s' if hi > 1 else ''}" if lo == hi else f"{lo}-{hi} seeds"
-            out.append(f"\n**{problem}, P = {p}, {_label(model)}** ({seeds}; simulated s and nats; mean "
-                       f"[{LEVEL:.0%} interval] #shared rank):\n")
+            out.append(
+                f"\n**{problem}, P = {p}, {_label(model)}** ({seeds}; simulated s and nats; mean "
+                f"[{LEVEL:.0%} interval] #shared rank):\n"
+            )
             out.append(table(pd.DataFrame(lines)))
             merged = col[col["merged"] > 1]
             if len(merged):
-                out.append("Identical runs, one row (the same losses and times to the last bit on every seed): "
-                           + "; ".join(merged["algorithm"]) + ".\n")
+                out.append(
+                    "Identical runs, one row (the same losses and times to the last bit on every seed): "
+                    + "; ".join(merged["algorithm"])
+                    + ".\n"
+                )
         member = rows.assign(algorithm=rows["algorithm"].str.split(" = ")).explode("algorithm")
         mean_rank = member.groupby("algorithm")[f"rank {hardest}"].mean()
         reached = set(member.loc[[math.isfinite(iv.lo) for iv in member[f"time {hardest}"]], "algorithm"])
         methods = _method_order(member["algorithm"])
         order = sorted((v, k) for k, v in mean_rank.items() if k in reached)
         never = [k for k in methods if k not in reached]
-        out.append(f"\n**{problem}, P = {p}:** ranking by mean shared rank at {_words(hardest)} over the compute "
-                   "models (methods that reached it on some seed): "
-                   + (", ".join(f"{k} ({v:.1f})" for v, k in order) or "none")
-                   + (f"; never reached it: {', '.join(never)}" if never else "") + ".\n")
+        out.append(
+            f"\n**{problem}, P = {p}:** ranking by mean shared rank at {_words(hardest)} over the compute "
+            "models (methods that reached it on some seed): "
+            + (", ".join(f"{k} ({v:.1f})" for v, k in order) or "none")
+            + (f"; never reached it: {', '.join(never)}" if never else "")
+            + ".\n"
+        )
         if "apam" not in mean_rank:
             continue
         key = f"finding ({problem}, P={p}): where APAM stands among {len(methods)} methods"
-        common = {"key": key, "text": key, "timed": True, "problem": problem,
-                  "decided_by": f"APAM's mean shared rank at {hardest}",
-                  "name": f"finding: APAM's rank ({problem}, P={p})"}
+        common = {
+            "key": key,
+            "text": key,
+            "timed": True,
+            "problem": problem,
+            "decided_by": f"APAM's mean shared rank at {hardest}",
+            "name": f"finding: APAM's rank ({problem}, P={p})",
+        }
         seeds = int(rows["seeds"].min())
         few = f"; {seeds} seed(s) < {MIN_SEEDS}" if seeds < MIN_SEEDS else ""
         if "apam" not in reached:
-            claims.append(Claim(verdict=finding("APAM never reached the target" + few), ours="never reached",
-                                evidence=f"APAM did not reach {_words(hardest)} on any seed under any compute model; "
-                                         f"methods that did: {', '.join(k for _, k in order) or 'none'}", **common))
+            claims.append(
+                Claim(
+                    verdict=finding("APAM never reached the target" + few),
+                    ours="never reached",
+                    evidence=f"APAM did not reach {_words(hardest)} on any seed under any compute model; "
+                    f"methods that did: {', '.join(k for _, k in order) or 'none'}",
+                    **common,
+                )
+            )
             continue
         better = [k for k, v in mean_rank.items() if v < mean_rank["apam"]]
         per_model = []
         for r in member[member["algorithm"] == "apam"].itertuples():
-            row = rows[(rows["compute_model"] == r.compute_model) & rows["algorithm"].str.split(" = ").map(
-                lambda ms: "apam" in ms)].iloc[0]
+            row = rows[
+                (rows["compute_model"] == r.compute_model)
+                & rows["algorithm"].str.split(" = ").map(lambda ms: "apam" in ms)
+            ].iloc[0]
             same = [m for m in row["algorithm"].split(" = ") if m != "apam"]
             identical = "; identical to " + ", ".join(same) if same else ""
-            per_model.append(f"{_label(r.compute_model)} #{int(row[f'rank {hardest}'])} "
-                             f"({row[f'time {hardest}'].text()} s{identical})")
+            per_model.append(
+                f"{_label(r.compute_model)} #{int(row[f'rank {hardest}'])} "
+                f"({row[f'time {hardest}'].text()} s{identical})"
+            )
         gist = f"APAM mean rank {mean_rank['apam']:.1f}, {len(better)} method(s) ahead" + few
-        claims.append(Claim(verdict=finding(gist), ours=f"mean rank {mean_rank['apam']:.1f}",
-                            evidence="APAM at " + _words(hardest) + ": " + "; ".join(per_model)
-                                     + (f"; ahead of it by mean rank: {', '.join(better)}" if better else ""),
-                            **common))
+        claims.append(
+            Claim(
+                verdict=finding(gist),
+                ours=f"mean rank {mean_rank['apam']:.1f}",
+                evidence="APAM at "
+                + _words(hardest)
+                + ": "
+                + "; ".join(per_model)
+                + (f"; ahead of it by mean rank: {', '.join(better)}" if better else ""),
+                **common,
+            )
+        )
     if any(str(a).endswith("_wu") for a in data.summary["algorithm"].unique()):
         out.append(WU_READING)
     out.append(tuning_text(data.tuning))
@@ -253,38 +320,68 @@ def section_async_methods_real(data: Experiment) -> Section:
             said = f"{e} / {_label(model)}: tau {tau:.2f}, fastest {fm} measured, {fs} simulated"
             verdicts.append((ok, bool(bad), said))
             agree.append(f"{e}: Kendall tau {tau:.2f}, fastest measured {fm}, simulated {fs}")
-        out.append(f"\n**{problem}, P = {p}, {_label(model)}** -- time to target train loss "
-                   f"{summary.loc[summary['problem'] == problem, 'target_loss'].iloc[0]:g} (s; #rank among "
-                   f"{len(methods)} methods on that side):\n")
-        out.append(table(pd.DataFrame(lines, columns=["method"] + [f"{e} {side}" for e in engines
-                                                                   for side in ("measured", "simulated")])))
+        out.append(
+            f"\n**{problem}, P = {p}, {_label(model)}** -- time to target train loss "
+            f"{summary.loc[summary['problem'] == problem, 'target_loss'].iloc[0]:g} (s; #rank among "
+            f"{len(methods)} methods on that side):\n"
+        )
+        out.append(
+            table(
+                pd.DataFrame(
+                    lines, columns=["method"] + [f"{e} {side}" for e in engines for side in ("measured", "simulated")]
+                )
+            )
+        )
         out.append("Rank agreement: " + "; ".join(agree) + ".\n")
         if "apam" in methods:
             apam = rows[rows["algorithm"] == "apam"]
-            ranks_txt = ", ".join(f"{r.engine} #{int(r.rank_measured)} measured / #{int(r.rank_simulated)} simulated"
-                                  for r in apam.itertuples())
-            key = (f"finding ({problem}, P={p}, {_label(model)}): APAM's rank on real engines and on the simulated "
-                   "clock")
-            claims.append(Claim(key=key, text=key, verdict=finding(), evidence=ranks_txt,
-                                name=f"finding: APAM's rank, measured vs simulated ({_label(model)})",
-                                decided_by="APAM's rank, measured / simulated",
-                                ours=", ".join(f"#{int(r.rank_measured)}/#{int(r.rank_simulated)} {r.engine}"
-                                               for r in apam.itertuples())))
+            ranks_txt = ", ".join(
+                f"{r.engine} #{int(r.rank_measured)} measured / #{int(r.rank_simulated)} simulated"
+                for r in apam.itertuples()
+            )
+            key = f"finding ({problem}, P={p}, {_label(model)}): APAM's rank on real engines and on the simulated clock"
+            claims.append(
+                Claim(
+                    key=key,
+                    text=key,
+                    verdict=finding(),
+                    evidence=ranks_txt,
+                    name=f"finding: APAM's rank, measured vs simulated ({_label(model)})",
+                    decided_by="APAM's rank, measured / simulated",
+                    ours=", ".join(
+                        f"#{int(r.rank_measured)}/#{int(r.rank_simulated)} {r.engine}" for r in apam.itertuples()
+                    ),
+                )
+            )
     tested = [v for v in verdicts if not v[1]]
-    verdict = Verdict.judged(all(v[0] for v in tested)) if tested else \
-        inconclusive("every column had runs above the overrun flag: none could be counted")
+    verdict = (
+        Verdict.judged(all(v[0] for v in tested))
+        if tested
+        else inconclusive("every column had runs above the overrun flag: none could be counted")
+    )
     seeds = int(summary.groupby(["problem", "workers", "algorithm", "engine"])["seed"].nunique().min())
     if verdict.cls == REPRODUCED and seeds < MIN_SEEDS:  # a ranking from one seed can turn on a millisecond
         verdict = inconclusive(f"{seeds} seed(s) < {MIN_SEEDS}; agreement on every counted column")
-    goal = (f"goal (ours): the simulated clock ranks the methods as the real engines do (Kendall tau-b >= "
-            f"{RANK_AGREEMENT:g} and the same fastest method, per engine and compute-time model, >= {MIN_SEEDS} seeds; "
-            f"columns with overruns above {100 * OVERRUN_FLAG:.0f}% do not count)")
-    claims.append(Claim(key=goal, text=goal, verdict=verdict, name="goal: simulated clock ranks methods as measured",
-                        evidence=f"{len(tested)} of {len(verdicts)} columns counted: "
-                                 + "; ".join(v[2] + (" (overruns: not counted)" if v[1] else "") for v in verdicts),
-                        decided_by=f"counted columns that agree (rule: all, tau >= {RANK_AGREEMENT:g})",
-                        ours=f"{sum(v[0] for v in tested)} of {len(tested)}"))
+    goal = (
+        f"goal (ours): the simulated clock ranks the methods as the real engines do (Kendall tau-b >= "
+        f"{RANK_AGREEMENT:g} and the same fastest method, per engine and compute-time model, >= {MIN_SEEDS} seeds; "
+        f"columns with overruns above {100 * OVERRUN_FLAG:.0f}% do not count)"
+    )
+    claims.append(
+        Claim(
+            key=goal,
+            text=goal,
+            verdict=verdict,
+            name="goal: simulated clock ranks methods as measured",
+            evidence=f"{len(tested)} of {len(verdicts)} columns counted: "
+            + "; ".join(v[2] + (" (overruns: not counted)" if v[1] else "") for v in verdicts),
+            decided_by=f"counted columns that agree (rule: all, tau >= {RANK_AGREEMENT:g})",
+            ours=f"{sum(v[0] for v in tested)} of {len(tested)}",
+        )
+    )
     if flagged:
-        out.append(f"\n**Flagged:** measured runs with more than {100 * OVERRUN_FLAG:.0f}% of their gradients off "
-                   f"target ({FLAG_MEANING}): " + "; ".join(flagged) + ".\n")
+        out.append(
+            f"\n**Flagged:** measured runs with more than {100 * OVERRUN_FLAG:.0f}% of their gradients off "
+            f"target ({FLAG_MEANING}): " + "; ".join(flagged) + ".\n"
+        )
     return Section("\n".join(out), tuple(claims))

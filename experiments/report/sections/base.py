@@ -1,4 +1,5 @@
 """What every section returns, and the notes several sections share."""
+
 from __future__ import annotations
 
 import math
@@ -35,11 +36,16 @@ def target_note(ok: pd.DataFrame, by: str = "workers", label: str = "P") -> str:
         hit = pd.to_numeric(first["updates_to_target"], errors="coerce").mean()
         K = pd.to_numeric(first["updates"], errors="coerce").mean()
         who = f"{label} = {low:g}"
-        where = (f"{who} reached it after {hit:.0f} of its {K:.0f} updates ({hit / K:.0%} of the run)"
-                 if not math.isnan(hit) and K else f"{who} did not reach it")
+        where = (
+            f"{who} reached it after {hit:.0f} of its {K:.0f} updates ({hit / K:.0%} of the run)"
+            if not math.isnan(hit) and K
+            else f"{who} did not reach it"
+        )
         parts.append(f"{prob}: training loss <= {target.iloc[0]:g}, {where}")
     if not parts:
         return ""
-    return ("\nTo target: the time at which the training loss reached the target for good -- interpolated between "
-            "the last evaluation above it and the next one, counted only when the run stays at or below it from "
-            "there on; " + "; ".join(parts) + ".\n")
+    return (
+        "\nTo target: the time at which the training loss reached the target for good -- interpolated between "
+        "the last evaluation above it and the next one, counted only when the run stays at or below it from "
+        "there on; " + "; ".join(parts) + ".\n"
+    )

@@ -1,5 +1,6 @@
 """Section ``stragglers`` (beyond the paper): how one slow worker multiplies the time to target of APAM and of sync
 AMSGrad, with per-gradient lognormal compute times (sigma) and one worker ``straggler_slowdown`` times slower."""
+
 from __future__ import annotations
 
 import math
@@ -19,8 +20,9 @@ def section_stragglers(data: Experiment) -> Section:
     ok = data.ok
     if ok.empty:
         return Section()
-    piv = ok.pivot_table(index=list(SETTINGS), columns="algorithm", values="time_to_target_s", aggfunc="mean",
-                         dropna=False).reset_index()
+    piv = ok.pivot_table(
+        index=list(SETTINGS), columns="algorithm", values="time_to_target_s", aggfunc="mean", dropna=False
+    ).reset_index()
     piv.columns = [str(c) if c in SETTINGS else f"{c} time-to-target (s)" for c in piv.columns]
     a, s = "apam time-to-target (s)", "sync_amsgrad time-to-target (s)"
     claims = []
@@ -33,13 +35,25 @@ def section_stragglers(data: Experiment) -> Section:
             ga, gs = worst[a].iloc[0] / base[a].iloc[0], worst[s].iloc[0] / base[s].iloc[0]
             slow = worst["straggler_slowdown"].iloc[0]
             what = f"(P={p}): factor by which one worker {slow:g}x slower (sigma 0) multiplies the time-to-target"
-            common = {"key": f"finding {what}", "timed": True, "name": f"finding: one {slow:g}x slower worker (P={p})",
-                      "decided_by": "time-to-target factor, APAM and sync"}
+            common = {
+                "key": f"finding {what}",
+                "timed": True,
+                "name": f"finding: one {slow:g}x slower worker (P={p})",
+                "decided_by": "time-to-target factor, APAM and sync",
+            }
             if not (math.isnan(ga) or math.isnan(gs)):
                 found = f"APAM x{ga:.2f}, sync AMSGrad x{gs:.2f}"
-                claims.append(Claim(text=f"finding {what}", verdict=finding(found), evidence=found, ours=found,
-                                    **common))
+                claims.append(
+                    Claim(text=f"finding {what}", verdict=finding(found), evidence=found, ours=found, **common)
+                )
             else:  # nothing found: the runs cannot decide
-                claims.append(Claim(text=what, verdict=inconclusive(), ours="target not reached",
-                                    evidence="not measurable: the target was not reached in every setting", **common))
+                claims.append(
+                    Claim(
+                        text=what,
+                        verdict=inconclusive(),
+                        ours="target not reached",
+                        evidence="not measurable: the target was not reached in every setting",
+                        **common,
+                    )
+                )
     return Section(table(piv) + target_note(ok), tuple(claims))

@@ -1,6 +1,7 @@
 """The targets the serial runs set and each algorithm's time to them, for sections that compare algorithms over
 worker counts (lenet5_speedup): experiments.analysis.targets for the targets and times, experiments.analysis.
 statistics for the intervals."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -22,10 +23,12 @@ def targets_table(ok: pd.DataFrame, traces: pd.DataFrame, algorithms: list[str])
     for t in targets.to_dict("records"):
         prob = t["problem"]
         levels = ", ".join(f"{label(f)} = {t[f'target_{f:g}']:.4g}" for f in FRACTIONS)
-        out.append(f"\nTargets set by the runs ({prob}; experiments/analysis/targets.py): the training loss the best "
-                   f"serial algorithm ({t['reference']}, lowest mean final loss at P = 1, {t['seeds']} seed(s)) "
-                   f"reached at half and at nine tenths of its {t['epochs']:.3g} epochs: {levels}. Time to each "
-                   f"(s, mean [{LEVEL:.0%} bootstrap interval, {RESAMPLES:,} resamples], reached for good):\n")
+        out.append(
+            f"\nTargets set by the runs ({prob}; experiments/analysis/targets.py): the training loss the best "
+            f"serial algorithm ({t['reference']}, lowest mean final loss at P = 1, {t['seeds']} seed(s)) "
+            f"reached at half and at nine tenths of its {t['epochs']:.3g} epochs: {levels}. Time to each "
+            f"(s, mean [{LEVEL:.0%} bootstrap interval, {RESAMPLES:,} resamples], reached for good):\n"
+        )
         rows = []
         q = times[times["problem"] == prob]
         for p in sorted(q["workers"].unique()):
@@ -33,8 +36,9 @@ def targets_table(ok: pd.DataFrame, traces: pd.DataFrame, algorithms: list[str])
             for a in algorithms:
                 sel = q[(q["workers"] == p) & (q["algorithm"] == a)]
                 for f in FRACTIONS:
-                    row[f"{a} to {label(f)}"] = bootstrap_ci(sel[f"time_to_{f:g}"].to_numpy(dtype=float)).text() \
-                        if len(sel) else "--"
+                    row[f"{a} to {label(f)}"] = (
+                        bootstrap_ci(sel[f"time_to_{f:g}"].to_numpy(dtype=float)).text() if len(sel) else "--"
+                    )
             rows.append(row)
         out.append(table(pd.DataFrame(rows)))
     return "\n".join(out)

@@ -4,6 +4,7 @@ Every gradient takes the paper's serial cost per iteration (emulated on the real
 simulated clock); the speed-ups measured here and simulated stand beside the paper's, and the paper's flattening is
 turned into the master cost per update it implies.
 """
+
 from __future__ import annotations
 
 import math
@@ -55,8 +56,11 @@ def section_paper_timing(data: Experiment) -> Section:
     ok = summary[summary["status"] == "ok"]
     if ok.empty:
         return Section()
-    paper_sp = (paper[(paper["metric"] == "speedup") & (paper["algorithm"] == "apam")].set_index("workers")["value"]
-                if not paper.empty else pd.Series(dtype=float))
+    paper_sp = (
+        paper[(paper["metric"] == "speedup") & (paper["algorithm"] == "apam")].set_index("workers")["value"]
+        if not paper.empty
+        else pd.Series(dtype=float)
+    )
     measured = {e: _speedups(sp, "wall", e) for e in ENGINES}
     simulated = {e: _speedups(sp, "simulated", e) for e in ENGINES}
     overruns = {e: _overrun_pct(ok, e) for e in ENGINES}
@@ -68,55 +72,86 @@ def section_paper_timing(data: Experiment) -> Section:
             row[f"{e} simulated"] = simulated[e].get(p, math.nan)
             row[f"{e} overrun %"] = overruns[e].get(p, math.nan)
         rows.append(row)
-    base = float(pd.to_numeric(ok["compute_base_s"], errors="coerce").dropna().iloc[0]) \
-        if "compute_base_s" in ok and pd.to_numeric(ok["compute_base_s"], errors="coerce").notna().any() else math.nan
-    clean = {e: measured[e][[p for p in measured[e].index if not overruns[e].get(p, 0.0) > 100 * OVERRUN_FLAG]]
-             for e in ENGINES}
+    base = (
+        float(pd.to_numeric(ok["compute_base_s"], errors="coerce").dropna().iloc[0])
+        if "compute_base_s" in ok and pd.to_numeric(ok["compute_base_s"], errors="coerce").notna().any()
+        else math.nan
+    )
+    clean = {
+        e: measured[e][[p for p in measured[e].index if not overruns[e].get(p, 0.0) > 100 * OVERRUN_FLAG]]
+        for e in ENGINES
+    }
     sm = clean["shared_memory"]
-    claim = Claim(key="apam: measured speed-up at the paper's cost", verdict=Verdict.judged(None), timed=True,
-                  measured=True,
-                  text="apam at the paper's cost per iteration: measured speed-up (shared_memory, runs without an "
-                       "overrun flag) against the paper's",
-                  rule=f"within {R.PAPER_BAND:.0%} at every common worker count (more above: a finding)",
-                  evidence="the paper's speed-ups are missing")
+    claim = Claim(
+        key="apam: measured speed-up at the paper's cost",
+        verdict=Verdict.judged(None),
+        timed=True,
+        measured=True,
+        text="apam at the paper's cost per iteration: measured speed-up (shared_memory, runs without an "
+        "overrun flag) against the paper's",
+        rule=f"within {R.PAPER_BAND:.0%} at every common worker count (more above: a finding)",
+        evidence="the paper's speed-ups are missing",
+    )
     if paper_sp.empty:
         claims = [claim]
     elif sm.empty:
         n = int(((ok["engine"] == "shared_memory") & (ok["clock"] == "wall")).sum())
-        claims = [replace(claim, verdict=inconclusive(f"all {n} measured shared_memory runs flagged") if n
-                          else Verdict.judged(None),
-                          evidence=f"no measured shared_memory run without an overrun flag (flag: {FLAG_MEANING})")]
+        claims = [
+            replace(
+                claim,
+                verdict=inconclusive(f"all {n} measured shared_memory runs flagged") if n else Verdict.judged(None),
+                evidence=f"no measured shared_memory run without an overrun flag (flag: {FLAG_MEANING})",
+            )
+        ]
     else:
         comp = R.compare_to_paper(sm, paper_sp)
-        decided = {"decided_by": f"speed-up at P = {comp.at}", "ours": f"{comp.ours:.2f}",
-                   "paper": f"{comp.paper:.2f}"} if comp.at is not None else {}
+        decided = (
+            {"decided_by": f"speed-up at P = {comp.at}", "ours": f"{comp.ours:.2f}", "paper": f"{comp.paper:.2f}"}
+            if comp.at is not None
+            else {}
+        )
         claims = [replace(claim, verdict=comp.verdict or Verdict.judged(None), evidence=comp.evidence, **decided)]
     notes = []
     top = int(paper_sp.index.max()) if len(paper_sp) else None
     if top is not None and math.isfinite(base):
         m_paper = implied_master_s(base, float(paper_sp[top]))
         ours = ok[(ok["clock"] == "simulated") & ok["cost_master_s"].notna()]
-        ours_m = {str(t): float(g["cost_master_s"].median()) for t, g in ours.groupby("transport")} \
-            if "transport" in ours else {}
+        ours_m = (
+            {str(t): float(g["cost_master_s"].median()) for t, g in ours.groupby("transport")}
+            if "transport" in ours
+            else {}
+        )
         ours_text = ", ".join(f"{t}: {1e6 * v:.0f} us" for t, v in sorted(ours_m.items()))
         meas_top = [f"{e} {clean[e][top]:.2f}x" for e in ENGINES if top in clean[e].index]
-        ev = (f"paper {paper_sp[top]:.2f}x at {top} threads; measured here: "
-              + (", ".join(meas_top) or f"no run at {top} workers without an overrun flag")
-              + f"; a master-bound run flattens there if its master spends {1e3 * m_paper:.2f} ms per update "
-              f"(ours, calibrated: {ours_text or 'not recorded'})")
-        claims.append(Claim(key="finding: implied master cost", verdict=finding(), evidence=ev,
-                            text=f"finding: the master cost per update that the paper's speed-up at {top} threads "
-                                 "implies",
-                            decided_by=f"master time per update at {top} threads", paper=f"{1e3 * m_paper:.2f} ms",
-                            ours=", ".join(f"{t} {1e6 * v:.0f} us" for t, v in sorted(ours_m.items()))))
+        ev = (
+            f"paper {paper_sp[top]:.2f}x at {top} threads; measured here: "
+            + (", ".join(meas_top) or f"no run at {top} workers without an overrun flag")
+            + f"; a master-bound run flattens there if its master spends {1e3 * m_paper:.2f} ms per update "
+            f"(ours, calibrated: {ours_text or 'not recorded'})"
+        )
+        claims.append(
+            Claim(
+                key="finding: implied master cost",
+                verdict=finding(),
+                evidence=ev,
+                text=f"finding: the master cost per update that the paper's speed-up at {top} threads implies",
+                decided_by=f"master time per update at {top} threads",
+                paper=f"{1e3 * m_paper:.2f} ms",
+                ours=", ".join(f"{t} {1e6 * v:.0f} us" for t, v in sorted(ours_m.items())),
+            )
+        )
         if ours_m:
             ratios = ", ".join(f"{m_paper / v:.1f}x ({t})" for t, v in sorted(ours_m.items()) if v > 0)
-            notes.append(f"At {base * 1e3:.2f} ms per gradient, the paper's {paper_sp[top]:.2f}x at {top} threads "
-                         f"means {1e3 * m_paper:.2f} ms per update; if the authors' master was what flattened the "
-                         f"curve, it spent that long per update: {ratios} our calibrated master time. Other causes "
-                         "fit the same number: the paper's timer is CPU time, and its threads shared one machine's "
-                         "memory bandwidth.")
-    notes.append("Simulated columns: engine=simulated with the costs of the measured engine's transport (its twin). "
-                 f"Measured runs flagged (above {100 * OVERRUN_FLAG:.0f}% of their gradients: {FLAG_MEANING}) do "
-                 "not count in the claims.")
+            notes.append(
+                f"At {base * 1e3:.2f} ms per gradient, the paper's {paper_sp[top]:.2f}x at {top} threads "
+                f"means {1e3 * m_paper:.2f} ms per update; if the authors' master was what flattened the "
+                f"curve, it spent that long per update: {ratios} our calibrated master time. Other causes "
+                "fit the same number: the paper's timer is CPU time, and its threads shared one machine's "
+                "memory bandwidth."
+            )
+    notes.append(
+        "Simulated columns: engine=simulated with the costs of the measured engine's transport (its twin). "
+        f"Measured runs flagged (above {100 * OVERRUN_FLAG:.0f}% of their gradients: {FLAG_MEANING}) do "
+        "not count in the claims."
+    )
     return Section(table(pd.DataFrame(rows)) + "\n" + "\n\n".join(n for n in notes if n) + "\n", tuple(claims))
