@@ -25,6 +25,9 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from benchmarks.common import write_csv  # noqa: E402 (after the sys.path line)
+
 SETTINGS = {"1 agent": ["algorithm.master_computes=false"], "2 agents": ["algorithm.master_computes=true"]}
 GOAL = 1.5
 
@@ -70,11 +73,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name} repeat {r}: {t:.4f} s/epoch", file=sys.stderr)
     ratio = statistics.median(times["1 agent"]) / statistics.median(times["2 agents"])
     rows.append({"setting": "ratio", "repeat": "", "time_per_epoch_s": ratio})
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["setting", "repeat", "time_per_epoch_s"], lineterminator="\n")
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(args.out, rows, ["setting", "repeat", "time_per_epoch_s"])
     print(f"2 agents over 1: {ratio:.2f}x (goal >= {GOAL}) -> {args.out}")
     return 0
 

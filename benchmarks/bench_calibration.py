@@ -14,7 +14,6 @@ Usage: python benchmarks/bench_calibration.py [--only model_validation ...] [--c
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import statistics
@@ -25,6 +24,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from benchmarks.common import write_csv  # noqa: E402 (after the sys.path line)
 
 GOAL_PCT = 10.0
 COLUMNS_FIXED = (
@@ -81,11 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         row["meets_goal"] = row["max_diff_pct"] <= GOAL_PCT
         rows.append(row)
     columns = ["key"] + [f"call_{i + 1}_us" for i in range(args.calls)] + list(COLUMNS_FIXED[1:])
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(args.out, rows, columns)
     print("\t".join(columns))
     for r in rows:
         print("\t".join(f"{r[c]:.4g}" if isinstance(r.get(c), float) else str(r.get(c, "")) for c in columns))

@@ -44,7 +44,6 @@ Usage: python benchmarks/bench_engines.py [--quick] [--repeats R] [--updates K] 
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import statistics
 import sys
@@ -56,8 +55,8 @@ import torch  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-
 from algorithms import build_rule  # noqa: E402
+from benchmarks.common import write_csv  # noqa: E402 (after the sys.path line)
 from experiments.engines import distributed, shared_memory, shm_handoff  # noqa: E402
 from experiments.engines.loopback import LoopbackTransport  # noqa: E402
 from experiments.engines.workers import cpu_times  # noqa: E402
@@ -664,12 +663,7 @@ def main() -> None:
     for name, fn in SECTIONS.items():
         if args.only is None or name in args.only:
             fn(args, rows)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: ("" if r.get(k) is None else r[k]) for k in COLUMNS})
+    write_csv(args.out, rows, COLUMNS)
     shown = (
         "benchmark",
         "engine",

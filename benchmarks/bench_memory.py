@@ -12,8 +12,6 @@ gradients, logistic regression, forkserver workers, no predictions) with ``resul
 from __future__ import annotations
 
 import argparse
-import csv
-import os
 import subprocess
 import sys
 import tempfile
@@ -21,31 +19,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _tree(pid: int) -> list[int]:
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        try:
-            for t in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{t}/children") as f:
-                    todo += [int(c) for c in f.read().split()]
-        except OSError:
-            pass
-    return out
-
-
-def _kb(path: str, key: str) -> int:
-    try:
-        with open(path) as f:
-            for line in f:
-                if line.startswith(key):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
+sys.path.insert(0, str(REPO))
+from benchmarks.common import peak_memory, write_csv  # noqa: E402 (after the sys.path line)
 
 
 def measure(engine: str, workers: int, updates: int) -> dict:
@@ -66,21 +41,13 @@ def measure(engine: str, workers: int, updates: int) -> dict:
         ]
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        peak_rss = peak_pss = nproc = 0
-        while proc.poll() is None:
-            pids = _tree(proc.pid)
-            rss = sum(_kb(f"/proc/{p}/status", "VmRSS:") for p in pids)
-            pss = sum(_kb(f"/proc/{p}/smaps_rollup", "Pss:") for p in pids)
-            peak_rss, peak_pss, nproc = max(peak_rss, rss), max(peak_pss, pss), max(nproc, len(pids))
-            time.sleep(0.2)
+        memory = peak_memory(proc)
         err = proc.stderr.read()
         return {
             "engine": engine,
             "workers": workers,
             "returncode": proc.returncode,
-            "processes": nproc,
-            "peak_rss_mib": round(peak_rss / 1024, 1),
-            "peak_pss_mib": round(peak_pss / 1024, 1),
+            **memory,
             "wall_s": round(time.perf_counter() - t0, 1),
             "last_line": (err.strip().splitlines() or [""])[-1],
         }
@@ -94,11 +61,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "memory.csv")
     args = ap.parse_args()
     rows = [measure(e, args.workers, args.updates) for e in args.engines]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(args.out, rows)
     for r in rows:
         print(r)
     return 0

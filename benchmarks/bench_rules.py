@@ -20,7 +20,6 @@ Usage: python benchmarks/bench_rules.py [--quick] [--out PATH]
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
 import sys
 import time
@@ -31,6 +30,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from algorithms import build_rule  # noqa: E402
+from benchmarks.common import write_csv  # noqa: E402 (after the sys.path line)
 
 DIMS = (784, 47_236, 61_706, 1_000_000)
 VARIANTS = ("paper", "torch")
@@ -112,11 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     for d in DIMS:
         reps = (3000 if d < 200_000 else 400) // (20 if args.quick else 1)
         rows += bench_dim(d, reps=reps, rounds=10, warmup=max(5, reps // 10))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with args.out.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(args.out, rows, COLUMNS)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, float32, CPU; median per step. ratio =")
     print("ours / torch's Adam(amsgrad=True, fused=True).step(); below 1 where ours runs the same fused kernel")
     print("without Adam.step's Python bookkeeping (impl=auto:fused), a compiled kernel (auto:compiled) or our C loop")

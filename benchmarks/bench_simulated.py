@@ -14,7 +14,6 @@ and the resident memory the run added (in-flight gradients, ring, optimizer stat
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import resource
@@ -27,6 +26,8 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from benchmarks.common import write_csv  # noqa: E402 (after the sys.path line)
+
 PROBLEMS = {"logreg_fmnist": 64, "lenet5_fmnist": 40}  # batch size
 UPDATES = {"logreg_fmnist": 5000, "lenet5_fmnist": 600}  # default run length
 
@@ -170,11 +171,7 @@ def main() -> int:
                 }
             )
     out = REPO / "benchmarks" / "results" / "bench_simulated.csv"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(out, rows)
     print(" ".join(f"{c:>20}" for c in rows[0]))
     for r in rows:
         print(" ".join(f"{r[c]!s:>20}" for c in rows[0]))

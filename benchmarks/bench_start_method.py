@@ -30,6 +30,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from benchmarks.common import peak_memory, write_csv  # noqa: E402 (after the sys.path line)
+
 DEFAULT_OUT = REPO / "benchmarks" / "results" / "start_method.csv"
 COLUMNS = [
     "engine",
@@ -44,32 +47,6 @@ COLUMNS = [
     "cpu_count",
     "load_1min_before",
 ]
-
-
-def _tree(pid: int) -> list[int]:
-    """``pid`` and every process below it now."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        try:
-            for t in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{t}/children") as f:
-                    todo += [int(c) for c in f.read().split()]
-        except OSError:
-            pass
-    return out
-
-
-def _kb(path: str, key: str) -> int:
-    try:
-        with open(path) as f:
-            for line in f:
-                if line.startswith(key):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 def child(engine: str, method: str, workers: int, updates: int) -> int:
@@ -141,13 +118,7 @@ def measure(engine: str, method: str, workers: int, updates: int) -> dict:
         text=True,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
-    peak_rss = peak_pss = nproc = 0
-    while proc.poll() is None:
-        pids = _tree(proc.pid)
-        rss = sum(_kb(f"/proc/{p}/status", "VmRSS:") for p in pids)
-        pss = sum(_kb(f"/proc/{p}/smaps_rollup", "Pss:") for p in pids)
-        peak_rss, peak_pss, nproc = max(peak_rss, rss), max(peak_pss, pss), max(nproc, len(pids))
-        time.sleep(0.1)
+    memory = peak_memory(proc, every_s=0.1)
     out, err = proc.communicate()
     times = json.loads(out.strip().splitlines()[-1]) if proc.returncode == 0 else {}
     if proc.returncode != 0:
@@ -157,11 +128,11 @@ def measure(engine: str, method: str, workers: int, updates: int) -> dict:
         "start_method": method,
         "workers": workers,
         "returncode": proc.returncode,
-        "processes": nproc,
+        "processes": memory["processes"],
         "startup_s": round(times.get("startup_s", float("nan")), 2),
         "run_s": round(times.get("run_s", float("nan")), 2),
-        "peak_pss_mib": round(peak_pss / 1024),
-        "peak_rss_mib": round(peak_rss / 1024),
+        "peak_pss_mib": memory["peak_pss_mib"],
+        "peak_rss_mib": memory["peak_rss_mib"],
         "cpu_count": os.cpu_count(),
         "load_1min_before": round(load, 2),
     }
@@ -209,11 +180,7 @@ def main() -> int:
             for method in args.methods:
                 rows.append(measure(engine, method, workers, args.updates))
                 print(rows[-1], flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(args.out, rows, COLUMNS)
     print(f"wrote {args.out}")
     return 0 if all(r["returncode"] == 0 for r in rows) else 1
 

@@ -22,7 +22,6 @@ Usage: python benchmarks/bench_update_cost.py [--quick] [--dims 784,61706] [--ou
 from __future__ import annotations
 
 import argparse
-import csv
 import platform
 import statistics
 import sys
@@ -33,6 +32,7 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from benchmarks.common import write_csv  # noqa: E402 (after the sys.path line)
 from experiments.settings.build import build_settings, make_rule  # noqa: E402 (after the sys.path line)
 from experiments.settings.compose import compose_jobs  # noqa: E402 (after the sys.path line)
 from experiments.training.master import Master  # noqa: E402 (after the sys.path line)
@@ -151,11 +151,7 @@ def main() -> None:
                     f"({row['gradients_per_update']} gradient(s))",
                     flush=True,
                 )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(args.out, rows, COLUMNS)
     print(f"wrote {args.out}")
 
 
