@@ -32,7 +32,7 @@ $(STAMP): $(LOCK) pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --require-hashes -r $(LOCK)
 	$(VENV)/bin/pip-sync --quiet $(LOCK)
-	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	PYTHONWARNINGS=ignore $(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
 venv: $(STAMP)
