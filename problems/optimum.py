@@ -7,7 +7,7 @@ Solver (`minimize_full`): with an exact Hessian, scipy's `trust-exact` (a trust-
 convergence, so f* is exact to rounding even on ill-conditioned data); without one, `L-BFGS-B` with tight
 tolerances. Why both: on binary Fashion-MNIST logistic regression (12,000 x 784 raw pixels, no l2) L-BFGS-B stops
 after 20,000 iterations with |grad| ~ 1e-6 and f 2e-5 above the optimum that trust-exact reaches in 18 Newton
-steps (|grad| ~ 1e-14, about 15 s), while on sparse, high-dimensional data (rcv1-like, where a d x d Hessian is
+steps (|grad| ~ 1e-14), while on sparse, high-dimensional data (rcv1-like, where a d x d Hessian is
 out of reach) L-BFGS-B converges in tens of iterations.
 
 The cache is one `.npz` per key (`<cache_dir>/optimum-<name>-<key[:16]>.npz`), written atomically (temporary
