@@ -160,6 +160,7 @@ def unfinished_runs(
     from experiments.sweeps.tuning import read_choice, setting_key
 
     todo = []
+    data_missing: dict[str, str | None] = {}  # problem name -> why its data is missing (None: it is there)
     try:
         for overrides, _ in plan_sweeps(experiment, profile, results_dir, list(extra)):
             combos, _ = job_overrides(overrides + profile_sweep(overrides), multirun=True)
@@ -176,11 +177,16 @@ def unfinished_runs(
                     settings = build_settings(cfg)
                 sink = RunSink(settings.results_dir, settings.experiment_id, rid)
                 if not sink.finished() or sink.config_changes(resolved(cfg)):
-                    try:
-                        check_data([settings])
-                    except ConfigError as exc:
+                    name = settings.problem.name
+                    if name not in data_missing:  # each problem's data checked once (a failed download costs seconds)
+                        try:
+                            check_data([settings])
+                            data_missing[name] = None
+                        except ConfigError as exc:
+                            data_missing[name] = str(exc)
+                    if data_missing[name] is not None:
                         if lacking is not None:
-                            lacking.append(str(exc))
+                            lacking.append(data_missing[name])
                         continue
                     todo.append(rid)
     except (ConfigError, OSError, ValueError, KeyError):
