@@ -8,9 +8,11 @@ drawn again only when one is missing, and REPORT.md, verdicts.csv and reproduce_
 their content changes. Resumable: each sweep skips runs that finished (``force=true`` reruns them), so a call
 interrupted (Ctrl-C) continues, when called again, with the runs that had not finished -- each of those from its
 beginning (a run is not resumed part-way). ``--jobs N`` (``make reproduce JOBS=N``, default: the cores) runs up to N
-jobs whose clock is simulated side by side (Hydra's joblib launcher, ``conf/hydra/launcher/parallel.yaml``), after
-measuring the simulated clock's costs alone (``experiments.calibrate``); jobs that measure wall time (engines
-``shared_memory``, ``distributed``) run one at a time with nothing beside them. Experiments run one after another. An
+jobs whose clock is simulated side by side, after measuring the simulated clock's costs alone
+(``experiments.calibrate``): up to N experiments at a time, each running its sweeps in order (experiments/sweeps/
+launch.py), an experiment alone giving its sweeps Hydra's joblib launcher with N jobs (``conf/hydra/launcher/
+parallel.yaml``); a sweep of jobs that measure wall time (engines ``shared_memory``, ``distributed``) waits until no
+other sweep runs and runs its jobs one at a time with nothing beside them. An
 experiment whose data is missing (or whose settings cannot run here) is skipped with the reason, and the report says so.
 A figure that cannot be drawn is named with its reason in ``reproduce_status.json`` (``figures_missing``), in the report
 and on stderr; every other figure and the report are still written. Exit code 0 when every experiment ran or was skipped
@@ -30,6 +32,7 @@ from pathlib import Path
 
 from experiments.figures import draw_all, figures_outdated
 from experiments.log import get_logger
+from experiments.sweeps.launch import run_sweep, side_by_side
 
 log = get_logger(__name__)
 
@@ -197,48 +200,25 @@ def unfinished_runs(
 def run_experiment(
     experiment: str, profile: str, results_dir: Path, force: bool, jobs: int = 1, extra: list[str] = ()
 ) -> dict:
-    """Run one experiment's sweeps (:func:`plan_sweeps`): simulated-clock jobs up to ``jobs`` at a time, wall-clock
-    jobs one at a time; return ``{status, message, wall_s}`` as :func:`run_sweep`, over all of them (the first
-    sweep that did not run decides the status)."""
+    """Run one experiment's sweeps (:func:`plan_sweeps`) in order: simulated-clock jobs up to ``jobs`` at a time
+    (beside other experiments' simulated sweeps), wall-clock jobs one at a time with no other sweep running
+    (experiments/sweeps/launch.py ``run_sweep``); return ``{status, message, wall_s}`` as ``run_sweep``, over all of
+    them (``wall_s``: the seconds its sweeps ran; the first sweep that did not run decides the status)."""
     out = {"status": "ran", "message": "", "wall_s": 0.0}
     for overrides, simulated in plan_sweeps(experiment, profile, results_dir, list(extra)):
-        st = run_sweep(experiment, profile, results_dir, force, overrides=overrides, jobs=jobs if simulated else 1)
+        st = run_sweep(
+            experiment,
+            profile,
+            results_dir,
+            force,
+            overrides=overrides,
+            jobs=jobs if simulated else 1,
+            simulated=simulated,
+        )
         out["wall_s"] += st["wall_s"]
         if st["status"] != "ran" and out["status"] == "ran":
             out.update(status=st["status"], message=st["message"])
     return out
-
-
-def run_sweep(
-    experiment: str, profile: str, results_dir: Path, force: bool, overrides: list[str] | None = None, jobs: int = 1
-) -> dict:
-    """Run one experiment's sweep in a child process; return ``{status, message, wall_s}``.
-
-    ``overrides``: the sweep's command line (default: ``experiment=<id> profile=<p> results_dir=<dir>``);
-    ``jobs`` > 1 runs its jobs that many at a time with Hydra's joblib launcher (simulated-clock jobs only).
-    ``status`` is ``ran``, ``skipped`` (bad input for this machine, e.g. missing data: the child's one-line error is
-    the message) or ``crashed``.
-    """
-    exp_dir = results_dir / experiment
-    exp_dir.mkdir(parents=True, exist_ok=True)
-    err_file = exp_dir / ".sweep_error"
-    err_file.unlink(missing_ok=True)
-    overrides = overrides or [f"experiment={experiment}", f"profile={profile}", f"results_dir={results_dir}"]
-    launcher = ["hydra/launcher=parallel", f"hydra.launcher.n_jobs={jobs}"] if jobs > 1 else []
-    cmd = [sys.executable, "-m", "experiments.run", "-m", *overrides, *launcher] + (["force=true"] if force else [])
-    env = dict(os.environ, APAM_ERROR_FILE=str(err_file), PYTHONUNBUFFERED="1")
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=REPO, env=env, check=False)
-    wall = time.perf_counter() - t0
-    if proc.returncode == 2 and err_file.exists():
-        # paths inside the checkout are written relative to it, so the committed status and report do not depend
-        # on where the repository was cloned
-        msg = err_file.read_text().strip().replace(f"{REPO}{os.sep}", "")
-        err_file.unlink()
-        return {"status": "skipped", "message": msg, "wall_s": wall}
-    if proc.returncode != 0:
-        return {"status": "crashed", "message": f"exit code {proc.returncode}: {' '.join(cmd)}", "wall_s": wall}
-    return {"status": "ran", "message": "", "wall_s": wall}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -330,7 +310,7 @@ def _reproduce(args, results_dir: Path, experiments: list[str], left_out) -> int
                 "message": f"outside this profile's budget: `make reproduce PROFILE={args.profile} EXTENDED=1` runs it",
             },
         )
-    redraw = []
+    redraw, to_start = [], []
     for i, exp in enumerate(experiments, 1):
         old = statuses.get(exp) or {}
         exp_dir = results_dir / exp
@@ -356,9 +336,17 @@ def _reproduce(args, results_dir: Path, experiments: list[str], left_out) -> int
             if figures_outdated(old, results_dir):
                 redraw.append(exp)
             continue
-        log.info(f"== [{i}/{len(experiments)}] {exp} (profile {args.profile})")
-        summary_before = _summary_bytes(exp_dir)
-        st = run_experiment(exp, args.profile, results_dir, args.force, args.jobs)
+        to_start.append(exp)
+    before = {exp: _summary_bytes(results_dir / exp) for exp in to_start}
+    number = {exp: i for i, exp in enumerate(experiments, 1)}
+
+    def start(exp: str, jobs: int) -> dict:
+        log.info(f"== [{number[exp]}/{len(experiments)}] {exp} (profile {args.profile})")
+        return run_experiment(exp, args.profile, results_dir, args.force, jobs)
+
+    # experiments side by side (experiments/sweeps/launch.py): simulated sweeps overlap, each wall-clock sweep alone
+    for exp, st in side_by_side(to_start, start, args.jobs):
+        old, exp_dir = statuses.get(exp) or {}, results_dir / exp
         st["profile"] = args.profile
         if (exp_dir / "summary.csv").exists():
             from experiments.aggregate import write_speedup
@@ -372,11 +360,11 @@ def _reproduce(args, results_dir: Path, experiments: list[str], left_out) -> int
                 pass
         st.update({k: old[k] for k in ("figures", "figures_missing") if k in old})  # until this call draws them
         summary_after = _summary_bytes(exp_dir)
-        statuses[exp] = _keep_timing_if_unchanged(old or None, st, summary_before, summary_after)
+        statuses[exp] = _keep_timing_if_unchanged(old or None, st, before[exp], summary_after)
         _write_if_changed(status_path, json.dumps(statuses, indent=1, sort_keys=True))
         what = (
             f"{st['status']} in {st['wall_s']:.0f} s"
-            if st["status"] != "ran" or summary_after != summary_before
+            if st["status"] != "ran" or summary_after != before[exp]
             else f"nothing new in {st['wall_s']:.0f} s: its sweeps found every run finished"
         )
         log.info(f"== {exp}: {what}" + (f" -- {st['message']}" if st["message"] else ""))

@@ -158,33 +158,63 @@ def test_a_profile_s_wall_block_sets_keys_of_its_wall_clock_sweep_only(tmp_path)
 @needs_data
 @pytest.mark.slow
 def test_reproduce_jobs_runs_simulated_jobs_side_by_side_and_wall_clock_jobs_alone(tmp_path):
-    """model_validation (smoke, three seeds) with JOBS=2: its simulated jobs overlap, its shared_memory jobs overlap
-    nothing; a serial sweep of the whole experiment afterwards finds every run finished (same run ids)."""
+    """lr_speedup (smoke, three seeds) with JOBS=2: its simulated jobs overlap, its shared_memory jobs overlap
+    nothing; its sweeps run again one job at a time find every run finished (same run ids)."""
     from experiments import calibrate
 
     out, events = tmp_path / "res", tmp_path / "events.jsonl"
-    assert calibrate.main(["--profile", "smoke", "--results-dir", str(out), "--only", "model_validation"]) == 0
+    assert calibrate.main(["--profile", "smoke", "--only", "lr_speedup"]) == 0
     os.environ["APAM_JOB_EVENTS"] = str(events)
     try:
-        # six simulated jobs of 3 epochs (about a second each): more work than the stagger of the workers' start
-        st = reproduce.run_experiment("model_validation", "smoke", out, False, jobs=2, extra=["seed=0,1,2", "epochs=3"])
+        # nine simulated jobs (about a second each): more work than the stagger of the workers' start
+        st = reproduce.run_experiment("lr_speedup", "smoke", out, False, jobs=2, extra=["seed=0,1,2"])
     finally:
         del os.environ["APAM_JOB_EVENTS"]
     assert st["status"] == "ran", st
     spans = _intervals(_events(events))
     sim = [s for s in spans.values() if s[2] == "simulated"]
     wall = [s for s in spans.values() if s[2] == "wall"]
-    assert len(sim) == 6 and len(wall) == 6
+    assert len(sim) == 9 and len(wall) == 6
     assert any(_overlap(a, b) for i, a in enumerate(sim) for b in sim[i + 1 :]), spans
     assert len({s[3] for s in sim}) == 2, spans  # two joblib worker processes
     for w in wall:
         assert not any(_overlap(w, o) for o in spans.values() if o is not w)
-    traces = {p: p.stat().st_mtime_ns for p in (out / "model_validation" / "runs").glob("*/trace.csv")}
-    assert len(traces) == 12
-    whole = ["experiment=model_validation", "profile=smoke", f"results_dir={out}", "seed=0,1,2", "epochs=3"]
-    assert reproduce.run_sweep("model_validation", "smoke", out, False, overrides=whole)["status"] == "ran"
+    traces = {p: p.stat().st_mtime_ns for p in (out / "lr_speedup" / "runs").glob("*/trace.csv")}
+    assert len(traces) == 15
+    assert reproduce.run_experiment("lr_speedup", "smoke", out, False, jobs=1, extra=["seed=0,1,2"])["status"] == "ran"
     assert {p: p.stat().st_mtime_ns for p in traces} == traces  # every run skipped: finished under the same id
-    assert len(_table(out / "model_validation" / "summary.csv")) == 12
+    assert len(_table(out / "lr_speedup" / "summary.csv")) == 15
+
+
+@needs_data
+@pytest.mark.slow
+def test_reproduce_runs_experiments_side_by_side_with_wall_clock_sweeps_alone(tmp_path):
+    """Two experiments with JOBS=2 (experiments/sweeps/launch.py): their simulated jobs overlap each other, in two
+    sweep processes of one job at a time; every wall-clock job overlaps nothing."""
+    from experiments import calibrate
+    from experiments.sweeps.launch import side_by_side
+
+    out, events = tmp_path / "res", tmp_path / "events.jsonl"
+    both = ["lr_speedup", "tau_threshold"]
+    assert calibrate.main(["--profile", "smoke", "--only", *both]) == 0
+    extra = {"lr_speedup": ["seed=0,1"], "tau_threshold": ["seed=0,1"]}
+    os.environ["APAM_JOB_EVENTS"] = str(events)
+    try:
+        done = dict(
+            side_by_side(
+                both, lambda exp, jobs: reproduce.run_experiment(exp, "smoke", out, False, jobs, extra[exp]), 2
+            )
+        )
+    finally:
+        del os.environ["APAM_JOB_EVENTS"]
+    assert {exp: st["status"] for exp, st in done.items()} == {exp: "ran" for exp in both}, done
+    spans = list(_intervals(_events(events)).values())
+    sim = [s for s in spans if s[2] == "simulated"]
+    wall = [s for s in spans if s[2] == "wall"]
+    assert sim and wall
+    assert any(_overlap(a, b) for a in sim for b in sim if a[3] != b[3]), spans  # two sweeps' jobs at once
+    for w in wall:
+        assert not any(_overlap(w, o) for o in spans if o is not w)
 
 
 class _Launcher:
