@@ -32,6 +32,7 @@ from pathlib import Path
 
 from experiments.figures import draw_all, figures_outdated
 from experiments.log import get_logger
+from experiments.store.atomic import write_if_changed
 from experiments.sweeps.launch import run_sweep, side_by_side
 
 log = get_logger(__name__)
@@ -361,7 +362,7 @@ def _reproduce(args, results_dir: Path, experiments: list[str], left_out) -> int
         st.update({k: old[k] for k in ("figures", "figures_missing") if k in old})  # until this call draws them
         summary_after = _summary_bytes(exp_dir)
         statuses[exp] = _keep_timing_if_unchanged(old or None, st, before[exp], summary_after)
-        _write_if_changed(status_path, json.dumps(statuses, indent=1, sort_keys=True))
+        write_if_changed(status_path, json.dumps(statuses, indent=1, sort_keys=True))
         what = (
             f"{st['status']} in {st['wall_s']:.0f} s"
             if st["status"] != "ran" or summary_after != before[exp]
@@ -375,7 +376,7 @@ def _reproduce(args, results_dir: Path, experiments: list[str], left_out) -> int
             log.error(f"error: {exp}: figure {item['figure']} not drawn: {item['reason']}")
     if redraw:
         log.info(f"drew the figures of {len(redraw)} experiment(s) ({time.perf_counter() - t_draw:.0f} s)")
-    _write_if_changed(status_path, json.dumps(statuses, indent=1, sort_keys=True))
+    write_if_changed(status_path, json.dumps(statuses, indent=1, sort_keys=True))
     from experiments.report import write_report
 
     t_report = time.perf_counter()
@@ -401,12 +402,6 @@ def _summary_rows(exp_dir: Path) -> int:
         return 0
     with open(path, newline="") as f:
         return sum(1 for _ in csv.DictReader(f))
-
-
-def _write_if_changed(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` unless it holds exactly that (a call that changed nothing leaves it untouched)."""
-    if not (path.is_file() and path.read_text() == text):
-        path.write_text(text)
 
 
 def _summary_bytes(exp_dir: Path) -> bytes | None:

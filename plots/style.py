@@ -16,6 +16,7 @@ by :func:`draw_series`: each with its own marker, markers above every line, and 
 another. Every title starts with the experiment id its CSVs name (:func:`figure_title`).
 """
 
+import io
 import math
 import re
 import zlib
@@ -29,6 +30,8 @@ from matplotlib import colormaps
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 from matplotlib.transforms import ScaledTranslation
+
+from experiments.store.atomic import write_if_changed
 
 from .data import STAND_IN_MODELS, _model, paper_problem
 
@@ -266,15 +269,23 @@ def whiskers(center, lo, hi):
 
 
 def save(fig, out_dir, name, fmt):
-    """Save ``fig`` as ``out_dir/name.fmt`` at ``DPI`` and close it (also on error). Returns the path."""
+    """Save ``fig`` as ``out_dir/name.fmt`` at ``DPI`` and close it (also on error). Returns the path. The file is
+    written whole or not at all, under a temporary name of its own (experiments/store/atomic.py), and left untouched
+    when it holds the same bytes already.
+
+    Raises:
+        OSError: the file could not be written (one line naming it); nothing is left behind.
+    """
     out_dir = Path(out_dir)
     path = out_dir / f"{name}.{fmt}"
+    buf = io.BytesIO()
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         # no creation date in a PDF (PNG has none by default): the same CSVs give the same bytes
-        fig.savefig(path, dpi=DPI, format=fmt, metadata={"CreationDate": None} if fmt == "pdf" else None)
+        fig.savefig(buf, dpi=DPI, format=fmt, metadata={"CreationDate": None} if fmt == "pdf" else None)
     finally:
         plt.close(fig)
+    write_if_changed(path, buf.getvalue())
     return path
 
 

@@ -36,6 +36,7 @@ from experiments.report.verdict import (
     Claim,
     Verdict,
 )
+from experiments.store.atomic import write_if_changed
 
 ORDER = list(SECTIONS)
 """The experiments a ``make reproduce`` report lists, in order (other experiment folders follow, sorted)."""
@@ -289,22 +290,7 @@ def write_report(results_dir: Path, profile: str, statuses: dict, experiments: l
         profile_note=profile_note,
         overview=overview(parts),
     )
-    _write_if_changed(results_dir / "verdicts.csv", verdicts.to_csv(index=False))
+    write_if_changed(results_dir / "verdicts.csv", verdicts.to_csv(index=False))
     path = results_dir / "REPORT.md"
-    _write_if_changed(path, text)
+    write_if_changed(path, text)
     return path
-
-
-def _write_if_changed(path: Path, text: str) -> bool:
-    """Write ``text`` to ``path`` (atomically) unless it holds exactly that already (then the file, its modification
-    time included, stays as it was); True when written."""
-    data = text.encode()
-    try:
-        if path.is_file() and path.read_bytes() == data:
-            return False
-    except OSError:
-        pass
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
-    return True

@@ -67,3 +67,22 @@ def atomic_write_text(path: str | Path, text: str, encoding: str = "utf-8") -> N
         OSError: the file could not be written (one line naming ``path``); nothing is left behind.
     """
     atomic_write_bytes(path, text.encode(encoding))
+
+
+def write_if_changed(path: str | Path, content: str | bytes) -> bool:
+    """Write ``content`` (text is UTF-8 encoded) to ``path`` atomically (:func:`atomic_write_bytes`) unless the file
+    holds exactly that already: then it stays as it was, its modification time included (a call that changed nothing
+    leaves the committed files untouched). Returns True when written.
+
+    Raises:
+        OSError: the file could not be written (one line naming ``path``); nothing is left behind.
+    """
+    path = Path(path)
+    data = content.encode() if isinstance(content, str) else bytes(content)
+    try:
+        if path.is_file() and path.read_bytes() == data:
+            return False
+    except OSError:
+        pass  # unreadable: written anew
+    atomic_write_bytes(path, data)
+    return True

@@ -545,3 +545,39 @@ def test_provenance_names_the_cpu_model_flags_and_cores(tmp_path, monkeypatch):
     assert cpu["cores"] == os.cpu_count() and cpu["model"]
     if os.path.exists("/proc/cpuinfo"):
         assert cpu["source"] == "/proc/cpuinfo" and cpu["flags"]
+
+
+def test_the_report_and_figures_go_through_the_atomic_writer_and_keep_unchanged_files(tmp_path, monkeypatch):
+    """REPORT.md, verdicts.csv and every figure are written by the one atomic writer (unique temporary names, no
+    symlink followed): a symlink at the old fixed temporary name is never written through; a second write of the same
+    content leaves the file as it was (modification time included); a full disk changes no file."""
+    import errno
+
+    import matplotlib.pyplot as plt
+
+    from experiments.report import write_report
+    from experiments.store import atomic
+    from plots.style import save
+
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    (tmp_path / ".REPORT.md.tmp").symlink_to(victim)  # the report writer's old fixed temporary name
+    report = write_report(tmp_path, "quick", {}, experiments=["tau_threshold"])
+    assert victim.read_text() == "keep\n" and report.read_text().startswith("# APAM harness")
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    png = save(fig, tmp_path / "figures", "line", "png")
+    stamps = {p: p.stat().st_mtime_ns for p in (report, tmp_path / "verdicts.csv", png)}
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    assert save(fig, tmp_path / "figures", "line", "png") == png
+    write_report(tmp_path, "quick", {}, experiments=["tau_threshold"])
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps  # same bytes: untouched
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and not p.is_symlink()}
+    monkeypatch.setattr(atomic.os, "write", lambda *a: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space")))
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])  # another figure under the same name
+    with pytest.raises(OSError, match="line.png"):
+        save(fig, tmp_path / "figures", "line", "png")
+    after = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and not p.is_symlink()}
+    assert after == before
