@@ -186,12 +186,52 @@ def run_commits(results_dir: Path, names: list[str] | None = None) -> str:
     report depends on its CSVs only, so redrawing it from unchanged results gives the same bytes. ``names``: the
     experiments whose runs count (default: :func:`experiment_folders`; never other folders, e.g. ad-hoc runs)."""
     counts = Counter()
-    names = experiment_folders(results_dir) if names is None else names
-    for f in sorted(f for name in names for f in (Path(results_dir) / name).glob("runs/*/provenance.json")):
-        try:
-            counts[json.loads(f.read_text()).get("git_commit", "unknown")] += 1
-        except (OSError, ValueError):
-            counts["unreadable provenance"] += 1
+    for _, prov in provenances(results_dir, names):
+        counts["unreadable provenance" if prov is None else prov.get("git_commit", "unknown")] += 1
     if not counts:
         return "(no run recorded)"
     return ", ".join(f"`{c}` ({n} runs)" for c, n in sorted(counts.items(), key=lambda t: (-t[1], t[0])))
+
+
+def provenances(results_dir: Path, names: list[str] | None = None):
+    """``(experiment, provenance dict or None when unreadable)`` of every run of the experiments ``names`` (default:
+    :func:`experiment_folders`), in path order."""
+    names = experiment_folders(results_dir) if names is None else names
+    for name in names:
+        for f in sorted((Path(results_dir) / name).glob("runs/*/provenance.json")):
+            try:
+                prov = json.loads(f.read_text())
+            except (OSError, ValueError):
+                prov = None
+            yield name, prov if isinstance(prov, dict) else None
+
+
+def calibration_spreads(results_dir: Path, names: list[str] | None = None) -> str:
+    """One paragraph on the calibration entries the runs used (each run's ``provenance.json``
+    ``calibration_used``): how many runs used calibrated costs, how many entries, and those whose spread stayed above
+    the bound after a second measurement (experiments/clock/calibration.py ``SPREAD_BOUND``), with the runs per
+    experiment that used one. '' when no run used a calibration."""
+    used, above, runs, runs_above, bound = set(), set(), 0, Counter(), None
+    for name, prov in provenances(results_dir, names):
+        cal = (prov or {}).get("calibration_used") or {}
+        if not cal.get("entries"):
+            continue
+        runs += 1
+        used.update(cal["entries"])
+        bound = cal.get("spread_bound", bound)
+        flagged = cal.get("spread_above_bound") or []
+        above.update(flagged)
+        runs_above[name] += bool(flagged)
+    if not runs:
+        return ""
+    text = f"Calibration: {runs} runs used calibrated costs ({len(used)} entries). "
+    if not above:
+        return text + f"No entry they used has a spread above the {bound:.0%} bound."
+    per = ", ".join(f"{n} {k}" for n, k in sorted(runs_above.items(), key=lambda t: (-t[1], t[0])) if k)
+    return text + (
+        f"{len(above)} of those entries kept a spread (max - min of its repeats over their median) above the "
+        f"{bound:.0%} bound when measured a second time, and were used with a warning by {sum(runs_above.values())} "
+        f"runs ({per}); their times carry that noise. Each run's provenance.json names them "
+        "(`calibration_used.spread_above_bound`); `python -m experiments.calibrate --only ID` lists every entry's "
+        "spread."
+    )

@@ -18,6 +18,7 @@ from experiments.report.clock import clock_label
 from experiments.report.first_screen import Row, counts, first_table, paragraph
 from experiments.report.load import (
     Experiment,
+    calibration_spreads,
     load_experiment,
     report_block,
     run_commits,
@@ -281,6 +282,7 @@ def write_report(results_dir: Path, profile: str, statuses: dict, experiments: l
         results_dir=results_dir.as_posix(),
         reproduce="make reproduce" + ("" if profile == "quick" else f" PROFILE={profile}"),
         commits=run_commits(results_dir, names),
+        calibration=calibration_spreads(results_dir, names),
         first_table=first_table(rows),
         paragraph=paragraph(rows),
         legend=CLASSES,

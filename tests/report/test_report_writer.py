@@ -191,3 +191,29 @@ def test_side_by_side_verdicts_per_profile(tmp_path):
     assert better["conditions"] == "K = 750, tau = 0, 1, 4, 9, 19: P = 1 has not plateaued; 1 seed(s) < 3"
     first = report.split("\n## ")[0]  # the first screen: title, table, paragraph
     assert len(rows(first)) == 1 + len(pd.read_csv(long / "verdicts.csv")) + (len(ORDER) - 1)  # + absent experiments
+
+
+def test_the_report_says_which_calibration_entries_were_above_the_spread_bound(tmp_path):
+    """The runs' provenance names the calibration entries they used and those above the bound: the report counts
+    them and names the experiments whose runs used one; runs without a calibration are not counted."""
+    import json
+
+    from experiments.report.load import calibration_spreads
+
+    def run(exp, rid, entries, above):
+        folder = tmp_path / exp / "runs" / rid
+        folder.mkdir(parents=True)
+        cal = {"entries": entries, "spread_bound": 0.25, "spread_above_bound": above} if entries else None
+        (folder / "provenance.json").write_text(json.dumps({"git_commit": "abc", "calibration_used": cal}))
+
+    run("lr_speedup", "a", ["grad|x", "latency|y"], ["latency|y"])
+    run("lr_speedup", "b", ["grad|x"], [])
+    run("tau_threshold", "c", ["grad|x", "update|z"], [])
+    run("tau_threshold", "d", [], [])  # a wall-clock run: no calibration
+    text = calibration_spreads(tmp_path, ["lr_speedup", "tau_threshold"])
+    assert text.startswith("Calibration: 3 runs used calibrated costs (3 entries). 1 of those entries kept a spread")
+    assert "used with a warning by 1 runs (lr_speedup 1)" in text
+    assert calibration_spreads(tmp_path, ["tau_threshold"]) == (
+        "Calibration: 1 runs used calibrated costs (2 entries). No entry they used has a spread above the 25% bound."
+    )
+    assert calibration_spreads(tmp_path, []) == ""
