@@ -19,6 +19,11 @@ from tqdm.auto import tqdm
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # every process pins its math threads; settings.threads sets torch's
 
+import atexit  # noqa: E402
+
+# registered before torch and Hydra are imported, so that it runs after their exit hooks (last in, first out)
+atexit.register(lambda: _exit_if_late())
+
 import itertools  # noqa: E402
 import signal  # noqa: E402
 import sys  # noqa: E402
@@ -272,9 +277,37 @@ def main() -> None:
             "partial trace; a rerun starts it again and skips the finished ones"
         )
         sys.exit(128 + signum)
+    _after_the_runs()
     if multirun and OUTCOME.get("failed"):
         log.info(f"{OUTCOME['failed']} of {OUTCOME['jobs']} runs failed (summary.csv says why)")
         sys.exit(1)
+
+
+_LATE: list[int] = []  # a stop signal that came after every run was recorded
+
+
+def _after_the_runs() -> None:
+    """Every run is recorded: a stop signal from now on (while the process cleans up: engine helpers stopped,
+    finalizers) has no run to record. It is noted, the clean-up finishes undisturbed (no exception raised inside
+    it), and the process then exits with 128 + the signal's number (:func:`_exit_if_late`, the last exit hook)."""
+
+    def late(signum, frame) -> None:
+        for s in STOP_SIGNALS:
+            signal.signal(s, signal.SIG_IGN)
+        _LATE.append(signum)
+
+    for s in STOP_SIGNALS:
+        signal.signal(s, late)
+
+
+def _exit_if_late() -> None:
+    if _LATE:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(128 + _LATE[0])
 
 
 if __name__ == "__main__":

@@ -108,3 +108,22 @@ def test_shared_memory_sweep_exits_143_on_sigterm(tmp_path):
     )
     assert rc == 143, err[-2000:]
     _check_recorded(tmp_path, signal.SIGTERM, rows=1)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_after_every_run_was_recorded_lets_the_clean_up_finish_and_exits_128_plus_the_signal(sig):
+    """Once the runs are recorded (experiments/run.py ``_after_the_runs``), a stop signal raises nothing inside the
+    clean-up (engine helpers stopped at exit, finalizers): the clean-up goes on, then the process exits 128 + the
+    signal's number, without a traceback."""
+    code = (
+        "import atexit, os, signal\n"
+        "import experiments.run as r\n"
+        "atexit.register(lambda: print('exit hook ran', flush=True))\n"
+        "r._after_the_runs()\n"
+        f"os.kill(os.getpid(), {int(sig)})\n"
+        "print('clean-up goes on', flush=True)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 128 + sig, proc.stderr
+    assert proc.stdout.splitlines() == ["clean-up goes on", "exit hook ran"]
+    assert "Traceback" not in proc.stderr
