@@ -182,6 +182,14 @@ class Calibration:
         self.remeasuring: set[str] = set()
         """Keys being measured a second time: their new entries say so (``"remeasured": true``)."""
 
+    def check(self) -> None:
+        """Raise what :meth:`read` would raise on this path, without reading it as a calibration or writing anything.
+
+        Raises:
+            ConfigError: not a regular file, or not readable.
+        """
+        self._load()
+
     def _empty(self) -> dict:
         return {"machine": machine_id(), "entries": {}}
 

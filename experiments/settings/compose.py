@@ -27,7 +27,7 @@ from omegaconf import OmegaConf, open_dict
 from experiments.errors import ConfigError
 from experiments.settings.build import build_settings
 from experiments.settings.defaults import CONF_DIR
-from experiments.settings.preflight import check_data, check_device, check_writable
+from experiments.settings.preflight import check_calibration, check_data, check_device, check_writable
 
 ADDABLE = frozenset({"problem.init_std", "problem.eval_batch_size"})
 """Keys absent from conf/ that the harness reads when present (``+problem.init_std=0.01``); any other ``+key`` is
@@ -272,7 +272,8 @@ def _composed(combo: list[str], source: Source):
 
 def precheck(overrides: list[str], multirun: bool, source: Source = DEFAULT) -> list:
     """Compose every job the command line asks for and build its settings, then check the results folders, the
-    device and the data of every job; return the jobs' settings, in launch order. Nothing is written.
+    device, the data and the calibration file of every job; return the jobs' settings, in launch order. Nothing is
+    written.
 
     Raises:
         ConfigError: the first bad override, value, folder or missing data set, as one line naming it.
@@ -284,4 +285,5 @@ def precheck(overrides: list[str], multirun: bool, source: Source = DEFAULT) -> 
     for device in sorted({s.device for s in settings}):
         check_device(device)
     check_data(settings)
+    check_calibration(settings)
     return settings

@@ -60,3 +60,18 @@ def check_data(settings_list) -> None:
             stage(str(dataset), data_root())
         except (DataError, ValueError, OSError) as exc:
             raise ConfigError(f"problem={s.problem.name}: {str(exc).strip().splitlines()[0]}") from None
+
+
+def check_calibration(settings_list) -> None:
+    """The calibration file each simulated-clock job would read (``engine.calibration``, else ``$APAM_CALIBRATION``,
+    else this machine's: experiments/clock/calibration.py) is absent or a readable regular file, each checked once,
+    before anything is written (a damaged one is set aside and measured again when a run uses it).
+
+    Raises:
+        ConfigError: ``<path>: the calibration file is a named pipe, not a regular file ...`` and the like.
+    """
+    from experiments.clock.calibration import Calibration
+
+    paths = {getattr(s.engine, "calibration", None) for s in settings_list if s.engine.clock == "simulated"}
+    for path in sorted(paths, key=lambda p: str(p or "")):
+        Calibration(path).check()

@@ -209,3 +209,28 @@ def test_a_file_that_is_not_regular_is_one_line_and_exit_2(tmp_path, kind):
         f"{'a named pipe' if kind == 'fifo' else 'a folder'}, not a regular file "
         "(engine.calibration / APAM_CALIBRATION must name a JSON file)"
     ]
+
+
+@pytest.mark.parametrize("how", ["key", "env"])
+def test_a_run_whose_calibration_is_not_a_regular_file_writes_nothing(tmp_path, how):
+    """The check comes before the run's folder is made (experiments/settings/preflight.py ``check_calibration``):
+    exit 2, one line, nothing under results_dir."""
+    fifo = tmp_path / "cal.json"
+    os.mkfifo(fifo)
+    out = tmp_path / "res"
+    key = [f"engine.calibration={fifo}"] if how == "key" else []
+    env = dict(os.environ, **({"APAM_CALIBRATION": str(fifo)} if how == "env" else {}))
+    p = subprocess.run(
+        [sys.executable, "-m", "experiments.run", "engine=simulated", "updates=20", f"results_dir={out}", *key],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.splitlines() == [
+        f"error: {fifo}: the calibration file is a named pipe, not a regular file "
+        "(engine.calibration / APAM_CALIBRATION must name a JSON file)"
+    ]
+    assert not out.exists() or not any(out.rglob("*"))
