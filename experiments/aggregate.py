@@ -16,6 +16,7 @@ from experiments.analysis.speedup import (
     speedup_table,
     write_speedup,
 )
+from experiments.errors import ConfigError
 from experiments.log import get_logger
 
 log = get_logger(__name__)
@@ -33,7 +34,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("paths", nargs="+", type=Path, help="experiment folders (results/<experiment>)")
     args = ap.parse_args(argv)
     for p in args.paths:
-        out = write_speedup(p)
+        try:
+            out = write_speedup(p)
+        except ConfigError as exc:  # a damaged summary: one line naming it
+            log.error(f"error: {exc}")
+            return 2
         if out is None:
             log.error(f"error: {p / 'summary.csv'}: no such file")
             return 2

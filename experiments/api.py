@@ -23,6 +23,7 @@ from experiments.runner import execute
 from experiments.settings.compose import compose_jobs, precheck
 from experiments.store.run_id import make_run_id
 from experiments.store.sink import RunSink
+from experiments.store.table import read_summary_frame
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,7 @@ def load(results_dir: str | Path, experiment: str | None = None) -> pd.DataFrame
 
     Raises:
         FileNotFoundError: ``results_dir`` does not exist.
+        experiments.errors.ConfigError: a summary is damaged (one line naming it and what is wrong).
     """
     root = Path(results_dir)
     if not root.is_dir():
@@ -87,5 +89,5 @@ def load(results_dir: str | Path, experiment: str | None = None) -> pd.DataFrame
         paths = [root / "summary.csv"]
     else:
         paths = sorted(p for p in root.glob("*/summary.csv") if experiment is None or p.parent.name == experiment)
-    frames = [pd.read_csv(p) for p in paths]
+    frames = [read_summary_frame(p) for p in paths]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments.store.atomic import atomic_write_text
+from experiments.store.table import read_summary_frame
 
 GROUP = [
     "experiment",
@@ -73,6 +74,9 @@ def speedup_table(summary: pd.DataFrame) -> pd.DataFrame:
     for col in GROUP:
         if col not in df:
             df[col] = ""
+    for col in (*BASES.values(), "final_train_loss", "final_test_acc"):  # measures a summary may lack: none
+        if col not in df:
+            df[col] = float("nan")
     keys = [c for c in GROUP]
     for col in keys:  # a missing key reads "" (such a column becomes object, as pandas' own upcast did)
         if df[col].isna().any():
@@ -118,11 +122,15 @@ def speedup_table(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_speedup(exp_dir: Path) -> Path | None:
-    """Read ``exp_dir/summary.csv`` and write ``exp_dir/speedup.csv``; return its path (None without a summary)."""
+    """Read ``exp_dir/summary.csv`` and write ``exp_dir/speedup.csv``; return its path (None without a summary).
+
+    Raises:
+        ConfigError: the summary is damaged (experiments/store/table.py ``read_summary_frame``), one line naming it.
+    """
     summary_path = Path(exp_dir) / "summary.csv"
     if not summary_path.exists():
         return None
-    table = speedup_table(pd.read_csv(summary_path))
+    table = speedup_table(read_summary_frame(summary_path))
     path = Path(exp_dir) / "speedup.csv"
     atomic_write_text(path, table.to_csv(index=False))  # a temporary name of its own: sweeps may write at once
     return path

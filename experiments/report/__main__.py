@@ -17,9 +17,11 @@ import sys
 from pathlib import Path
 
 import plots
+from experiments.errors import ConfigError
 from experiments.log import get_logger
 from experiments.report.load import PAPER_DIR, experiment_folders, run_profile, statuses
 from experiments.report.writer import ORDER, write_report
+from experiments.store.table import read_summary_frame
 
 log = get_logger(__name__)
 
@@ -89,6 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     results_dir = args.results_dir
     status = statuses(results_dir)
     present = experiment_folders(results_dir)
+    try:  # a damaged summary: one line naming it, before any figure is drawn
+        for name in present:
+            read_summary_frame(results_dir / name / "summary.csv")
+    except ConfigError as exc:
+        log.error(f"error: {exc}")
+        return 2
     # a make reproduce folder lists its whole profile; a folder of one's own runs, the experiments it holds
     names = ORDER if status else [e for e in ORDER if e in present]
     names += [e for e in present if e not in names]

@@ -21,6 +21,7 @@ from omegaconf import OmegaConf
 
 from experiments.analysis import compute_times, configs, staleness
 from experiments.report.clock import read_validation, validation_rows
+from experiments.store.table import read_summary_frame
 
 REPO = Path(__file__).resolve().parents[2]
 PAPER_DIR = REPO / "results" / "paper"
@@ -123,7 +124,7 @@ def load_experiment(results_dir: Path, name: str, paper_dir: Path = PAPER_DIR) -
     folder = Path(results_dir) / name
     return Experiment(
         name,
-        read_csv(folder / "summary.csv"),
+        read_summary_frame(folder / "summary.csv"),
         read_csv(folder / "speedup.csv"),
         read_csv(Path(paper_dir) / f"{name}.csv"),
         folder,

@@ -99,6 +99,8 @@ def scale(summary: pd.DataFrame) -> str:
     """One sentence on the runs' scale, read from the summary (so it is right for every profile)."""
 
     def span(col, fmt="{:.3g}"):
+        if col not in summary.columns:
+            return "--"
         v = pd.to_numeric(summary[col], errors="coerce").dropna()
         if v.empty:
             return "--"

@@ -145,3 +145,29 @@ def set_aside(path: Path, tag: str = "damaged") -> Path:
     except OSError as exc:
         raise OSError(exc.errno, f"cannot set aside a damaged file ({exc.strerror})", str(path)) from None
     return dest
+
+
+SUMMARY_REQUIRED = ("run_id", "problem", "algorithm", "workers", "seed", "status")
+"""The columns a read-only tool (aggregate, report, ``experiments.load``) needs in a summary it reads."""
+
+
+def read_summary_frame(path: Path):
+    """``summary.csv`` at ``path`` as a ``pandas.DataFrame`` for the tools that only read it (speed-up tables, the
+    report, ``experiments.load``); an empty frame when there is none. Checked as the runner checks it
+    (:func:`parse_summary`), plus the columns of :data:`SUMMARY_REQUIRED`; the runner, not a reader, repairs it.
+
+    Raises:
+        ConfigError: one line naming the file and what is wrong with it: a row of another width, a last row cut
+            short, no ``run_id``, bytes that are not CSV, a missing column, or a file that cannot be read.
+    """
+    import pandas as pd
+
+    header, _, why = parse_summary(path)
+    if why is not None:
+        raise ConfigError(
+            f"{path}: damaged summary ({why}); rerunning its sweep sets it aside and rebuilds it from the run folders"
+        )
+    missing = [c for c in SUMMARY_REQUIRED if header and c not in header]
+    if missing:
+        raise ConfigError(f"{path}: not a summary this harness writes (no column {', '.join(missing)})")
+    return pd.read_csv(path) if header else pd.DataFrame()

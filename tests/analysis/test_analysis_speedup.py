@@ -71,7 +71,9 @@ def test_mean_speedup_by_workers_and_the_aggregate_command(tmp_path, capsys):
     assert mean_speedup(sp, "sync_amsgrad").empty and mean_speedup(pd.DataFrame(), "apam").empty
     exp = tmp_path / "e"
     exp.mkdir()
-    pd.DataFrame(rows).assign(engine="simulated").to_csv(exp / "summary.csv", index=False)
+    summary = pd.DataFrame(rows).assign(engine="simulated")
+    summary.insert(0, "run_id", [f"r{i}" for i in range(len(rows))])  # a summary as the runner writes it
+    summary.to_csv(exp / "summary.csv", index=False)
     assert aggregate.main([str(exp)]) == 0 and capsys.readouterr().out.strip() == str(exp / "speedup.csv")
     assert pd.read_csv(exp / "speedup.csv")["speedup"].tolist() == [1.0, 4.0, 1.0, 4.0]  # per epoch, to target
     assert aggregate.main([str(tmp_path / "missing")]) == 2 and "no such file" in capsys.readouterr().err

@@ -63,3 +63,36 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["--help"])
     assert exit_.value.code == 0 and "DIR/REPORT.md" in capsys.readouterr().out
+
+
+SUMMARY = REPO / "results" / "tau_threshold" / "summary.csv"
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (SUMMARY.read_bytes()[:3000], "damaged summary (the last row does not end with a newline (truncated))"),
+        (b"", "damaged summary (empty (no header))"),
+        (b"\x98\x01garbage", "damaged summary (not UTF-8 CSV"),
+        (b"run_id,status\na,ok\n", "not a summary this harness writes (no column problem, algorithm, workers, seed)"),
+    ],
+)
+def test_a_damaged_summary_is_one_line_and_exit_2_for_every_reader(tmp_path, capsys, content, why):
+    """The report command, experiments.aggregate and experiments.load read a summary as the runner does
+    (experiments/store/table.py ``read_summary_frame``): a damaged one is one line naming it, exit 2, nothing
+    written (a truncated last row never becomes a speed-up row)."""
+    from experiments import aggregate, load
+    from experiments.errors import ConfigError
+
+    exp = tmp_path / "tau_threshold"
+    shutil.copytree(SUMMARY.parent, exp)
+    (exp / "summary.csv").write_bytes(content)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert main([str(tmp_path), "--no-figures"]) == 2
+    assert aggregate.main([str(exp)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and all(line.startswith(f"error: {exp / 'summary.csv'}: {why}") for line in err), err
+    with pytest.raises(ConfigError, match="summary.csv"):
+        load(tmp_path)
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
