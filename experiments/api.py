@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from experiments.errors import ConfigError
 from experiments.runner import execute
 from experiments.settings.compose import compose_jobs, precheck
 from experiments.store.run_id import make_run_id
@@ -55,8 +56,14 @@ def run(overrides: list[str] | tuple[str, ...] = (), results_dir: str | Path | N
         results_dir: where the run's files go (default: the config's ``results_dir``, ``results``).
 
     Raises:
-        ConfigError: a bad key or value, or missing data (the message names it; nothing is written).
+        ConfigError: a bad key or value, or missing data (the message names it; nothing is written); overrides
+            that are not a list of ``KEY=VALUE`` strings, or that ask for a sweep (``-m``).
     """
+    if isinstance(overrides, (str, bytes)) or not all(isinstance(o, str) for o in overrides):
+        raise ConfigError(f"overrides={overrides!r}: a list of KEY=VALUE strings, e.g. ['workers=8']")
+    if any(o.startswith("-") for o in overrides):
+        bad = next(o for o in overrides if o.startswith("-"))
+        raise ConfigError(f"{bad}: experiments.run takes one setting's KEY=VALUE overrides (sweeps: the command line)")
     overrides = list(overrides) + ([f"results_dir={results_dir}"] if results_dir is not None else [])
     settings = precheck(overrides, multirun=False)[0]
     cfg = compose_jobs([overrides])[0]

@@ -189,7 +189,11 @@ def _report_error(exc: ConfigError) -> None:
 
 def _source(argv: list[str]) -> Source:
     """The primary config a command line names (:data:`SOURCE_FLAGS`), relative paths from the current folder as
-    Hydra reads them for ``--config-dir`` (``--config-path`` is relative to this module, as in ``hydra.main``)."""
+    Hydra reads them for ``--config-dir`` (``--config-path`` is relative to this module, as in ``hydra.main``).
+
+    Raises:
+        ConfigError: a config folder named by ``--config-dir`` or ``--config-path`` does not exist.
+    """
     kw: dict = {}
     for i, a in enumerate(argv):
         flag, _, value = a.partition("=")
@@ -201,6 +205,9 @@ def _source(argv: list[str]) -> Source:
                 kw[name] = str((base / value).resolve()) if not Path(value).is_absolute() else value
             elif name == "search_dirs":
                 kw[name] = kw.get(name, ()) + (str(Path(value).resolve()),)
+            folder = kw[name][-1] if name == "search_dirs" else kw[name] if name == "config_dir" else None
+            if folder is not None and not Path(folder).is_dir():
+                raise ConfigError(f"{flag} {value}: no such config folder")
             else:
                 kw[name] = value
     return Source(**kw)
@@ -247,9 +254,9 @@ def main() -> None:
     argv = sys.argv[1:]
     multirun = any(a in ("-m", "--multirun") for a in argv)
     if not any(a.split("=")[0] in NO_RUN_FLAGS for a in argv):
-        source = _source(argv)
         overrides = _overrides(argv)
         try:
+            source = _source(argv)
             if multirun:
                 extra = profile_sweep(overrides, source)
                 sys.argv += extra

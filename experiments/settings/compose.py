@@ -112,12 +112,22 @@ def profile_sweep(overrides: list[str], source: Source = DEFAULT) -> list[str]:
     ]  # wall: the wall-clock sweep's own keys (experiments/reproduce.py)
 
 
+HARNESS_HYDRA_KEYS = ("hydra.run", "hydra.sweep", "hydra.output_subdir", "hydra.job.chdir", "hydra.runtime")
+"""Hydra keys that place files or change the working folder: conf/config.yaml sets them so that every file the
+harness writes stays under ``results_dir``; a command line may not set them."""
+
+
 def _checked(overrides: list[str], multirun: bool) -> list[list[str]]:
     """The values of each key of the command line (:func:`_expand`), after the checks :func:`job_overrides`
     documents."""
     expanded = expand_overrides(overrides)
     for key, values in expanded.items():
         bare = key.lstrip("+~")
+        if bare.startswith(HARNESS_HYDRA_KEYS):
+            raise ConfigError(
+                f"{values[0]}: set by the harness (Hydra's scratch folders stay under results_dir/.hydra and jobs "
+                "run in the current folder); choose where results go with results_dir="
+            )
         if key.startswith("+") and bare not in ADDABLE and not bare.startswith("hydra"):
             raise ConfigError(
                 f"{values[0]}: no such config key, the harness would ignore it "

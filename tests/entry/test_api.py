@@ -90,6 +90,12 @@ def test_bad_input_raises_config_error_and_writes_nothing(tmp_path):
 
     with pytest.raises(ConfigError, match="workers"):
         run(["workers=0", *COSTS], results_dir=tmp_path / "out")
+    with pytest.raises(ConfigError, match=r"overrides='updates=20': a list of KEY=VALUE strings"):
+        run("updates=20", results_dir=tmp_path / "out")  # a string, not a list
+    with pytest.raises(ConfigError, match="overrides=\\[None\\]"):
+        run([None], results_dir=tmp_path / "out")
+    with pytest.raises(ConfigError, match="-m: experiments.run takes one setting"):
+        run(["-m", "workers=1,2"], results_dir=tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 

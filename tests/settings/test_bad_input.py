@@ -105,6 +105,12 @@ CASES = [
         ("hydra/launcher=parallel", "engine=shared_memory"),
     ),  # wall-clock runs must run alone
     (["-m", "hydra.launcher.n_jobs=0", "hydra/launcher=parallel", "workers=1,2"], "hydra.launcher.n_jobs=0"),
+    # Hydra keys that would put files outside results_dir or change the working folder
+    (["hydra.run.dir=/tmp/apam-test-hydra-run"], "hydra.run.dir=/tmp/apam-test-hydra-run"),
+    (["-m", "hydra.sweep.dir=/tmp/apam-test-hydra-sweep", "workers=1,2"], "hydra.sweep.dir"),
+    (["hydra.output_subdir=.hcfg"], "hydra.output_subdir=.hcfg"),
+    (["hydra.job.chdir=true"], "hydra.job.chdir"),
+    (["--config-dir", "/tmp/apam-test-no-such-folder", "updates=20"], "--config-dir /tmp/apam-test-no-such-folder"),
 ]
 
 
