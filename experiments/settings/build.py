@@ -68,7 +68,7 @@ def build_settings(cfg) -> RunSettings:
     try:
         settings = RunSettings.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(describe(exc.errors()[0])) from None
+        raise ConfigError(describe_first(exc.errors())) from None
     make_rule(settings)
     if settings.delay.model == "timing" and settings.delay.law == "replay":
         try:  # the file's columns and its workers, read once here rather than when the run starts
@@ -118,15 +118,45 @@ _PLAIN = {
 }
 
 
-def describe(error: dict) -> str:
-    """One line for one pydantic error: ``key=value: why``, the key dotted as on the command line."""
+def describe_first(errors: list[dict]) -> str:
+    """One line for the first key that pydantic's ``errors`` name: :func:`describe` of its first error; a value that
+    none of a union's members takes (``engine.cores``: an integer, ``dedicated`` or null) gets each member's reason,
+    joined by ``or``."""
+    key = _key(errors[0])
+    whys = [describe(e).split(": ", 1)[1] for e in errors if _key(e) == key and e.get("type") != "value_error"]
+    line = describe(errors[0])
+    if len(whys) > 1:
+        line = line.split(": ", 1)[0] + ": " + " or ".join(dict.fromkeys(whys))
+    return line
+
+
+_FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _key(error: dict) -> str:
+    """The key an error is about, dotted as on the command line: the member classes of a tagged union and the member
+    types of a plain union (``constrained-int``, ``literal['dedicated']``, ``none``), which pydantic puts in ``loc``,
+    left out."""
     loc = list(error.get("loc", ()))
     if len(loc) >= 2 and loc[0] in TAGGED_UNIONS and isinstance(loc[1], str):
         loc.pop(1)  # the class the tag chose, not a key
-    key = "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else str(p)) for i, p in enumerate(loc))
+    loc = [p for p in loc if isinstance(p, int) or (_FIELD.match(p) and p not in UNION_MEMBER_NAMES)]
+    return "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else str(p)) for i, p in enumerate(loc))
+
+
+UNION_MEMBER_NAMES = {"int", "float", "str", "bool", "none", "list", "dict", "tuple"}
+"""Names pydantic gives a plain union's member types in an error's ``loc`` (none is a field name of the schema)."""
+
+
+def describe(error: dict) -> str:
+    """One line for one pydantic error: ``key=value: why``, the key dotted as on the command line (:func:`_key`);
+    a missing key: ``key: is required`` (its input is the mapping around it, not a value)."""
+    key = _key(error)
     kind, ctx, value = error.get("type", ""), error.get("ctx") or {}, error.get("input")
     if kind == "value_error":  # our own validators name the key and the value themselves
         return re.sub(r"^Value error, ", "", error["msg"])
+    if kind == "missing":
+        return f"{key}: is required"
     if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
         op = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}[kind]
         bound = next(iter(ctx.values()))
