@@ -205,11 +205,11 @@ def _source(argv: list[str]) -> Source:
                 kw[name] = str((base / value).resolve()) if not Path(value).is_absolute() else value
             elif name == "search_dirs":
                 kw[name] = kw.get(name, ()) + (str(Path(value).resolve()),)
+            else:
+                kw[name] = value
             folder = kw[name][-1] if name == "search_dirs" else kw[name] if name == "config_dir" else None
             if folder is not None and not Path(folder).is_dir():
                 raise ConfigError(f"{flag} {value}: no such config folder")
-            else:
-                kw[name] = value
     return Source(**kw)
 
 

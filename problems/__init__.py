@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
@@ -185,11 +186,20 @@ def _instantiable(spec) -> bool:
 
 
 def _target(spec: Mapping):
-    """The callable a ``_target_`` names (Hydra's ``get_object``), with the mapping's other keys bound to it."""
+    """The callable a ``_target_`` names (Hydra's ``get_object``), with the mapping's other keys bound to it.
+
+    Raises:
+        ValueError: the target cannot be imported (one line naming it; Hydra's own multi-line log of the failure is
+            held back).
+    """
+    hydra_log = logging.getLogger("hydra.utils")
+    was_disabled, hydra_log.disabled = hydra_log.disabled, True
     try:
         target = get_object(str(spec["_target_"]))
     except Exception as exc:  # ImportError, AttributeError: one line naming the target
         raise ValueError(f"_target_={spec['_target_']}: cannot be imported ({_cause(exc)})") from None
+    finally:
+        hydra_log.disabled = was_disabled
     return functools.partial(target, **{k: v for k, v in spec.items() if k != "_target_"})
 
 

@@ -110,3 +110,19 @@ def test_a_target_that_cannot_be_imported_is_one_error_line(project, tmp_path, m
             ],
             results_dir=tmp_path / "r",
         )
+
+
+def test_a_target_that_cannot_be_imported_is_one_line_and_exit_2(project, tmp_path):
+    """The documented problem without its module on the path: one line naming the ``_target_`` (Hydra's own
+    multi-line log of the failed import held back), exit 2, nothing under results_dir."""
+    results = tmp_path / "my_results"
+    cmd = [sys.executable, "-m", "experiments.run", "--config-dir", str(project / "myconf"), "problem=tiny_blobs"]
+    proc = subprocess.run(
+        [*cmd, f"results_dir={results}", *COSTS], cwd=REPO, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    (line,) = proc.stderr.splitlines()
+    assert re.fullmatch(
+        r"error: problem=tiny_blobs: _target_=my_models\.\w+: cannot be imported \(No module named 'my_models'\)", line
+    ), line
+    assert not results.exists() or not any(results.rglob("*"))
