@@ -219,6 +219,15 @@ def section_async_methods(data: Experiment) -> Section:
             + (f"; never reached it: {', '.join(never)}" if never else "")
             + ".\n"
         )
+        if never and int(p) > 1:  # why, and how those methods compare among themselves
+            loss_rank = member.groupby("algorithm")["rank loss"].mean()
+            by_loss = sorted((loss_rank[k], k) for k in never if k in loss_rank)
+            out.append(
+                "Why never: the targets are losses the serial reference reached at half and nine tenths of this same "
+                f"budget of samples; with P = {p} workers the gradients are stale, and these methods end the budget "
+                "above the target on every seed. Among them, by mean shared rank of the final loss over the compute "
+                "models: " + ", ".join(f"{k} ({v:.1f})" for v, k in by_loss) + ".\n"
+            )
         if "apam" not in mean_rank:
             continue
         key = f"finding ({problem}, P={p}): where APAM stands among {len(methods)} methods"
