@@ -23,6 +23,8 @@ def test_section_ranks_the_methods_from_the_summary_alone():
     assert row(text, "rennala_sgd")[1] == "0.8 #1" and row(text, "rennala_sgd")[-1] == "50%"  # half discarded
     assert row(text, "sync_amsgrad")[1] == "not reached #3"
     assert "rennala_sgd (1.0), apam (2.0); never reached it: sync_amsgrad." in text
+    assert "Why never: the problem's configured target_loss; with P = 8 workers the gradients are stale" in text
+    assert text.split("Why never:")[1].split("\n")[0].endswith("compute models: sync_amsgrad (1.0).")
     [claim] = claims
     assert claim.verdict.cls == FINDING and "ahead of it by mean rank: rennala_sgd" in claim.evidence
     assert str(claim.verdict) == "finding (APAM mean rank 2.0, 1 method(s) ahead; 2 seed(s) < 3)"
