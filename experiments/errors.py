@@ -19,13 +19,21 @@ class Interrupted(KeyboardInterrupt):
 
     Attributes:
         signum: the signal's number (``signal.SIGINT``, ``signal.SIGTERM``, ``signal.SIGHUP``).
+        recorded: the run id the runner recorded as interrupted, or None (the signal came between runs, e.g. while
+            Hydra composed or started a job: no run was in flight).
     """
 
-    def __init__(self, signum: int = signal.SIGINT) -> None:
+    def __init__(self, signum: int = signal.SIGINT, recorded: str | None = None) -> None:
         self.signum = int(signum)
+        self.recorded = recorded
         super().__init__(f"signal {signal.Signals(self.signum).name}")
 
     @staticmethod
     def signum_of(exc: BaseException) -> int:
         """The signal behind a KeyboardInterrupt: its ``signum``, else SIGINT (Python's own Ctrl-C)."""
         return int(getattr(exc, "signum", signal.SIGINT))
+
+    @staticmethod
+    def recorded_of(exc: BaseException) -> str | None:
+        """The run id recorded as interrupted behind a KeyboardInterrupt, or None (no run was in flight)."""
+        return getattr(exc, "recorded", None)

@@ -161,6 +161,9 @@ def _catch_signals() -> None:
         signal.signal(s, _on_signal)
 
 
+_FORWARDED: list[int] = []  # launcher worker processes a stop signal was passed on to (each records its own run)
+
+
 def _forward(signum: int) -> None:
     """Send ``signum`` to this process's child processes that run jobs (a parallel launcher's workers), so each
     records its run in flight; the real engines' own worker processes are ended by their engine."""
@@ -176,6 +179,7 @@ def _forward(signum: int) -> None:
         if b"loky" in cmdline or b"joblib" in cmdline:
             try:
                 os.kill(int(pid), signum)
+                _FORWARDED.append(int(pid))
             except OSError:
                 pass
 
@@ -278,11 +282,20 @@ def main() -> None:
         _hydra_main()
         _write_speedups()
     except KeyboardInterrupt as exc:
-        signum = Interrupted.signum_of(exc)
-        log.info(
-            f"interrupted by {signal.Signals(signum).name}: the run in flight is recorded as failed with its "
-            "partial trace; a rerun starts it again and skips the finished ones"
-        )
+        signum, recorded = Interrupted.signum_of(exc), Interrupted.recorded_of(exc)
+        name = signal.Signals(signum).name
+        if recorded is not None:
+            log.info(
+                f"interrupted by {name}: the run in flight ({recorded}) is recorded as failed with its partial "
+                "trace; a rerun starts it again and skips the finished ones"
+            )
+        elif _FORWARDED:
+            log.info(
+                f"interrupted by {name}: the launcher's workers record their runs in flight as failed with their "
+                "partial traces; a rerun starts them again and skips the finished ones"
+            )
+        else:
+            log.info(f"interrupted by {name} between runs: no run was in flight; a rerun skips the finished ones")
         sys.exit(128 + signum)
     _after_the_runs()
     if multirun and OUTCOME.get("failed"):

@@ -264,7 +264,7 @@ def _execute_one(cfg, settings, overrides: list[str], experiment_dir: str, tunin
     predictions = _predictions(settings, problem, sink, result) if status == "ok" else {}
     _write(sink, settings, run_id, recorder, result, status, message, problem.num_train, probe, tuning, predictions)
     if signum is not None:
-        raise Interrupted(signum)
+        raise Interrupted(signum, recorded=run_id)
     return status
 
 

@@ -80,6 +80,27 @@ def test_simulated_run_is_recorded_on_a_signal(tmp_path, sig, code):
     rc, err = _interrupt(tmp_path, sig, ["engine=simulated", "workers=4", "delay=timing"])
     assert rc == code, err[-2000:]
     _check_recorded(tmp_path, sig)
+    run_id = pd.read_csv(tmp_path / "adhoc" / "summary.csv")["run_id"].iloc[-1]
+    assert f"the run in flight ({run_id}) is recorded as failed" in err
+
+
+def test_a_signal_between_runs_says_no_run_was_in_flight(tmp_path):
+    """A stop signal while Hydra composes or starts a job (no run in flight): the message does not claim a
+    recorded run, and the exit code is 128 + the signal's number."""
+    code = (
+        "import signal, sys\n"
+        "import experiments.run as r\n"
+        "from experiments.errors import Interrupted\n"
+        "def stopped():\n"
+        "    raise Interrupted(signal.SIGTERM)\n"
+        "r._hydra_main = stopped\n"
+        f"sys.argv = ['run', 'engine=simulated', 'updates=5', 'results_dir={tmp_path}']\n"
+        "r.main()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 143, proc.stderr
+    assert "interrupted by SIGTERM between runs: no run was in flight" in proc.stderr
+    assert "recorded as failed" not in proc.stderr
 
 
 @needs_data
