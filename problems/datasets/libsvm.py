@@ -179,11 +179,12 @@ def _parsed_cache(files: list[Path], kw: dict, cache_dir: Path | None) -> Path |
     return Path(cache_dir) / "libsvm" / f"{key}.npz"
 
 
-def _parse(files: list[Path], kw: dict, cache: Path | None) -> list:
+def _parse(files: list[Path], kw: dict, cache: Path | None) -> tuple[list, bool]:
     """sklearn's ``load_svmlight_files`` of ``files`` -- [X0, y0, X1, y1, ...], X CSR -- read from ``cache`` when it
     holds them (a text parse takes seconds at rcv1's size: 2.4-3.8 s for the rcv1-like pair, 0.05 s from the cache),
-    else parsed and written there (to a temporary name, then renamed: concurrent jobs agree, a crash leaves no half
-    file). Raises DataError for a file that does not parse."""
+    else parsed from the text. Returns the arrays and whether they came from the cache (a fresh parse is written
+    there by :func:`_write_cache` only once the data passed every check). Raises DataError for a file that does not
+    parse."""
     if cache is not None and cache.is_file():
         try:
             with np.load(cache) as z:
@@ -194,36 +195,39 @@ def _parse(files: list[Path], kw: dict, cache: Path | None) -> list:
                         sp.csr_matrix((z[f"data{i}"], z[f"indices{i}"], z[f"indptr{i}"]), shape=tuple(z[f"shape{i}"])),
                         z[f"y{i}"],
                     )
-                ]
+                ], True
         except Exception:  # noqa: BLE001, S110 -- an unreadable cache is parsed again and rewritten
             pass
     from sklearn.datasets import load_svmlight_files  # lazy: scikit-learn only for LIBSVM files
 
     try:
-        loaded = load_svmlight_files([str(f) for f in files], **kw)
+        return load_svmlight_files([str(f) for f in files], **kw), False
     except Exception as e:  # noqa: BLE001 -- ValueError, UnicodeDecodeError, OSError (bad .gz), ...
         raise _parse_error(files, e, kw) from None
-    if cache is not None:
-        arrays = {}
-        for i, (x, y) in enumerate(zip(loaded[0::2], loaded[1::2])):
-            x = sp.csr_matrix(x)
-            arrays.update(
-                {
-                    f"data{i}": x.data,
-                    f"indices{i}": x.indices,
-                    f"indptr{i}": x.indptr,
-                    f"shape{i}": np.asarray(x.shape),
-                    f"y{i}": y,
-                }
-            )
-        try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_name(f".{cache.stem}.{os.getpid()}.tmp.npz")
-            np.savez(tmp, **arrays)
-            os.replace(tmp, cache)
-        except OSError:  # a read-only cache folder: parse every time
-            pass
-    return loaded
+
+
+def _write_cache(cache: Path, loaded: list) -> None:
+    """Keep a parse (``[X0, y0, ...]``) at ``cache``: written to a temporary name, then renamed (concurrent jobs
+    agree, a crash leaves no half file); a read-only cache folder is not an error (the files are parsed every time)."""
+    arrays = {}
+    for i, (x, y) in enumerate(zip(loaded[0::2], loaded[1::2])):
+        x = sp.csr_matrix(x)
+        arrays.update(
+            {
+                f"data{i}": x.data,
+                f"indices{i}": x.indices,
+                f"indptr{i}": x.indptr,
+                f"shape{i}": np.asarray(x.shape),
+                f"y{i}": y,
+            }
+        )
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_name(f".{cache.stem}.{os.getpid()}.tmp.npz")
+        np.savez(tmp, **arrays)
+        os.replace(tmp, cache)
+    except OSError:
+        pass
 
 
 def load_libsvm(
@@ -247,8 +251,9 @@ def load_libsvm(
     only, no nonzero feature value (a labels-only file), a non-finite feature value, or a width whose dense vectors
     would not fit in ``MEMORY_FRACTION`` of the machine's memory (:func:`check_fits`, checked right after the
     sparse parse and, for a given ``n_features``, before it).
-    With ``cache_dir``, the parse is kept under ``cache_dir/libsvm/`` and reused while the files are unchanged
-    (:func:`_parsed_cache`); every check above runs on the cached arrays as on a fresh parse.
+    With ``cache_dir``, the parse of files that passed every check is kept under ``cache_dir/libsvm/`` and reused
+    while the files are unchanged (:func:`_parsed_cache`); every check above runs on the cached arrays as on a fresh
+    parse, and a refused file leaves nothing there.
     """
     files = [Path(path)] + ([Path(test_path)] if test_path is not None else [])
     for f in files:
@@ -257,7 +262,8 @@ def load_libsvm(
     if n_features is not None:
         check_fits(shown, n_features)
     kw = {"n_features": n_features, "dtype": dtype, "zero_based": zero_based}
-    loaded = _parse(files, kw, _parsed_cache(files, kw, None if cache_dir is None else Path(cache_dir)))
+    cache = _parsed_cache(files, kw, None if cache_dir is None else Path(cache_dir))
+    loaded, cached = _parse(files, kw, cache)
     xs, ys = loaded[0::2], loaded[1::2]
     check_fits(shown, xs[0].shape[1], sum(_csr_bytes(x) for x in xs))  # the parse is sparse: nothing dense yet
     for f, y in zip(files, ys):
@@ -298,6 +304,8 @@ def load_libsvm(
                 f"{row}; a LIBSVM file must hold finite numbers"
             )
     has_test = len(files) == 2
+    if cache is not None and not cached:  # only data that passed every check is kept
+        _write_cache(cache, loaded)
     return LibsvmData(
         train_x=xs[0],
         train_y=ys01[0],

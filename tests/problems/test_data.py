@@ -551,6 +551,19 @@ def test_libsvm_parse_is_cached_until_a_file_changes(tmp_path, monkeypatch):
     assert load_libsvm(tr, test_path=te, cache_dir=cache).test_y.tolist() == [1, 0] and len(calls) == 4
 
 
+@pytest.mark.parametrize(
+    "text,why",
+    [("1 1:1\n1 2:2\n", "label 1"), ("1\n-1\n", "no nonzero feature"), ("1 1:1\n-1 2:nan\n", "non-finite")],
+)
+def test_a_refused_libsvm_file_leaves_no_cache(tmp_path, text, why):
+    """Data refused as degenerate (one class, labels only, a non-finite value) leaves nothing in the cache folder:
+    only a parse that passed every check is kept."""
+    cache = tmp_path / "cache"
+    with pytest.raises(DataError, match=why):
+        load_libsvm(write(tmp_path / "bad.svm", text), cache_dir=cache)
+    assert not cache.exists()
+
+
 def test_libsvm_zero_one_labels_and_gz(tmp_path):
     path = tmp_path / "z.svm.gz"
     path.write_bytes(gzip.compress(b"0 1:1\n1 2:1\n1 1:3\n"))
