@@ -125,8 +125,9 @@ def _plan(base: list[str]) -> list[tuple[list[str], bool]]:
     if len(clocks) == 1:
         plan = [(base, clocks[0] == "simulated")]
     else:
+        rest = [o for o in base if o.split("=", 1)[0] != "engine"]  # each key once (the precheck refuses twice)
         plan = [
-            (base + ["engine=" + ",".join(e for e in clock_of if clock_of[e] == c)], c == "simulated") for c in clocks
+            (rest + ["engine=" + ",".join(e for e in clock_of if clock_of[e] == c)], c == "simulated") for c in clocks
         ]
     if wall:  # the profile's keys for its wall-clock sweep only (e.g. the worker counts measured on this machine)
         given = {o.split("=", 1)[0] for o in base}

@@ -120,6 +120,15 @@ harness writes stays under ``results_dir``; a command line may not set them."""
 def _checked(overrides: list[str], multirun: bool) -> list[list[str]]:
     """The values of each key of the command line (:func:`_expand`), after the checks :func:`job_overrides`
     documents."""
+    seen: dict[str, str] = {}
+    for o in _parse(overrides):
+        bare = o.get_key_element().lstrip("+~")
+        if bare in seen:
+            raise ConfigError(
+                f"{bare}: given twice ({seen[bare]} and {o.input_line}); give each key once (a sweep: "
+                f"{bare}=a,b with -m)"
+            )
+        seen[bare] = o.input_line or bare
     expanded = expand_overrides(overrides)
     for key, values in expanded.items():
         bare = key.lstrip("+~")
@@ -143,8 +152,8 @@ def job_overrides(overrides: list[str], multirun: bool) -> tuple[list[list[str]]
     Hydra's basic sweeper orders them) and their count.
 
     Raises:
-        ConfigError: an override does not parse, a sweep is given without multirun, or ``+key`` adds a key the
-            harness would ignore (only :data:`ADDABLE` keys may be added).
+        ConfigError: an override does not parse, a key is given twice, a sweep is given without multirun, or
+            ``+key`` adds a key the harness would ignore (only :data:`ADDABLE` keys may be added).
     """
     lists = _checked(overrides, multirun)
     combos = [list(c) for c in itertools.product(*lists)] if lists else [[]]

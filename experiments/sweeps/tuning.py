@@ -273,5 +273,6 @@ def check_overrides(overrides: list[str], tuning_seed: int | None) -> None:
 def split_sweep(overrides: list[str], seeds: list[int], tuning_seed: int) -> list[list[str]]:
     """A sweep's command line as the tuning seed's sweep, then the other seeds' (one sweep when no other seed)."""
     others = [s for s in seeds if s != tuning_seed]
-    first = overrides + [f"seed={tuning_seed}"]
-    return [first] + ([overrides + ["seed=" + ",".join(str(s) for s in others)]] if others else [])
+    rest = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") != "seed"]  # each key once (the precheck)
+    first = rest + [f"seed={tuning_seed}"]
+    return [first] + ([rest + ["seed=" + ",".join(str(s) for s in others)]] if others else [])

@@ -197,3 +197,18 @@ def test_accepted_optimizer_settings_give_a_finite_first_step(tmp_path, override
     state = rule.init(x)
     x, state = rule.step(x, g, state)
     assert torch.isfinite(x).all() and x[0] == 0 and x[3] == 0
+
+
+@pytest.mark.parametrize(
+    "overrides,named",
+    [
+        (["updates=0", "updates=20"], "updates: given twice (updates=0 and updates=20)"),
+        (["workers=2", "+workers=4"], "workers: given twice"),
+        (["engine=simulated", "engine=shared_memory"], "engine: given twice"),
+    ],
+)
+def test_a_key_given_twice_is_refused(tmp_path, overrides, named):
+    """Hydra lets the last value win; the harness refuses a key given twice (both would name the run), in one line
+    naming both values, before anything is written."""
+    _refused(overrides, named, tmp_path=tmp_path)
+    assert not (tmp_path / "res").exists()
