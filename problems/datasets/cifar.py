@@ -12,9 +12,8 @@ import pickle
 from pathlib import Path
 
 import numpy as np
-from filelock import FileLock
 
-from .files import DataError, looks_like_html, move_into_place, one_line, scratch_dir
+from .files import DataError, looks_like_html, move_into_place, one_line, scratch_dir, staging_lock
 
 FOLDER = "cifar-10-batches-py"
 ARCHIVE = "cifar-10-python.tar.gz"
@@ -123,8 +122,7 @@ def stage_cifar10(root: Path, *, download: bool = True) -> Path:
     if dest.is_dir():
         verify_folder(dest, hint=f". Get it: {how_to_get(root)}")
         return dest
-    root.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(root / ".cifar-10.lock")), scratch_dir(root, ".cifar-10-staging-") as scratch:
+    with staging_lock(root, ".cifar-10.lock", dest), scratch_dir(root, ".cifar-10-staging-") as scratch:
         if dest.is_dir():  # staged by another process while we waited for the lock
             verify_folder(dest, hint=f". Get it: {how_to_get(root)}")
             return dest

@@ -10,6 +10,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from filelock import FileLock
+
 
 class DataError(ValueError):
     """A data file is missing, unreadable or malformed.
@@ -58,6 +60,29 @@ def atomic_path(dest: Path) -> Iterator[Path]:
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp_path.unlink()
+
+
+@contextlib.contextmanager
+def staging_lock(root: Path, name: str, done: Path) -> Iterator[None]:
+    """Hold the lock file ``root/name`` (concurrent stagers wait for each other) while a data set is staged under
+    ``root``, creating ``root`` first. When the staging raises and ``done`` (the staged folder) does not exist, the
+    data folder is left as it was: the lock file and the folders this call created are removed."""
+    root = Path(root)
+    made = [p for p in (root, *root.parents) if not p.exists()]  # deepest first
+    root.mkdir(parents=True, exist_ok=True)
+    lock = root / name
+    try:
+        with FileLock(str(lock)):
+            yield
+    except BaseException:
+        if not done.exists():
+            lock.unlink(missing_ok=True)
+            for folder in made:
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
+        raise
 
 
 @contextlib.contextmanager

@@ -16,10 +16,8 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from filelock import FileLock
-
 from .apt import apt_install
-from .files import DataError, looks_like_html, move_into_place, one_line, scratch_dir
+from .files import DataError, looks_like_html, move_into_place, one_line, scratch_dir, staging_lock
 
 IMAGES_MAGIC = 2051
 LABELS_MAGIC = 2049
@@ -183,8 +181,7 @@ def stage_idx(
     if all((raw / f).is_file() for f in FILES):  # fast path: nothing to write, works on a read-only root
         _check_pairs({f: (validate_idx(raw / f), str(raw / f)) for f in FILES})
         return raw
-    root.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(root / f".{ds.folder}.lock")), scratch_dir(root, f".{ds.folder}-staging-") as scratch:
+    with staging_lock(root, f".{ds.folder}.lock", raw), scratch_dir(root, f".{ds.folder}-staging-") as scratch:
         found: dict[str, Path] = {}
         counts: dict[str, tuple[int, str]] = {}
         notes: list[str] = []

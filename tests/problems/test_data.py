@@ -271,7 +271,10 @@ def test_nothing_found_says_how_to_get_it(tmp_path):
     msg = str(e.value)
     assert "\n" not in msg and "apt-get install dataset-fashion-mnist" in msg and "APAM_DATA" in msg
     assert str(tmp_path / "FashionMNIST" / "raw") in msg and "APAM_NO_APT" in msg
-    assert stray_files(tmp_path) == []
+    assert stray_files(tmp_path) == [] and list(tmp_path.iterdir()) == []  # no lock file left either
+    with pytest.raises(DataError):  # a data folder that did not exist is not left behind
+        stage_fashion_mnist(tmp_path / "new" / "data", debian_dir=tmp_path / "no_debian", download=False)
+    assert not (tmp_path / "new").exists()
     files = make_idx(0)
     write_idx(tmp_path / "deb", {k: files[k] for k in FILES[:3]}, gz=True)
     with pytest.raises(DataError, match="raw lacks t10k-labels-idx1-ubyte .*deb lacks t10k-labels-idx1-ubyte.gz"):
@@ -442,7 +445,7 @@ def test_cifar10_from_archive_and_corrupt_archive(tmp_path):
 def test_cifar10_missing_says_how_to_get_it(tmp_path):
     with pytest.raises(DataError, match="cifar-10-python.tar.gz.*APAM_DATA"):
         load_vision("cifar10", tmp_path)  # the (refused) download is reported too
-    assert stray_files(tmp_path) == []
+    assert stray_files(tmp_path) == [] and list(tmp_path.iterdir()) == []  # no lock file left either
 
 
 def test_unknown_dataset_name():
