@@ -141,7 +141,9 @@ def execute(cfg, overrides: list[str]) -> str:
 
     With ``lr_tuning_seed`` set (experiments/sweeps/tuning.py), a job at that seed tunes its setting -- each trial a
     run below ``<experiment>/tuning/`` -- and returns ``ok`` (``failed`` when a trial failed); a job at another seed
-    runs the setting at the values the tuning chose (``<experiment>/tuning.csv``).
+    runs the setting at the values the tuning chose (``<experiment>/tuning.csv``). A tuning seed's job whose choice
+    is already in tuning.csv while the trials' run folders are absent (a results folder that keeps only the choices,
+    as the committed ones do) is skipped: the choice stands (``force=true`` tunes again).
 
     Args:
         cfg: the composed config (a DictConfig from Hydra, or a mapping).
@@ -166,6 +168,12 @@ def execute(cfg, overrides: list[str]) -> str:
     key = setting_key(overrides, settings.lr_tuning_seed)
     exp_dir = Path(settings.results_dir) / settings.experiment_id
     if settings.seed == settings.lr_tuning_seed:
+        if not settings.force and read_choice(exp_dir, key) is not None and not _trials_here(exp_dir):
+            log.info(
+                f"[skip] {settings.experiment_id}/{key}: tuned earlier (its choice is in {CHOICES_FILE}; the trials' "
+                "run folders are not here); force=true tunes it again"
+            )
+            return "skipped"
         return _tune(cfg, settings, overrides, key, exp_dir)
     values = read_choice(exp_dir, key)
     if values is None:
@@ -175,6 +183,13 @@ def execute(cfg, overrides: list[str]) -> str:
         )
     cfg = _with_values(cfg, values)
     return _execute_one(cfg, build_settings(cfg), overrides, settings.experiment_id, key)
+
+
+def _trials_here(exp_dir: Path) -> bool:
+    """Whether the tuning trials' run folders are here (``<experiment>/tuning/runs/``): a results folder that keeps
+    only the choices and the trials' summary (a committed one, a fresh clone) has none, and its choices stand."""
+    runs = exp_dir / TRIALS_DIR / "runs"
+    return runs.is_dir() and any(runs.iterdir())
 
 
 def _tune(cfg, settings, overrides: list[str], key: str, exp_dir: Path) -> str:
