@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.patches import Patch
 
-from experiments.analysis.comparisons import comparison, compute_model
+from experiments.analysis.comparisons import comparison, compute_model, replication_seeds, split_replication
 from experiments.analysis.targets import FRACTIONS, label
 from experiments.sweeps.tuning import time_to_target
 
@@ -272,7 +272,8 @@ def draw_async_methods(exp, fmt="png"):
         return []
     if "clock" in summary and summary["clock"].nunique() > 1:
         return []  # measured and simulated runs side by side: draw_engine_check draws them, never mixed here
-    table, targets = comparison(summary, exp.traces)
+    (summary, traces), _ = split_replication(summary, exp.traces, replication_seeds(exp.name))  # reported seeds
+    table, targets = comparison(summary, traces)
     if table.empty or table["algorithm"].nunique() < 2:
         return []
     names = [c.removeprefix("time ") for c in table.columns if c.startswith("time ")]

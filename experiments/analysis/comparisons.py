@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 import pandas as pd
+from omegaconf import OmegaConf
 
 from experiments.analysis.statistics import (
     Interval,
@@ -23,6 +24,7 @@ from experiments.analysis.statistics import (
     shared_ranks,
 )
 from experiments.analysis.targets import FRACTIONS, label, reference_targets, run_times
+from experiments.settings.defaults import CONF_DIR
 
 KEYS = ["problem", "workers", "compute_model"]
 CONFIGURED = "configured"
@@ -150,9 +152,94 @@ def _policy_size(runs: pd.DataFrame) -> str:
     return ""
 
 
+def replication_seeds(experiment: str) -> list[int]:
+    """The seeds experiment ``experiment`` runs as a replication (``report.replication_seeds`` of
+    conf/experiment/<experiment>.yaml; [] without): its tables and figures leave them out, the report checks them
+    against the reported seeds (:func:`replication_check`)."""
+    path = CONF_DIR / "experiment" / f"{experiment}.yaml"
+    if not path.is_file():
+        return []
+    block = OmegaConf.to_container(OmegaConf.load(path)).get("report") or {}
+    return [int(x) for x in block.get("replication_seeds") or []]
+
+
+def split_replication(
+    summary: pd.DataFrame, traces: pd.DataFrame | None, seeds
+) -> tuple[tuple[pd.DataFrame, pd.DataFrame | None], tuple[pd.DataFrame, pd.DataFrame | None]]:
+    """The reported runs and the replication's: a comparison rerun on new seeds (``seeds``, the
+    ``report.replication_seeds`` of an experiment yaml) is judged on its own, with targets from its own serial runs,
+    so that the reported tables stay those of the reported seeds. Returns ``((summary, traces), (summary, traces))``,
+    reported first; the traces (None stays None) keep the runs of their summary only (column ``run_id``)."""
+    seeds = {int(x) for x in (seeds or ())}
+    if summary.empty or "seed" not in summary or not seeds:
+        return (summary, traces), (summary.iloc[0:0], None if traces is None else traces.iloc[0:0])
+    repl = pd.to_numeric(summary["seed"], errors="coerce").isin(seeds)
+
+    def part(rows: pd.DataFrame):
+        if traces is None or traces.empty or "run_id" not in traces:
+            return rows, traces
+        return rows, traces[traces["run_id"].isin(set(rows["run_id"]))]
+
+    return part(summary[~repl]), part(summary[repl])
+
+
+def ranking(table: pd.DataFrame, hardest: str) -> tuple[list[tuple[float, str]], list[tuple[float, str]]]:
+    """One problem and P of :func:`comparison`'s table, as the report ranks it: the methods that reached target
+    ``hardest`` on some seed, by mean shared rank of their time over the compute models; then the others, by mean
+    shared rank of their final loss. Merged rows (``a = b``) count for each of their methods. Returns
+    ``(reached, never)``, each a list of ``(mean rank, method)`` in rank order (ties by name)."""
+    member = table.assign(algorithm=table["algorithm"].str.split(" = ")).explode("algorithm")
+    by_time = member.groupby("algorithm")[f"rank {hardest}"].mean()
+    got = set(member.loc[[math.isfinite(iv.lo) for iv in member[f"time {hardest}"]], "algorithm"])
+    by_loss = member.groupby("algorithm")["rank loss"].mean()
+    reached = sorted((float(v), k) for k, v in by_time.items() if k in got)
+    never = sorted((float(v), k) for k, v in by_loss.items() if k not in got)
+    return reached, never
+
+
+def replication_check(first: tuple[list, list], second: tuple[list, list], top: int = 3) -> tuple[bool, str]:
+    """Whether a ranking's top ``top`` methods keep their order on new seeds. ``first``, ``second``: the reported
+    seeds' and the new seeds' :func:`ranking` (methods that reached the target ahead of those that did not, each
+    part by its mean shared rank). Two methods change places when each ranking puts a different one strictly ahead;
+    methods tied in either ranking (equal mean shared rank, intervals that overlap on every compute model) may come
+    in either order. Returns ``(holds, words)``: holds is True when no two methods of either top ``top`` change
+    places (the same top in the same order, or differences within noise)."""
+
+    def keyed(parts):
+        return {m: (i, r) for i, part in enumerate(parts) for r, m in part}
+
+    ka, kb = keyed(first), keyed(second)
+    order = lambda k: sorted(k, key=lambda m: (k[m], m))  # noqa: E731
+    a, b = order(ka)[:top], order(kb)[:top]
+    both = [m for m in dict.fromkeys(a + b) if m in ka and m in kb]
+
+    def sign(k, x, y):
+        return (k[x] > k[y]) - (k[x] < k[y])
+
+    flips = [f"{x} and {y}" for i, x in enumerate(both) for y in both[i + 1 :] if sign(ka, x, y) * sign(kb, x, y) < 0]
+    if a == b:
+        return not flips, f"the same top {top} in the same order ({', '.join(a)})"
+    words = f"top {top}: {', '.join(a)} on the reported seeds, {', '.join(b)} on the new seeds"
+    if not flips:
+        return True, words + " (within noise: the methods that change places share a rank in one of the two)"
+    return False, words + " (" + "; ".join(flips) + " change places)"
+
+
 def mean_ranks(table: pd.DataFrame, column: str) -> pd.Series:
     """Each method's mean of ``column`` (a rank) over the compute models of one problem and P, indexed by method."""
     return table.groupby("algorithm", sort=False)[column].mean()
 
 
-__all__ = ["CONFIGURED", "KEYS", "Interval", "comparison", "compute_model", "mean_ranks", "targets_of"]
+__all__ = [
+    "CONFIGURED",
+    "KEYS",
+    "Interval",
+    "comparison",
+    "compute_model",
+    "mean_ranks",
+    "ranking",
+    "replication_check",
+    "replication_seeds",
+    "split_replication",
+    "targets_of",
+]

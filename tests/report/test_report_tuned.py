@@ -217,3 +217,38 @@ def test_report_command_on_a_folder_of_tiny_tuned_async_methods_runs(tmp_path):
     verdicts = pd.read_csv(tmp_path / "verdicts.csv")
     assert list(verdicts["name"]) == ["finding: APAM's rank (logreg_fmnist, P=2)"]
     assert not (tmp_path / "async_methods" / "tuning" / "REPORT.md").exists()
+
+
+def _replicated(faster: str | None = None):
+    """The runs of :func:`_summary_and_traces` and a replication of them on seeds 5-9 (``faster``: a method whose
+    replication curves fall four times as fast, which moves it up the ranking)."""
+    summary, traces, tuning = _summary_and_traces()
+    s2, t2 = summary.copy(), traces.copy()
+    for frame in (s2, t2):
+        frame["seed"] += 5
+        frame["run_id"] = frame["run_id"] + "-new"
+    if faster is not None:
+        t2.loc[t2["algorithm"] == faster, "train_loss"] = 1.0 - 4 * (1.0 - t2["train_loss"])
+        s2.loc[s2["algorithm"] == faster, "final_train_loss"] = 1.0 - 4 * (1.0 - s2["final_train_loss"])
+    return pd.concat([summary, s2], ignore_index=True), pd.concat([traces, t2], ignore_index=True), tuning
+
+
+@pytest.mark.parametrize("faster,holds", [(None, True), ("async_sgd", False)])
+def test_a_replication_on_new_seeds_is_checked_apart_from_the_reported_seeds(faster, holds):
+    """Seeds in the yaml's report.replication_seeds (async_methods: 5-9) stay out of the tables and are ranked on
+    their own, with targets from their own serial runs; the goal holds when the top three keep their order."""
+    summary, traces, tuning = _replicated(faster)
+    section = section_async_methods(Experiment("async_methods", summary, given={"traces": traces, "tuning": tuning}))
+    s0, t0, _ = _summary_and_traces()
+    alone = section_async_methods(Experiment("async_methods", s0, given={"traces": t0, "tuning": tuning}))
+    assert "(5 seeds;" in section.body and "10 seeds" not in section.body  # the tables: the reported seeds only
+    assert section.body.split("**Replication on new seeds**")[0] == alone.body.split("\nStep sizes tuned")[0]
+    goal = next(c for c in section.claims if c.name == "goal: top three kept on five new seeds")
+    assert goal.verdict.cls == (REPRODUCED if holds else NOT_REPRODUCED)
+    if holds:
+        assert "- q, P = 8 (5 new seeds): the same top 3 in the same order (apam, apam_ringmaster, async_sgd)." in (
+            section.body
+        )
+    else:
+        assert "async_sgd" in goal.evidence or "fails" in goal.evidence
+        assert "change places" in section.body

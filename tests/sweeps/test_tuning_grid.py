@@ -5,6 +5,7 @@ rerun resumes without running anything again."""
 
 import csv
 import math
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -136,10 +137,12 @@ def test_the_tuning_seed_runs_first_even_when_it_is_no_reported_seed():
     ref = ["workers=1", "compute_model=equal", "algorithm=apam,async_sgd"]
     assert [p for p, _ in reproduce.plan_sweeps("async_methods", "long", Path("r"))] == [
         base + ref + ["seed=100"],
-        base + ref + ["seed=0,1,2,3,4"],
+        base + ref + ["seed=0,1,2,3,4,5,6,7,8,9"],  # 0-4 reported, 5-9 the replication (report.replication_seeds)
         base + ["seed=100"],
-        base + ["seed=0,1,2,3,4"],
+        base + ["seed=0,1,2,3,4,5,6,7,8,9"],
     ]
+    # a seed given on the command line is replaced, not given twice (the precheck refuses a key twice)
+    assert split_sweep(["x=1", "seed=0,1"], [0, 1], 100) == [["x=1", "seed=100"], ["x=1", "seed=0,1"]]
     plan = reproduce.plan_sweeps("lenet5_speedup", "long", Path("r"))
     assert [p[-1] for p, sim in plan if sim] == ["seed=100", "seed=0,1,2,3,4"]
     wall = [p for p, sim in plan if not sim]  # the real engine's sweep: untuned, its own seeds and worker counts
@@ -207,6 +210,14 @@ def test_a_tuned_sweep_runs_the_choice_on_the_reported_seeds_and_a_rerun_runs_no
     st = reproduce.run_experiment("async_methods", "smoke", tmp_path, False, 1, extra)
     err = capfd.readouterr().err
     assert st["status"] == "ran" and "[ok]" not in err and err.count("[skip]") == len(trials) + 2
+    # a results folder that keeps only the choices (the committed ones): a missing reported run runs again, the
+    # tuning seed's job trusts tuning.csv and runs no trial
+    shutil.rmtree(exp / "tuning" / "runs")
+    (exp / "runs" / reported["run_id"].iloc[0] / "trace.csv").unlink()
+    st = reproduce.run_experiment("async_methods", "smoke", tmp_path, False, 1, extra)
+    err = capfd.readouterr().err
+    assert st["status"] == "ran" and err.count("[ok]") == 1 and "tuned earlier (its choice is in tuning.csv" in err
+    assert len(pd.read_csv(exp / "tuning" / "summary.csv")) == len(trials)
     (exp / "tuning.csv").write_text("setting,lr_factor" + "\n")
     st = reproduce.run_sweep(
         "async_methods",
