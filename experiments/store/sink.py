@@ -340,3 +340,33 @@ class RunSink:
             if row is not None or dropped:
                 write_atomically(self.summary_path, csv_text(kept, SUMMARY_COLUMNS))
             return dropped
+
+
+def remove_runs(results_dir: str | Path, experiment: str, run_ids) -> int:
+    """Remove runs from the experiment folder ``<results_dir>/<experiment>``: their rows of ``summary.csv`` (rewritten
+    once, under its file lock, the other rows as they were) and then their run folders. Run ids it does not hold are
+    ignored. Returns the number of summary rows removed (experiments/prune.py).
+
+    Raises:
+        ConfigError: the summary cannot be read.
+        OSError: a file could not be written or removed.
+    """
+    import shutil
+
+    ids = set(run_ids)
+    sink = RunSink(results_dir, experiment, "-")
+    dropped = 0
+    if sink.summary_path.exists():
+        with sink._lock:
+            rows = sink._repaired_rows()
+            kept = [r for r in rows if r.get("run_id") not in ids]
+            dropped = len(rows) - len(kept)
+            if dropped:
+                write_atomically(sink.summary_path, csv_text(kept, SUMMARY_COLUMNS))
+    for rid in sorted(ids):
+        if not rid or Path(rid).name != rid or rid in (".", ".."):  # a name, never a path out of runs/
+            continue
+        folder = sink.exp_dir / "runs" / rid
+        if folder.is_dir() and not folder.is_symlink():
+            shutil.rmtree(folder)
+    return dropped

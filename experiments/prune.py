@@ -1,0 +1,114 @@
+"""``python -m experiments.prune``: remove from a results folder the runs that no job of a profile makes any more
+(an experiment yaml whose sweep changed since: other worker counts, other keys, fewer seeds), so that its tables,
+figures and report read only the runs the profile plans.
+
+    python -m experiments.prune results-long --profile long [--only ID ...] [--apply]
+
+The planned runs are those of ``make reproduce`` (experiments/reproduce.py :func:`plan_sweeps`, every experiment of
+the profile, the ``EXTENDED`` ones included): each job's run id, as the runner names it. In each planned experiment's
+folder, a summary row or a run folder under ``runs/`` whose run id is not planned is stale. Without ``--apply`` the
+stale runs are listed and nothing changes; with it, their rows leave summary.csv (rewritten once, under its lock)
+and their run folders are removed (experiments/store/sink.py :func:`remove_runs`), and speedup.csv is written again
+from the summary that is left. Left alone: a tuning's trials
+(``<experiment>/tuning/``), folders of experiments the profile does not plan (``adhoc/``, ...), other files.
+Run ``make reproduce`` afterwards to redraw the figures and the report.
+
+Exit codes: 0 done (nothing stale, or listed, or removed); 2 bad input (no such folder, an experiment id the profile
+does not have, jobs that do not compose), one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from experiments.errors import ConfigError
+from experiments.log import get_logger
+
+log = get_logger(__name__)
+
+
+def planned_run_ids(experiment: str, profile: str, results_dir: Path) -> dict[str, set[str]]:
+    """Experiment folder -> the run ids ``make reproduce --profile <profile>`` plans for ``experiment`` there.
+
+    Raises:
+        ConfigError: a job does not compose or its settings do not build.
+    """
+    from experiments.reproduce import plan_sweeps
+    from experiments.settings.build import build_settings
+    from experiments.settings.compose import compose_jobs, job_overrides, profile_sweep
+    from experiments.store.run_id import make_run_id
+
+    out: dict[str, set[str]] = {}
+    for overrides, _ in plan_sweeps(experiment, profile, results_dir):
+        combos, _ = job_overrides(overrides + profile_sweep(overrides), multirun=True)
+        for combo, cfg in zip(combos, compose_jobs(combos)):
+            settings = build_settings(cfg)
+            out.setdefault(settings.experiment_id, set()).add(make_run_id(combo, settings.seed))
+    return out
+
+
+def stale_run_ids(results_dir: Path, folder: str, planned: set[str]) -> list[str]:
+    """The run ids of ``<results_dir>/<folder>`` (summary rows and run folders) that are not in ``planned``.
+
+    Raises:
+        ConfigError: the summary cannot be read.
+    """
+    from experiments.store.table import read_summary_frame
+
+    exp = results_dir / folder
+    summary = read_summary_frame(exp / "summary.csv")
+    ids = set(summary["run_id"].astype(str)) if "run_id" in summary else set()
+    runs = exp / "runs"
+    ids |= {p.name for p in runs.iterdir() if p.is_dir()} if runs.is_dir() else set()
+    return sorted(ids - planned)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry (module docstring)."""
+    from experiments.analysis.speedup import write_speedup
+    from experiments.reproduce import EXPERIMENTS
+    from experiments.store.sink import remove_runs
+
+    intro = " ".join(__doc__.split("\n\n")[0].split())
+    ap = argparse.ArgumentParser(prog="python -m experiments.prune", description=intro)
+    ap.add_argument("results_dir", type=Path, help="the results folder (e.g. results, results-long)")
+    ap.add_argument("--profile", required=True, choices=["smoke", "quick", "long", "paper"])
+    ap.add_argument("--only", nargs="*", metavar="ID", help="a subset of experiment ids (default: all)")
+    ap.add_argument("--apply", action="store_true", help="remove the stale runs (default: only list them)")
+    args = ap.parse_args(argv)
+    try:
+        if not args.results_dir.is_dir():
+            raise ConfigError(f"{args.results_dir}: no such results folder")
+        unknown = sorted(set(args.only or ()) - set(EXPERIMENTS))
+        if unknown:
+            raise ConfigError(f"--only {' '.join(unknown)}: no such experiment (one of {', '.join(EXPERIMENTS)})")
+        total = 0
+        for experiment in args.only or EXPERIMENTS:
+            for folder, planned in planned_run_ids(experiment, args.profile, args.results_dir).items():
+                if not (args.results_dir / folder).is_dir():
+                    continue
+                stale = stale_run_ids(args.results_dir, folder, planned)
+                if not stale:
+                    continue
+                total += len(stale)
+                shown = ", ".join(stale[:3]) + (", ..." if len(stale) > 3 else "")
+                if args.apply:
+                    rows = remove_runs(args.results_dir, folder, stale)
+                    write_speedup(args.results_dir / folder)  # speedup.csv from the summary that is left
+                    log.info(f"{folder}: removed {len(stale)} stale run(s) ({rows} summary row(s)): {shown}")
+                else:
+                    log.info(f"{folder}: {len(stale)} stale run(s), not planned by profile {args.profile}: {shown}")
+    except ConfigError as exc:
+        log.error(f"error: {exc}")
+        return 2
+    if not total:
+        log.info(f"{args.results_dir}: every run is one that profile {args.profile} plans; nothing to remove")
+    elif not args.apply:
+        log.info(f"{total} stale run(s) listed; --apply removes them (then `make reproduce` redraws the report)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""experiments.prune: runs no job of the profile plans any more (an older config of an experiment's sweep) leave the
+summary and the run folders; planned runs, other experiments and tuning trials stay; a dry run changes nothing."""
+
+import shutil
+
+import pandas as pd
+
+from conftest import REPO
+from experiments import prune
+from experiments.store.sink import remove_runs
+
+EXP = "tau_threshold"
+
+
+def _folder(tmp_path, run_ids):
+    """A results folder whose tau_threshold summary holds ``run_ids`` (each with a run folder), copied from rows of
+    the committed quick results so that the columns are real."""
+    src = pd.read_csv(REPO / "results" / EXP / "summary.csv").head(1)
+    exp = tmp_path / EXP
+    (exp / "runs").mkdir(parents=True)
+    rows = []
+    for rid in run_ids:
+        row = src.iloc[0].copy()
+        row["run_id"] = rid
+        rows.append(row)
+        (exp / "runs" / rid).mkdir()
+        (exp / "runs" / rid / "trace.csv").write_text("x\n")
+    pd.DataFrame(rows).to_csv(exp / "summary.csv", index=False)
+    return exp
+
+
+def test_remove_runs_drops_rows_then_folders_and_never_leaves_runs(tmp_path):
+    exp = _folder(tmp_path, ["a", "b", "c"])
+    (tmp_path / "outside").mkdir()
+    assert remove_runs(tmp_path, EXP, ["b", "../../outside", "zz"]) == 1
+    assert list(pd.read_csv(exp / "summary.csv")["run_id"]) == ["a", "c"]
+    assert sorted(p.name for p in (exp / "runs").iterdir()) == ["a", "c"]
+    assert (tmp_path / "outside").is_dir()  # a run id is a name under runs/, never a path out of it
+
+
+def test_prune_lists_then_removes_only_the_runs_the_profile_does_not_plan(tmp_path, capfd):
+    planned = sorted(prune.planned_run_ids(EXP, "smoke", tmp_path)[EXP])
+    exp = _folder(tmp_path, planned[:2] + ["epochs-1_tau-99_seed-0"])
+    (exp / "runs" / "orphan-folder").mkdir()
+    (exp / "tuning" / "runs" / "trial").mkdir(parents=True)
+    other = tmp_path / "adhoc" / "runs" / "x"
+    other.mkdir(parents=True)
+    before = (exp / "summary.csv").read_bytes()
+    assert prune.main([str(tmp_path), "--profile", "smoke", "--only", EXP]) == 0
+    err = capfd.readouterr().err
+    assert f"{EXP}: 2 stale run(s), not planned by profile smoke: epochs-1_tau-99_seed-0, orphan-folder" in err
+    assert (exp / "summary.csv").read_bytes() == before  # a dry run changes nothing
+    assert prune.main([str(tmp_path), "--profile", "smoke", "--only", EXP, "--apply"]) == 0
+    assert sorted(pd.read_csv(exp / "summary.csv")["run_id"]) == planned[:2]
+    assert sorted(p.name for p in (exp / "runs").iterdir()) == planned[:2]
+    assert (exp / "tuning" / "runs" / "trial").is_dir() and other.is_dir()
+    assert prune.main([str(tmp_path), "--profile", "smoke", "--only", EXP]) == 0
+    assert "nothing to remove" in capfd.readouterr().err
+    shutil.rmtree(exp)
+
+
+def test_prune_bad_input_is_one_line(tmp_path, capfd):
+    assert prune.main([str(tmp_path / "nope"), "--profile", "smoke"]) == 2
+    assert prune.main([str(tmp_path), "--profile", "smoke", "--only", "nosuch"]) == 2
+    lines = [ln for ln in capfd.readouterr().err.splitlines() if ln]
+    assert len(lines) == 2 and "no such results folder" in lines[0] and "--only nosuch: no such experiment" in lines[1]
