@@ -5,7 +5,6 @@ The table itself (speed-up and efficiency against P = 1, CONTRACT.md) is :mod:`e
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from experiments.analysis.speedup import (
     speedup_table,
     write_speedup,
 )
+from experiments.cli import Parser
 from experiments.errors import ConfigError
 from experiments.log import get_logger
 
@@ -26,8 +26,8 @@ __all__ = ["BASES", "COLUMNS", "GROUP", "main", "speedup_table", "write_speedup"
 
 def main(argv: list[str] | None = None) -> int:
     """Write speedup.csv for each experiment folder given; exit 2 (one-line error) for a folder without a summary."""
-    ap = argparse.ArgumentParser(
-        prog="python -m experiments.aggregate",
+    ap = Parser(
+        "python -m experiments.aggregate",
         description="Write speedup.csv (speed-up and efficiency against P = 1) from the "
         "summary.csv of each experiment folder given.",
     )

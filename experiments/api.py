@@ -59,7 +59,11 @@ def run(overrides: list[str] | tuple[str, ...] = (), results_dir: str | Path | N
         ConfigError: a bad key or value, or missing data (the message names it; nothing is written); overrides
             that are not a list of ``KEY=VALUE`` strings, or that ask for a sweep (``-m``).
     """
-    if isinstance(overrides, (str, bytes)) or not all(isinstance(o, str) for o in overrides):
+    if (
+        isinstance(overrides, (str, bytes))
+        or not isinstance(overrides, (list, tuple))
+        or not all(isinstance(o, str) for o in overrides)
+    ):
         raise ConfigError(f"overrides={overrides!r}: a list of KEY=VALUE strings, e.g. ['workers=8']")
     if any(o.startswith("-") for o in overrides):
         bad = next(o for o in overrides if o.startswith("-"))

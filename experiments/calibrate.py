@@ -15,13 +15,13 @@ short, empty, wrong shape) is set aside as ``<name>.damaged-<n>`` with one line,
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
+from experiments.cli import Parser
 from experiments.clock.calibration import Calibration, above_bound, used_line, used_summary
 from experiments.clock.resolve import resolve
 from experiments.errors import ConfigError
@@ -35,8 +35,7 @@ log = get_logger(__name__)
 
 
 def main(argv: list[str] | None = None) -> int:
-    intro = " ".join(__doc__.split("\n\n")[0].split())  # the docstring's first paragraph
-    ap = argparse.ArgumentParser(prog="python -m experiments.calibrate", description=intro)
+    ap = Parser("python -m experiments.calibrate", __doc__)
     ap.add_argument("--profile", default="quick", choices=["smoke", "quick", "long", "paper"])
     ap.add_argument(
         "--only",

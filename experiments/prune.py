@@ -19,10 +19,10 @@ does not have, jobs that do not compose), one line.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
+from experiments.cli import Parser
 from experiments.errors import ConfigError
 from experiments.log import get_logger
 
@@ -71,8 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     from experiments.reproduce import EXPERIMENTS
     from experiments.store.sink import remove_runs
 
-    intro = " ".join(__doc__.split("\n\n")[0].split())
-    ap = argparse.ArgumentParser(prog="python -m experiments.prune", description=intro)
+    ap = Parser("python -m experiments.prune", __doc__)
     ap.add_argument("results_dir", type=Path, help="the results folder (e.g. results, results-long)")
     ap.add_argument("--profile", required=True, choices=["smoke", "quick", "long", "paper"])
     ap.add_argument("--only", nargs="*", metavar="ID", help="a subset of experiment ids (default: all)")

@@ -22,7 +22,6 @@ report). A call that reruns nothing leaves ``reproduce_status.json`` and the rep
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -30,6 +29,7 @@ import sys
 import time
 from pathlib import Path
 
+from experiments.cli import Parser
 from experiments.figures import draw_all, figures_outdated
 from experiments.log import get_logger
 from experiments.store.atomic import write_if_changed
@@ -224,8 +224,7 @@ def run_experiment(
 
 
 def main(argv: list[str] | None = None) -> int:
-    intro = " ".join(__doc__.split("\n\n")[0].split())  # the docstring's first paragraph
-    ap = argparse.ArgumentParser(prog="python -m experiments.reproduce", description=intro)
+    ap = Parser("python -m experiments.reproduce", __doc__)
     ap.add_argument("--profile", default="quick", choices=["smoke", "quick", "long", "paper"])
     ap.add_argument(
         "--results-dir", default=None, type=Path, help="default: results (quick), results-<profile> otherwise"
@@ -257,6 +256,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs < 1:
         log.error(f"error: --jobs {args.jobs}: must be an integer >= 1")
         return 2
+    if args.only is not None and not args.only:
+        log.error("error: --only: name at least one experiment id (known: " + ", ".join(EXPERIMENTS) + ")")
+        return 2
     results_dir = args.results_dir or Path("results" if args.profile == "quick" else f"results-{args.profile}")
     left_out = () if args.extended or args.only else EXTENDED.get(args.profile, ())
     experiments = args.only or [e for e in EXPERIMENTS if e not in left_out]
@@ -264,7 +266,18 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         log.error(f"error: --only {unknown[0]}: unknown experiment (known: {', '.join(EXPERIMENTS)})")
         return 2
-    results_dir.mkdir(parents=True, exist_ok=True)
+    from experiments.errors import ConfigError
+    from experiments.settings.preflight import check_writable
+
+    try:
+        check_writable(str(results_dir))
+        results_dir.mkdir(parents=True, exist_ok=True)
+    except ConfigError as exc:
+        log.error(f"error: {exc}")
+        return 2
+    except OSError as exc:
+        log.error(f"error: --results-dir {results_dir}: {exc.strerror or exc}")
+        return 2
     try:
         return _reproduce(args, results_dir, experiments, left_out)
     except KeyboardInterrupt:

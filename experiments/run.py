@@ -257,6 +257,9 @@ def main() -> None:
     _catch_signals()
     argv = sys.argv[1:]
     multirun = any(a in ("-m", "--multirun") for a in argv)
+    if multirun and any(a.split("=")[0] in ("--cfg", "-c", "--info", "-i") for a in argv):
+        _report_error(ConfigError("--cfg and --info show one job's config: drop -m (and give one value per key)"))
+        sys.exit(2)
     if not any(a.split("=")[0] in NO_RUN_FLAGS for a in argv):
         overrides = _overrides(argv)
         try:

@@ -5,8 +5,9 @@ Every figure that can be drawn is drawn; then one line per figure (or experiment
 why, on stderr. Exit status: 0 every figure drawn; 2 bad input only (a missing folder or column, an unreadable CSV);
 1 a figure failed while drawing (a bug of the plotting code: the line names the exception)."""
 
-import argparse
 import sys
+
+from experiments.cli import Parser
 
 from .draw import FORMATS, draw_experiment, find_experiments
 from .errors import FigureError, PlotError
@@ -14,8 +15,8 @@ from .errors import FigureError, PlotError
 
 def main(argv=None):
     """CLI entry point; returns the exit status (0 every figure drawn, 2 bad input, 1 a figure failed to draw)."""
-    parser = argparse.ArgumentParser(
-        prog="python -m plots",
+    parser = Parser(
+        "python -m plots",
         description="Redraw every figure of an experiment folder (or of every experiment below a results folder) "
         "from its CSV files alone; prints the files written.",
     )

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import plots
+from experiments.cli import Parser
 from experiments.errors import ConfigError
 from experiments.log import get_logger
 from experiments.report.load import PAPER_DIR, experiment_folders, run_profile, statuses
@@ -29,8 +30,8 @@ PROFILES = ("smoke", "quick", "long", "paper")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(
-        prog="python -m experiments.report",
+    ap = Parser(
+        "python -m experiments.report",
         description="Write DIR/REPORT.md (every claim's verdict first, then one section per experiment) and "
         "DIR/verdicts.csv from the CSVs of a results folder, after redrawing its figures.",
         epilog="DIR is a results folder: results/ (make reproduce), results-long/, or the results_dir of your own "

@@ -72,6 +72,8 @@ class Algorithm(Frozen):
 
     @model_validator(mode="after")
     def _protocol(self) -> Algorithm:
+        if (self.model_extra or {}).get("lr") is None:  # a rule's default step would not show in config.yaml
+            raise ValueError("algorithm.lr: is required (the step size alpha; a rule's own default is never used)")
         if self.protocol == "sync" and self.sync_batch is None:
             raise ValueError("algorithm.sync_batch=null: a sync algorithm needs split or full")
         if self.protocol == "async" and self.sync_batch is not None:

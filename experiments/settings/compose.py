@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,7 +73,15 @@ def expand_overrides(overrides: list[str]) -> dict[str, list[str]]:
     for o in _parse(overrides):  # the strings Hydra's basic sweeper makes: they name the runs (run ids)
         key = o.get_key_element()
         if o.is_sweep_override():
-            out[key] = [f"{key}={v}" for v in o.sweep_string_iterator()]
+            try:
+                values = list(o.sweep_string_iterator())
+            except Exception:  # noqa: BLE001 -- glob() needs Hydra's config loader, interval() has no values
+                raise ConfigError(
+                    f"{o.input_line}: this sweep cannot be listed here; give the values (a,b,c), range() or choice()"
+                ) from None
+            if not values:
+                raise ConfigError(f"{o.input_line}: an empty sweep (no value to run)")
+            out[key] = [f"{key}={v}" for v in values]
         else:
             out[key] = [f"{key}={o.get_value_element_as_str()}"]
     return out
@@ -137,6 +146,10 @@ def _checked(overrides: list[str], multirun: bool) -> list[list[str]]:
                 f"{values[0]}: set by the harness (Hydra's scratch folders stay under results_dir/.hydra and jobs "
                 "run in the current folder); choose where results go with results_dir="
             )
+        if bare == "hydra.searchpath":  # Hydra only warns about a folder that is not there, then runs without it
+            for folder in re.findall(r"file\\?://([^,\]'\"]+)", values[0]):
+                if not Path(folder).is_dir():
+                    raise ConfigError(f"hydra.searchpath: {folder}: no such config folder")
         if key.startswith("+") and bare not in ADDABLE and not bare.startswith("hydra"):
             raise ConfigError(
                 f"{values[0]}: no such config key, the harness would ignore it "
@@ -243,9 +256,23 @@ def _all(combos: list[list[str]], source: Source, resolve: bool) -> list:
             try:
                 cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
             except Exception as exc:
-                raise ConfigError(f"{' '.join(combo)}: {str(exc).strip().splitlines()[0]}") from None
+                raise _unresolved(combo, exc) from None
         out.append(cfg)
     return out
+
+
+def _unresolved(combo: list[str], exc: Exception) -> ConfigError:
+    """A config that does not resolve (an interpolation to a key that is not there), named by the override behind
+    it: the one that sets the failing key, else one holding an interpolation or deleting a key (``~key``)."""
+    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    key = str(getattr(exc, "full_key", "") or "")
+    named = next((o for o in combo if key and o.split("=", 1)[0].lstrip("+~") == key), None)
+    named = named or next((o for o in combo if "${" in o or o.startswith("~")), None)
+    if named is not None:  # as the user wrote it, without the escapes of Hydra's override strings
+        named = re.sub(r"\\([{}:=,\\])", r"\1", named).removesuffix("=null" if named.startswith("~") else "\0")
+    if named is not None and named.startswith("~"):
+        return ConfigError(f"{named}: a key the config needs ({msg.replace('Interpolation key', 'key')})")
+    return ConfigError(f"{named or key or ' '.join(combo)}: {msg}")
 
 
 def apply_values(cfg, override: Override) -> None:

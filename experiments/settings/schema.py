@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -119,7 +119,8 @@ class RunSettings(Frozen):
     """Worker processes P (0 only with ``algorithm.master_computes``: the master alone, the paper's one thread)."""
     seed: int = Field(ge=0, lt=SEED_LIMIT)
     epochs: PositiveFloat
-    updates: PositiveInt | None
+    updates: Annotated[int, Field(ge=1, lt=SEED_LIMIT)] | None
+    """The run's length in master updates (None: ``epochs``); below 2^62, the engines' 64-bit counters."""
     batch_size: PositiveInt
     eval_every: PositiveFloat
     results_dir: str

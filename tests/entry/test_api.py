@@ -94,6 +94,9 @@ def test_bad_input_raises_config_error_and_writes_nothing(tmp_path):
         run("updates=20", results_dir=tmp_path / "out")  # a string, not a list
     with pytest.raises(ConfigError, match="overrides=\\[None\\]"):
         run([None], results_dir=tmp_path / "out")
+    for bad in (None, 5, {"workers": 1}):  # not a list at all
+        with pytest.raises(ConfigError, match="a list of KEY=VALUE strings"):
+            run(bad, results_dir=tmp_path / "out")
     with pytest.raises(ConfigError, match="-m: experiments.run takes one setting"):
         run(["-m", "workers=1,2"], results_dir=tmp_path / "out")
     assert not (tmp_path / "out").exists()

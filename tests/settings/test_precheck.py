@@ -212,3 +212,51 @@ def test_a_key_given_twice_is_refused(tmp_path, overrides, named):
     naming both values, before anything is written."""
     _refused(overrides, named, tmp_path=tmp_path)
     assert not (tmp_path / "res").exists()
+
+
+@pytest.mark.parametrize(
+    "overrides,named",
+    [
+        (["algorithm=glob(sync_*)"], "algorithm=glob(sync_*): this sweep cannot be listed here"),
+        (["algorithm.lr=interval(0,1)"], "algorithm.lr=interval(0,1): this sweep cannot be listed here"),
+        (["seed=range(3,0)"], "seed=range(3,0): an empty sweep"),
+        (["hydra.searchpath=[file:///nonexistent/conf]"], "hydra.searchpath: /nonexistent/conf: no such config folder"),
+        (
+            ["updates=99999999999999999999999"],
+            "updates=99999999999999999999999: must be an integer < 4611686018427387904",
+        ),
+    ],
+)
+def test_sweeps_that_cannot_be_listed_and_paths_that_are_not_there_are_refused(tmp_path, overrides, named):
+    """Hydra's glob() and interval() (which its basic sweeper cannot enumerate here), an empty range, a search path
+    to a folder that is not there (Hydra only warns), a count beyond the engines' 64-bit counters: one line each,
+    before anything is written."""
+    _refused(overrides, named, multirun=True, tmp_path=tmp_path)
+    assert not (tmp_path / "res").exists()
+
+
+def test_cfg_with_multirun_is_one_line(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.run", "-m", "updates=3", f"results_dir={tmp_path}", "--cfg", "job"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == "error: --cfg and --info show one job's config: drop -m (and give one value per key)"
+
+
+@pytest.mark.parametrize(
+    "overrides,said",
+    [
+        (["seed=${nowhere}"], "error: seed=${nowhere}: Interpolation key 'nowhere' not found"),
+        (["~problem"], "error: ~problem: a key the config needs (key 'problem.batch_size' not found)"),
+        (["~algorithm.lr"], "error: algorithm.lr: is required"),
+    ],
+)
+def test_unresolved_and_deleted_keys_are_named_as_written(tmp_path, overrides, said):
+    """An interpolation to nowhere or a deleted key the config needs: the message names the override as the user
+    wrote it (no escapes, not the whole command line); a deleted step size is refused, not replaced by a default."""
+    msg = "error: " + _refused(overrides, said.split(": ")[1].split("=")[0].lstrip("~"), tmp_path=tmp_path)
+    assert msg.startswith(said), msg

@@ -1,0 +1,51 @@
+"""Every harness command's usage errors are one line and exit 2 (experiments/cli.py), not argparse's usage block."""
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+
+@pytest.mark.parametrize(
+    "args,named",
+    [
+        (["experiments.reproduce", "--profile", "nosuch"], "argument --profile: invalid choice: 'nosuch'"),
+        (["experiments.reproduce", "--jobs", "abc"], "argument --jobs: invalid int value: 'abc'"),
+        (["experiments.reproduce", "--only"], "--only: name at least one experiment id"),
+        (["experiments.calibrate", "--bogus"], "unrecognized arguments: --bogus"),
+        (["experiments.report"], "the following arguments are required: DIR"),
+        (["experiments.aggregate"], "the following arguments are required: paths"),
+        (["experiments.prune", "results"], "the following arguments are required: --profile"),
+        (["plots"], "the following arguments are required: path"),
+    ],
+)
+def test_usage_errors_are_one_line(args, named):
+    proc = subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and named in lines[0], proc.stderr
+
+
+def test_reproduce_refuses_a_results_dir_that_is_a_file(tmp_path):
+    f = tmp_path / "f"
+    f.write_text("x")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.reproduce",
+            "--profile",
+            "smoke",
+            "--only",
+            "tau_threshold",
+            "--results-dir",
+            str(f),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and proc.stderr.strip().endswith("exists and is not a folder"), proc.stderr
+    assert f.read_text() == "x"
