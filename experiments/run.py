@@ -161,6 +161,7 @@ def _catch_signals() -> None:
         signal.signal(s, _on_signal)
 
 
+_RESULTS_DIRS: set[Path] = set()  # the results folders of the jobs the command line asks for
 _FORWARDED: list[int] = []  # launcher worker processes a stop signal was passed on to (each records its own run)
 
 
@@ -269,6 +270,7 @@ def main() -> None:
                 sys.argv += extra
                 overrides += extra
             settings = precheck(overrides, multirun, source)
+            _RESULTS_DIRS.update(Path(str(s.results_dir)) for s in settings)
             _check_launcher(overrides, settings)
             os.environ["APAM_SWEEP_JOBS"] = str(len(settings))
             if multirun:
@@ -284,6 +286,8 @@ def main() -> None:
     try:
         _hydra_main()
         _write_speedups()
+        for folder in _RESULTS_DIRS:  # Hydra's job folders (output_subdir null: always empty) go with the runs
+            _remove_empty_dirs(folder / ".hydra")
     except KeyboardInterrupt as exc:
         signum, recorded = Interrupted.signum_of(exc), Interrupted.recorded_of(exc)
         name = signal.Signals(signum).name

@@ -49,3 +49,18 @@ def test_reproduce_refuses_a_results_dir_that_is_a_file(tmp_path):
     )
     assert proc.returncode == 2 and proc.stderr.strip().endswith("exists and is not a folder"), proc.stderr
     assert f.read_text() == "x"
+
+
+def test_a_finished_run_and_sweep_leave_no_empty_hydra_folders(tmp_path):
+    """Hydra makes a job folder under results_dir/.hydra for every job (nothing is written there: output_subdir
+    null); the runner removes the empty ones when its runs are done."""
+    for args in (["updates=3"], ["-m", "updates=3,4"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "experiments.run", *args, "engine=simulated", f"results_dir={tmp_path}"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert not (tmp_path / ".hydra").exists() and (tmp_path / "adhoc" / "summary.csv").exists()
