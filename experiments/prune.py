@@ -9,7 +9,8 @@ the profile, the ``EXTENDED`` ones included): each job's run id, as the runner n
 folder, a summary row or a run folder under ``runs/`` whose run id is not planned is stale. Without ``--apply`` the
 stale runs are listed and nothing changes; with it, their rows leave summary.csv (rewritten once, under its lock)
 and their run folders are removed (experiments/store/sink.py :func:`remove_runs`), and speedup.csv is written again
-from the summary that is left. Left alone: a tuning's trials
+from the summary that is left; an experiment left without runs loses its figures, tables and entry of
+reproduce_status.json (the report then says ``not run yet``). Left alone: a tuning's trials
 (``<experiment>/tuning/``), folders of experiments the profile does not plan (``adhoc/``, ...), other files.
 Run ``make reproduce`` afterwards to redraw the figures and the report.
 
@@ -65,6 +66,46 @@ def stale_run_ids(results_dir: Path, folder: str, planned: set[str]) -> list[str
     return sorted(ids - planned)
 
 
+def _no_runs(exp_dir: Path) -> bool:
+    from experiments.store.table import read_summary_frame
+
+    return read_summary_frame(exp_dir / "summary.csv").empty
+
+
+def _clear(exp_dir: Path) -> None:
+    """An experiment folder left without runs: what was derived from them goes too (figures/, speedup.csv, the
+    header-only summary.csv and its lock, the empty runs/); other files (a tuning's, model_validation's sittings)
+    stay."""
+    import shutil
+
+    shutil.rmtree(exp_dir / "figures", ignore_errors=True)
+    for name in ("speedup.csv", "summary.csv", "summary.csv.lock"):
+        (exp_dir / name).unlink(missing_ok=True)
+    for folder in (exp_dir / "runs", exp_dir):
+        try:
+            folder.rmdir()
+        except OSError:
+            pass
+
+
+def _forget_status(results_dir: Path, folder: str) -> None:
+    """An experiment left without runs: its entry of ``reproduce_status.json`` (which says its sweep ran) is removed,
+    so the report calls it ``not run yet`` rather than ``not runnable here``."""
+    import json
+
+    from experiments.store.atomic import write_if_changed
+
+    path = results_dir / "reproduce_status.json"
+    if not path.is_file():
+        return
+    try:
+        statuses = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(statuses, dict) and statuses.pop(folder, None) is not None:
+        write_if_changed(path, json.dumps(statuses, indent=1, sort_keys=True))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry (module docstring)."""
     from experiments.analysis.speedup import write_speedup
@@ -96,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
                 if args.apply:
                     rows = remove_runs(args.results_dir, folder, stale)
                     write_speedup(args.results_dir / folder)  # speedup.csv from the summary that is left
+                    if _no_runs(args.results_dir / folder):
+                        _clear(args.results_dir / folder)
+                        _forget_status(args.results_dir, folder)
                     log.info(f"{folder}: removed {len(stale)} stale run(s) ({rows} summary row(s)): {shown}")
                 else:
                     log.info(f"{folder}: {len(stale)} stale run(s), not planned by profile {args.profile}: {shown}")

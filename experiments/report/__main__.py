@@ -103,7 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     names += [e for e in present if e not in names]
     profile = args.profile or run_profile(results_dir) or "quick"
     for name in present:  # runs without a make reproduce call behind them: no status to tell
-        status.setdefault(name, {"status": "runs found", "message": ""})
+        empty = read_summary_frame(results_dir / name / "summary.csv").empty
+        status.setdefault(
+            name,
+            {"status": "not run", "message": f"no run in {name}/summary.csv yet"}
+            if empty
+            else {"status": "runs found", "message": ""},
+        )
     missing = []
     if not args.no_figures:
         for name in present:

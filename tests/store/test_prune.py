@@ -64,3 +64,19 @@ def test_prune_bad_input_is_one_line(tmp_path, capfd):
     assert prune.main([str(tmp_path), "--profile", "smoke", "--only", "nosuch"]) == 2
     lines = [ln for ln in capfd.readouterr().err.splitlines() if ln]
     assert len(lines) == 2 and "no such results folder" in lines[0] and "--only nosuch: no such experiment" in lines[1]
+
+
+def test_an_experiment_left_without_runs_is_not_run_yet(tmp_path):
+    """Its reproduce_status.json entry (its sweep 'ran') goes, so the report says 'not run yet', not 'not runnable
+    here'; other entries stay."""
+    import json
+
+    from experiments.report.verdict import NOT_RUN_YET
+    from experiments.report.writer import absent
+
+    _folder(tmp_path, ["epochs-1_tau-99_seed-0"])
+    (tmp_path / "reproduce_status.json").write_text(json.dumps({EXP: {"status": "ran"}, "other": {"status": "ran"}}))
+    assert prune.main([str(tmp_path), "--profile", "smoke", "--only", EXP, "--apply"]) == 0
+    statuses = json.loads((tmp_path / "reproduce_status.json").read_text())
+    assert statuses == {"other": {"status": "ran"}} and not (tmp_path / EXP).exists()
+    assert absent(statuses.get(EXP, {})).cls == NOT_RUN_YET
