@@ -173,7 +173,20 @@ def describe(error: dict) -> str:
         why = f"must have {ctx.get('max_length', ctx.get('min_length'))} items"
     else:
         why = _PLAIN.get(kind, error.get("msg", "is not valid"))
+        if isinstance(value, str) and kind in ("int_type", "float_type", "bool_type") and _looks_typed(value):
+            return f"{key}='{value}': {why}, not a quoted string"  # '4' quoted on the command line is text
     return f"{key}={_show(value)}: {why}"
+
+
+def _looks_typed(text: str) -> bool:
+    """A string that would have been a number or a boolean without its quotes (``'4'``, ``'true'``)."""
+    if text.strip().lower() in ("true", "false"):
+        return True
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _show(value) -> str:

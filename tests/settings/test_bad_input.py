@@ -24,6 +24,8 @@ CASES = [
     (["engine.handoff=foo"], "engine.handoff=foo"),  # a shared_memory key, not the default engine's
     # --------------------------------------------------------------- top-level values
     (["workers=0"], "workers=0"),
+    (["workers='4'"], "workers='4': must be an integer, not a quoted string"),
+    (["force='true'"], "force='true': must be true or false, not a quoted string"),
     (["workers=-3"], "workers=-3"),
     ([f"seed={2**64}"], f"seed={2**64}"),
     (["divergence_factor=-1"], "divergence_factor=-1"),
