@@ -28,7 +28,7 @@ def test_built_from_a_composed_config_or_the_same_mapping_alike():
     "mutate,named",
     [
         (lambda d: d.update(workers=2.5), "workers=2.5"),
-        (lambda d: d["engine"].update(warmup_updates="3"), "engine.warmup_updates=3"),  # strict: no string coercion
+        (lambda d: d["engine"].update(warmup_updates="3"), "engine.warmup_updates='3'"),  # strict: a string is no int
         (lambda d: d.update(colour="red"), "colour=red"),
         (lambda d: d["engine"].update(name="gpu"), "engine=gpu"),
     ],
