@@ -21,8 +21,9 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 
 import atexit  # noqa: E402
 
-# registered before torch and Hydra are imported, so that it runs after their exit hooks (last in, first out)
-atexit.register(lambda: _exit_if_late())
+# registered before torch and Hydra are imported, so that it runs after their exit hooks (last in, first out); a
+# failed import below (a missing package) ends the process before the hook exists: then it does nothing
+atexit.register(lambda: globals().get("_exit_if_late", lambda: None)())
 
 import itertools  # noqa: E402
 import signal  # noqa: E402

@@ -152,3 +152,21 @@ def test_the_makefile_installs_from_and_regenerates_the_lock(target):
     else:
         assert "pip-compile" in proc.stdout and "--generate-hashes" in proc.stdout
         assert "--extra dev --extra launchers" in proc.stdout and "--output-file requirements-lock.txt" in proc.stdout
+
+
+def test_a_missing_package_ends_a_run_with_its_import_error_alone(tmp_path):
+    """A package the environment lacks (here pydantic, shadowed by a module that fails to import) ends
+    ``experiments.run`` with that ImportError and exit 1: its exit hook, registered before the imports, does nothing
+    rather than adding a NameError of its own."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "pydantic.py").write_text("raise ImportError('pydantic is not installed here')\n")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.run", "workers=1"], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 1
+    assert "ImportError: pydantic is not installed here" in proc.stderr
+    assert "NameError" not in proc.stderr and proc.stderr.count("Traceback") == 1
