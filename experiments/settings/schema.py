@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+from pathlib import PurePosixPath
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -150,6 +151,13 @@ class RunSettings(Frozen):
     def _folder(cls, v: str) -> str:
         if not v.strip():
             raise ValueError("results_dir=: must name a folder")
+        parts = PurePosixPath(v).parts
+        climbs = [i for i, part in enumerate(parts) if part == ".."]
+        if any(parts[j] not in ("..", "/") for i in climbs for j in range(i)):
+            # Hydra creates <results_dir>/.hydra before any check of ours, and creating a/x/../y creates a/x too
+            raise ValueError(
+                f"results_dir={v}: a '..' after a folder name; write the folder as {os.path.normpath(v)}"
+            )
         return v
 
     @field_validator("divergence_factor")

@@ -157,3 +157,13 @@ def test_a_problem_leaves_eps_to_the_variant_it_runs(problem, variant, eps):
     from experiments.settings.build import make_rule
 
     assert make_rule(settings_for([f"problem={problem}", f"algorithm.variant={variant}"])).eps == eps
+
+
+def test_a_results_dir_that_climbs_after_a_folder_name_is_refused_before_hydra_creates_it(tmp_path, entry_point):
+    """``results_dir=<tmp>/a/x/../y``: refused with the folder it means (``<tmp>/a/y``), exit 2, and no ``a/x`` left
+    behind (Hydra would create ``<results_dir>/.hydra``, and with it ``a/x``, before the run's own checks)."""
+    code, stderr = entry_point([f"results_dir={tmp_path}/a/x/../y", "workers=1"])
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1, stderr[-3000:]
+    assert f"results_dir={tmp_path}/a/x/../y" in lines[0] and f"{tmp_path}/a/y" in lines[0]
+    assert list(tmp_path.iterdir()) == []
