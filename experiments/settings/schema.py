@@ -155,9 +155,7 @@ class RunSettings(Frozen):
         climbs = [i for i, part in enumerate(parts) if part == ".."]
         if any(parts[j] not in ("..", "/") for i in climbs for j in range(i)):
             # Hydra creates <results_dir>/.hydra before any check of ours, and creating a/x/../y creates a/x too
-            raise ValueError(
-                f"results_dir={v}: a '..' after a folder name; write the folder as {os.path.normpath(v)}"
-            )
+            raise ValueError(f"results_dir={v}: a '..' after a folder name; write the folder as {os.path.normpath(v)}")
         return v
 
     @field_validator("divergence_factor")
