@@ -6,8 +6,9 @@ First an up-to-date check (:func:`unfinished_runs`): an experiment whose planned
 compose to today starts no sweep and calibrates nothing ("nothing to run: N runs already finished"); its figures are
 drawn again only when one is missing, and REPORT.md, verdicts.csv and reproduce_status.json are rewritten only when
 their content changes. Resumable: each sweep skips runs that finished (``force=true`` reruns them), so a call
-interrupted (Ctrl-C) continues, when called again, with the runs that had not finished -- each of those from its
-beginning (a run is not resumed part-way). ``--jobs N`` (``make reproduce JOBS=N``, default: the cores) runs up to N
+interrupted (Ctrl-C; SIGTERM and SIGHUP alike: the running sweeps are interrupted and awaited, exit 128 + the signal)
+continues, when called again, with the runs that had not finished -- each of those from its beginning (a run is not
+resumed part-way). ``--jobs N`` (``make reproduce JOBS=N``, default: the cores) runs up to N
 jobs whose clock is simulated side by side, after measuring the simulated clock's costs alone
 (``experiments.calibrate``): up to N experiments at a time, each running its sweeps in order (experiments/sweeps/
 launch.py), an experiment alone giving its sweeps Hydra's joblib launcher with N jobs (``conf/hydra/launcher/
@@ -24,12 +25,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from experiments.cli import Parser
+from experiments.errors import Interrupted
 from experiments.figures import draw_all, figures_outdated
 from experiments.log import get_logger
 from experiments.store.atomic import write_if_changed
@@ -278,14 +281,26 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         log.error(f"error: --results-dir {results_dir}: {exc.strerror or exc}")
         return 2
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # as Ctrl-C: the running sweeps are stopped and awaited
+        signal.signal(sig, _stop_on_signal)
     try:
         return _reproduce(args, results_dir, experiments, left_out)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         log.info(
             "interrupted: runs that finished are kept; `make reproduce` again skips them and starts every "
             "unfinished run from its beginning (a run is not resumed part-way)"
         )
-        return 130
+        return 128 + Interrupted.signum_of(exc)
+
+
+def _stop_on_signal(signum, frame) -> None:
+    """SIGTERM or SIGHUP (a job scheduler's stop, a closed terminal) taken as Ctrl-C: raises
+    :class:`~experiments.errors.Interrupted` in the main thread, so that the sweeps running are interrupted (each
+    records its run in flight) and awaited before the call exits ``128 + signum``; without it they would run on,
+    orphaned, to their end. A second signal while they finish is ignored."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    raise Interrupted(signum)
 
 
 def _reproduce(args, results_dir: Path, experiments: list[str], left_out) -> int:

@@ -251,3 +251,57 @@ def test_jobs_whose_data_is_missing_are_skipped_without_starting_a_sweep(
     first = (tmp_path / "reproduce_status.json").read_bytes()
     assert reproduce.main(args) == 0
     assert (tmp_path / "reproduce_status.json").read_bytes() == first
+
+
+def _processes_naming(text: str) -> list[int]:
+    """The pids of this machine's processes whose command line contains ``text``."""
+    from pathlib import Path
+
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if text in cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                pids.append(int(cmdline.parent.name))
+        except OSError:
+            pass
+    return pids
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_a_stop_signal_to_reproduce_stops_its_running_sweep_before_it_exits(tmp_path, sig):
+    """SIGTERM (a scheduler's stop) or SIGHUP (a closed terminal) sent to ``experiments.reproduce`` alone: the sweep
+    it started is interrupted and awaited, then the call exits 128 + the signal; no sweep runs on, orphaned."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from problems.data import data_root
+
+    if not (data_root() / "FashionMNIST" / "raw").is_dir():
+        pytest.skip("Fashion-MNIST not staged (make data)")
+    res = tmp_path / "res"
+    cmd = [sys.executable, "-m", "experiments.reproduce", "--profile", "smoke", "--results-dir", str(res)]
+    proc = subprocess.Popen(
+        [*cmd, "--only", "lenet5_speedup", "--jobs", "1"],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    sweep = f"results_dir={res}"
+    try:
+        deadline = time.monotonic() + 150
+        while not _processes_naming(sweep) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        assert _processes_naming(sweep), "the sweep never started"
+        proc.send_signal(getattr(signal, sig))
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + getattr(signal, sig), stderr[-2000:]
+    assert _processes_naming(sweep) == []
+    assert "interrupted: runs that finished are kept" in stderr
