@@ -3,12 +3,19 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from experiments.settings.fields import Frozen, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Seconds
+from experiments.settings.fields import (
+    Frozen,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    Seconds,
+    file_problem,
+)
 
 
 class NoDelay(Frozen):
@@ -46,8 +53,12 @@ class TimingDelay(Frozen):
 
     @model_validator(mode="after")
     def _replay_file(self) -> TimingDelay:
-        if self.law == "replay" and (self.replay is None or not Path(self.replay).is_file()):
-            raise ValueError(f"delay.replay={self.replay}: law=replay needs an existing compute_times.csv")
+        if self.law == "replay":
+            if self.replay is None:
+                raise ValueError("delay.replay=null: law=replay needs one (a run's compute_times.csv)")
+            why = file_problem(self.replay)
+            if why is not None:
+                raise ValueError(f"delay.replay={self.replay}: {why} (law=replay replays a compute_times.csv)")
         return self
 
 
@@ -103,8 +114,9 @@ class Simulated(EngineBase):
 
     @model_validator(mode="after")
     def _emulated(self) -> Simulated:
-        if self.trace is not None and not Path(self.trace).is_file():
-            raise ValueError(f"engine.trace={self.trace}: no such file (a real run's timeline.csv)")
+        why = None if self.trace is None else file_problem(self.trace)
+        if why is not None:
+            raise ValueError(f"engine.trace={self.trace}: {why} (a real run's timeline.csv)")
         if self.compute == "emulated":
             if self.compute_base_s is None:
                 raise ValueError(

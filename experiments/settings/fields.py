@@ -43,3 +43,11 @@ def machine_cores() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
+
+
+def file_problem(path: str) -> str | None:
+    """Why ``path`` cannot be read as a data file: ``"no such file"``, ``"a folder, not a file"``, or None when it is
+    a file (readability is checked where it is opened)."""
+    if os.path.isdir(path):
+        return "a folder, not a file"
+    return None if os.path.isfile(path) else "no such file"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -14,6 +13,7 @@ from experiments.settings.fields import (
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    file_problem,
 )
 
 
@@ -73,8 +73,9 @@ class LogregLibsvm(ProblemBase):
             raise ValueError("problem.path=null: required for problem=logreg_libsvm (a LIBSVM file)")
         for key in ("path", "test_path"):
             value = getattr(self, key)
-            if value is not None and not Path(value).is_file():
-                raise ValueError(f"problem.{key}={value}: no such file")
+            why = None if value is None else file_problem(value)
+            if why is not None:
+                raise ValueError(f"problem.{key}={value}: {why}")
         return self
 
 
