@@ -28,7 +28,13 @@ from omegaconf import OmegaConf, open_dict
 from experiments.errors import ConfigError
 from experiments.settings.build import build_settings
 from experiments.settings.defaults import CONF_DIR
-from experiments.settings.preflight import check_calibration, check_data, check_device, check_writable
+from experiments.settings.preflight import (
+    check_calibration,
+    check_data,
+    check_device,
+    check_master_addr,
+    check_writable,
+)
 
 ADDABLE = frozenset({"problem.init_std", "problem.eval_batch_size"})
 """Keys absent from conf/ that the harness reads when present (``+problem.init_std=0.01``); any other ``+key`` is
@@ -332,4 +338,5 @@ def precheck(overrides: list[str], multirun: bool, source: Source = DEFAULT) -> 
         check_device(device)
     check_data(settings)
     check_calibration(settings)
+    check_master_addr(settings)
     return settings

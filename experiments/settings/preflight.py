@@ -7,6 +7,8 @@ there. Each failure is one :class:`~experiments.errors.ConfigError` line.
 
 from __future__ import annotations
 
+import os
+import socket
 import tempfile
 from pathlib import Path
 
@@ -75,3 +77,30 @@ def check_calibration(settings_list) -> None:
     paths = {getattr(s.engine, "calibration", None) for s in settings_list if s.engine.clock == "simulated"}
     for path in sorted(paths, key=lambda p: str(p or "")):
         Calibration(path).check()
+
+
+def check_master_addr(settings_list) -> None:
+    """``engine.master_addr`` of each distributed job started here (not under torchrun, whose ``MASTER_ADDR`` wins)
+    is an address of this machine: the master and its workers run here, and the TCP store binds to it. Checked by
+    resolving it and binding a socket to it (released at once): an address that does not resolve, or belongs to
+    another machine, would leave the store retrying for minutes (torch's rendezvous timeout) without an error.
+
+    Raises:
+        ConfigError: ``engine.master_addr=<addr>: <why>``.
+    """
+    if "MASTER_ADDR" in os.environ and "RANK" in os.environ:  # torchrun's rendezvous: its own address rules
+        return
+    for addr in sorted({s.engine.master_addr for s in settings_list if s.engine.name == "distributed"}):
+        try:
+            infos = socket.getaddrinfo(addr, None, type=socket.SOCK_STREAM)
+        except (socket.gaierror, UnicodeError) as exc:
+            raise ConfigError(f"engine.master_addr={addr}: does not resolve ({exc})") from None
+        family, _, _, _, sockaddr = infos[0]
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as sock:
+                sock.bind((sockaddr[0], 0))
+        except OSError as exc:
+            raise ConfigError(
+                f"engine.master_addr={addr}: not an address of this machine ({exc.strerror or exc}); the master "
+                "and its workers run here (use torchrun to span machines)"
+            ) from None

@@ -22,6 +22,9 @@ CASES = [
     (["--config-dir", "conf", "+foo=1"], "+foo=1"),
     (["-cn", "config", "+foo=1"], "+foo=1"),
     (["engine.handoff=foo"], "engine.handoff=foo"),  # a shared_memory key, not the default engine's
+    # an address that does not resolve, or is another machine's: refused before the store retries for minutes
+    (["engine=distributed", "engine.master_addr=256.1.1.1"], ("engine.master_addr=256.1.1.1", "does not resolve")),
+    (["engine=distributed", "engine.master_addr=203.0.113.77"], ("engine.master_addr=203.0.113.77", "this machine")),
     # --------------------------------------------------------------- top-level values
     (["workers=0"], "workers=0"),
     (["workers='4'"], "workers='4': must be an integer, not a quoted string"),
