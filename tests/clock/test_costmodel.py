@@ -294,7 +294,9 @@ def test_a_timing_only_problem_is_probed_once_for_every_size_it_lacks(tmp_path, 
     one = costs(1)
     assert calls == [[32, 33], [1]]  # only the size the file lacked
     assert costs(65, "algorithm=sync_amsgrad", "workers=2").grad == split.grad and len(calls) == 2  # reused
-    assert 1e-5 < one.grad[1] < split.grad[32]  # real LeNet5 gradients: 32 images cost more than 1
+    # real LeNet5 gradients were timed (a zero-cost stand-in takes well under 10 us); their order (32 images cost
+    # more than 1) is not asserted: two repeats on a loaded machine can swap it
+    assert min(one.grad[1], split.grad[32], split.grad[33]) > 1e-5
     assert len(Calibration(path).read()["entries"][grad_key(timing, 33)]["samples"]) == 2
 
 
