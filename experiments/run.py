@@ -25,8 +25,21 @@ import atexit  # noqa: E402
 # failed import below (a missing package) ends the process before the hook exists: then it does nothing
 atexit.register(lambda: globals().get("_exit_if_late", lambda: None)())
 
-import itertools  # noqa: E402
 import signal  # noqa: E402
+
+_EARLY: list[int] = []
+"""Stop signals that came while this module's imports ran: recorded, not raised (torch's import swallows a
+KeyboardInterrupt, and the run then went on as if none came); :func:`main` exits 128 + the first one."""
+
+
+def _early_signal(signum, frame) -> None:
+    _EARLY.append(signum)
+
+
+for _sig in (signal.SIGTERM, signal.SIGINT) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ()):
+    signal.signal(_sig, _early_signal)
+
+import itertools  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -257,6 +270,9 @@ def _check_launcher(overrides: list[str], settings: list) -> None:
 def main() -> None:
     """Console entry: check the whole command line first, then hand it to Hydra. Exit codes: module docstring."""
     _catch_signals()
+    if _EARLY:  # a stop signal while the modules loaded: nothing ran, nothing written
+        log.info(f"interrupted by {signal.Signals(_EARLY[0]).name} before any run")
+        sys.exit(128 + _EARLY[0])
     argv = sys.argv[1:]
     multirun = any(a in ("-m", "--multirun") for a in argv)
     if multirun and any(a.split("=")[0] in ("--cfg", "-c", "--info", "-i") for a in argv):

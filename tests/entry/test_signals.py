@@ -148,3 +148,25 @@ def test_a_signal_after_every_run_was_recorded_lets_the_clean_up_finish_and_exit
     assert proc.returncode == 128 + sig, proc.stderr
     assert proc.stdout.splitlines() == ["clean-up goes on", "exit hook ran"]
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_while_the_runner_starts_is_not_lost(tmp_path, sig):
+    """A signal in the runner's first half second (while torch and Hydra are imported; torch's import swallowed a
+    KeyboardInterrupt, and the run then went on to the end with exit 0): exit 128 + the signal, and when it came
+    before any run (as it does here unless the machine imports in well under half a second) nothing is written."""
+    res = tmp_path / "res"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "experiments.run", "workers=2", "epochs=3", f"results_dir={res}"],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(0.5)
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + sig, stderr[-2000:]
+    assert f"interrupted by {signal.Signals(sig).name}" in stderr
+    if "before any run" in stderr:
+        assert not res.exists() or list(res.rglob("*.csv")) == []
