@@ -18,6 +18,7 @@ from experiments.analysis.speedup import (
 from experiments.cli import Parser
 from experiments.errors import ConfigError
 from experiments.log import get_logger
+from experiments.store.atomic import writable
 
 log = get_logger(__name__)
 
@@ -34,11 +35,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("paths", nargs="+", type=Path, help="experiment folders (results/<experiment>)")
     args = ap.parse_args(argv)
     for p in args.paths:
+        if p.is_dir() and not writable(p):
+            log.error(f"error: {p}: not writable (speedup.csv is written there)")
+            return 2
         try:
             out = write_speedup(p)
         except ConfigError as exc:  # a damaged summary: one line naming it
             log.error(f"error: {exc}")
             return 2
+        except OSError as exc:  # a full disk: one line naming the file
+            log.error(f"error: {exc.filename or p}: cannot write speedup.csv ({exc.strerror or exc})")
+            return 1
         if out is None:
             log.error(f"error: {p / 'summary.csv'}: no such file")
             return 2

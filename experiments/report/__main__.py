@@ -22,6 +22,7 @@ from experiments.errors import ConfigError
 from experiments.log import get_logger
 from experiments.report.load import PAPER_DIR, experiment_folders, run_profile, statuses
 from experiments.report.writer import ORDER, write_report
+from experiments.store.atomic import writable
 from experiments.store.table import read_summary_frame
 
 log = get_logger(__name__)
@@ -61,6 +62,8 @@ def check(results_dir: Path) -> str | None:
         )
     if not experiment_folders(results_dir) and not statuses(results_dir):
         return f"{results_dir}: not a results folder (no <experiment>/summary.csv below it)"
+    if not writable(results_dir):
+        return f"{results_dir}: not writable (REPORT.md, verdicts.csv and the figures are written there)"
     return None
 
 
@@ -117,7 +120,11 @@ def main(argv: list[str] | None = None) -> int:
             entry = {k: v for k, v in status[name].items() if k not in ("figures", "figures_missing")}
             status[name] = entry | ({"figures_missing": drawn["figures_missing"]} if "figures_missing" in drawn else {})
             missing += [f"{name}/{m['figure']}" for m in drawn.get("figures_missing", [])]
-    path = write_report(results_dir, profile, status, names)
+    try:
+        path = write_report(results_dir, profile, status, names)
+    except OSError as exc:  # a full disk, a file made read-only: one line naming it
+        log.error(f"error: {exc.filename or results_dir}: cannot write the report ({exc.strerror or exc})")
+        return 1
     print(path)
     if missing:
         log.error(f"error: {len(missing)} figure(s) not drawn (named in {path}): {', '.join(missing)}")

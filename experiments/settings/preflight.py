@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 import socket
-import tempfile
 from pathlib import Path
 
 import torch
 
 from experiments.errors import ConfigError
+from experiments.store.atomic import writable
 from problems.data import DataError, data_root, stage
 
 
@@ -33,10 +33,8 @@ def check_writable(results_dir: str) -> None:
         raise ConfigError(f"results_dir={results_dir}: exists and is not a folder")
     if not probe.is_dir():
         raise ConfigError(f"results_dir={results_dir}: {probe} is not a folder")
-    try:  # os.access says yes to root everywhere; a real (removed at once) file says whether writing works
-        tempfile.TemporaryFile(dir=probe).close()
-    except OSError:
-        raise ConfigError(f"results_dir={results_dir}: {probe} is not writable") from None
+    if not writable(probe):
+        raise ConfigError(f"results_dir={results_dir}: {probe} is not writable")
 
 
 def check_device(device: str) -> None:

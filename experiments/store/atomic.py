@@ -86,3 +86,15 @@ def write_if_changed(path: str | Path, content: str | bytes) -> bool:
         pass  # unreadable: written anew
     atomic_write_bytes(path, data)
     return True
+
+
+def writable(folder: str | Path) -> bool:
+    """Whether this process can create files in the existing ``folder``: a real temporary file, removed at once
+    (``os.access`` says yes to root on a read-only mount)."""
+    import tempfile
+
+    try:
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError:
+        return False
+    return True

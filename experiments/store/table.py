@@ -149,6 +149,8 @@ def set_aside(path: Path, tag: str = "damaged") -> Path:
 
 SUMMARY_REQUIRED = ("run_id", "problem", "algorithm", "workers", "seed", "status")
 """The columns a read-only tool (aggregate, report, ``experiments.load``) needs in a summary it reads."""
+SUMMARY_INTEGERS = ("workers", "seed")
+"""Columns of :data:`SUMMARY_REQUIRED` that every row fills with a whole number (tables group and divide by them)."""
 
 
 def read_summary_frame(path: Path):
@@ -170,4 +172,15 @@ def read_summary_frame(path: Path):
     missing = [c for c in SUMMARY_REQUIRED if header and c not in header]
     if missing:
         raise ConfigError(f"{path}: not a summary this harness writes (no column {', '.join(missing)})")
-    return pd.read_csv(path) if header else pd.DataFrame()
+    if not header:
+        return pd.DataFrame()
+    frame = pd.read_csv(path)
+    for column in SUMMARY_INTEGERS:  # a cell edited by hand: named here rather than failing deep in a table
+        values = pd.to_numeric(frame[column], errors="coerce")
+        bad = frame[column][values.isna() | (values != values.round())]
+        if len(bad):
+            raise ConfigError(
+                f"{path}: damaged summary (column {column}: {bad.iloc[0]!r} in row {int(bad.index[0]) + 1} is not a "
+                "whole number)"
+            )
+    return frame

@@ -75,6 +75,10 @@ SUMMARY = REPO / "results" / "tau_threshold" / "summary.csv"
         (b"", "damaged summary (empty (no header))"),
         (b"\x98\x01garbage", "damaged summary (not UTF-8 CSV"),
         (b"run_id,status\na,ok\n", "not a summary this harness writes (no column problem, algorithm, workers, seed)"),
+        (
+            b"run_id,problem,algorithm,workers,seed,status\na,p,apam,1,0,ok\nb,p,apam,abc,0,ok\n",
+            "damaged summary (column workers: 'abc' in row 2 is not a whole number)",
+        ),
     ],
 )
 def test_a_damaged_summary_is_one_line_and_exit_2_for_every_reader(tmp_path, capsys, content, why):
@@ -95,4 +99,26 @@ def test_a_damaged_summary_is_one_line_and_exit_2_for_every_reader(tmp_path, cap
     assert len(err) == 2 and all(line.startswith(f"error: {exp / 'summary.csv'}: {why}") for line in err), err
     with pytest.raises(ConfigError, match="summary.csv"):
         load(tmp_path)
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+def test_a_folder_that_cannot_be_written_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
+    """A read-only results folder (seen on a read-only mount; root ignores file modes, so the check is a real
+    write, here made to fail): the report command and experiments.aggregate each say so in one line, exit 2, and
+    write nothing."""
+    import experiments.aggregate as aggregate
+    import experiments.report.__main__ as report_main
+
+    exp = tmp_path / "tau_threshold"
+    shutil.copytree(SUMMARY.parent, exp, ignore=shutil.ignore_patterns("figures", "runs"))
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    monkeypatch.setattr(report_main, "writable", lambda folder: False)
+    monkeypatch.setattr(aggregate, "writable", lambda folder: False)
+    capsys.readouterr()
+    assert main([str(tmp_path), "--no-figures"]) == 2
+    assert aggregate.main([str(exp)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {tmp_path}: not writable (REPORT.md, verdicts.csv and the figures are written there)",
+        f"error: {exp}: not writable (speedup.csv is written there)",
+    ]
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
