@@ -33,6 +33,7 @@ from experiments.settings.preflight import (
     check_data,
     check_device,
     check_master_addr,
+    check_problems,
     check_writable,
 )
 
@@ -324,8 +325,9 @@ def _composed(combo: list[str], source: Source):
 
 def precheck(overrides: list[str], multirun: bool, source: Source = DEFAULT) -> list:
     """Compose every job the command line asks for and build its settings, then check the results folders, the
-    device, the data and the calibration file of every job; return the jobs' settings, in launch order. Nothing is
-    written.
+    device, the data, the calibration file and the master address of every job, and build each of a sweep's distinct
+    problems once (preflight.check_problems: one job's bad data stops the sweep before any job runs); return the
+    jobs' settings, in launch order. Nothing is written under results_dir.
 
     Raises:
         ConfigError: the first bad override, value, folder or missing data set, as one line naming it.
@@ -339,4 +341,5 @@ def precheck(overrides: list[str], multirun: bool, source: Source = DEFAULT) -> 
     check_data(settings)
     check_calibration(settings)
     check_master_addr(settings)
+    check_problems(settings)
     return settings

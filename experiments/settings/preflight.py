@@ -102,3 +102,27 @@ def check_master_addr(settings_list) -> None:
                 f"engine.master_addr={addr}: not an address of this machine ({exc.strerror or exc}); the master "
                 "and its workers run here (use torchrun to span machines)"
             ) from None
+
+
+def check_problems(settings_list) -> None:
+    """In a sweep whose jobs build more than one problem (problem blocks or batch sizes that differ), every such
+    problem is built once here, on the CPU, so that one job's bad data (a LIBSVM file whose labels are not binary, a
+    ``max_train`` that leaves one class, a batch larger than the training set) is refused before any job runs, as a
+    single run refuses it before writing anything. A sweep of one problem needs no check here: its first job finds
+    it before anything is written.
+
+    Raises:
+        ConfigError: ``problem=<name>: <why>`` or ``batch_size=<B>: larger than ...`` (experiments/runner.py).
+    """
+    import json
+
+    from experiments.runner import make_problem
+
+    distinct: dict[str, object] = {}
+    for s in settings_list:
+        key = json.dumps([s.problem.spec, s.batch_size], sort_keys=True, default=str)
+        distinct.setdefault(key, s)
+    if len(distinct) < 2:
+        return
+    for s in distinct.values():
+        make_problem(s, torch.device("cpu"))

@@ -103,6 +103,8 @@ CASES = [
     (["-m", "workers=1,0"], "workers=0"),
     (["-m", "algorithm=apam,sync_amsgrad", "delay=none,fixed"], "delay=fixed"),
     (["-m", "workers=1,2", "engine.warmup_updates=abc"], "engine.warmup_updates=abc"),
+    # a later job's data refuses it (here, too few examples for a batch): found before job 0 runs
+    (["-m", "problem.max_train=500,10"], "batch_size=64: larger than the 10 training examples"),
     # 2 x 7 x 3 x 2 = 84 jobs; only sync + P = 64 + batch 32 is invalid (a split sync batch needs batch >= P), which
     # no pair of keys shows with the third at its first value: every job is checked, before any runs
     (
