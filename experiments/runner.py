@@ -370,7 +370,7 @@ def _write(
         return "--" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
 
     log.info(
-        f"[{status}] {_where(sink, settings)}: {row['updates']} updates, {num(row['epochs'], '.3g')} "
+        f"[{status}] {_where(sink, settings)}: {num(row['updates'], '.0f')} updates, {num(row['epochs'], '.3g')} "
         f"epochs, {num(row['time_s'], '.4g')} s ({settings.engine.clock}), train loss "
         f"{num(row['final_train_loss'], '.4g')}, test acc {num(row['final_test_acc'], '.4f')}, "
         f"delay={row['delay_model']} mean staleness {num(row['staleness_mean'], '.3g')}"

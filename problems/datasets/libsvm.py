@@ -300,8 +300,8 @@ def load_libsvm(
         if bad.any():  # rows of the non-finite entries, 1-based like the file's lines (comment lines aside)
             row = int(np.searchsorted(x.indptr, int(np.flatnonzero(bad)[0]), side="right"))
             raise DataError(
-                f"{f}: {int(bad.sum())} non-finite feature value(s) (nan/inf), the first in example "
-                f"{row}; a LIBSVM file must hold finite numbers"
+                f"{f}: {int(bad.sum())} non-finite feature value(s) (nan, inf, or beyond float32's range of "
+                f"+-3.4e38), the first in example {row}; a LIBSVM file must hold finite numbers"
             )
     has_test = len(files) == 2
     if cache is not None and not cached:  # only data that passed every check is kept

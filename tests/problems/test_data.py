@@ -710,3 +710,13 @@ def test_a_libsvm_file_without_read_permission_is_refused(tmp_path):
     f.chmod(0)
     with pytest.raises(DataError, match="permission denied"):
         load_libsvm(f)
+
+
+def test_a_libsvm_value_beyond_float32_says_so(tmp_path):
+    """1e39 is finite in the file but not as a float32 feature: the message names that range, not only nan/inf."""
+    from problems.data import DataError, load_libsvm
+
+    f = tmp_path / "x.svm"
+    f.write_text("1 1:0.5\n-1 1:1e39\n")
+    with pytest.raises(DataError, match=r"1 non-finite feature value\(s\) \(nan, inf, or beyond float32's range"):
+        load_libsvm(f)
