@@ -28,16 +28,18 @@ atexit.register(lambda: globals().get("_exit_if_late", lambda: None)())
 import signal  # noqa: E402
 
 _EARLY: list[int] = []
-"""Stop signals that came while this module's imports ran: recorded, not raised (torch's import swallows a
-KeyboardInterrupt, and the run then went on as if none came); :func:`main` exits 128 + the first one."""
+"""Stop signals that came while this module's imports ran as the program (``python -m experiments.run``): recorded,
+not raised (torch's import swallows a KeyboardInterrupt, and the run then went on as if none came); :func:`main`
+exits 128 + the first one. A process that imports this module (a test, a launcher's worker) keeps its own handlers."""
 
 
 def _early_signal(signum, frame) -> None:
     _EARLY.append(signum)
 
 
-for _sig in (signal.SIGTERM, signal.SIGINT) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ()):
-    signal.signal(_sig, _early_signal)
+if __name__ == "__main__":
+    for _sig in (signal.SIGTERM, signal.SIGINT) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ()):
+        signal.signal(_sig, _early_signal)
 
 import itertools  # noqa: E402
 import sys  # noqa: E402
