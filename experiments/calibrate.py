@@ -27,9 +27,10 @@ from experiments.clock.resolve import resolve
 from experiments.errors import ConfigError
 from experiments.log import get_logger
 from experiments.reproduce import EXPERIMENTS
-from experiments.runner import make_problem, resolve_device
+from experiments.runner import resolve_device
 from experiments.settings.build import build_settings, make_rule
 from experiments.settings.compose import compose_jobs, job_overrides, profile_sweep
+from experiments.settings.preflight import make_problem
 
 log = get_logger(__name__)
 

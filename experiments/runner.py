@@ -31,7 +31,7 @@ from experiments.engines.timeline import TIMELINE_COLUMNS
 from experiments.errors import ConfigError, Interrupted
 from experiments.log import get_logger
 from experiments.settings.build import build_settings, make_rule, resolved
-from experiments.settings.preflight import check_device, check_writable
+from experiments.settings.preflight import check_device, check_writable, make_problem
 from experiments.store import provenance
 from experiments.store.run_id import make_run_id
 from experiments.store.sink import RunSink
@@ -48,8 +48,6 @@ from experiments.sweeps.tuning import (
     write_choice,
 )
 from experiments.training.recorder import Diverged, Recorder
-from problems import build_problem
-from problems.data import DataError, data_root
 
 log = get_logger(__name__)
 
@@ -64,24 +62,6 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(name)
-
-
-def make_problem(settings, device: torch.device):
-    """The run's problem (:func:`problems.build_problem` from the settings' problem block).
-
-    Raises:
-        ConfigError: missing or bad data, or a problem setting the problem itself refuses (one line naming it).
-    """
-    try:
-        problem = build_problem(settings.problem.spec, data_root=data_root(), device=device)
-    except (DataError, ValueError) as exc:
-        raise ConfigError(f"problem={settings.problem.name}: {str(exc).strip().splitlines()[0]}") from None
-    if settings.batch_size > problem.num_train:
-        raise ConfigError(
-            f"batch_size={settings.batch_size}: larger than the {problem.num_train} training examples "
-            f"of problem={settings.problem.name}"
-        )
-    return problem
 
 
 def job_event(event: str, run_id: str, settings) -> None:

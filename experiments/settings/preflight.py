@@ -15,6 +15,7 @@ import torch
 
 from experiments.errors import ConfigError
 from experiments.store.atomic import writable
+from problems import build_problem
 from problems.data import DataError, data_root, stage
 
 
@@ -112,11 +113,9 @@ def check_problems(settings_list) -> None:
     it before anything is written.
 
     Raises:
-        ConfigError: ``problem=<name>: <why>`` or ``batch_size=<B>: larger than ...`` (experiments/runner.py).
+        ConfigError: ``problem=<name>: <why>`` or ``batch_size=<B>: larger than ...`` (:func:`make_problem`).
     """
     import json
-
-    from experiments.runner import make_problem
 
     distinct: dict[str, object] = {}
     for s in settings_list:
@@ -126,3 +125,21 @@ def check_problems(settings_list) -> None:
         return
     for s in distinct.values():
         make_problem(s, torch.device("cpu"))
+
+
+def make_problem(settings, device: torch.device):
+    """The run's problem (:func:`problems.build_problem` from the settings' problem block).
+
+    Raises:
+        ConfigError: missing or bad data, or a problem setting the problem itself refuses (one line naming it).
+    """
+    try:
+        problem = build_problem(settings.problem.spec, data_root=data_root(), device=device)
+    except (DataError, ValueError) as exc:
+        raise ConfigError(f"problem={settings.problem.name}: {str(exc).strip().splitlines()[0]}") from None
+    if settings.batch_size > problem.num_train:
+        raise ConfigError(
+            f"batch_size={settings.batch_size}: larger than the {problem.num_train} training examples "
+            f"of problem={settings.problem.name}"
+        )
+    return problem
