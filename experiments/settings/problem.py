@@ -22,7 +22,7 @@ class ProblemBase(Frozen):
 
     name: str
     batch_size: PositiveInt
-    target_loss: float | None
+    target_loss: NonNegativeFloat | None  # every loss here is >= 0: a negative target is never reached
     hparams: dict[str, dict[str, Any]] = Field(strict=False)
     """The algorithms' defaults on this problem, read by the algorithm yaml files through interpolation."""
     max_train: PositiveInt | None = None

@@ -119,6 +119,7 @@ CASES = [
     # the key as on the command line: no member type of a union in it, no mapping shown as a missing key's value
     (["engine=simulated", "engine.cores=0", "workers=2"], "engine.cores=0: must be an integer >= 1 or must be"),
     (["~problem.target_loss"], "error: problem.target_loss: is required"),
+    (["problem.target_loss=-1"], "problem.target_loss=-1: must be a number >= 0"),  # a loss here is never below 0
     # Hydra keys that would put files outside results_dir or change the working folder
     (["hydra.run.dir=/tmp/apam-test-hydra-run"], "hydra.run.dir=/tmp/apam-test-hydra-run"),
     (["-m", "hydra.sweep.dir=/tmp/apam-test-hydra-sweep", "workers=1,2"], "hydra.sweep.dir"),
