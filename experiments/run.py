@@ -27,6 +27,7 @@ atexit.register(lambda: globals().get("_exit_if_late", lambda: None)())
 
 import signal  # noqa: E402
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ())
 _EARLY: list[int] = []
 """Stop signals that came while this module's imports ran as the program (``python -m experiments.run``): recorded,
 not raised (torch's import swallows a KeyboardInterrupt, and the run then went on as if none came); :func:`main`
@@ -38,7 +39,7 @@ def _early_signal(signum, frame) -> None:
 
 
 if __name__ == "__main__":
-    for _sig in (signal.SIGTERM, signal.SIGINT) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ()):
+    for _sig in STOP_SIGNALS:
         signal.signal(_sig, _early_signal)
 
 import itertools  # noqa: E402
@@ -83,7 +84,6 @@ SOURCE_FLAGS = {
     "-cd": "search_dirs",
 }
 """Hydra flags that name another primary config or add a config folder: the check composes with them too."""
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ())
 
 _SWEEP_BAR = None
 _SWEEP_DIRS: set[Path] = set()  # experiment folders of a multirun's jobs: speedup.csv is refreshed when it ends

@@ -96,8 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     status = statuses(results_dir)
     present = experiment_folders(results_dir)
     try:  # a damaged summary: one line naming it, before any figure is drawn
-        for name in present:
-            read_summary_frame(results_dir / name / "summary.csv")
+        frames = {name: read_summary_frame(results_dir / name / "summary.csv") for name in present}
     except ConfigError as exc:
         log.error(f"error: {exc}")
         return 2
@@ -106,11 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     names += [e for e in present if e not in names]
     profile = args.profile or run_profile(results_dir) or "quick"
     for name in present:  # runs without a make reproduce call behind them: no status to tell
-        empty = read_summary_frame(results_dir / name / "summary.csv").empty
         status.setdefault(
             name,
             {"status": "not run", "message": f"no run in {name}/summary.csv yet"}
-            if empty
+            if frames[name].empty
             else {"status": "runs found", "message": ""},
         )
     missing = []
