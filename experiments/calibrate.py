@@ -7,10 +7,11 @@ overhead per dimension, and the wake-up lateness of each emulated base time; exp
 Writes the machine's calibration file (experiments/clock/calibration.py: ``--file`` or ``$APAM_CALIBRATION`` name
 another); entries that exist are kept unless ``--force`` (``make calibrate FORCE=1``) drops them first. Prints the
 entries the experiments use (``--only``: those of the experiments named) with their repeats' spread and when they
-were measured, flagging those above the bound (experiments/clock/calibration.py ``SPREAD_BOUND``; a wide entry is
-measured once more), after one line naming the file, its age and the worst spread. A calibration file that is not a
-regular file (a named pipe, a folder) or cannot be read: one line naming it, exit 2; a damaged one (not JSON, cut
-short, empty, wrong shape) is set aside as ``<name>.damaged-<n>`` with one line, and measured anew.
+were measured, flagging those above the bound (experiments/clock/spread.py ``SPREAD_BOUND``; a wide entry is
+measured again, up to ``POOL_ROUNDS`` rounds of repeats pooled), after one line naming the file, its age and the
+worst spread. A calibration file that is not a regular file (a named pipe, a folder) or cannot be read: one line
+naming it, exit 2; a damaged one (not JSON, cut short, empty, wrong shape) is set aside as ``<name>.damaged-<n>``
+with one line, and measured anew.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ import torch
 from tqdm.auto import tqdm
 
 from experiments.cli import Parser
-from experiments.clock.calibration import Calibration, above_bound, used_line, used_summary
+from experiments.clock.calibration import Calibration, used_line, used_summary
 from experiments.clock.resolve import resolve
+from experiments.clock.spread import above_bound
 from experiments.errors import ConfigError
 from experiments.log import get_logger
 from experiments.reproduce import EXPERIMENTS

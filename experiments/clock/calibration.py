@@ -1,8 +1,9 @@
 """The stored costs of this machine: one JSON file of calibration entries, and the names (keys) of its entries.
 
 An entry is one measured cost term, ``{"value": median seconds, "samples": [...], "spread": (max - min) / median,
-"measured": UTC time, "probe_s": the speed probe's seconds right after}`` (``"remeasured": true`` when it was
-measured a second time because the first spread was above :data:`SPREAD_BOUND`), under a key that says what was measured
+"measured": UTC time, "probe_s": the speed probe's seconds right after}`` (``"remeasured": k`` when ``k`` more rounds
+of repeats were pooled with the first because its spread was above :data:`SPREAD_BOUND`), under a key that says what
+was measured
 and where (:func:`grad_key`, :func:`update_key`, :func:`message_keys`, :func:`idle_key`, :func:`lateness_key`).
 Measuring is :mod:`experiments.clock.measure`; which entries a run needs is :mod:`experiments.clock.resolve`; the
 model that turns them into times is :mod:`experiments.clock.costmodel`.
@@ -26,6 +27,13 @@ import torch
 from filelock import FileLock
 
 from experiments.clock import speedprobe
+from experiments.clock.spread import (
+    BOUNDED_KINDS,
+    POOL_ROUNDS,
+    SPREAD_BOUND,
+    above_bound,
+    spread_of,
+)
 from experiments.log import get_logger
 
 log = get_logger(__name__)
@@ -39,22 +47,6 @@ HANDOFF = {"shared_memory": "block"}
 engine's ``handoff=auto`` on a quiet machine) is calibrated apart (:func:`message_keys`)."""
 HANDOFFS = {"shared_memory": ("block", "spin")}
 """The hand-offs an engine has (engines without one: none)."""
-SPREAD_BOUND = 0.25
-"""The widest spread, ``(max - min) / median`` of an entry's repeats, taken as a measurement: 25 % between the
-fastest and the slowest of :data:`experiments.clock.measure.REPEATS` repeats. A run that uses an entry above it
-measures that entry once more (:func:`experiments.clock.resolve.resolve`); still above, the entry is used -- on a
-busy machine no measurement may ever get under it, and refusing would stop every run -- with a warning on stderr and
-its key under ``calibration_used.spread_above_bound`` in the run's provenance.json. Only entries whose samples repeat
-one cost are bounded (:data:`BOUNDED_KINDS`); the gradient times of the ``measured`` law and the wake-up lateness
-samples are distributions, wide by nature. ``python -m experiments.calibrate --only ID`` lists each entry's
-spread and flags those above the bound."""
-BOUNDED_KINDS = ("grad", "update", "latency", "overhead", "overhead_idle", "round")
-"""Key prefixes of the entries :data:`SPREAD_BOUND` applies to (repeats of one cost)."""
-
-
-def above_bound(key: str, entry: dict) -> bool:
-    """True when ``entry`` (under ``key``) repeats one cost and its spread is above :data:`SPREAD_BOUND`."""
-    return key.split("|", 1)[0] in BOUNDED_KINDS and float(entry.get("spread") or 0.0) > SPREAD_BOUND
 
 
 def age_text(measured: str | None, now: float | None = None) -> str:
@@ -76,8 +68,8 @@ def age_text(measured: str | None, now: float | None = None) -> str:
 def used_summary(path, used: dict) -> dict:
     """What a run's provenance keeps of the calibration entries it used (``used``: key -> entry): the file, the
     oldest and newest ``measured`` times, the worst spread of the bounded entries and its key, :data:`SPREAD_BOUND`,
-    the bounded keys above it, and each entry's ``measured``, ``spread`` and whether it was measured a second time
-    (``remeasured``)."""
+    the bounded keys above it, and each entry's ``measured``, ``spread`` and the rounds of repeats pooled with its first
+    (``remeasured``, where any)."""
     times = sorted(e.get("measured") for e in used.values() if e.get("measured"))
     bounded = {k: float(e.get("spread") or 0.0) for k, e in used.items() if k.split("|", 1)[0] in BOUNDED_KINDS}
     worst = max(bounded, key=bounded.get) if bounded else None
@@ -93,7 +85,7 @@ def used_summary(path, used: dict) -> dict:
             k: {
                 "measured": e.get("measured"),
                 "spread": e.get("spread"),
-                **({"remeasured": True} if e.get("remeasured") else {}),
+                **({"remeasured": e["remeasured"]} if e.get("remeasured") else {}),
             }
             for k, e in sorted(used.items())
         },
@@ -113,7 +105,8 @@ def used_line(summary: dict) -> str:
     above = summary["spread_above_bound"]
     if above:
         line += (
-            f" -- WARNING: {len(above)} above the {100 * SPREAD_BOUND:.0f}% bound after measuring again "
+            f" -- WARNING: {len(above)} above the {100 * SPREAD_BOUND:.0f}% bound after {POOL_ROUNDS} rounds of "
+            "repeats "
             "(named in provenance.json calibration_used.spread_above_bound)"
         )
     return line
@@ -179,8 +172,10 @@ class Calibration:
         self._lock = FileLock(str(self.path) + ".lock", timeout=600)
         self.used: dict[str, dict] = {}
         """Every entry :meth:`entry` returned, by key (what a run used: :func:`used_summary`)."""
-        self.remeasuring: set[str] = set()
-        """Keys being measured a second time: their new entries say so (``"remeasured": true``)."""
+        self.pooling: dict[str, int] = {}
+        """Keys to measure once more on their next :meth:`entry`, each with the rounds its stored entry had pooled
+        when it was found wide: the new repeats join the stored ones (``"remeasured"`` counts such rounds), unless
+        another process pooled a round since (then the stored entry is used as it is)."""
 
     def check(self) -> None:
         """Raise what :meth:`read` would raise on this path, without reading it as a calibration or writing anything.
@@ -306,32 +301,39 @@ class Calibration:
 
     def entry(self, key: str, measure) -> dict:
         """The entry under ``key``; ``measure()`` (returning a list of repeated samples, seconds) is called, under
-        the file lock so that parallel jobs measure it once, when it is missing.
+        the file lock so that parallel jobs measure it once, when it is missing -- or when ``key`` is in
+        :attr:`pooling`: then its samples join the stored ones (median and :func:`spread_of` of them all) and the key
+        leaves :attr:`pooling`.
 
         Raises:
             ConfigError: see the class docstring.
             OSError: the file could not be written (one line naming it).
         """
         data = self.read()
-        if key in data["entries"]:
+        if key in data["entries"] and key not in self.pooling:
             self.used[key] = data["entries"][key]
             return data["entries"][key]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock:
             data = self.read()
-            if key not in data["entries"]:
-                samples = [float(s) for s in measure()]
-                med = statistics.median(samples)
-                data["entries"][key] = {
-                    "value": med,
-                    "samples": samples,
-                    "spread": (max(samples) - min(samples)) / med if med > 0 else 0.0,
-                    "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                    "probe_s": speedprobe.measure(),
-                }  # the machine's speed as it measured
-                if key in self.remeasuring:
-                    data["entries"][key]["remeasured"] = True
-                self._write(data)
+            old = data["entries"].get(key)
+            rounds = self.pooling.pop(key, None)
+            if old is None or rounds == int(old.get("remeasured") or 0):
+                new = [float(s) for s in measure()]
+                samples = [float(s) for s in old.get("samples", [])] + new if old else new
+                if new or old is None:
+                    med = statistics.median(samples)
+                    data["entries"][key] = {
+                        "value": med,
+                        "samples": samples,
+                        "spread": spread_of(samples),
+                        "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                        "probe_s": speedprobe.measure(),
+                    }  # the machine's speed as it measured
+                    if old:
+                        data["entries"][key]["remeasured"] = int(old.get("remeasured") or 0) + 1
+                        data["entries"][key]["first_measured"] = old.get("first_measured") or old.get("measured")
+                    self._write(data)
             self.used[key] = data["entries"][key]
             return data["entries"][key]
 

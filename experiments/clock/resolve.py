@@ -13,10 +13,8 @@ from dataclasses import dataclass, field, replace
 
 from experiments.clock.calibration import (
     GRAD_ENGINE,
-    SPREAD_BOUND,
     TRANSPORTS,
     Calibration,
-    above_bound,
     grad_key,
     grad_times_key,
     idle_key,
@@ -38,6 +36,7 @@ from experiments.clock.measure import (
     probe_grad_samples,
     round_samples,
 )
+from experiments.clock.spread import POOL_ROUNDS, SPREAD_BOUND, above_bound
 from experiments.log import get_logger
 from experiments.settings.schema import RunSettings
 
@@ -78,27 +77,30 @@ def calibration_of(settings: RunSettings) -> Calibration:
 def resolve(settings: RunSettings, problem, rule, calibration: Calibration | None = None) -> RunCosts:
     """Every cost the run's engine needs (see the module docstring), measuring entries the calibration lacks.
 
-    An entry used whose repeats spread above :data:`~experiments.clock.calibration.SPREAD_BOUND` (and that was not
-    measured twice already) is dropped and measured once more, with one line on stderr; the costs are then resolved
-    again. ``used`` of the answer says what was used (still above the bound: ``spread_above_bound``)."""
+    An entry used whose spread is above :data:`~experiments.clock.spread.SPREAD_BOUND` is measured once more
+    and its new repeats pooled with the stored ones (:meth:`~experiments.clock.calibration.Calibration.entry`), one
+    line on stderr per round, until it is within the bound or has :data:`~experiments.clock.spread.POOL_ROUNDS`
+    rounds; the costs are resolved again after each round. ``used`` of the answer says what was used (still above
+    the bound: ``spread_above_bound``)."""
     cal = calibration or calibration_of(settings)
     cal.used.clear()
     costs = _resolve(settings, cal, problem, rule)
-    wide = sorted(k for k, e in cal.used.items() if above_bound(k, e) and not e.get("remeasured"))
-    if wide:
+    while wide := sorted(
+        k for k, e in cal.used.items() if above_bound(k, e) and int(e.get("remeasured") or 0) + 1 < POOL_ROUNDS
+    ):
         worst = max(wide, key=lambda k: cal.used[k]["spread"])
         log.info(
             f"calibration: {len(wide)} entr{'y' if len(wide) == 1 else 'ies'} of {cal.path} spread above the "
             f"{100 * SPREAD_BOUND:.0f}% bound (worst {100 * cal.used[worst]['spread']:.0f}%, {worst}): measuring "
-            f"{'it' if len(wide) == 1 else 'them'} once more"
+            f"{REPEATS} more repeats of {'it' if len(wide) == 1 else 'each'}, pooled with the stored ones "
+            f"(round {int(cal.used[worst].get('remeasured') or 0) + 2} of at most {POOL_ROUNDS})"
         )
-        cal.drop(wide)
-        cal.remeasuring |= set(wide)
+        cal.pooling.update({k: int(cal.used[k].get("remeasured") or 0) for k in wide})
         cal.used.clear()
         try:
             costs = _resolve(settings, cal, problem, rule)
         finally:
-            cal.remeasuring -= set(wide)
+            cal.pooling.clear()
     return replace(costs, used=used_summary(cal.path, cal.used) if cal.used else {})
 
 
@@ -226,7 +228,7 @@ def cost_model(settings: RunSettings, problem, rule, calibration: Calibration) -
         if fixed.get(name) is not None:
             terms[name] = float(fixed[name])
             continue
-        if key not in calibration.read()["entries"]:
+        if key not in calibration.read()["entries"] or key in calibration.pooling:
             lat, over = [], []
 
             def both(lat=lat, over=over):  # measured once for both entries

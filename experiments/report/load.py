@@ -210,7 +210,7 @@ def provenances(results_dir: Path, names: list[str] | None = None):
 def calibration_spreads(results_dir: Path, names: list[str] | None = None) -> str:
     """One paragraph on the calibration entries the runs used (each run's ``provenance.json``
     ``calibration_used``): how many runs used calibrated costs, how many entries, and those whose spread stayed above
-    the bound after a second measurement (experiments/clock/calibration.py ``SPREAD_BOUND``), with the runs per
+    the bound after the last round of repeats (experiments/clock/spread.py ``SPREAD_BOUND``), with the runs per
     experiment that used one. '' when no run used a calibration."""
     used, above, runs, runs_above, bound = set(), set(), 0, Counter(), None
     for name, prov in provenances(results_dir, names):
@@ -230,9 +230,10 @@ def calibration_spreads(results_dir: Path, names: list[str] | None = None) -> st
         return text + f"No entry they used has a spread above the {bound:.0%} bound."
     per = ", ".join(f"{n} {k}" for n, k in sorted(runs_above.items(), key=lambda t: (-t[1], t[0])) if k)
     return text + (
-        f"{len(above)} of those entries kept a spread (max - min of its repeats over their median) above the "
-        f"{bound:.0%} bound when measured a second time, and were used with a warning by {sum(runs_above.values())} "
-        f"runs ({per}); their times carry that noise. Each run's provenance.json names them "
+        f"{len(above)} of those entries kept a spread (the width of its median's confidence interval over the "
+        f"median; max - min of its repeats when it has 5) above the {bound:.0%} bound when measured again, and "
+        f"were used with a warning by {sum(runs_above.values())} runs ({per}); their times carry that noise. "
+        "Each run's provenance.json names them "
         "(`calibration_used.spread_above_bound`); `python -m experiments.calibrate --only ID` lists every entry's "
         "spread."
     )

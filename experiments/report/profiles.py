@@ -89,7 +89,8 @@ def side_by_side(results_dir: Path, profile: str, current: pd.DataFrame, order: 
         if e in experiments and report_block(e).get("beyond_scale")
     ]
     note += (
-        " Besides scale, the profiles differ in calibration (each folder's calibration.json) and may differ in "
+        " Besides scale, the profiles differ in calibration (each run's provenance.json names the entries it used and "
+        "when they were measured) and may differ in "
         "the code that made the runs (each report's header lists its commits)"
         + (f"; {'; '.join(beyond)}" if beyond else "")
         + "."

@@ -1,7 +1,8 @@
 """A calibration you can see (experiments/clock/calibration.py, resolve.py, experiments/calibrate.py): the entries a
-run uses are named with their file, age and worst spread, on stderr and in provenance.json; an entry whose repeats
-spread above SPREAD_BOUND is measured once more and, still above, used with a warning; ``calibrate --only`` prints the
-entries of the experiments named; an unusable calibration file is one line, never a traceback or a hang."""
+run uses are named with their file, age and worst spread, on stderr and in provenance.json; an entry whose spread (the
+width of its median's confidence interval) is above SPREAD_BOUND is measured again in rounds pooled with its repeats
+and, still above after POOL_ROUNDS, used with a warning; ``calibrate --only`` prints the entries of the experiments
+named; an unusable calibration file is one line, never a traceback or a hang."""
 
 import json
 import os
@@ -16,15 +17,17 @@ from conftest import GRAD, LAT, OVER, REPO, QuadraticProblem, compose_cfg, needs
 from experiments import calibrate
 from experiments.clock import calibration as cal_mod
 from experiments.clock import resolve as resolve_mod
-from experiments.clock.calibration import SPREAD_BOUND, Calibration, above_bound, age_text, grad_key, used_line
+from experiments.clock.calibration import Calibration, age_text, grad_key, used_line
 from experiments.clock.resolve import RunCosts, resolve
+from experiments.clock.spread import POOL_ROUNDS, SPREAD_BOUND, above_bound
 
 FIXED = ["engine.costs.update_s=1e-6", f"engine.costs.latency_s={LAT}", f"engine.costs.overhead_s={OVER}"]
 NARROW = [1e-3] * 5
+FIRST = [0.7e-3, 0.9e-3, 1e-3, 1.05e-3, 1.3e-3]  # (1.3 - 0.7) / 1: 60 %
 WIDE = [1e-3, 2e-3, 3e-3, 4e-3, 5e-3]  # (5 - 1) / 3: 133 %
 
 
-def _file(tmp_path, problem, spread):
+def _file(tmp_path, problem, spread, samples=None):
     path = tmp_path / "cal.json"
     path.write_text(
         json.dumps(
@@ -33,7 +36,7 @@ def _file(tmp_path, problem, spread):
                 "entries": {
                     grad_key(problem, 8): {
                         "value": GRAD,
-                        "samples": [GRAD],
+                        "samples": samples or [GRAD],
                         "spread": spread,
                         "measured": "2026-12-03T10:00:00Z",
                     }
@@ -66,43 +69,76 @@ def test_a_narrow_entry_is_used_as_it_is(tmp_path, monkeypatch, capsys):
     costs = resolve(
         settings_for(pinned(["batch_size=8", *FIXED])), problem, build_rule("sgd", lr=0.1), Calibration(path)
     )
-    assert calls == [] and costs.costs.grad == {8: GRAD} and "once more" not in capsys.readouterr().err
+    assert calls == [] and costs.costs.grad == {8: GRAD} and "more repeats" not in capsys.readouterr().err
     used = costs.used
     assert used["file"] == str(path) and used["measured_oldest"] == "2026-12-03T10:00:00Z"
     assert used["worst_spread"] == 0.1 and used["spread_above_bound"] == []
     assert list(used["entries"]) == [grad_key(problem, 8)]
 
 
-def test_a_wide_entry_is_measured_once_more(tmp_path, monkeypatch, capsys):
+def test_a_wide_entry_is_measured_again_and_pooled(tmp_path, monkeypatch, capsys):
     problem, calls = QuadraticProblem(), []
-    path = _file(tmp_path, problem, 0.6)
+    path = _file(tmp_path, problem, 0.6, FIRST)
     monkeypatch.setattr(resolve_mod, "p1_run_samples", _p1(NARROW, calls))
     costs = resolve(
         settings_for(pinned(["batch_size=8", *FIXED])), problem, build_rule("sgd", lr=0.1), Calibration(path)
     )
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "spread above the 25% bound (worst 60%" in err[0] and err[0].endswith("once more")
-    assert calls == [8] and costs.costs.grad == {8: 1e-3}
+    assert len(err) == 1 and "spread above the 25% bound (worst 60%" in err[0]
+    assert err[0].endswith(
+        f"measuring 5 more repeats of it, pooled with the stored ones (round 2 of at most {POOL_ROUNDS})"
+    )
     entry = json.loads(path.read_text())["entries"][grad_key(problem, 8)]
-    assert entry["spread"] == 0.0 and entry["remeasured"] is True
-    assert costs.used["spread_above_bound"] == [] and costs.used["entries"][grad_key(problem, 8)]["remeasured"]
+    # the five stored and the five new: median 1e-3; ten samples' interval runs from the 2nd to the 9th (15 %)
+    assert entry["samples"] == [*FIRST, *NARROW] and entry["value"] == 1e-3 == costs.costs.grad[8]
+    assert entry["spread"] == pytest.approx(0.15) and entry["remeasured"] == 1
+    assert entry["first_measured"] == "2026-12-03T10:00:00Z" and calls == [8]
+    assert costs.used["spread_above_bound"] == [] and costs.used["entries"][grad_key(problem, 8)]["remeasured"] == 1
 
 
-def test_still_wide_after_measuring_again_it_is_used_with_a_warning(tmp_path, monkeypatch, capsys):
+def test_still_wide_after_the_last_round_it_is_used_with_a_warning(tmp_path, monkeypatch, capsys):
     problem, calls = QuadraticProblem(), []
     path = _file(tmp_path, problem, 0.6)
     monkeypatch.setattr(resolve_mod, "p1_run_samples", _p1(WIDE, calls))
     settings = settings_for(pinned(["batch_size=8", *FIXED]))
     costs = resolve(settings, problem, build_rule("sgd", lr=0.1), Calibration(path))
-    assert calls == [8] and costs.costs.grad == {8: 3e-3}
+    err = capsys.readouterr().err.strip().splitlines()
+    more = POOL_ROUNDS - 1  # rounds pooled with the stored one
+    assert [line[-15:] for line in err] == [f"{r} of at most {POOL_ROUNDS})" for r in range(2, POOL_ROUNDS + 1)]
+    assert calls == [8] * more
+    entry = json.loads(path.read_text())["entries"][grad_key(problem, 8)]
+    assert len(entry["samples"]) == 1 + 5 * more and entry["remeasured"] == more
+    assert costs.costs.grad == {8: entry["value"]}
     assert costs.used["spread_above_bound"] == [grad_key(problem, 8)]
     line = used_line(costs.used)
     assert line.startswith(f"calibration: {path}, measured ") and "WARNING: 1 above the 25% bound" in line
-    capsys.readouterr()
-    # measured twice already: the next run uses it without measuring a third time
+    # its rounds spent: the next run uses it without measuring again
     costs = resolve(settings, problem, build_rule("sgd", lr=0.1), Calibration(path))
-    assert calls == [8] and "once more" not in capsys.readouterr().err
+    assert calls == [8] * more and "more repeats" not in capsys.readouterr().err
     assert costs.used["spread_above_bound"] == [grad_key(problem, 8)]
+
+
+def test_the_spread_is_the_width_of_the_medians_confidence_interval():
+    """Order statistics x_(j), x_(n+1-j) with coverage 1 - 2 P(Bin(n, 1/2) <= j - 1) >= 93.75 % (Conover 3.2)."""
+    from experiments.clock.spread import SPREAD_LEVEL, median_interval, spread_of
+
+    assert SPREAD_LEVEL == 0.9375
+    assert median_interval([5.0, 1.0, 3.0, 2.0, 4.0]) == (1.0, 5.0) and spread_of([1, 2, 3, 4, 5]) == 4 / 3
+    xs = [float(i) for i in range(1, 16)]
+    assert median_interval(xs) == (4.0, 12.0) and spread_of(xs) == 1.0  # n = 15: the 4th to the 12th
+    assert median_interval([float(i) for i in range(1, 11)]) == (2.0, 9.0)  # n = 10: coverage 97.9 %
+    # a single outlier among fifteen repeats does not widen the interval
+    assert spread_of([1.0] * 14 + [9.0]) == 0.0 and spread_of([1.0] * 4 + [9.0]) == 8.0
+    with pytest.raises(ValueError, match="no samples"):
+        median_interval([])
+
+
+def test_a_wide_entry_found_pooled_by_another_process_is_used_as_stored(tmp_path):
+    cal = Calibration(tmp_path / "cal.json")
+    cal.entry("grad|x", lambda: WIDE)
+    cal.pooling["grad|x"] = 1  # this process saw it after one pooled round; the file has none: someone else pooled?
+    entry = cal.entry("grad|x", lambda: pytest.fail("measured again"))
+    assert entry["samples"] == WIDE and "grad|x" not in cal.pooling
 
 
 def test_age_text():
