@@ -213,6 +213,13 @@ class RunSettings(Frozen):
             raise ValueError(
                 f"engine.fault.kill_worker={e.fault.kill_worker}: must be a worker id in [0, {self.workers - 1}]"
             )
+        if e.name == "shared_memory" and e.colocate and (e.handoff == "spin" or self.workers != 1):
+            why = (
+                "engine.handoff=spin (a spinning master on its worker's CPU would take the worker's core)"
+                if e.handoff == "spin"
+                else f"workers={self.workers} (it puts the master on the one worker's CPU)"
+            )
+            raise ValueError(f"engine.colocate=true: applies to a P = 1 run with the blocking hand-off, not {why}")
         if p.kind == "cnn_timing" and e.name != "simulated" and e.compute != "emulated":
             raise ValueError(
                 f"engine={e.name}: problem={p.name} is timing-only (zero-cost gradients of a net "

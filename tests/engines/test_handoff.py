@@ -193,8 +193,8 @@ def test_a_run_records_its_handoff_and_matches_the_other_mode(tmp_path, handoff)
 def test_a_blocking_p1_master_runs_beside_its_worker(tmp_path, monkeypatch, handoff, colocate):
     """P = 1, blocking, ``engine.colocate=true``: the master runs on its worker's CPU for the run (one CPU's worth of
     strictly alternating work; a same-CPU wake-up is a context switch, not an inter-processor interrupt) and gets its
-    affinity back after. Spinning needs the two on different CPUs, and colocate=false (the default) keeps them
-    apart: nothing changes there."""
+    affinity back after. Spinning needs the two on different CPUs (colocate=true with it is refused, as with P > 1),
+    and colocate=false (the default) keeps them apart: nothing changes there."""
     if handoff == "spin" and not shm_handoff.spin_allowed():
         pytest.skip("spinning needs x86-64")
     from algorithms import build_rule
@@ -211,21 +211,24 @@ def test_a_blocking_p1_master_runs_beside_its_worker(tmp_path, monkeypatch, hand
     monkeypatch.setattr(shared_memory, "drive", drive)
     before = os.sched_getaffinity(0)
     problem = QuadraticProblem()
-    settings = settings_for(
-        pinned(
-            [
-                f"results_dir={tmp_path}",
-                "engine=shared_memory",
-                "++engine.start_method=forkserver",
-                f"engine.handoff={handoff}",
-                f"engine.colocate={str(colocate).lower()}",
-                "workers=1",
-                "updates=50",
-                "batch_size=8",
-                "eval_every=1e9",
-            ]
-        )
-    )
+    overrides = [
+        f"results_dir={tmp_path}",
+        "engine=shared_memory",
+        "++engine.start_method=forkserver",
+        f"engine.handoff={handoff}",
+        f"engine.colocate={str(colocate).lower()}",
+        "workers=1",
+        "updates=50",
+        "batch_size=8",
+        "eval_every=1e9",
+    ]
+    if colocate and handoff == "spin":
+        with pytest.raises(ValueError, match=r"engine.colocate=true: applies to a P = 1 run with the blocking"):
+            settings_for(pinned(overrides))
+        with pytest.raises(ValueError, match=r"colocate=true: .* not workers=2 "):
+            settings_for(pinned([o.replace("=spin", "=block").replace("workers=1", "workers=2") for o in overrides]))
+        return
+    settings = settings_for(pinned(overrides))
     rec = recorder_for(problem, settings, "wall")
     result = run_engine(problem, build_rule("amsgrad", variant="torch", lr=0.05), settings, rec)
     assert result.status == "ok" and result.handoff == handoff
