@@ -2,6 +2,12 @@
 
 import signal
 
+TERM_SIGNALS = (signal.SIGTERM,) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ())
+"""The stop signals besides Ctrl-C: a job scheduler's stop (SIGTERM) and a closed terminal (SIGHUP). Python's
+default for either ends the process at once; the entry points take them as Ctrl-C (:class:`Interrupted`)."""
+STOP_SIGNALS = (signal.SIGINT,) + TERM_SIGNALS
+"""Every signal that stops a run or a call: Ctrl-C and :data:`TERM_SIGNALS`; the exit status is 128 + the signal."""
+
 
 class ConfigError(ValueError):
     """A bad configuration value: the message names the key and the value (e.g. ``workers=0: must be >= 1``)."""

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 from experiments.cli import Parser
-from experiments.errors import Interrupted
+from experiments.errors import TERM_SIGNALS, Interrupted
 from experiments.figures import draw_all, figures_outdated
 from experiments.log import get_logger
 from experiments.store.atomic import write_if_changed
@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         log.error(f"error: --results-dir {results_dir}: {exc.strerror or exc}")
         return 2
-    for sig in (signal.SIGTERM, signal.SIGHUP):  # as Ctrl-C: the running sweeps are stopped and awaited
+    for sig in TERM_SIGNALS:  # as Ctrl-C: the running sweeps are stopped and awaited
         signal.signal(sig, _stop_on_signal)
     try:
         return _reproduce(args, results_dir, experiments, left_out)
@@ -298,7 +298,7 @@ def _stop_on_signal(signum, frame) -> None:
     :class:`~experiments.errors.Interrupted` in the main thread, so that the sweeps running are interrupted (each
     records its run in flight) and awaited before the call exits ``128 + signum``; without it they would run on,
     orphaned, to their end. A second signal while they finish is ignored."""
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    for sig in TERM_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     raise Interrupted(signum)
 

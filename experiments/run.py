@@ -27,7 +27,8 @@ atexit.register(lambda: globals().get("_exit_if_late", lambda: None)())
 
 import signal  # noqa: E402
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ())
+from experiments.errors import STOP_SIGNALS  # noqa: E402 - light (signal only), before torch's import
+
 _EARLY: list[int] = []
 """Stop signals that came while this module's imports ran as the program (``python -m experiments.run``): recorded,
 not raised (torch's import swallows a KeyboardInterrupt, and the run then went on as if none came); :func:`main`
