@@ -106,25 +106,25 @@ def check_master_addr(settings_list) -> None:
 
 
 def check_problems(settings_list) -> None:
-    """In a sweep whose jobs build more than one problem (problem blocks or batch sizes that differ), every such
-    problem is built once here, on the CPU, so that one job's bad data (a LIBSVM file whose labels are not binary, a
-    ``max_train`` that leaves one class, a batch larger than the training set) is refused before any job runs, as a
-    single run refuses it before writing anything. A sweep of one problem needs no check here: its first job finds
-    it before anything is written.
+    """In a sweep whose jobs build more than one problem, or one problem at several batch sizes, every such problem
+    is built once here, on the CPU, and each job's batch size checked against it, so that one job's bad data (a
+    LIBSVM file whose labels are not binary, a ``max_train`` that leaves one class, a batch larger than the training
+    set) is refused before any job runs, as a single run refuses it before writing anything. A sweep of one problem
+    at one batch size needs no check here: its first job finds it before anything is written.
 
     Raises:
         ConfigError: ``problem=<name>: <why>`` or ``batch_size=<B>: larger than ...`` (:func:`make_problem`).
     """
     import json
 
-    distinct: dict[str, object] = {}
+    jobs: dict[str, list] = {}  # problem block -> the settings of its jobs
     for s in settings_list:
-        key = json.dumps([s.problem.spec, s.batch_size], sort_keys=True, default=str)
-        distinct.setdefault(key, s)
-    if len(distinct) < 2:
+        jobs.setdefault(json.dumps(s.problem.spec, sort_keys=True, default=str), []).append(s)
+    if len(jobs) < 2 and len({s.batch_size for s in settings_list}) < 2:
         return
-    for s in distinct.values():
-        make_problem(s, torch.device("cpu"))
+    for group in jobs.values():
+        largest = max(group, key=lambda s: s.batch_size)  # the one batch size that can be too large
+        make_problem(largest, torch.device("cpu"))
 
 
 def make_problem(settings, device: torch.device):

@@ -105,6 +105,7 @@ CASES = [
     (["-m", "workers=1,2", "engine.warmup_updates=abc"], "engine.warmup_updates=abc"),
     # a later job's data refuses it (here, too few examples for a batch): found before job 0 runs
     (["-m", "problem.max_train=500,10"], "batch_size=64: larger than the 10 training examples"),
+    (["-m", "batch_size=64,100000"], "batch_size=100000: larger than the"),  # one problem, a later batch too large
     # 2 x 7 x 3 x 2 = 84 jobs; only sync + P = 64 + batch 32 is invalid (a split sync batch needs batch >= P), which
     # no pair of keys shows with the third at its first value: every job is checked, before any runs
     (
