@@ -9,6 +9,7 @@ import os
 import shutil
 import socket
 import tempfile
+import threading
 import weakref
 from contextlib import contextmanager
 
@@ -73,9 +74,34 @@ STARTUP_TIMEOUT_S = 300.0  # joining the process group (process start-up, import
 
 
 def init_group(backend: str, timeout_s: float, **kwargs) -> None:
-    """Join the process group with a start-up timeout, then set the operations' timeout to ``timeout_s``."""
+    """Join the process group (``torch.distributed.init_process_group(backend, **kwargs)``) with a start-up timeout
+    of ``max(timeout_s, STARTUP_TIMEOUT_S)`` seconds, then set the operations' timeout to ``timeout_s``.
+
+    The join runs in a helper thread while the calling thread waits on it in steps of 0.1 s, so that a stop signal
+    (Ctrl-C, or SIGTERM / SIGHUP taken as one) is raised at once: blocked in torch's rendezvous, which does not
+    return to Python until a peer comes or the timeout ends, the main thread would take it only after up to
+    ``STARTUP_TIMEOUT_S`` (a worker that died after saying ready, a torchrun rank that never starts). After such an
+    interrupt the helper thread stays blocked until that timeout; it is a daemon and does not hold up the exit.
+
+    Raises:
+        KeyboardInterrupt: a stop signal while waiting (the group is not joined).
+        RuntimeError, ValueError: what ``init_process_group`` raises (the start-up timeout, a bad store).
+    """
     startup = datetime.timedelta(seconds=max(float(timeout_s), STARTUP_TIMEOUT_S))
-    dist.init_process_group(backend, timeout=startup, **kwargs)
+    failed: list[BaseException] = []
+
+    def join() -> None:
+        try:
+            dist.init_process_group(backend, timeout=startup, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread
+            failed.append(exc)
+
+    helper = threading.Thread(target=join, name="apam-group-join", daemon=True)
+    helper.start()
+    while helper.is_alive():
+        helper.join(0.1)
+    if failed:
+        raise failed[0]
     dist.set_timeout(datetime.timedelta(seconds=float(timeout_s)))
 
 

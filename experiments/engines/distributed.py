@@ -12,7 +12,7 @@ Launch:
   listens beyond this machine. Otherwise a TCP store on ``master_addr:master_port`` (a free port when that one is
   taken). Start-up as in shared_memory: a worker that dies before it is ready fails the run at once
   (:mod:`experiments.engines.workers`, start-up); one that dies between saying ready and joining the group is seen
-  when the group's start-up timeout (300 s) ends.
+  when the group's start-up timeout (300 s) ends (a stop signal ends that wait at once: dist_group.init_group).
 
 Backend: ``engine.backend``: ``gloo``, ``nccl``, or ``auto`` = nccl for sync where the problem is on CUDA and every
 rank has its own GPU, else gloo. Async needs receive-from-any-worker, which this engine builds from one receiving

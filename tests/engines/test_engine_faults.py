@@ -494,3 +494,39 @@ def test_no_process_outlives_the_runner_after_a_lost_worker(tmp_path, engine, me
     assert report["rc"] == 0, report["err"]
     assert "worker 1 lost" in report["err"]
     assert report["left"] == {}, report["left"]
+
+
+JOIN_ALONE = """
+import signal, sys, tempfile
+from experiments.engines.dist_group import init_group
+
+def stop(signum, frame):
+    raise KeyboardInterrupt
+
+signal.signal(signal.SIGTERM, stop)
+print("joining", flush=True)
+try:  # rank 0 of 2, and rank 1 never comes: torch's rendezvous waits out its start-up timeout (300 s)
+    init_group("gloo", 60.0, init_method="file://" + tempfile.mktemp(), rank=0, world_size=2)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    sys.exit(130)
+print("joined", flush=True)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_stop_signal_ends_a_wait_for_the_process_group_at_once():
+    """experiments/engines/dist_group.py ``init_group``: a master waiting for a rank that never joins takes SIGTERM
+    (as Ctrl-C) while it waits, rather than after the 300 s start-up timeout (torch's rendezvous does not return to
+    Python until then)."""
+    p = subprocess.Popen([sys.executable, "-c", JOIN_ALONE], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "joining"
+        time.sleep(1.0)  # inside the rendezvous
+        p.send_signal(signal.SIGTERM)
+        out, _ = p.communicate(timeout=60)  # without the helper thread: 300 s
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 130 and out.strip() == "interrupted"
