@@ -85,9 +85,12 @@ def resolve(settings: RunSettings, problem, rule, calibration: Calibration | Non
     cal = calibration or calibration_of(settings)
     cal.used.clear()
     costs = _resolve(settings, cal, problem, rule)
-    while wide := sorted(
-        k for k, e in cal.used.items() if above_bound(k, e) and int(e.get("remeasured") or 0) + 1 < POOL_ROUNDS
-    ):
+    for _ in range(POOL_ROUNDS - 1):  # a pass pools one round into each wide entry: never more passes than rounds
+        wide = sorted(
+            k for k, e in cal.used.items() if above_bound(k, e) and int(e.get("remeasured") or 0) + 1 < POOL_ROUNDS
+        )
+        if not wide:
+            break
         worst = max(wide, key=lambda k: cal.used[k]["spread"])
         log.info(
             f"calibration: {len(wide)} entr{'y' if len(wide) == 1 else 'ies'} of {cal.path} spread above the "
@@ -105,7 +108,7 @@ def resolve(settings: RunSettings, problem, rule, calibration: Calibration | Non
 
 
 def _resolve(settings: RunSettings, cal: Calibration, problem, rule) -> RunCosts:
-    """:func:`resolve` without the second measurement of wide entries."""
+    """:func:`resolve` without the rounds pooled into wide entries."""
     e = settings.engine
     xi = measured_law(settings, problem, cal)
     if e.name == "simulated" and e.trace is not None:  # the twin replays measured times: no cost is needed
