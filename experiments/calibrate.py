@@ -16,6 +16,7 @@ with one line, and measured anew.
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from experiments.cli import Parser
 from experiments.clock.calibration import Calibration, used_line, used_summary
 from experiments.clock.resolve import resolve
 from experiments.clock.spread import above_bound
-from experiments.errors import ConfigError
+from experiments.errors import TERM_SIGNALS, ConfigError, Interrupted
 from experiments.log import get_logger
 from experiments.reproduce import EXPERIMENTS
 from experiments.runner import resolve_device
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", default="quick", choices=["smoke", "quick", "long", "paper"])
     ap.add_argument(
         "--only",
-        nargs="*",
+        nargs="+",
         default=None,
         metavar="ID",
         help="these experiments only (and print only the entries they use)",
@@ -61,6 +62,17 @@ def main(argv: list[str] | None = None) -> int:
         log.error(f"error: --only {unknown[0]}: unknown experiment (known: {', '.join(EXPERIMENTS)})")
         return 2
     torch.set_num_threads(1)
+    # a job scheduler's stop, a closed terminal: as Ctrl-C (exit 128 + the signal); the caller's handlers come back
+    before = {sig: signal.signal(sig, _stop) for sig in TERM_SIGNALS}
+    try:
+        return _calibrate(args)
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def _calibrate(args) -> int:
+    """:func:`main` after its arguments are checked: measure, then print the entries used."""
     cal = Calibration(args.file)
     try:
         cal.read()  # a file that is not a regular file, or unreadable: one line naming it, before anything runs
@@ -90,7 +102,9 @@ def main(argv: list[str] | None = None) -> int:
                     problems[key] = make_problem(settings, resolve_device(settings.device))
                 costs = resolve(settings, problems[key], make_rule(settings), cal)
             except ConfigError as exc:
-                cal.read()  # the calibration file itself is unusable: raised again, handled below
+                if str(exc).startswith(f"{cal.path}:"):  # the calibration file itself is unusable: handled below
+                    raise
+                cal.read()
                 log.info(f"skip a job of {exp}: {str(exc).splitlines()[0]}")
                 continue
             for k in (costs.used or {}).get("entries", {}):
@@ -98,9 +112,13 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         log.error(f"error: {str(exc).splitlines()[0]}")
         return 2
-    except KeyboardInterrupt:
-        log.info(f"interrupted: entries measured so far are kept in {cal.path}; a rerun measures only the missing ones")
-        return 130
+    except KeyboardInterrupt as exc:
+        log.info(
+            f"interrupted: entries measured so far are kept in {cal.path}; a rerun measures only the missing ones"
+            if cal.path.exists()
+            else "interrupted before any entry was measured"
+        )
+        return 128 + Interrupted.signum_of(exc)
     entries = cal.read()["entries"]
     shown = {k: entries[k] for k in used if k in entries}
     if shown:
@@ -114,6 +132,11 @@ def main(argv: list[str] | None = None) -> int:
             f"\tmeasured {e.get('measured', '?')}{flag}"
         )
     return 0
+
+
+def _stop(signum, frame) -> None:
+    """SIGTERM or SIGHUP taken as Ctrl-C: :class:`~experiments.errors.Interrupted` in the main thread."""
+    raise Interrupted(signum)
 
 
 if __name__ == "__main__":

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import statistics
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -154,7 +156,8 @@ class Calibration:
     """A calibration file: measured costs by key, each ``{"value": median s, "samples": [...], "spread": rel}``.
 
     A damaged file (not UTF-8 JSON, cut short, empty, or not of this shape: an object whose ``entries`` maps keys to
-    objects with a numeric ``value`` and, where present, a list of numeric ``samples``) is set aside as
+    objects with a ``value`` of seconds and, where present, a non-empty list of ``samples`` of seconds, every one
+    finite and >= 0, and well-typed ``spread``, ``remeasured`` and ``measured``: :meth:`_shape_problem`) is set aside as
     ``<name>.damaged-<n>`` under the file lock and read as empty (its entries are measured again), with one line on
     stderr naming it. Every write goes through :func:`experiments.store.atomic.atomic_write_text`.
 
@@ -164,7 +167,8 @@ class Calibration:
     Raises:
         experiments.errors.ConfigError: (from :meth:`read`, :meth:`entry`, :meth:`drop`) the path names something
             that is not a regular file (a named pipe, a folder, a device: never opened, so never waited on) or a
-            file that cannot be read (permissions), or a damaged file could not be set aside.
+            file that cannot be read (permissions), a damaged file could not be set aside, or the file, its folder
+            or its lock cannot be written (a read-only folder); one line naming the file.
     """
 
     def __init__(self, path: Path | str | None = None) -> None:
@@ -236,10 +240,12 @@ class Calibration:
 
     @staticmethod
     def _shape_problem(data) -> str | None:
-        """Why ``data`` is not a calibration (None when it is)."""
+        """Why ``data`` is not a calibration (None when it is): see the class docstring for the shape; every time is
+        a finite number of seconds >= 0 (a gradient's > 0), ``spread`` a finite number >= 0, ``remeasured`` a whole
+        number of rounds, ``measured`` a time stamp (text)."""
 
-        def number(v) -> bool:
-            return isinstance(v, (int, float)) and not isinstance(v, bool)
+        def seconds(v) -> bool:
+            return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
 
         if not isinstance(data, dict):
             return f"a JSON {type(data).__name__}, not an object"
@@ -248,11 +254,20 @@ class Calibration:
         if not isinstance(data.get("machine", {}), dict):
             return "'machine' is not an object"
         for key, e in data["entries"].items():
-            if not isinstance(e, dict) or not number(e.get("value")):
-                return f"entry {key!r} has no numeric 'value'"
-            samples = e.get("samples", [])
-            if not isinstance(samples, list) or not all(number(v) for v in samples):
-                return f"entry {key!r}: 'samples' is not a list of numbers"
+            if not isinstance(e, dict) or not seconds(e.get("value")):
+                return f"entry {key!r}: 'value' is not a finite number of seconds >= 0"
+            samples = e.get("samples", [e["value"]])
+            if not isinstance(samples, list) or not samples or not all(seconds(v) for v in samples):
+                return f"entry {key!r}: 'samples' is not a non-empty list of finite numbers of seconds >= 0"
+            if key.split("|", 1)[0] in ("grad", "gradtimes") and (e["value"] <= 0 or statistics.median(samples) <= 0):
+                return f"entry {key!r}: a gradient takes no time"
+            if "spread" in e and not seconds(e["spread"]):
+                return f"entry {key!r}: 'spread' is not a finite number >= 0"
+            rounds = e.get("remeasured", 0)
+            if not isinstance(rounds, int) or rounds < 0:
+                return f"entry {key!r}: 'remeasured' is not a whole number of rounds"
+            if any(k in e and not isinstance(e[k], str) for k in ("measured", "first_measured")):
+                return f"entry {key!r}: 'measured' is not a time stamp"
         return None
 
     def read(self) -> dict:
@@ -267,8 +282,7 @@ class Calibration:
             return self._empty()
         if damage is None:
             return data
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._lock:  # one process sets the file aside; the others then find it gone or rewritten
+        with self._locked():  # one process sets the file aside; the others then find it gone or rewritten
             data, damage = self._load()
             if damage is None:
                 return data if data is not None else self._empty()
@@ -294,10 +308,34 @@ class Calibration:
             "are measured again"
         )
 
+    @contextmanager
+    def _locked(self):
+        """Hold the file lock (its folder made first).
+
+        Raises:
+            ConfigError: the folder or the lock file cannot be made (a read-only folder): one line naming the file.
+        """
+        from experiments.errors import ConfigError
+
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._lock.acquire()
+        except OSError as exc:
+            raise ConfigError(f"{self.path}: cannot write this calibration file ({exc.strerror or exc})") from None
+        try:
+            yield
+        finally:
+            self._lock.release()
+
     def _write(self, data: dict) -> None:
+        """Write ``data`` whole (experiments.store.atomic). Raises ConfigError when it cannot be written."""
+        from experiments.errors import ConfigError
         from experiments.store.atomic import atomic_write_text
 
-        atomic_write_text(self.path, json.dumps(data, indent=1, sort_keys=True))
+        try:
+            atomic_write_text(self.path, json.dumps(data, indent=1, sort_keys=True))
+        except OSError as exc:
+            raise ConfigError(f"{self.path}: cannot write this calibration file ({exc.strerror or exc})") from None
 
     def entry(self, key: str, measure) -> dict:
         """The entry under ``key``; ``measure()`` (returning a list of repeated samples, seconds) is called, under
@@ -307,14 +345,12 @@ class Calibration:
 
         Raises:
             ConfigError: see the class docstring.
-            OSError: the file could not be written (one line naming it).
         """
         data = self.read()
         if key in data["entries"] and key not in self.pooling:
             self.used[key] = data["entries"][key]
             return data["entries"][key]
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._lock:
+        with self._locked():
             data = self.read()
             old = data["entries"].get(key)
             rounds = self.pooling.pop(key, None)
@@ -346,7 +382,7 @@ class Calibration:
         if not self.path.exists() and not self.path.is_symlink():
             self._load()  # a dangling or unreadable name still says why
             return
-        with self._lock:
+        with self._locked():
             data = self.read()
             data["entries"] = {} if keys is None else {k: v for k, v in data["entries"].items() if k not in keys}
             self._write(data)

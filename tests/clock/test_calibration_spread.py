@@ -6,6 +6,7 @@ named; an unusable calibration file is one line, never a traceback or a hang."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -214,7 +215,30 @@ def test_only_prints_the_entries_of_the_experiments_named(tmp_path, cheap_calibr
     assert err.splitlines()[-1].startswith(f"calibration: {path}, measured ")
 
 
-@pytest.mark.parametrize("content", [b"", b'{"entries": {"k": {"val', b"[1, 2]", b"\xff\xfe", b'{"entries": 3}'])
+def _entry(**fields) -> bytes:
+    return json.dumps({"entries": {"grad|x|B=8": {"value": 1e-3, "samples": [1e-3], **fields}}}).encode()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b'{"entries": {"k": {"val',
+        b"[1, 2]",
+        b"\xff\xfe",
+        b'{"entries": 3}',
+        # values a run would turn into negative, infinite or undefined times
+        _entry(value=-0.001),
+        b'{"entries": {"grad|x|B=8": {"value": NaN}}}',
+        b'{"entries": {"grad|x|B=8": {"value": 1e400}}}',
+        _entry(value=0.0, samples=[0.0]),  # a gradient that takes no time
+        _entry(samples=[]),
+        _entry(samples=[1e-3, -1.0]),
+        _entry(spread="wide"),
+        _entry(remeasured="yes"),
+        _entry(measured=12345),
+    ],
+)
 def test_a_damaged_file_is_set_aside_and_rebuilt_in_one_line(tmp_path, cheap_calibrate, capsys, content):
     path = tmp_path / "cal.json"
     path.write_bytes(content)
@@ -270,3 +294,63 @@ def test_a_run_whose_calibration_is_not_a_regular_file_writes_nothing(tmp_path, 
         "(engine.calibration / APAM_CALIBRATION must name a JSON file)"
     ]
     assert not out.exists() or not any(out.rglob("*"))
+
+
+def test_a_calibration_that_cannot_be_written_is_one_line(tmp_path, monkeypatch):
+    """A missing entry to store in a folder that cannot be written (root ignores file modes: the lock's creation is
+    made to fail): ConfigError naming the file, which the runner and calibrate print as one line, exit 2."""
+    from filelock import FileLock
+
+    from experiments.errors import ConfigError
+
+    def denied(self, *a, **k):
+        raise PermissionError(13, "Permission denied", self.lock_file)
+
+    monkeypatch.setattr(FileLock, "acquire", denied)
+    cal = Calibration(tmp_path / "cal.json")
+    with pytest.raises(ConfigError, match=r"cal.json: cannot write this calibration file \(Permission denied\)"):
+        cal.entry("update|x", lambda: [1e-6] * 5)
+
+
+def test_calibrate_only_needs_an_experiment(capsys):
+    with pytest.raises(SystemExit) as exc:
+        calibrate.main(["--only"])
+    assert exc.value.code == 2 and "--only: expected at least one argument" in capsys.readouterr().err
+
+
+@needs_fmnist
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_calibrate_stopped_by_a_signal_exits_128_plus_it_and_says_what_it_kept(tmp_path, sig):
+    """SIGTERM and SIGHUP are taken as Ctrl-C: exit 128 + the signal, one line that is true of the file."""
+    path = tmp_path / "cal.json"
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "experiments.calibrate",
+            "--file",
+            str(path),
+            "--only",
+            "lr_speedup",
+            "--progress",
+            "off",
+        ],
+        cwd=REPO,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not path.exists() and time.monotonic() < deadline:  # a first entry measured
+            time.sleep(0.2)
+        p.send_signal(sig)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 128 + sig, err
+    assert err.splitlines()[-1] == (
+        f"interrupted: entries measured so far are kept in {path}; a rerun measures only the missing ones"
+    )
