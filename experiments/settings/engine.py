@@ -114,6 +114,11 @@ class Simulated(EngineBase):
 
     @model_validator(mode="after")
     def _emulated(self) -> Simulated:
+        if self.calibration is not None and not self.calibration.strip():
+            raise ValueError(
+                f"engine.calibration={self.calibration!r}: must name a file (null: this machine's, "
+                "experiments/clock/calibration.py)"
+            )
         why = None if self.trace is None else file_problem(self.trace)
         if why is not None:
             raise ValueError(f"engine.trace={self.trace}: {why} (a real run's timeline.csv)")

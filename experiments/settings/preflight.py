@@ -23,13 +23,16 @@ def check_writable(results_dir: str) -> None:
     """``results_dir`` is a folder (or can become one) that this process may write; nothing is left behind.
 
     Raises:
-        ConfigError: it exists and is not a folder, a parent is not a folder, or the nearest existing folder is not
-            writable.
+        ConfigError: it exists and is not a folder, a parent is not a folder, the nearest existing folder is not
+            writable, or the path cannot be looked up (a name too long).
     """
     p = Path(str(results_dir)).absolute()
     probe = p
-    while not probe.exists():
-        probe = probe.parent
+    try:
+        while not probe.exists():
+            probe = probe.parent
+    except OSError as exc:  # a name too long for the file system, a loop of links
+        raise ConfigError(f"results_dir={results_dir}: not a usable path ({exc.strerror or exc})") from None
     if probe == p and not p.is_dir():
         raise ConfigError(f"results_dir={results_dir}: exists and is not a folder")
     if not probe.is_dir():

@@ -93,6 +93,7 @@ CASES = [
     (["engine.warmup_updates=abc"], "engine.warmup_updates=abc"),
     (["engine.warmup_updates=-1"], "engine.warmup_updates=-1"),
     (["engine=shared_memory", "engine.handoff=foo"], "engine.handoff=foo"),
+    (["engine.calibration=''"], "engine.calibration='': must name a file"),  # not silently this machine's file
     (["engine=shared_memory", "engine.pin_workers=maybe"], "engine.pin_workers=maybe"),
     (["engine=shared_memory", "engine.evaluation=sometimes"], "engine.evaluation=sometimes"),
     (["engine=shared_memory", "engine.fault.mode=explode"], "engine.fault.mode=explode"),
@@ -178,3 +179,13 @@ def test_a_results_dir_that_climbs_after_a_folder_name_is_refused_before_hydra_c
     assert code == 2 and len(lines) == 1, stderr[-3000:]
     assert f"results_dir={tmp_path}/a/x/../y" in lines[0] and f"{tmp_path}/a/y" in lines[0]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_results_dir_name_too_long_is_one_line():
+    """A name longer than the file system takes (255 bytes on Linux): lookup fails with ENAMETOOLONG, which the
+    check says in one line rather than a traceback."""
+    from experiments.errors import ConfigError
+    from experiments.settings.preflight import check_writable
+
+    with pytest.raises(ConfigError, match=r"not a usable path \(File name too long\)"):
+        check_writable(f"/tmp/{'x' * 300}/res")
