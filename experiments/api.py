@@ -22,6 +22,7 @@ import pandas as pd
 from experiments.errors import ConfigError
 from experiments.runner import execute
 from experiments.settings.compose import compose_jobs, precheck
+from experiments.settings.fields import folder_problem
 from experiments.store.run_id import make_run_id
 from experiments.store.sink import RunSink
 from experiments.store.table import read_summary_frame
@@ -90,12 +91,12 @@ def load(results_dir: str | Path, experiment: str | None = None) -> pd.DataFrame
     (no columns) when there is no summary.
 
     Raises:
-        FileNotFoundError: ``results_dir`` does not exist.
+        FileNotFoundError: ``results_dir`` does not exist or is not a folder.
         experiments.errors.ConfigError: a summary is damaged (one line naming it and what is wrong).
     """
     root = Path(results_dir)
-    if not root.is_dir():
-        raise FileNotFoundError(f"{root}: no such results folder")
+    if why := folder_problem(root):
+        raise FileNotFoundError(f"{root}: {why}")
     if (root / "summary.csv").is_file():
         paths = [root / "summary.csv"]
     else:

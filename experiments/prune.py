@@ -106,10 +106,22 @@ def _forget_status(results_dir: Path, folder: str) -> None:
         write_if_changed(path, json.dumps(statuses, indent=1, sort_keys=True))
 
 
+def _check_writable(exp_dir: Path) -> None:
+    """Raise ConfigError when ``exp_dir`` or its ``runs/`` cannot be written: checked before any of its runs is
+    removed, so that its summary and its run folders never disagree."""
+    from experiments.store.atomic import writable
+
+    for folder in (exp_dir, exp_dir / "runs"):
+        if folder.is_dir() and not writable(folder):
+            raise ConfigError(f"{folder}: not writable (--apply removes runs there); its runs were not removed")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry (module docstring)."""
     from experiments.analysis.speedup import write_speedup
+    from experiments.report.load import experiment_folders
     from experiments.reproduce import EXPERIMENTS
+    from experiments.settings.fields import folder_problem
     from experiments.store.sink import remove_runs
 
     ap = Parser("python -m experiments.prune", __doc__)
@@ -119,11 +131,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--apply", action="store_true", help="remove the stale runs (default: only list them)")
     args = ap.parse_args(argv)
     try:
-        if not args.results_dir.is_dir():
-            raise ConfigError(f"{args.results_dir}: no such results folder")
+        if why := folder_problem(args.results_dir):
+            raise ConfigError(f"{args.results_dir}: {why}")
         unknown = sorted(set(args.only or ()) - set(EXPERIMENTS))
         if unknown:
             raise ConfigError(f"--only {' '.join(unknown)}: no such experiment (one of {', '.join(EXPERIMENTS)})")
+        if not experiment_folders(args.results_dir) and not (args.results_dir / "reproduce_status.json").exists():
+            raise ConfigError(f"{args.results_dir}: not a results folder (no <experiment>/summary.csv below it)")
         total = 0
         for experiment in args.only or EXPERIMENTS:
             for folder, planned in planned_run_ids(experiment, args.profile, args.results_dir).items():
@@ -135,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                 total += len(stale)
                 shown = ", ".join(stale[:3]) + (", ..." if len(stale) > 3 else "")
                 if args.apply:
+                    _check_writable(args.results_dir / folder)
                     rows = remove_runs(args.results_dir, folder, stale)
                     write_speedup(args.results_dir / folder)  # speedup.csv from the summary that is left
                     if _no_runs(args.results_dir / folder):
@@ -145,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
                     log.info(f"{folder}: {len(stale)} stale run(s), not planned by profile {args.profile}: {shown}")
     except ConfigError as exc:
         log.error(f"error: {exc}")
+        return 2
+    except OSError as exc:  # a file that could not be removed or written after the check
+        log.error(f"error: {exc.filename or args.results_dir}: {exc.strerror or exc}")
         return 2
     if not total:
         log.info(f"{args.results_dir}: every run is one that profile {args.profile} plans; nothing to remove")

@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+from experiments.settings.fields import folder_problem
+
 from .async_methods import draw_async_methods, draw_engine_check
 from .curves import draw_algorithm_comparison, draw_curves_by_workers, draw_delay_sweep
 from .data import is_experiment_dir, load_experiment
@@ -91,8 +93,8 @@ def find_experiments(path):
         PlotError: ``path`` is not a folder, or holds no experiment folder.
     """
     path = Path(path)
-    if not path.is_dir():
-        raise PlotError(f"{path}: no such folder")
+    if why := folder_problem(path):
+        raise PlotError(f"{path}: {why}")
     if is_experiment_dir(path):
         return [path]
     found = sorted(p for p in path.iterdir() if p.is_dir() and p.name != "paper" and is_experiment_dir(p))

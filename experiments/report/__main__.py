@@ -22,6 +22,7 @@ from experiments.errors import ConfigError
 from experiments.log import get_logger
 from experiments.report.load import PAPER_DIR, experiment_folders, run_profile, statuses
 from experiments.report.writer import ORDER, write_report
+from experiments.settings.fields import folder_problem
 from experiments.store.atomic import writable
 from experiments.store.table import read_summary_frame
 
@@ -53,8 +54,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def check(results_dir: Path) -> str | None:
     """Why ``results_dir`` is no results folder (None when it is one)."""
-    if not results_dir.is_dir():
-        return f"{results_dir}: no such folder"
+    if why := folder_problem(results_dir):
+        return f"{results_dir}: {why}"
     if (results_dir / "summary.csv").exists():
         return (
             f"{results_dir}: an experiment folder, not a results folder: give the folder above it "

@@ -45,6 +45,13 @@ def machine_cores() -> int:
     return os.cpu_count() or 1
 
 
+def folder_problem(path) -> str | None:
+    """Why ``path`` is not a folder: ``"no such folder"``, ``"a file, not a folder"``, or None when it is one."""
+    if os.path.isdir(path):
+        return None
+    return "a file, not a folder" if os.path.lexists(path) else "no such folder"
+
+
 def file_problem(path: str) -> str | None:
     """Why ``path`` cannot be read as a data file: ``"no such file"``, ``"a folder, not a file"``, or None when it is
     a file (readability is checked where it is opened)."""

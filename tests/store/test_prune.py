@@ -63,7 +63,30 @@ def test_prune_bad_input_is_one_line(tmp_path, capfd):
     assert prune.main([str(tmp_path / "nope"), "--profile", "smoke"]) == 2
     assert prune.main([str(tmp_path), "--profile", "smoke", "--only", "nosuch"]) == 2
     lines = [ln for ln in capfd.readouterr().err.splitlines() if ln]
-    assert len(lines) == 2 and "no such results folder" in lines[0] and "--only nosuch: no such experiment" in lines[1]
+    assert len(lines) == 2 and "nope: no such folder" in lines[0] and "--only nosuch: no such experiment" in lines[1]
+    (tmp_path / "file").write_text("x")
+    assert prune.main([str(tmp_path / "file"), "--profile", "smoke"]) == 2
+    assert prune.main([str(tmp_path), "--profile", "smoke"]) == 2  # no experiment folder in it
+    assert [ln.split(": ", 2)[-1] for ln in capfd.readouterr().err.splitlines() if ln] == [
+        "a file, not a folder",
+        "not a results folder (no <experiment>/summary.csv below it)",
+    ]
+
+
+def test_prune_apply_on_a_folder_it_cannot_write_removes_nothing(tmp_path, capfd, monkeypatch):
+    """A runs/ folder that cannot be written (root ignores file modes, so the check is a real write, here made to
+    fail): one line, exit 2, and the summary and the run folders still agree."""
+    from experiments.store import atomic
+
+    planned = sorted(prune.planned_run_ids(EXP, "smoke", tmp_path)[EXP])
+    exp = _folder(tmp_path, planned[:1] + ["epochs-1_tau-99_seed-0"])
+    before = (exp / "summary.csv").read_bytes()
+    runs = exp / "runs"
+    monkeypatch.setattr(atomic, "writable", lambda folder: folder != runs)
+    assert prune.main([str(tmp_path), "--profile", "smoke", "--only", EXP, "--apply"]) == 2
+    err = [ln for ln in capfd.readouterr().err.splitlines() if ln]
+    assert err == [f"error: {runs}: not writable (--apply removes runs there); its runs were not removed"]
+    assert (exp / "summary.csv").read_bytes() == before and (runs / "epochs-1_tau-99_seed-0").is_dir()
 
 
 def test_an_experiment_left_without_runs_is_not_run_yet(tmp_path):
