@@ -151,6 +151,14 @@ SUMMARY_REQUIRED = ("run_id", "problem", "algorithm", "workers", "seed", "status
 """The columns a read-only tool (aggregate, report, ``experiments.load``) needs in a summary it reads."""
 SUMMARY_INTEGERS = ("workers", "seed")
 """Columns of :data:`SUMMARY_REQUIRED` that every row fills with a whole number (tables group and divide by them)."""
+SUMMARY_NUMBERS = (
+    "epochs", "updates", "gradients", "time_s", "time_per_epoch_s", "target_loss", "time_to_target_s",
+    "updates_to_target", "final_train_loss", "final_train_acc", "final_test_loss", "final_test_acc", "final_opt_gap",
+    "staleness_mean", "staleness_max",
+)  # fmt: skip
+"""Columns that hold a number where they hold anything (an empty cell: not measured); tables compute with them."""
+SUMMARY_STATUSES = ("ok", "diverged", "failed")
+"""The statuses a run's row can have (experiments/runner.py)."""
 
 
 def read_summary_frame(path: Path):
@@ -160,7 +168,9 @@ def read_summary_frame(path: Path):
 
     Raises:
         ConfigError: one line naming the file and what is wrong with it: a row of another width, a last row cut
-            short, no ``run_id``, bytes that are not CSV, a missing column, or a file that cannot be read.
+            short, no ``run_id``, bytes that are not CSV, a missing column, a cell that is not a number where one
+            belongs (:data:`SUMMARY_INTEGERS`, :data:`SUMMARY_NUMBERS`), a status not in :data:`SUMMARY_STATUSES`, or
+            a file that cannot be read.
     """
     import pandas as pd
 
@@ -183,4 +193,18 @@ def read_summary_frame(path: Path):
                 f"{path}: damaged summary (column {column}: {bad.iloc[0]!r} in row {int(bad.index[0]) + 1} is not a "
                 "whole number)"
             )
+    for column in (c for c in SUMMARY_NUMBERS if c in frame):
+        values = pd.to_numeric(frame[column], errors="coerce")
+        bad = frame[column][values.isna() & frame[column].notna()]
+        if len(bad):
+            raise ConfigError(
+                f"{path}: damaged summary (column {column}: {bad.iloc[0]!r} in row {int(bad.index[0]) + 1} is not a "
+                "number)"
+            )
+    bad = frame["status"][~frame["status"].isin(SUMMARY_STATUSES)]
+    if len(bad):
+        raise ConfigError(
+            f"{path}: damaged summary (column status: {bad.iloc[0]!r} in row {int(bad.index[0]) + 1} is not one of "
+            f"{', '.join(SUMMARY_STATUSES)})"
+        )
     return frame

@@ -79,6 +79,14 @@ SUMMARY = REPO / "results" / "tau_threshold" / "summary.csv"
             b"run_id,problem,algorithm,workers,seed,status\na,p,apam,1,0,ok\nb,p,apam,abc,0,ok\n",
             "damaged summary (column workers: 'abc' in row 2 is not a whole number)",
         ),
+        (
+            b"run_id,problem,algorithm,workers,seed,status,time_per_epoch_s\na,p,apam,1,0,ok,1.5\nb,p,apam,2,0,ok,fast\n",
+            "damaged summary (column time_per_epoch_s: 'fast' in row 2 is not a number)",
+        ),
+        (
+            b"run_id,problem,algorithm,workers,seed,status\na,p,apam,1,0,ok\nb,p,apam,2,0,weird\n",
+            "damaged summary (column status: 'weird' in row 2 is not one of ok, diverged, failed)",
+        ),
     ],
 )
 def test_a_damaged_summary_is_one_line_and_exit_2_for_every_reader(tmp_path, capsys, content, why):
