@@ -2,12 +2,12 @@
 the CSVs of a results folder (``make reproduce``'s, or a folder of your own runs: ``results_dir=DIR``), after
 redrawing its figures (``python -m plots DIR``).
 
-DIR holds one folder per experiment (``DIR/<experiment>/summary.csv``, CONTRACT.md). The paper's claims are judged
-for the experiments of conf/experiment/ (their rules: experiments/report/sections); any other experiment folder gets
-a section of its runs' means and speed-ups. With ``DIR/reproduce_status.json`` (written by ``make reproduce``) the
-report lists every experiment of the profile, present or not, as ``make reproduce`` does; without it, the folders
-present. Exit status: 0 report written (and every figure drawn); 1 a figure could not be drawn (the report names
-it); 2 bad input (no such folder, not a results folder), with a one-line error.
+DIR holds one folder per experiment (``DIR/<experiment>/summary.csv``, docs/INTERFACES.md). The paper's claims are
+judged for the experiments of conf/experiment/ (their rules: experiments/report/sections); any other experiment
+folder gets a section of its runs' means and speed-ups. With ``DIR/reproduce_status.json`` (written by ``make
+reproduce``) the report lists every experiment of the profile, present or not, as ``make reproduce`` does; without
+it, the folders present. Exit status: 0 report written (and every figure drawn); 1 a figure could not be drawn
+(the report names it); 2 bad input (no such folder, not a results folder), with a one-line error.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import argparse
 import sys
 from pathlib import Path
 
-import plots
 from experiments.cli import Parser
 from experiments.errors import ConfigError
+from experiments.figures import draw_figures
 from experiments.log import get_logger
-from experiments.report.load import PAPER_DIR, experiment_folders, run_profile, statuses
+from experiments.report.load import experiment_folders, run_profile, statuses
 from experiments.report.writer import ORDER, write_report
 from experiments.settings.fields import folder_problem
 from experiments.store.atomic import writable
@@ -68,25 +68,6 @@ def check(results_dir: Path) -> str | None:
     return None
 
 
-def draw(exp_dir: Path) -> dict:
-    """Redraw every figure of ``exp_dir``: ``{"figures": [...]}`` plus ``"figures_missing": [{"figure",
-    "reason"}]`` for each figure that could not be drawn (as reproduce_status.json records them)."""
-    try:
-        drawn, missing = plots.draw_experiment(exp_dir, paper_dir=PAPER_DIR), []
-    except plots.FigureError as exc:
-        drawn, missing = exc.written, [{"figure": f, "reason": r} for f, r in exc.failures]
-    except Exception as exc:  # noqa: BLE001 -- the experiment's data cannot be read: no figure at all, named
-        text = str(exc).strip()
-        drawn, missing = (
-            [],
-            [{"figure": "all", "reason": f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"}],
-        )
-    out = {"figures": [str(p) for p in drawn]}
-    if missing:
-        out["figures_missing"] = missing
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     problem = check(args.results_dir)
@@ -115,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     missing = []
     if not args.no_figures:
         for name in present:
-            drawn = draw(results_dir / name)
+            drawn = draw_figures(results_dir / name, results_dir)
             entry = {k: v for k, v in status[name].items() if k not in ("figures", "figures_missing")}
             status[name] = entry | ({"figures_missing": drawn["figures_missing"]} if "figures_missing" in drawn else {})
             missing += [f"{name}/{m['figure']}" for m in drawn.get("figures_missing", [])]

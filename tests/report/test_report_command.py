@@ -130,3 +130,19 @@ def test_a_folder_that_cannot_be_written_is_one_line_and_exit_2(tmp_path, capsys
         f"error: {exp}: not writable (speedup.csv is written there)",
     ]
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.timeout(300)
+def test_runs_without_a_trace_are_named_as_a_figure_not_drawn(tmp_path, capsys):
+    """A run of summary.csv whose trace.csv is gone (deleted, never copied) is left out of every curve: the report
+    command says so (exit 1, the report's figures-not-drawn note), rather than drawing fewer curves without a word."""
+    import pandas as pd
+
+    exp = tmp_path / "tau_threshold"
+    shutil.copytree(SUMMARY.parent, exp, ignore=shutil.ignore_patterns("figures"))
+    first = str(pd.read_csv(exp / "summary.csv")["run_id"].iloc[0])
+    (exp / "runs" / first / "trace.csv").unlink()
+    capsys.readouterr()
+    assert main([str(tmp_path)]) == 1
+    report = (tmp_path / "REPORT.md").read_text()
+    assert f"have no trace.csv (first: {first}): their curves are not drawn" in report
