@@ -1,6 +1,6 @@
 """``python -m experiments.aggregate PATH...``: write speedup.csv for each experiment folder given.
 
-The table itself (speed-up and efficiency against P = 1, CONTRACT.md) is :mod:`experiments.analysis.speedup`.
+The table itself (speed-up and efficiency against P = 1, docs/INTERFACES.md) is :mod:`experiments.analysis.speedup`.
 """
 
 from __future__ import annotations

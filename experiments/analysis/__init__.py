@@ -1,6 +1,6 @@
 """Numbers computed from an experiment folder's CSVs, shared by the report (experiments/report) and the figures.
 
-- :mod:`.speedup`: speed-up and efficiency against P = 1 from summary.csv (speedup.csv, CONTRACT.md).
+- :mod:`.speedup`: speed-up and efficiency against P = 1 from summary.csv (speedup.csv, docs/INTERFACES.md).
 - :mod:`.staleness`: the runs' staleness histograms and the total variation distance between a measured run's and
   its simulated twin's.
 - :mod:`.compute_times`: how late emulated waits ended and how long real gradients took (compute_times.csv).

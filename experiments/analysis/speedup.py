@@ -1,4 +1,4 @@
-"""``speedup.csv`` from ``summary.csv`` (CONTRACT.md): speed-up and efficiency against P = 1.
+"""``speedup.csv`` from ``summary.csv`` (docs/INTERFACES.md): speed-up and efficiency against P = 1.
 
 For every (problem, algorithm, engine, clock, delay and straggler settings, batch size, compute mode and emulated
 base, transport, shared cores, master computing) group that has a run with one compute agent,

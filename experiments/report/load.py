@@ -1,7 +1,7 @@
 """What the report reads: an experiment folder's CSVs, the paper's numbers, the experiment's own yaml, and a results
 folder's bookkeeping (reproduce_status.json, the runs' provenance).
 
-Layout (CONTRACT.md): ``<results>/<experiment>/summary.csv`` (one row per run), ``speedup.csv``,
+Layout (docs/INTERFACES.md, "Result files"): ``<results>/<experiment>/summary.csv`` (one row per run), ``speedup.csv``,
 ``runs/<run_id>/{config.yaml,trace.csv,staleness.csv,compute_times.csv,provenance.json}``, ``tuning.csv`` (the
 choices of a tuning seed, whose trials lie apart in ``tuning/``); the paper's numbers are
 ``results/paper/<experiment>.csv`` of the repository; an experiment's title and setting are the ``report`` block of

@@ -1,4 +1,4 @@
-"""The results sink: a run's folder and the experiment's ``summary.csv`` (CONTRACT.md, "Results layout").
+"""The results sink: a run's folder and the experiment's ``summary.csv`` (docs/INTERFACES.md, "Result files").
 
 ``<results_dir>/<experiment>/runs/<run_id>/`` gets ``config.yaml`` (the resolved config), ``trace.csv`` (one row
 per evaluation point), ``staleness.csv`` (histogram), ``provenance.json`` and ``summary_row.json`` (the run's summary
