@@ -27,7 +27,7 @@ from experiments.cli import Parser
 from experiments.clock.calibration import Calibration, used_line, used_summary
 from experiments.clock.resolve import resolve
 from experiments.clock.spread import above_bound
-from experiments.errors import TERM_SIGNALS, ConfigError, Interrupted
+from experiments.errors import TERM_SIGNALS, CalibrationError, ConfigError, Interrupted
 from experiments.log import get_logger
 from experiments.reproduce import EXPERIMENTS
 from experiments.runner import resolve_device
@@ -101,10 +101,9 @@ def _calibrate(args) -> int:
                 if key not in problems:
                     problems[key] = make_problem(settings, resolve_device(settings.device))
                 costs = resolve(settings, problems[key], make_rule(settings), cal)
+            except CalibrationError:  # the calibration file itself is unusable: every job shares it, handled below
+                raise
             except ConfigError as exc:
-                if str(exc).startswith(f"{cal.path}:"):  # the calibration file itself is unusable: handled below
-                    raise
-                cal.read()
                 log.info(f"skip a job of {exp}: {str(exc).splitlines()[0]}")
                 continue
             for k in (costs.used or {}).get("entries", {}):

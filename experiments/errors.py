@@ -13,6 +13,12 @@ class ConfigError(ValueError):
     """A bad configuration value: the message names the key and the value (e.g. ``workers=0: must be >= 1``)."""
 
 
+class CalibrationError(ConfigError):
+    """The calibration file itself cannot be used: not a regular file, unreadable, unwritable (its folder, its lock),
+    or damaged and not set aside (experiments/clock/calibration.py). The message starts with the file's path. A tool
+    that goes on past a job's bad input (``experiments.calibrate``) stops at this one: every job shares the file."""
+
+
 class WorkerLost(RuntimeError):
     """A worker process or rank stopped answering or died during a run (real engines)."""
 

@@ -36,6 +36,7 @@ from experiments.clock.spread import (
     above_bound,
     spread_of,
 )
+from experiments.errors import CalibrationError
 from experiments.log import get_logger
 
 log = get_logger(__name__)
@@ -107,8 +108,8 @@ def used_line(summary: dict) -> str:
     above = summary["spread_above_bound"]
     if above:
         line += (
-            f" -- WARNING: {len(above)} above the {100 * SPREAD_BOUND:.0f}% bound after {POOL_ROUNDS} rounds of "
-            "repeats "
+            f" -- WARNING: {len(above)} above the {100 * SPREAD_BOUND:.0f}% bound after up to {POOL_ROUNDS} rounds "
+            "of repeats "
             "(named in provenance.json calibration_used.spread_above_bound)"
         )
     return line
@@ -165,10 +166,10 @@ class Calibration:
         path: the JSON file (created on first write; None = :func:`machine_path`).
 
     Raises:
-        experiments.errors.ConfigError: (from :meth:`read`, :meth:`entry`, :meth:`drop`) the path names something
-            that is not a regular file (a named pipe, a folder, a device: never opened, so never waited on) or a
-            file that cannot be read (permissions), a damaged file could not be set aside, or the file, its folder
-            or its lock cannot be written (a read-only folder); one line naming the file.
+        experiments.errors.CalibrationError: (a ConfigError; from :meth:`read`, :meth:`entry`, :meth:`drop`) the
+            path names something that is not a regular file (a named pipe, a folder, a device: never opened, so
+            never waited on) or a file that cannot be read (permissions), a damaged file could not be set aside, or
+            the file, its folder or its lock cannot be written (a read-only folder); one line naming the file.
     """
 
     def __init__(self, path: Path | str | None = None) -> None:
@@ -185,7 +186,7 @@ class Calibration:
         """Raise what :meth:`read` would raise on this path, without reading it as a calibration or writing anything.
 
         Raises:
-            ConfigError: not a regular file, or not readable.
+            CalibrationError: not a regular file, or not readable.
         """
         self._load()
 
@@ -196,18 +197,16 @@ class Calibration:
         """The file's content and why it is damaged (``(None, None)`` when there is no file).
 
         Raises:
-            ConfigError: not a regular file, or not readable.
+            CalibrationError: not a regular file, or not readable.
         """
         import stat as stat_mod
-
-        from experiments.errors import ConfigError
 
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
             return None, None
         except OSError as exc:
-            raise ConfigError(f"{self.path}: cannot read this calibration file ({exc.strerror})") from None
+            raise CalibrationError(f"{self.path}: cannot read this calibration file ({exc.strerror})") from None
         if not stat_mod.S_ISREG(st.st_mode):
             kind = (
                 "a folder"
@@ -218,12 +217,12 @@ class Calibration:
                 if stat_mod.S_ISSOCK(st.st_mode)
                 else "a device or special file"
             )
-            raise ConfigError(
+            raise CalibrationError(
                 f"{self.path}: the calibration file is {kind}, not a regular file "
                 "(engine.calibration / APAM_CALIBRATION must name a JSON file)"
             )
         if not os.access(self.path, os.R_OK):
-            raise ConfigError(f"{self.path}: cannot read this calibration file (permission denied)")
+            raise CalibrationError(f"{self.path}: cannot read this calibration file (permission denied)")
         try:  # O_NONBLOCK: should the file be swapped for a pipe since the check, opening it does not wait
             fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
             with os.fdopen(fd, "rb") as f:
@@ -231,7 +230,7 @@ class Calibration:
         except FileNotFoundError:
             return None, None
         except OSError as exc:
-            raise ConfigError(f"{self.path}: cannot read this calibration file ({exc.strerror})") from None
+            raise CalibrationError(f"{self.path}: cannot read this calibration file ({exc.strerror})") from None
         try:
             data = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
@@ -275,7 +274,7 @@ class Calibration:
         and has been set aside).
 
         Raises:
-            ConfigError: see the class docstring.
+            CalibrationError: see the class docstring.
         """
         data, damage = self._load()
         if data is None and damage is None:
@@ -292,15 +291,13 @@ class Calibration:
     def _set_aside(self, damage: str) -> None:
         """Rename the damaged file to ``<name>.damaged-<n>`` (first free n), with one line on stderr."""
 
-        from experiments.errors import ConfigError
-
         n = 1
         while (dest := self.path.with_name(f"{self.path.name}.damaged-{n}")).exists() or dest.is_symlink():
             n += 1
         try:
             os.rename(self.path, dest)
         except OSError as exc:
-            raise ConfigError(
+            raise CalibrationError(
                 f"{self.path}: damaged calibration file ({damage}) cannot be set aside ({exc.strerror})"
             ) from None
         log.warning(
@@ -313,29 +310,27 @@ class Calibration:
         """Hold the file lock (its folder made first).
 
         Raises:
-            ConfigError: the folder or the lock file cannot be made (a read-only folder): one line naming the file.
+            CalibrationError: the folder or the lock file cannot be made (a read-only folder): one line naming the
+                file.
         """
-        from experiments.errors import ConfigError
-
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._lock.acquire()
         except OSError as exc:
-            raise ConfigError(f"{self.path}: cannot write this calibration file ({exc.strerror or exc})") from None
+            raise CalibrationError(f"{self.path}: cannot write this calibration file ({exc.strerror or exc})") from None
         try:
             yield
         finally:
             self._lock.release()
 
     def _write(self, data: dict) -> None:
-        """Write ``data`` whole (experiments.store.atomic). Raises ConfigError when it cannot be written."""
-        from experiments.errors import ConfigError
+        """Write ``data`` whole (experiments.store.atomic). Raises CalibrationError when it cannot be written."""
         from experiments.store.atomic import atomic_write_text
 
         try:
             atomic_write_text(self.path, json.dumps(data, indent=1, sort_keys=True))
         except OSError as exc:
-            raise ConfigError(f"{self.path}: cannot write this calibration file ({exc.strerror or exc})") from None
+            raise CalibrationError(f"{self.path}: cannot write this calibration file ({exc.strerror or exc})") from None
 
     def entry(self, key: str, measure) -> dict:
         """The entry under ``key``; ``measure()`` (returning a list of repeated samples, seconds) is called, under
@@ -344,7 +339,7 @@ class Calibration:
         leaves :attr:`pooling`.
 
         Raises:
-            ConfigError: see the class docstring.
+            CalibrationError: see the class docstring.
         """
         data = self.read()
         if key in data["entries"] and key not in self.pooling:
@@ -377,7 +372,7 @@ class Calibration:
         """Forget ``keys`` (all entries when None): they are measured again on next use.
 
         Raises:
-            ConfigError: see the class docstring.
+            CalibrationError: see the class docstring.
         """
         if not self.path.exists() and not self.path.is_symlink():
             self._load()  # a dangling or unreadable name still says why
