@@ -119,7 +119,7 @@ def _check_writable(exp_dir: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Console entry (module docstring)."""
     from experiments.analysis.speedup import write_speedup
-    from experiments.report.load import experiment_folders
+    from experiments.report.load import results_folder_problem
     from experiments.reproduce import EXPERIMENTS
     from experiments.settings.fields import folder_problem
     from experiments.store.sink import remove_runs
@@ -136,8 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         unknown = sorted(set(args.only or ()) - set(EXPERIMENTS))
         if unknown:
             raise ConfigError(f"--only {' '.join(unknown)}: no such experiment (one of {', '.join(EXPERIMENTS)})")
-        if not experiment_folders(args.results_dir) and not (args.results_dir / "reproduce_status.json").exists():
-            raise ConfigError(f"{args.results_dir}: not a results folder (no <experiment>/summary.csv below it)")
+        if why := results_folder_problem(args.results_dir):
+            raise ConfigError(why)
         total = 0
         for experiment in args.only or EXPERIMENTS:
             for folder, planned in planned_run_ids(experiment, args.profile, args.results_dir).items():

@@ -20,9 +20,8 @@ from experiments.cli import Parser
 from experiments.errors import ConfigError
 from experiments.figures import draw_figures
 from experiments.log import get_logger
-from experiments.report.load import experiment_folders, run_profile, statuses
+from experiments.report.load import experiment_folders, results_folder_problem, run_profile, statuses
 from experiments.report.writer import ORDER, write_report
-from experiments.settings.fields import folder_problem
 from experiments.store.atomic import writable
 from experiments.store.table import read_summary_frame
 
@@ -53,16 +52,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def check(results_dir: Path) -> str | None:
-    """Why ``results_dir`` is no results folder (None when it is one)."""
-    if why := folder_problem(results_dir):
-        return f"{results_dir}: {why}"
-    if (results_dir / "summary.csv").exists():
-        return (
-            f"{results_dir}: an experiment folder, not a results folder: give the folder above it "
-            f"({results_dir.parent})"
-        )
-    if not experiment_folders(results_dir) and not statuses(results_dir):
-        return f"{results_dir}: not a results folder (no <experiment>/summary.csv below it)"
+    """Why the report cannot be written in ``results_dir`` (None when it can): no results folder
+    (:func:`~experiments.report.load.results_folder_problem`), or not writable."""
+    if why := results_folder_problem(results_dir):
+        return why
     if not writable(results_dir):
         return f"{results_dir}: not writable (REPORT.md, verdicts.csv and the figures are written there)"
     return None

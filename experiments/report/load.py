@@ -161,6 +161,24 @@ def experiment_folders(results_dir: Path) -> list[str]:
     return [n for n in names if n != ADHOC] if (Path(results_dir) / STATUS_FILE).exists() else names
 
 
+def results_folder_problem(results_dir: Path) -> str | None:
+    """Why ``results_dir`` is no results folder, in one line naming it (None when it is one): not a folder, an
+    experiment folder (the folder above it is the results folder), or neither an experiment folder below it nor a
+    ``reproduce_status.json`` in it. The report command and ``experiments.prune`` refuse such a folder."""
+    from experiments.settings.fields import folder_problem
+
+    if why := folder_problem(results_dir):
+        return f"{results_dir}: {why}"
+    if (Path(results_dir) / "summary.csv").exists():
+        return (
+            f"{results_dir}: an experiment folder, not a results folder: give the folder above it "
+            f"({Path(results_dir).parent})"
+        )
+    if not experiment_folders(results_dir) and not (Path(results_dir) / STATUS_FILE).exists():
+        return f"{results_dir}: not a results folder (no <experiment>/summary.csv below it)"
+    return None
+
+
 def statuses(results_dir: Path) -> dict:
     """``reproduce_status.json`` of ``results_dir`` (each experiment's last ``make reproduce`` call); {} without."""
     path = Path(results_dir) / STATUS_FILE
