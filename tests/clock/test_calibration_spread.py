@@ -24,6 +24,7 @@ from experiments.clock.spread import POOL_ROUNDS, SPREAD_BOUND, above_bound
 
 FIXED = ["engine.costs.update_s=1e-6", f"engine.costs.latency_s={LAT}", f"engine.costs.overhead_s={OVER}"]
 NARROW = [1e-3] * 5
+STAMP = "2026-12-03T10:00:00Z"  # the fixture entries' ``measured`` time (any UTC stamp of that format)
 FIRST = [0.7e-3, 0.9e-3, 1e-3, 1.05e-3, 1.3e-3]  # (1.3 - 0.7) / 1: 60 %
 WIDE = [1e-3, 2e-3, 3e-3, 4e-3, 5e-3]  # (5 - 1) / 3: 133 %
 
@@ -39,7 +40,7 @@ def _file(tmp_path, problem, spread, samples=None):
                         "value": GRAD,
                         "samples": samples or [GRAD],
                         "spread": spread,
-                        "measured": "2026-12-03T10:00:00Z",
+                        "measured": STAMP,
                     }
                 },
             }
@@ -72,7 +73,7 @@ def test_a_narrow_entry_is_used_as_it_is(tmp_path, monkeypatch, capsys):
     )
     assert calls == [] and costs.costs.grad == {8: GRAD} and "more repeats" not in capsys.readouterr().err
     used = costs.used
-    assert used["file"] == str(path) and used["measured_oldest"] == "2026-12-03T10:00:00Z"
+    assert used["file"] == str(path) and used["measured_oldest"] == STAMP
     assert used["worst_spread"] == 0.1 and used["spread_above_bound"] == []
     assert list(used["entries"]) == [grad_key(problem, 8)]
 
@@ -93,7 +94,7 @@ def test_a_wide_entry_is_measured_again_and_pooled(tmp_path, monkeypatch, capsys
     # the five stored and the five new: median 1e-3; ten samples' interval runs from the 2nd to the 9th (15 %)
     assert entry["samples"] == [*FIRST, *NARROW] and entry["value"] == 1e-3 == costs.costs.grad[8]
     assert entry["spread"] == pytest.approx(0.15) and entry["remeasured"] == 1
-    assert entry["first_measured"] == "2026-12-03T10:00:00Z" and calls == [8]
+    assert entry["first_measured"] == STAMP and calls == [8]
     assert costs.used["spread_above_bound"] == [] and costs.used["entries"][grad_key(problem, 8)]["remeasured"] == 1
 
 
@@ -201,7 +202,7 @@ def test_only_prints_the_entries_of_the_experiments_named(tmp_path, cheap_calibr
                         "value": 1e-6,
                         "samples": [1e-6],
                         "spread": 0.0,
-                        "measured": "2026-12-03T10:00:00Z",
+                        "measured": STAMP,
                     }
                 },
             }
