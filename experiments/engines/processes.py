@@ -145,12 +145,17 @@ def reap(processes, grace_s: float = 5.0) -> None:
 def sigterm_as_interrupt():
     """While inside, SIGTERM raises :class:`experiments.errors.Interrupted` (a KeyboardInterrupt whose ``signum`` is
     SIGTERM) in the main thread, so the runner keeps the partial trace and ends its children exactly as for Ctrl-C,
-    then exits 143. Does nothing outside the main thread."""
-    if threading.current_thread() is not threading.main_thread():
+    then exits 143. Later SIGTERMs are ignored until the context ends (while the run is recorded).
+
+    Does nothing outside the main thread, or where the program handles SIGTERM with a handler of its own (the
+    command line's raises once and ignores every later stop signal, so a burst of signals ends the run with the
+    first one's exit status; restoring it here would arm it again while the run is recorded and at exit)."""
+    if threading.current_thread() is not threading.main_thread() or callable(signal.getsignal(signal.SIGTERM)):
         yield
         return
 
     def _raise(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise Interrupted(signum)
 
     previous = signal.signal(signal.SIGTERM, _raise)

@@ -19,7 +19,9 @@ needs_data = pytest.mark.skipif(
 )
 
 
-def _interrupt(tmp_path, sig, args, min_epochs=0.15):
+def _interrupt(tmp_path, sig, args, min_epochs=0.15, then=()):
+    """Start a long run, send ``sig`` once it is past a few evaluation points, then each signal of ``then`` 0.15 s
+    apart; returns the exit status and stderr."""
     err = tmp_path / "stderr.txt"
     flags = [a for a in args if a.startswith("-")]
     args = [a for a in args if not a.startswith("-")]
@@ -47,6 +49,10 @@ def _interrupt(tmp_path, sig, args, min_epochs=0.15):
             time.sleep(0.2)
         assert proc.poll() is None, err.read_text()[-2000:]
         proc.send_signal(sig)
+        for later in then:
+            time.sleep(0.15)
+            if proc.poll() is None:
+                proc.send_signal(later)
         proc.wait(90)
     finally:
         if proc.poll() is None:
@@ -129,6 +135,23 @@ def test_shared_memory_sweep_exits_143_on_sigterm(tmp_path):
     )
     assert rc == 143, err[-2000:]
     _check_recorded(tmp_path, signal.SIGTERM, rows=1)
+
+
+@needs_data
+@pytest.mark.timeout(300)
+def test_a_burst_of_signals_to_a_real_engine_ends_with_the_first_ones_status_and_no_traceback(tmp_path):
+    """SIGTERM, SIGINT, SIGTERM 0.15 s apart (an impatient user, a supervisor escalating): the first one decides
+    (exit 143, the run recorded as interrupted by SIGTERM); the later ones neither replace it nor raise inside the
+    recording or the exit hooks (it exited 130 with "Exception ignored in atexit callback")."""
+    rc, err = _interrupt(
+        tmp_path,
+        signal.SIGTERM,
+        ["engine=shared_memory", "workers=2", "engine.pin_workers=false"],
+        then=(signal.SIGINT, signal.SIGTERM),
+    )
+    assert rc == 143, err[-2000:]
+    assert "Traceback" not in err and "Exception ignored" not in err, err[-2000:]
+    _check_recorded(tmp_path, signal.SIGTERM)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
