@@ -99,10 +99,17 @@ def _options(source: Source, group: str) -> str:
     return ", ".join(sorted({p.stem for f in folders if f.is_dir() for p in f.glob("*.yaml")}))
 
 
-def _explain(source: Source, override: str, exc: Exception) -> ConfigError:
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+def _explain(source: Source, override: str, exc: Exception, cfg=None) -> ConfigError:
+    """One line for an override that failed to compose or apply; a key missing from a config group's option (the
+    ``engine.colocate`` of ``engine=simulated``) is named with that option, as a sweep's job chose it (``cfg``)."""
+    text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     if first.startswith("Could not override") or first.startswith("Key '"):
         first = "no such config key"
+        head = override.split("=", 1)[0].lstrip("+~").split(".")[0]
+        name = OmegaConf.select(cfg, f"{head}.name", default=None) if cfg is not None else None
+        if head in source.groups and isinstance(name, str):
+            first = f"not a key of {head}={name}"
     opts = _options(source, override.split("=", 1)[0].lstrip("+~"))
     return ConfigError(f"{override}: {first}{f' (options: {opts})' if opts else ''}")
 
@@ -258,7 +265,7 @@ def _all(combos: list[list[str]], source: Source, resolve: bool) -> list:
             try:
                 apply_values(cfg, parsed[o])
             except Exception as exc:
-                raise _explain(source, o, exc) from None
+                raise _explain(source, o, exc, cfg) from None
         if resolve:
             try:
                 cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))

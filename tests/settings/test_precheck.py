@@ -54,6 +54,16 @@ def test_every_job_of_a_large_sweep_is_checked_as_a_whole(tmp_path):
     _refused(sweep, "batch_size=32", multirun=True, tmp_path=tmp_path)
 
 
+def test_a_key_one_option_of_a_group_lacks_is_named_with_that_option(tmp_path):
+    """``engine.colocate`` is a key of the shared_memory engine only: in a sweep over engines the message names the
+    job's engine that lacks it (it said ``"Key 'engine.colocate' is not in the config"``, whatever the job)."""
+    msg = _refused(["engine=shared_memory,simulated", "engine.colocate=true"], "engine.colocate", True, tmp_path)
+    assert msg.endswith(": not a key of engine=simulated"), msg
+    msg = _refused(["problem.no_such_key=1"], "problem.no_such_key=1", tmp_path=tmp_path)
+    assert msg.endswith(": not a key of problem=logreg_fmnist"), msg
+    assert _refused(["no_such.key=1"], "no_such.key=1", tmp_path=tmp_path).endswith(": no such config key")
+
+
 def test_allowed_values_pass(tmp_path):
     # the cap is the inv_sqrt schedule's; a constant step at or under alpha_max is used as given; + of a read key
     jobs = precheck(
