@@ -34,6 +34,7 @@ from experiments.clock.spread import (
     POOL_ROUNDS,
     SPREAD_BOUND,
     above_bound,
+    rounds_pooled,
     spread_of,
 )
 from experiments.errors import CalibrationError
@@ -349,7 +350,7 @@ class Calibration:
             data = self.read()
             old = data["entries"].get(key)
             rounds = self.pooling.pop(key, None)
-            if old is None or rounds == int(old.get("remeasured") or 0):
+            if old is None or rounds == rounds_pooled(old):
                 new = [float(s) for s in measure()]
                 samples = [float(s) for s in old.get("samples", [])] + new if old else new
                 if new or old is None:
@@ -362,7 +363,7 @@ class Calibration:
                         "probe_s": speedprobe.measure(),
                     }  # the machine's speed as it measured
                     if old:
-                        data["entries"][key]["remeasured"] = int(old.get("remeasured") or 0) + 1
+                        data["entries"][key]["remeasured"] = rounds_pooled(old) + 1
                         data["entries"][key]["first_measured"] = old.get("first_measured") or old.get("measured")
                     self._write(data)
             self.used[key] = data["entries"][key]

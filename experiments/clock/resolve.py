@@ -36,7 +36,7 @@ from experiments.clock.measure import (
     probe_grad_samples,
     round_samples,
 )
-from experiments.clock.spread import POOL_ROUNDS, SPREAD_BOUND, above_bound
+from experiments.clock.spread import POOL_ROUNDS, SPREAD_BOUND, above_bound, rounds_pooled
 from experiments.log import get_logger
 from experiments.settings.schema import RunSettings
 
@@ -87,7 +87,7 @@ def resolve(settings: RunSettings, problem, rule, calibration: Calibration | Non
     costs = _resolve(settings, cal, problem, rule)
     for _ in range(POOL_ROUNDS - 1):  # a pass pools one round into each wide entry: never more passes than rounds
         wide = sorted(
-            k for k, e in cal.used.items() if above_bound(k, e) and int(e.get("remeasured") or 0) + 1 < POOL_ROUNDS
+            k for k, e in cal.used.items() if above_bound(k, e) and rounds_pooled(e) + 1 < POOL_ROUNDS
         )
         if not wide:
             break
@@ -96,9 +96,9 @@ def resolve(settings: RunSettings, problem, rule, calibration: Calibration | Non
             f"calibration: {len(wide)} entr{'y' if len(wide) == 1 else 'ies'} of {cal.path} spread above the "
             f"{100 * SPREAD_BOUND:.0f}% bound (worst {100 * cal.used[worst]['spread']:.0f}%, {worst}): measuring "
             f"{REPEATS} more repeats of {'it' if len(wide) == 1 else 'each'}, pooled with the stored ones "
-            f"(round {int(cal.used[worst].get('remeasured') or 0) + 2} of at most {POOL_ROUNDS})"
+            f"(round {rounds_pooled(cal.used[worst]) + 2} of at most {POOL_ROUNDS})"
         )
-        cal.pooling.update({k: int(cal.used[k].get("remeasured") or 0) for k in wide})
+        cal.pooling.update({k: rounds_pooled(cal.used[k]) for k in wide})
         cal.used.clear()
         try:
             costs = _resolve(settings, cal, problem, rule)

@@ -59,3 +59,11 @@ def spread_of(samples) -> float:
 def above_bound(key: str, entry: dict) -> bool:
     """True when ``entry`` (under ``key``) repeats one cost and its spread is above :data:`SPREAD_BOUND`."""
     return key.split("|", 1)[0] in BOUNDED_KINDS and float(entry.get("spread") or 0.0) > SPREAD_BOUND
+
+
+def rounds_pooled(entry: dict) -> int:
+    """The rounds of repeats pooled into ``entry`` after its first (its ``remeasured``, 0 when absent). An older
+    file's ``"remeasured": true`` counts none: such an entry was measured once more from scratch and kept only that
+    second round, so its samples are one round and it may still pool up to ``POOL_ROUNDS - 1`` more."""
+    rounds = entry.get("remeasured") or 0
+    return 0 if isinstance(rounds, bool) else int(rounds)

@@ -120,6 +120,22 @@ def test_still_wide_after_the_last_round_it_is_used_with_a_warning(tmp_path, mon
     assert costs.used["spread_above_bound"] == [grad_key(problem, 8)]
 
 
+def test_an_older_files_remeasured_true_counts_no_pooled_round(tmp_path, monkeypatch, capsys):
+    """Before pooling, ``"remeasured": true`` marked an entry measured once more from scratch (its 5 samples are
+    that second round alone): it gets every pooled round, 25 repeats in all (it stopped at 20)."""
+    problem, calls = QuadraticProblem(), []
+    path = _file(tmp_path, problem, 1.33, WIDE)
+    data = json.loads(path.read_text())
+    data["entries"][grad_key(problem, 8)]["remeasured"] = True
+    path.write_text(json.dumps(data))
+    monkeypatch.setattr(resolve_mod, "p1_run_samples", _p1(WIDE, calls))
+    resolve(settings_for(pinned(["batch_size=8", *FIXED])), problem, build_rule("sgd", lr=0.1), Calibration(path))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert [line[-15:] for line in err] == [f"{r} of at most {POOL_ROUNDS})" for r in range(2, POOL_ROUNDS + 1)]
+    entry = json.loads(path.read_text())["entries"][grad_key(problem, 8)]
+    assert len(entry["samples"]) == 5 * POOL_ROUNDS and entry["remeasured"] == POOL_ROUNDS - 1
+
+
 def test_the_spread_is_the_width_of_the_medians_confidence_interval():
     """Order statistics x_(j), x_(n+1-j) with coverage 1 - 2 P(Bin(n, 1/2) <= j - 1) >= 93.75 % (Conover 3.2)."""
     from experiments.clock.spread import SPREAD_LEVEL, median_interval, spread_of
