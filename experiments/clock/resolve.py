@@ -86,9 +86,7 @@ def resolve(settings: RunSettings, problem, rule, calibration: Calibration | Non
     cal.used.clear()
     costs = _resolve(settings, cal, problem, rule)
     for _ in range(POOL_ROUNDS - 1):  # a pass pools one round into each wide entry: never more passes than rounds
-        wide = sorted(
-            k for k, e in cal.used.items() if above_bound(k, e) and rounds_pooled(e) + 1 < POOL_ROUNDS
-        )
+        wide = sorted(k for k, e in cal.used.items() if above_bound(k, e) and rounds_pooled(e) + 1 < POOL_ROUNDS)
         if not wide:
             break
         worst = max(wide, key=lambda k: cal.used[k]["spread"])
