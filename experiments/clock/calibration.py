@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import platform
 import statistics
@@ -29,6 +28,7 @@ import torch
 from filelock import FileLock
 
 from experiments.clock import speedprobe
+from experiments.clock.calshape import shape_problem
 from experiments.clock.spread import (
     BOUNDED_KINDS,
     POOL_ROUNDS,
@@ -159,9 +159,11 @@ class Calibration:
 
     A damaged file (not UTF-8 JSON, cut short, empty, or not of this shape: an object whose ``entries`` maps keys to
     objects with a ``value`` of seconds and, where present, a non-empty list of ``samples`` of seconds, every one
-    finite and >= 0, and well-typed ``spread``, ``remeasured`` and ``measured``: :meth:`_shape_problem`) is set aside as
-    ``<name>.damaged-<n>`` under the file lock and read as empty (its entries are measured again), with one line on
-    stderr naming it. Every write goes through :func:`experiments.store.atomic.atomic_write_text`.
+    finite and >= 0, and well-typed ``spread``, ``remeasured`` and ``measured``:
+    :func:`experiments.clock.calshape.shape_problem`) is set aside as ``<name>.damaged-<n>`` under the file lock
+    and read as empty (its entries are measured again), with one line on stderr naming it, when it is the harness's
+    (a ``.json`` file or an object with ``entries``); any other file is refused and left alone.
+    Every write goes through :func:`experiments.store.atomic.atomic_write_text`.
 
     Args:
         path: the JSON file (created on first write; None = :func:`machine_path`).
@@ -187,9 +189,22 @@ class Calibration:
         """Raise what :meth:`read` would raise on this path, without reading it as a calibration or writing anything.
 
         Raises:
-            CalibrationError: not a regular file, or not readable.
+            CalibrationError: not a regular file, not readable, or damaged and not the harness's (:meth:`_foreign`).
         """
-        self._load()
+        self._foreign(*self._load())
+
+    def _foreign(self, data, damage: str | None) -> None:
+        """Refuse a damaged file that may not be a calibration file at all: only a ``.json`` file, or a JSON object
+        with ``entries``, is set aside and rebuilt (any other file named by mistake, ``--file notes.txt``, is left
+        as it is).
+
+        Raises:
+            CalibrationError: ``damage`` and neither of those.
+        """
+        if damage is not None and self.path.suffix != ".json" and not (isinstance(data, dict) and "entries" in data):
+            raise CalibrationError(
+                f"{self.path}: not a calibration file ({damage}); left as it is: name a new .json file or remove it"
+            )
 
     def _empty(self) -> dict:
         return {"machine": machine_id(), "entries": {}}
@@ -236,39 +251,7 @@ class Calibration:
             data = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
             return None, "empty" if not raw.strip() else f"not JSON ({' '.join(str(exc).split())[:80]})"
-        return data, self._shape_problem(data)
-
-    @staticmethod
-    def _shape_problem(data) -> str | None:
-        """Why ``data`` is not a calibration (None when it is): see the class docstring for the shape; every time is
-        a finite number of seconds >= 0 (a gradient's > 0), ``spread`` a finite number >= 0, ``remeasured`` a whole
-        number of rounds, ``measured`` a time stamp (text)."""
-
-        def seconds(v) -> bool:
-            return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
-
-        if not isinstance(data, dict):
-            return f"a JSON {type(data).__name__}, not an object"
-        if not isinstance(data.get("entries"), dict):
-            return "no 'entries' object"
-        if not isinstance(data.get("machine", {}), dict):
-            return "'machine' is not an object"
-        for key, e in data["entries"].items():
-            if not isinstance(e, dict) or not seconds(e.get("value")):
-                return f"entry {key!r}: 'value' is not a finite number of seconds >= 0"
-            samples = e.get("samples", [e["value"]])
-            if not isinstance(samples, list) or not samples or not all(seconds(v) for v in samples):
-                return f"entry {key!r}: 'samples' is not a non-empty list of finite numbers of seconds >= 0"
-            if key.split("|", 1)[0] in ("grad", "gradtimes") and (e["value"] <= 0 or statistics.median(samples) <= 0):
-                return f"entry {key!r}: a gradient takes no time"
-            if "spread" in e and not seconds(e["spread"]):
-                return f"entry {key!r}: 'spread' is not a finite number >= 0"
-            rounds = e.get("remeasured", 0)
-            if not isinstance(rounds, int) or rounds < 0:
-                return f"entry {key!r}: 'remeasured' is not a whole number of rounds"
-            if any(k in e and not isinstance(e[k], str) for k in ("measured", "first_measured")):
-                return f"entry {key!r}: 'measured' is not a time stamp"
-        return None
+        return data, shape_problem(data)
 
     def read(self) -> dict:
         """The file's content (an empty calibration of this machine when the file does not exist or was damaged
@@ -282,8 +265,10 @@ class Calibration:
             return self._empty()
         if damage is None:
             return data
+        self._foreign(data, damage)
         with self._locked():  # one process sets the file aside; the others then find it gone or rewritten
             data, damage = self._load()
+            self._foreign(data, damage)
             if damage is None:
                 return data if data is not None else self._empty()
             self._set_aside(damage)
@@ -375,8 +360,9 @@ class Calibration:
         Raises:
             CalibrationError: see the class docstring.
         """
-        if not self.path.exists() and not self.path.is_symlink():
-            self._load()  # a dangling or unreadable name still says why
+        data, damage = self._load()  # an unreadable name or a file not the harness's says why, before any lock
+        self._foreign(data, damage)
+        if data is None and damage is None:
             return
         with self._locked():
             data = self.read()

@@ -350,6 +350,23 @@ def test_a_damaged_calibration_is_set_aside_and_measured_again(tmp_path, capsys,
     ]
 
 
+@pytest.mark.parametrize("content", [b"root:x:0:0:root:/root:/bin/bash\n", b"", b"[1, 2]", b'{"a": 1}'])
+def test_a_damaged_file_that_may_not_be_a_calibration_is_refused_and_left_alone(tmp_path, capsys, content):
+    """Only a .json file or an object with entries is set aside: a file named by mistake (``--file notes.txt``,
+    ``engine.calibration=/etc/passwd``) was renamed and replaced by a calibration."""
+    from experiments.errors import CalibrationError
+
+    path = tmp_path / "notes.txt"
+    path.write_bytes(content)
+    for call in (lambda c: c.check(), lambda c: c.read(), lambda c: c.entry("k", lambda: [1.0]), lambda c: c.drop()):
+        with pytest.raises(CalibrationError, match=r"notes.txt: not a calibration file \(.*\); left as it is"):
+            call(Calibration(path))
+    assert path.read_bytes() == content and sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+    assert capsys.readouterr().err == ""
+    path.write_bytes(b'{"entries": []}')  # the harness's own shape, damaged: set aside as a .json one is
+    assert Calibration(path).read()["entries"] == {} and (tmp_path / "notes.txt.damaged-1").exists()
+
+
 def test_a_fifo_folder_or_unreadable_calibration_is_a_config_error_and_never_waits(tmp_path, monkeypatch):
     import os
 
