@@ -14,8 +14,11 @@ reproduce_status.json (the report then says ``not run yet``). Left alone: a tuni
 (``<experiment>/tuning/``), folders of experiments the profile does not plan (``adhoc/``, ...), other files.
 Run ``make reproduce`` afterwards to redraw the figures and the report.
 
-Exit codes: 0 done (nothing stale, or listed, or removed); 2 bad input (no such folder, an experiment id the profile
-does not have, jobs that do not compose), one line.
+A folder whose runs were made with another profile (its reproduce_status.json, else its runs' config.yaml) is
+refused: every run of it would be stale.
+
+Exit codes: 0 done (nothing stale, or listed, or removed); 2 bad input (no such folder, a folder of another profile,
+an experiment id the profile does not have, jobs that do not compose, a damaged status file), one line.
 """
 
 from __future__ import annotations
@@ -119,7 +122,7 @@ def _check_writable(exp_dir: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Console entry (module docstring)."""
     from experiments.analysis.speedup import write_speedup
-    from experiments.report.load import results_folder_problem
+    from experiments.report.load import results_folder_problem, run_profile
     from experiments.reproduce import EXPERIMENTS
     from experiments.settings.fields import folder_problem
     from experiments.store.sink import remove_runs
@@ -138,6 +141,12 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"--only {' '.join(unknown)}: no such experiment (one of {', '.join(EXPERIMENTS)})")
         if why := results_folder_problem(args.results_dir):
             raise ConfigError(why)
+        made_with = run_profile(args.results_dir)
+        if made_with is not None and made_with != args.profile:  # every run would be stale
+            raise ConfigError(
+                f"--profile {args.profile}: the runs of {args.results_dir} were made with profile {made_with}; "
+                f"prune it with --profile {made_with}"
+            )
         total = 0
         for experiment in args.only or EXPERIMENTS:
             for folder, planned in planned_run_ids(experiment, args.profile, args.results_dir).items():

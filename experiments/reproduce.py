@@ -23,6 +23,7 @@ report). A call that reruns nothing leaves ``reproduce_status.json`` and the rep
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -230,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = Parser("python -m experiments.reproduce", __doc__)
     ap.add_argument("--profile", default="quick", choices=["smoke", "quick", "long", "paper"])
     ap.add_argument(
-        "--results-dir", default=None, type=Path, help="default: results (quick), results-<profile> otherwise"
+        "--results-dir", default=None, type=_folder, help="default: results (quick), results-<profile> otherwise"
     )
     ap.add_argument(
         "--force",
@@ -285,12 +286,22 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, _stop_on_signal)
     try:
         return _reproduce(args, results_dir, experiments, left_out)
+    except ConfigError as exc:  # a damaged reproduce_status.json
+        log.error(f"error: {exc}")
+        return 2
     except KeyboardInterrupt as exc:
         log.info(
             "interrupted: runs that finished are kept; `make reproduce` again skips them and starts every "
             "unfinished run from its beginning (a run is not resumed part-way)"
         )
         return 128 + Interrupted.signum_of(exc)
+
+
+def _folder(text: str) -> Path:
+    """``--results-dir``: a folder's name; an empty one (``''``, which would be the current folder) is refused."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: must name a folder")
+    return Path(text)
 
 
 def _stop_on_signal(signum, frame) -> None:
@@ -307,7 +318,9 @@ def _reproduce(args, results_dir: Path, experiments: list[str], left_out) -> int
     """:func:`main` after its arguments are checked: the up-to-date check, calibration, sweeps, figures, report."""
     t_call = time.perf_counter()
     status_path = results_dir / "reproduce_status.json"
-    statuses = json.loads(status_path.read_text()) if status_path.exists() else {}
+    from experiments.report.load import statuses as read_statuses
+
+    statuses = read_statuses(results_dir)  # a damaged file: one line (main), before anything runs
     # the up-to-date check first: an experiment whose planned runs all finished with today's configs runs nothing
     lacking = {exp: [] for exp in experiments}  # jobs whose data this machine lacks: the sweeps would skip them
     todo = {

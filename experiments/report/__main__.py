@@ -68,17 +68,17 @@ def main(argv: list[str] | None = None) -> int:
         log.error(f"error: {problem}")
         return 2
     results_dir = args.results_dir
-    status = statuses(results_dir)
     present = experiment_folders(results_dir)
-    try:  # a damaged summary: one line naming it, before any figure is drawn
+    try:  # a damaged summary or status file: one line naming it, before any figure is drawn
+        status = statuses(results_dir)
         frames = {name: read_summary_frame(results_dir / name / "summary.csv") for name in present}
+        profile = args.profile or run_profile(results_dir) or "quick"
     except ConfigError as exc:
         log.error(f"error: {exc}")
         return 2
     # a make reproduce folder lists its whole profile; a folder of one's own runs, the experiments it holds
     names = ORDER if status else [e for e in ORDER if e in present]
     names += [e for e in present if e not in names]
-    profile = args.profile or run_profile(results_dir) or "quick"
     for name in present:  # runs without a make reproduce call behind them: no status to tell
         status.setdefault(
             name,

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from experiments.analysis import compute_times, configs, staleness
+from experiments.errors import ConfigError
 from experiments.report.clock import read_validation, validation_rows
 from experiments.store.table import read_summary_frame
 
@@ -180,23 +181,55 @@ def results_folder_problem(results_dir: Path) -> str | None:
 
 
 def statuses(results_dir: Path) -> dict:
-    """``reproduce_status.json`` of ``results_dir`` (each experiment's last ``make reproduce`` call); {} without."""
+    """``reproduce_status.json`` of ``results_dir`` (each experiment's last ``make reproduce`` call); {} without.
+
+    Raises:
+        ConfigError: the file is not a regular file, cannot be read, or is not a JSON object of objects (one line
+            naming it: remove it and ``make reproduce`` writes it again).
+    """
     path = Path(results_dir) / STATUS_FILE
-    return json.loads(path.read_text()) if path.exists() else {}
+    if not path.exists() and not path.is_symlink():
+        return {}
+    why = "not a regular file" if not path.is_file() else None
+    try:
+        data = json.loads(path.read_text()) if why is None else None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        why = getattr(exc, "strerror", None) or f"not JSON ({' '.join(str(exc).split())[:60]})"
+        data = None
+    if why is None and not (isinstance(data, dict) and all(isinstance(v, dict) for v in data.values())):
+        why = "not an object of experiments' statuses"
+    if why is not None:
+        raise ConfigError(f"{path}: damaged status file ({why}); remove it and `make reproduce` writes it again")
+    return data
+
+
+def _config_profile(path: Path) -> str | None:
+    """The ``profile`` of a run's config.yaml; None when it has none or cannot be read as a mapping (a damaged or
+    odd file is the runner's to name: it reruns such a run)."""
+    if not path.is_file():  # never opens a named pipe or a folder
+        return None
+    try:
+        cfg = OmegaConf.load(path)
+    except Exception:  # noqa: BLE001 -- any YAML or read error: the file does not say
+        return None
+    profile = cfg.get("profile") if isinstance(cfg, DictConfig) else None
+    return str(profile) if isinstance(profile, str) and profile else None
 
 
 def run_profile(results_dir: Path) -> str | None:
     """The profile the runs below ``results_dir`` were made with: the most common ``profile`` of the status file,
-    else of the runs' config.yaml files; None when neither says."""
+    else of the runs' config.yaml files (the first that says, per experiment folder); None when neither says.
+
+    Raises:
+        ConfigError: a damaged status file (:func:`statuses`).
+    """
     named = Counter(str(s["profile"]) for s in statuses(results_dir).values() if s.get("profile"))
     if not named:
-        for f in sorted(
-            f for name in experiment_folders(results_dir) for f in (Path(results_dir) / name).glob("runs/*/config.yaml")
-        ):
-            profile = OmegaConf.load(f).get("profile")
-            if profile:
-                named[str(profile)] += 1
-                break  # one run's config says it: every run of a folder shares the profile it was called with
+        for name in experiment_folders(results_dir):
+            for f in sorted((Path(results_dir) / name).glob("runs/*/config.yaml")):
+                if profile := _config_profile(f):
+                    named[profile] += 1
+                    break  # one run's config says it: every run of a folder shares the profile it was called with
     return named.most_common(1)[0][0] if named else None
 
 

@@ -14,6 +14,8 @@ from conftest import REPO
         (["experiments.reproduce", "--profile", "nosuch"], "argument --profile: invalid choice: 'nosuch'"),
         (["experiments.reproduce", "--jobs", "abc"], "argument --jobs: invalid int value: 'abc'"),
         (["experiments.reproduce", "--only"], "--only: name at least one experiment id"),
+        (["experiments.reproduce", "--results-dir", ""], "argument --results-dir: '': must name a folder"),
+        (["experiments.reproduce", "--results-dir", " "], "argument --results-dir: ' ': must name a folder"),
         (["experiments.calibrate", "--bogus"], "unrecognized arguments: --bogus"),
         (["experiments.report"], "the following arguments are required: DIR"),
         (["experiments.aggregate"], "the following arguments are required: paths"),

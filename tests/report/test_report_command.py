@@ -146,3 +146,47 @@ def test_runs_without_a_trace_are_named_as_a_figure_not_drawn(tmp_path, capsys):
     assert main([str(tmp_path)]) == 1
     report = (tmp_path / "REPORT.md").read_text()
     assert f"have no trace.csv (first: {first}): their curves are not drawn" in report
+
+
+@pytest.mark.parametrize("content", [b"garbage{", b"[1, 2]", b'{"tau_threshold": 3}', None])
+def test_a_damaged_status_file_is_one_line_and_exit_2_for_report_prune_and_reproduce(tmp_path, capsys, content):
+    """reproduce_status.json that is not JSON, not an object of objects, or a folder: one line naming it, exit 2,
+    nothing written (it was a traceback, with exit 0 from the report)."""
+    from experiments import prune, reproduce
+
+    shutil.copytree(SUMMARY.parent, tmp_path / "tau_threshold", ignore=shutil.ignore_patterns("figures", "runs"))
+    status = tmp_path / "reproduce_status.json"
+    status.mkdir() if content is None else status.write_bytes(content)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert main([str(tmp_path), "--no-figures"]) == 2
+    assert prune.main([str(tmp_path), "--profile", "quick"]) == 2
+    args = ["--profile", "smoke", "--results-dir", str(tmp_path), "--only", "tau_threshold"]
+    assert reproduce.main(args) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 3 and all(line.startswith(f"error: {status}: damaged status file (") for line in err), err
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+def test_damaged_run_configs_do_not_stop_the_report_and_a_named_pipe_is_never_opened(tmp_path):
+    """The report finds a folder's profile from its runs' config.yaml: one that is not YAML, a list, a folder or a
+    named pipe says nothing (the runner reruns such a run) and the next run of the folder is read; no hang."""
+    import os
+
+    from experiments.report.load import run_profile
+
+    exp = tmp_path / "tau_threshold"
+    shutil.copytree(SUMMARY.parent, exp, ignore=shutil.ignore_patterns("figures"))
+    configs = sorted(exp.glob("runs/*/config.yaml"))
+    assert len(configs) >= 5
+    configs[0].write_text("a: [unclosed")
+    configs[1].write_text("- 1\n")
+    configs[2].unlink()
+    configs[2].mkdir()
+    configs[3].unlink()
+    os.mkfifo(configs[3])
+    assert run_profile(tmp_path) == "quick"
+    for f in configs[4:]:
+        f.write_text("- 1\n")
+    assert run_profile(tmp_path) is None
+    assert main([str(tmp_path), "--no-figures"]) == 0

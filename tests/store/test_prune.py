@@ -103,3 +103,14 @@ def test_an_experiment_left_without_runs_is_not_run_yet(tmp_path):
     statuses = json.loads((tmp_path / "reproduce_status.json").read_text())
     assert statuses == {"other": {"status": "ran"}} and not (tmp_path / EXP).exists()
     assert absent(statuses.get(EXP, {})).cls == NOT_RUN_YET
+
+
+def test_prune_refuses_a_folder_of_another_profile(tmp_path, capsys):
+    """Every run of a quick folder is unplanned by smoke: --profile smoke --apply removed them all without a word."""
+    shutil.copytree(REPO / "results" / EXP, tmp_path / EXP, ignore=shutil.ignore_patterns("figures"))
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    assert prune.main([str(tmp_path), "--profile", "smoke", "--apply"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: --profile smoke: the runs of {tmp_path} were made with profile quick; prune it with --profile quick"
+    )
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
