@@ -306,8 +306,6 @@ def main() -> None:
     try:
         _hydra_main()
         _write_speedups()
-        for folder in _RESULTS_DIRS:  # Hydra's job folders (output_subdir null: always empty) go with the runs
-            _remove_empty_dirs(folder / ".hydra")
     except KeyboardInterrupt as exc:
         signum, recorded = Interrupted.signum_of(exc), Interrupted.recorded_of(exc)
         name = signal.Signals(signum).name
@@ -324,6 +322,9 @@ def main() -> None:
         else:
             log.info(f"interrupted by {name} between runs: no run was in flight; a rerun skips the finished ones")
         sys.exit(128 + signum)
+    finally:  # Hydra's job folders (output_subdir null: always empty) go with the runs, however they ended
+        for folder in _RESULTS_DIRS:
+            _remove_empty_dirs(folder / ".hydra")
     _after_the_runs()
     if multirun and OUTCOME.get("failed"):
         log.info(f"{OUTCOME['failed']} of {OUTCOME['jobs']} runs failed (summary.csv says why)")

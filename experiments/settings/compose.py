@@ -33,6 +33,7 @@ from experiments.settings.preflight import (
     check_data,
     check_device,
     check_master_addr,
+    check_places,
     check_problems,
     check_writable,
 )
@@ -343,6 +344,7 @@ def precheck(overrides: list[str], multirun: bool, source: Source = DEFAULT) -> 
     settings = [build_settings(cfg) for cfg in compose_jobs(combos, source)]
     for folder in sorted({s.results_dir for s in settings}):
         check_writable(folder)
+    check_places(settings)
     for device in sorted({s.device for s in settings}):
         check_device(device)
     check_data(settings)

@@ -41,6 +41,41 @@ def check_writable(results_dir: str) -> None:
         raise ConfigError(f"results_dir={results_dir}: {probe} is not writable")
 
 
+def check_places(settings_list) -> None:
+    """The places a run writes that already exist are of the kind it writes there: ``results_dir/.hydra`` (Hydra's
+    scratch folder), the experiment's folder and its ``runs/`` are folders (or links to folders), and the summary's
+    lock is a regular file, not a link (each was a traceback after the run, or a run trained and left without its
+    summary row).
+
+    Raises:
+        ConfigError: ``<path>: <what it is>, not <what the run writes there>; remove it``, for the first such place.
+    """
+    places: dict[Path, str] = {}
+    for s in settings_list:
+        root = Path(str(s.results_dir))
+        exp = root / s.experiment_id
+        places |= {root / ".hydra": "folder", exp: "folder", exp / "runs": "folder", exp / "summary.csv.lock": "file"}
+    for path, kind in places.items():
+        if not path.is_symlink() and not path.exists():
+            continue
+        if kind == "folder" and path.is_dir():  # a link to a folder (another disk) is a folder
+            continue
+        if kind == "file" and path.is_file() and not path.is_symlink():  # a lock is never followed through a link
+            continue
+        what = (
+            "a link to nothing"
+            if not path.exists()
+            else "a symbolic link"
+            if path.is_symlink()
+            else "a folder"
+            if path.is_dir()
+            else "a regular file"
+            if path.is_file()
+            else "a special file"
+        )
+        raise ConfigError(f"{path}: {what}, not the {kind} a run writes there; remove it")
+
+
 def check_device(device: str) -> None:
     """``device=cuda`` needs CUDA on this machine. Raises ConfigError."""
     if device == "cuda" and not torch.cuda.is_available():

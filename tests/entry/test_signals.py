@@ -62,6 +62,7 @@ def _interrupt(tmp_path, sig, args, min_epochs=0.15, then=()):
 
 
 def _check_recorded(tmp_path, sig, rows=1):
+    assert not (tmp_path / ".hydra").exists()  # Hydra's empty job folders go, however the call ended
     summary = pd.read_csv(tmp_path / "adhoc" / "summary.csv")
     assert len(summary) == rows  # a sweep stops: the next job never ran
     row = summary.iloc[-1]
