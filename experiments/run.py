@@ -350,6 +350,12 @@ def _after_the_runs() -> None:
 
 def _exit_if_late() -> None:
     if _LATE:
+        try:  # the exit status has a line that explains it
+            sys.stderr.write(
+                f"interrupted by {signal.Signals(_LATE[0]).name} after every run was recorded: nothing was lost\n"
+            )
+        except (OSError, ValueError):
+            pass
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

@@ -172,6 +172,8 @@ def test_a_signal_after_every_run_was_recorded_lets_the_clean_up_finish_and_exit
     assert proc.returncode == 128 + sig, proc.stderr
     assert proc.stdout.splitlines() == ["clean-up goes on", "exit hook ran"]
     assert "Traceback" not in proc.stderr
+    name = signal.Signals(sig).name
+    assert proc.stderr.splitlines() == [f"interrupted by {name} after every run was recorded: nothing was lost"]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
