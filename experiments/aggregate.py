@@ -19,6 +19,7 @@ from experiments.cli import Parser
 from experiments.errors import ConfigError
 from experiments.log import get_logger
 from experiments.store.atomic import writable
+from experiments.store.table import read_summary_frame
 
 log = get_logger(__name__)
 
@@ -26,7 +27,8 @@ __all__ = ["BASES", "COLUMNS", "GROUP", "main", "speedup_table", "write_speedup"
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Write speedup.csv for each experiment folder given; exit 2 (one-line error) for a folder without a summary."""
+    """Write speedup.csv for each experiment folder given; exit 2 (one-line error, nothing written) when any folder
+    has no summary, a damaged one, or cannot be written."""
     ap = Parser(
         "python -m experiments.aggregate",
         description="Write speedup.csv (speed-up and efficiency against P = 1) from the "
@@ -34,21 +36,27 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("paths", nargs="+", type=Path, help="experiment folders (results/<experiment>)")
     args = ap.parse_args(argv)
-    for p in args.paths:
-        if p.is_dir() and not writable(p):
+    for p in args.paths:  # every folder checked before any is written: one bad path leaves every folder as it was
+        if not (p / "summary.csv").is_file():
+            log.error(f"error: {p / 'summary.csv'}: no such file")
+            return 2
+        if not writable(p):
             log.error(f"error: {p}: not writable (speedup.csv is written there)")
             return 2
         try:
-            out = write_speedup(p)
+            read_summary_frame(p / "summary.csv")
         except ConfigError as exc:  # a damaged summary: one line naming it
+            log.error(f"error: {exc}")
+            return 2
+    for p in args.paths:
+        try:
+            out = write_speedup(p)
+        except ConfigError as exc:  # the summary was damaged since the check
             log.error(f"error: {exc}")
             return 2
         except OSError as exc:  # a full disk: one line naming the file
             log.error(f"error: {exc.filename or p}: cannot write speedup.csv ({exc.strerror or exc})")
             return 1
-        if out is None:
-            log.error(f"error: {p / 'summary.csv'}: no such file")
-            return 2
         print(out)
     return 0
 
