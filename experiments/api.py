@@ -14,6 +14,7 @@ and writes the same files under ``results_dir``; ``load`` reads them back.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,11 +93,22 @@ def load(results_dir: str | Path, experiment: str | None = None) -> pd.DataFrame
 
     Raises:
         FileNotFoundError: ``results_dir`` does not exist or is not a folder.
-        experiments.errors.ConfigError: a summary is damaged (one line naming it and what is wrong).
+        experiments.errors.ConfigError: ``results_dir`` is not a path, ``experiment`` is not the name of an
+            experiment folder with a summary there, or a summary is damaged (one line naming it and what is wrong).
     """
+    if not isinstance(results_dir, (str, os.PathLike)) or not str(results_dir).strip():
+        raise ConfigError(f"results_dir={results_dir!r}: the path of a results or experiment folder")
     root = Path(results_dir)
     if why := folder_problem(root):
         raise FileNotFoundError(f"{root}: {why}")
+    if experiment is not None:
+        found = sorted(p.parent.name for p in root.glob("*/summary.csv"))
+        found += [root.name] if (root / "summary.csv").is_file() else []  # an experiment's folder, by its name
+        if not isinstance(experiment, str) or experiment not in found:
+            raise ConfigError(
+                f"experiment={experiment!r}: no such experiment folder with a summary in {root} "
+                f"(there: {', '.join(found) or 'none'})"
+            )
     if (root / "summary.csv").is_file():
         paths = [root / "summary.csv"]
     else:

@@ -7,6 +7,7 @@ import math
 import pandas as pd
 import pytest
 
+from conftest import REPO
 from experiments.errors import ConfigError
 
 # the simulated clock at fixed costs on a core per process: no calibration is read or measured
@@ -65,7 +66,7 @@ def test_run_returns_the_runs_real_outcome_and_load_reads_it_back(tmp_path):
     assert isinstance(df, pd.DataFrame) and len(df) == 2
     assert sorted(df["run_id"]) == sorted(r.run_id for r in results)
     assert sorted(df["workers"]) == [1, 4] and (df["status"] == "ok").all()
-    assert len(load(tmp_path / "adhoc")) == 2 and load(tmp_path, experiment="nothing_here").empty
+    assert len(load(tmp_path / "adhoc")) == 2 and len(load(tmp_path, experiment="adhoc")) == 2
 
     again = run(
         [
@@ -108,3 +109,20 @@ def test_load_of_a_missing_folder_raises(tmp_path):
     with pytest.raises(FileNotFoundError):
         load(tmp_path / "nowhere")
     assert load(tmp_path).empty
+
+
+def test_load_refuses_what_is_not_a_folder_path_or_an_experiment_there():
+    """A non-path (it was pathlib's TypeError) and an experiment name that is not a folder with a summary (an empty
+    frame came back for a typo, or for ``../x``) are ConfigErrors naming the value."""
+    from experiments import load
+
+    for bad in (None, 5, "", ["results"]):
+        with pytest.raises(ConfigError, match=r"results_dir=.*: the path of a results or experiment folder"):
+            load(bad)
+    for bad in ("zzz", "../results", 3):
+        with pytest.raises(ConfigError, match=r"experiment=.*: no such experiment folder with a summary in .*results"):
+            load(REPO / "results", bad)
+    rows = load(REPO / "results", "tau_threshold")
+    assert len(rows) > 0 and set(rows["run_id"]) <= set(
+        load(REPO / "results" / "tau_threshold", "tau_threshold")["run_id"]
+    )
