@@ -29,6 +29,7 @@ from experiments.errors import ConfigError
 from experiments.settings.build import build_settings
 from experiments.settings.defaults import CONF_DIR
 from experiments.settings.preflight import (
+    check_backend,
     check_calibration,
     check_data,
     check_device,
@@ -349,6 +350,7 @@ def precheck(overrides: list[str], multirun: bool, source: Source = DEFAULT) -> 
         check_device(device)
     check_data(settings)
     check_calibration(settings)
+    check_backend(settings)
     check_master_addr(settings)
     check_problems(settings)
     return settings

@@ -116,6 +116,22 @@ def check_calibration(settings_list) -> None:
         Calibration(path).check()
 
 
+def check_backend(settings_list) -> None:
+    """``engine.backend`` of each distributed job fits the job and this machine, as the engine would resolve it at
+    start (experiments/engines/dist_group.py :func:`choose_backend`): nccl only for sync, with a GPU per rank.
+
+    Raises:
+        ConfigError: ``engine.backend=nccl: <why>`` (it was found when the engine started, after the run's folder
+            was written and, in a sweep, after the jobs before it ran).
+    """
+    from experiments.engines.dist_group import choose_backend
+    from experiments.runner import resolve_device
+
+    for s in settings_list:
+        if s.engine.name == "distributed" and s.engine.backend != "auto":
+            choose_backend(s, resolve_device(s.device))
+
+
 def check_master_addr(settings_list) -> None:
     """``engine.master_addr`` of each distributed job started here (not under torchrun, whose ``MASTER_ADDR`` wins)
     is an address of this machine: the master and its workers run here, and the TCP store binds to it. Checked by

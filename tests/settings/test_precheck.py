@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from conftest import REPO, compose_cfg, settings_for
 from experiments.errors import ConfigError
@@ -82,6 +83,17 @@ def test_a_place_a_run_writes_that_is_of_another_kind_is_refused_before_the_run(
     make(res / place)
     msg = _refused(["updates=5"], f"{res / place}: {what} a run writes there; remove it", tmp_path=tmp_path)
     assert msg == f"{res / place}: {what} a run writes there; remove it"
+
+
+def test_a_backend_the_job_or_machine_cannot_use_is_refused_before_any_job_runs(tmp_path):
+    """nccl was found when the engine started: after the run's folder was written, and in a sweep after the gloo job
+    before it had run."""
+    sweep = ["engine=distributed", "engine.backend=gloo,nccl", "updates=5"]
+    _refused(sweep, "engine.backend=nccl: NCCL has no receive-from-any-worker; async needs gloo", True, tmp_path)
+    if not torch.cuda.is_available():
+        sync = ["engine=distributed", "engine.backend=nccl", "algorithm=sync_amsgrad", "workers=2"]
+        _refused(sync, "engine.backend=nccl: needs a GPU per rank (3), found 0", tmp_path=tmp_path)
+    assert not (tmp_path / "res").exists()
 
 
 def test_allowed_values_pass(tmp_path):
