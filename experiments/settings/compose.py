@@ -33,6 +33,7 @@ from experiments.settings.preflight import (
     check_calibration,
     check_data,
     check_device,
+    check_local_processes,
     check_master_addr,
     check_places,
     check_problems,
@@ -351,6 +352,7 @@ def precheck(overrides: list[str], multirun: bool, source: Source = DEFAULT) -> 
     check_data(settings)
     check_calibration(settings)
     check_backend(settings)
+    check_local_processes(settings)
     check_master_addr(settings)
     check_problems(settings)
     return settings

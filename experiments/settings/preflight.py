@@ -132,6 +132,59 @@ def check_backend(settings_list) -> None:
             choose_backend(s, resolve_device(s.device))
 
 
+MASTER_FILES_BASE, MASTER_FILES_PER_WORKER = 16, 5
+"""Open files of a real engine's master: about 14 + 4 per worker measured here (``/proc/<pid>/fd`` at P = 4 and 16,
+both engines), with a margin."""
+SPAWN_MIB_PER_WORKER = 275
+"""Memory a ``spawn`` worker adds (its own interpreter and torch): the PSS column of docs/engines.md's start-up
+table, from P = 8 to 32. A ``forkserver`` worker shares the server's pages (the same table: about flat in P)."""
+
+
+def check_local_processes(settings_list) -> None:
+    """A real engine started here (not under torchrun) runs its P workers as processes of this machine: the master's
+    open files (:data:`MASTER_FILES_PER_WORKER` each), the user's process limit and, for ``spawn``, the memory
+    available must allow them; otherwise the run died part-way (too many open files) or kept starting processes.
+
+    Raises:
+        ConfigError: ``workers=<P>: <what does not fit>``.
+    """
+    import resource
+
+    if "RANK" in os.environ:  # torchrun: each node starts its own ranks
+        return
+    files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    procs = resource.getrlimit(resource.RLIMIT_NPROC)[0]
+    avail = _available_mib()
+    for s in settings_list:
+        if s.engine.name not in ("shared_memory", "distributed"):
+            continue
+        p = s.workers
+        need = MASTER_FILES_BASE + MASTER_FILES_PER_WORKER * p
+        if files != resource.RLIM_INFINITY and need > files:
+            raise ConfigError(
+                f"workers={p}: engine={s.engine.name}'s master would hold about {need} open files; this process may "
+                f"open {files} (ulimit -n)"
+            )
+        if procs != resource.RLIM_INFINITY and p + 3 > procs:
+            raise ConfigError(f"workers={p}: {p + 3} processes; this user may run {procs} (ulimit -u)")
+        if s.engine.start_method == "spawn" and avail is not None and p * SPAWN_MIB_PER_WORKER > avail:
+            raise ConfigError(
+                f"workers={p}: spawn workers need about {p * SPAWN_MIB_PER_WORKER} MiB "
+                f"({SPAWN_MIB_PER_WORKER} each), {avail} MiB available (engine.start_method=forkserver shares it)"
+            )
+
+
+def _available_mib() -> int | None:
+    """MemAvailable of /proc/meminfo in MiB; None where it cannot be read."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def check_master_addr(settings_list) -> None:
     """``engine.master_addr`` of each distributed job started here (not under torchrun, whose ``MASTER_ADDR`` wins)
     is an address of this machine: the master and its workers run here, and the TCP store binds to it. Checked by

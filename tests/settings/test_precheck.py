@@ -96,6 +96,30 @@ def test_a_backend_the_job_or_machine_cannot_use_is_refused_before_any_job_runs(
     assert not (tmp_path / "res").exists()
 
 
+def test_more_real_workers_than_the_machine_allows_are_refused_before_any_start(tmp_path, monkeypatch):
+    """shared_memory at P = 100000 died part-way (too many open files) leaving a failed run; distributed kept
+    starting processes. The bound is the master's open files (ulimit -n), the user's processes (ulimit -u) and, for
+    spawn, the memory available; the simulated engine has no such bound."""
+    import resource
+
+    from experiments.settings import preflight
+
+    files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    too_many = (files - preflight.MASTER_FILES_BASE) // preflight.MASTER_FILES_PER_WORKER + 1
+    for engine in ("shared_memory", "distributed"):
+        msg = _refused(
+            [f"engine={engine}", f"workers={too_many}", "updates=5"], f"workers={too_many}: ", False, tmp_path
+        )
+        assert msg.endswith(f"this process may open {files} (ulimit -n)"), msg
+    monkeypatch.setattr(preflight, "_available_mib", lambda: 1000)
+    spawn = ["engine=distributed", "engine.start_method=spawn", "workers=4", "updates=5"]
+    assert "spawn workers need about 1100 MiB (275 each), 1000 MiB available" in _refused(
+        spawn, "workers=4", False, tmp_path
+    )
+    assert not (tmp_path / "res").exists()
+    assert precheck([f"results_dir={tmp_path}/res", f"workers={too_many}", "updates=5"], False)
+
+
 def test_allowed_values_pass(tmp_path):
     # the cap is the inv_sqrt schedule's; a constant step at or under alpha_max is used as given; + of a read key
     jobs = precheck(
