@@ -53,6 +53,8 @@ class TimingDelay(Frozen):
 
     @model_validator(mode="after")
     def _replay_file(self) -> TimingDelay:
+        if self.law != "replay" and self.replay is not None:
+            raise ValueError(f"delay.replay={self.replay}: only delay.law=replay reads it, not law={self.law}")
         if self.law == "replay":
             if self.replay is None:
                 raise ValueError("delay.replay=null: law=replay needs one (a run's compute_times.csv)")
@@ -86,6 +88,15 @@ class Fault(Frozen):
     kill_worker: NonNegativeInt | None
     at_update: NonNegativeInt | None
 
+    @model_validator(mode="after")
+    def _fault_has_a_worker(self) -> Fault:
+        if self.at_update is not None and self.kill_worker is None:
+            raise ValueError(
+                f"engine.fault.at_update={self.at_update}: says when engine.fault.kill_worker fails, which is null "
+                "(name the worker)"
+            )
+        return self
+
 
 class EngineBase(Frozen):
     """Keys every engine has."""
@@ -93,6 +104,15 @@ class EngineBase(Frozen):
     warmup_updates: NonNegativeInt
     compute: Literal["real", "emulated"]
     compute_base_s: PositiveFloat | None
+
+    @model_validator(mode="after")
+    def _base_only_emulated(self) -> EngineBase:
+        if self.compute == "real" and self.compute_base_s is not None:
+            raise ValueError(
+                f"engine.compute_base_s={self.compute_base_s}: only engine.compute=emulated reads it (real compute "
+                "times the gradients themselves; set engine.compute_base_s=null)"
+            )
+        return self
 
 
 class Simulated(EngineBase):

@@ -195,6 +195,11 @@ class RunSettings(Frozen):
                 f"delay.max_delay={d.max_delay}: must be below the run's {self.updates} updates (a "
                 "delay never reached is a degenerate run)"
             )
+        if d.model == "fixed" and self.updates is not None and d.tau >= self.updates:
+            raise ValueError(
+                f"delay.tau={d.tau}: must be below the run's {self.updates} updates (a delay never reached is a "
+                "degenerate run)"
+            )
         if d.model == "timing" and d.slow_workers > self.workers:
             raise ValueError(f"delay.slow_workers={d.slow_workers}: must be <= workers ({self.workers})")
         if alg.master_computes and d.model in ARTIFICIAL:
@@ -212,6 +217,11 @@ class RunSettings(Frozen):
         if e.name in WALL_ENGINES and e.fault.kill_worker is not None and e.fault.kill_worker >= self.workers:
             raise ValueError(
                 f"engine.fault.kill_worker={e.fault.kill_worker}: must be a worker id in [0, {self.workers - 1}]"
+            )
+        at = e.fault.at_update if e.name in WALL_ENGINES else None
+        if at is not None and self.updates is not None and at >= self.updates:
+            raise ValueError(
+                f"engine.fault.at_update={at}: must be below the run's {self.updates} updates (never fires)"
             )
         if e.name == "shared_memory" and e.colocate and (e.handoff == "spin" or self.workers != 1):
             why = (

@@ -79,6 +79,15 @@ CASES = [
     # --------------------------------------------------------------- delay
     (["delay=fixed", "delay.tau=-1"], "delay.tau=-1"),
     (["delay=uniform", "delay.max_delay=-2"], "delay.max_delay=-2"),
+    # keys that were read by nothing (a run went on without them) or a delay the run never reaches
+    (["delay=fixed", "delay.tau=20", "updates=20"], ("delay.tau=20", "below the run's 20 updates")),
+    (["delay.law=exponential", "delay.replay=/tmp/x.csv"], ("delay.replay=/tmp/x.csv", "not law=exponential")),
+    (["engine.compute_base_s=0.01"], ("engine.compute_base_s=0.01", "only engine.compute=emulated")),
+    (["engine=shared_memory", "workers=2", "engine.fault.at_update=5"], ("engine.fault.at_update=5", "null")),
+    (
+        ["engine=shared_memory", "workers=2", "engine.fault.kill_worker=0", "engine.fault.at_update=20", "updates=20"],
+        ("engine.fault.at_update=20", "never fires"),
+    ),
     (["delay=timing", "workers=2", "delay.slow_workers=3"], "delay.slow_workers=3"),
     (["delay.law=lognormal", "delay.sigma=inf"], "delay.sigma=inf"),
     (["delay.law=pareto", "delay.shape=1.0"], "delay.shape=1.0"),
