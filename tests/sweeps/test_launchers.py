@@ -288,8 +288,8 @@ def test_the_sweeper_launches_the_checked_jobs_and_composes_only_unchecked_ones(
 @needs_data
 @pytest.mark.timeout(300)
 def test_a_sweep_with_a_failed_run_runs_the_others_and_exits_1(tmp_path):
-    """The second job's worker is killed at update 1 with engine.on_worker_loss=fail: its run is recorded as failed,
-    the other runs to its end, and the sweep's exit code says a run failed."""
+    """The second job's worker is killed at its first iterate with engine.on_worker_loss=fail: its run is recorded as
+    failed, the other runs to its end, and the sweep's exit code says a run failed."""
     cmd = [
         sys.executable,
         "-m",
@@ -300,8 +300,7 @@ def test_a_sweep_with_a_failed_run_runs_the_others_and_exits_1(tmp_path):
         "workers=1",
         "updates=20",
         "engine.on_worker_loss=fail",
-        "engine.fault.kill_worker=0",
-        "engine.fault.at_update=100000,1",
+        "engine.fault.kill_worker=null,0",  # the first job without a fault; the second's worker dies at once
         f"results_dir={tmp_path}",
     ]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=280)
@@ -310,6 +309,6 @@ def test_a_sweep_with_a_failed_run_runs_the_others_and_exits_1(tmp_path):
     rows = _table(tmp_path / "adhoc" / "summary.csv")
     assert sorted(r["status"] for r in rows) == ["failed", "ok"]
     failed = next(r for r in rows if r["status"] == "failed")
-    assert failed["run_id"].startswith("engine.fault.at-update-1_") and failed["message"].startswith(
+    assert failed["run_id"].startswith("engine.fault.kill-worker-0_") and failed["message"].startswith(
         "WorkerLost: worker 0"
     )
