@@ -75,7 +75,12 @@ NO_RUN_FLAGS = (
     "-p",
     "--package",
 )
-"""Hydra flags with which nothing runs: the command line is handed to Hydra unchecked."""
+"""Hydra flags with which nothing runs. Help and shell completion go to Hydra unchecked; with the flags that show a
+config (:data:`SHOW_FLAGS`) the overrides are checked first, as for a run, so a bad one is one line too."""
+SHOW_FLAGS = {"--cfg": True, "-c": True, "--package": True, "-p": True, "--info": None, "-i": None, "--resolve": False}
+"""Flags that show a config or Hydra's information, and whether each takes a value (None: an optional one of
+:data:`INFO_TOPICS`)."""
+INFO_TOPICS = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
 SOURCE_FLAGS = {
     "--config-path": "config_dir",
     "-cp": "config_dir",
@@ -236,14 +241,24 @@ def _source(argv: list[str]) -> Source:
 
 
 def _overrides(argv: list[str]) -> list[str]:
-    """The KEY=VALUE arguments of a command line (flags and the values of flags that take one left out)."""
+    """The KEY=VALUE arguments of a command line (flags and the values of flags that take one left out).
+
+    Raises:
+        ConfigError: ``--info`` followed by a word that is no topic of it (Hydra would take the word as the topic).
+    """
     out, skip = [], False
-    for a in argv:
+    for i, a in enumerate(argv):
         if skip:
             skip = False
             continue
         if a.startswith("-"):
-            skip = a in SOURCE_FLAGS
+            takes = SHOW_FLAGS.get(a, a in SOURCE_FLAGS)
+            nxt = argv[i + 1] if i + 1 < len(argv) else None
+            if takes is None and nxt is not None and not nxt.startswith("-"):
+                if nxt not in INFO_TOPICS:
+                    raise ConfigError(f"{a} {nxt}: {a} takes one of {', '.join(INFO_TOPICS)} or nothing; put it last")
+                takes = True
+            skip = bool(takes)
             continue
         out.append(a)
     return out
@@ -281,9 +296,10 @@ def main() -> None:
     if multirun and any(a.split("=")[0] in ("--cfg", "-c", "--info", "-i") for a in argv):
         _report_error(ConfigError("--cfg and --info show one job's config: drop -m (and give one value per key)"))
         sys.exit(2)
-    if not any(a.split("=")[0] in NO_RUN_FLAGS for a in argv):
-        overrides = _overrides(argv)
+    shows = any(a.split("=")[0] in SHOW_FLAGS for a in argv)
+    if shows or not any(a.split("=")[0] in NO_RUN_FLAGS for a in argv):
         try:
+            overrides = _overrides(argv)
             source = _source(argv)
             if multirun:
                 extra = profile_sweep(overrides, source)

@@ -21,7 +21,15 @@ CASES = [
     (["++bar=1"], "++bar=1"),
     (["--config-dir", "conf", "+foo=1"], "+foo=1"),
     (["-cn", "config", "+foo=1"], "+foo=1"),
-    (["engine.handoff=foo"], "engine.handoff=foo"),  # a shared_memory key, not the default engine's
+    (["engine.handoff=foo"], "engine.handoff=foo"),
+    # the flags that show a config check the overrides as a run does (Hydra printed them unchecked, or a traceback)
+    (["--cfg", "job", "foo=1"], "foo=1: no such config key"),
+    (["--cfg", "job", "epochs=-1"], "epochs=-1"),
+    (["--info", "defaults-tree", "problem=nope"], "problem=nope"),
+    (
+        ["--info", "workers=2"],
+        ("--info results_dir=", "--info takes one of all, config"),
+    ),  # its value: the next word  # a shared_memory key, not the default engine's
     # an address that does not resolve, or is another machine's: refused before the store retries for minutes
     (["engine=distributed", "engine.master_addr=256.1.1.1"], ("engine.master_addr=256.1.1.1", "does not resolve")),
     (["engine=distributed", "engine.master_addr=203.0.113.77"], ("engine.master_addr=203.0.113.77", "this machine")),
@@ -149,7 +157,8 @@ def _argv(args, first):
     """``args`` with ``first`` put before its overrides: flags (and the values of flags that take one) first."""
     flags, overrides, i = [], [], 0
     while i < len(args):
-        n = 1 + (args[i] in ("--config-dir", "-cd", "--config-name", "-cn", "--config-path", "-cp"))
+        n = 1 + (args[i] in ("--config-dir", "-cd", "--config-name", "-cn", "--config-path", "-cp", "--cfg", "-c"))
+        n += args[i] == "--info" and i + 1 < len(args) and args[i + 1] == "defaults-tree"
         (flags if args[i].startswith("-") else overrides).extend(args[i : i + n])
         i += n
     return [*flags, first, *overrides]
