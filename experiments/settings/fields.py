@@ -53,8 +53,11 @@ def folder_problem(path) -> str | None:
 
 
 def file_problem(path: str) -> str | None:
-    """Why ``path`` cannot be read as a data file: ``"no such file"``, ``"a folder, not a file"``, or None when it is
-    a file (readability is checked where it is opened)."""
+    """Why ``path`` cannot be read as a data file: ``"no such file"``, ``"a folder, not a file"``, ``"a named pipe or
+    other special file, not a regular file"``, or None when it is a regular file (readability is checked where it is
+    opened)."""
     if os.path.isdir(path):
         return "a folder, not a file"
-    return None if os.path.isfile(path) else "no such file"
+    if os.path.isfile(path):
+        return None
+    return "a named pipe or other special file, not a regular file" if os.path.exists(path) else "no such file"

@@ -150,7 +150,7 @@ class RunSettings(Frozen):
     @classmethod
     def _folder(cls, v: str) -> str:
         if not v.strip():
-            raise ValueError("results_dir=: must name a folder")
+            raise ValueError(f"results_dir={v!r}: must name a folder")
         parts = PurePosixPath(v).parts
         climbs = [i for i, part in enumerate(parts) if part == ".."]
         if any(parts[j] not in ("..", "/") for i in climbs for j in range(i)):

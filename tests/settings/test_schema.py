@@ -103,3 +103,17 @@ def test_option_reads_a_config_group_option_with_its_parent():
     assert {"simulated", "shared_memory", "distributed"} <= set(options("engine"))
     with pytest.raises(FileNotFoundError):
         option("engine", "nope")
+
+
+def test_a_data_path_says_what_it_is_when_it_is_no_regular_file(tmp_path):
+    """A named pipe was called "no such file"; it is never opened (a read would wait for a writer)."""
+    import os
+
+    from experiments.settings.fields import file_problem
+
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "file").write_text("1 1:1\n")
+    assert file_problem(str(tmp_path / "pipe")) == "a named pipe or other special file, not a regular file"
+    assert file_problem(str(tmp_path)) == "a folder, not a file"
+    assert file_problem(str(tmp_path / "nothing")) == "no such file"
+    assert file_problem(str(tmp_path / "file")) is None
