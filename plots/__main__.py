@@ -8,6 +8,7 @@ why, on stderr. Exit status: 0 every figure drawn; 2 bad input only (a missing f
 import sys
 
 from experiments.cli import Parser
+from experiments.figures import no_figure_reason
 
 from .draw import FORMATS, draw_experiment, find_experiments
 from .errors import FigureError, PlotError
@@ -35,6 +36,7 @@ def main(argv=None):
     bug = False  # a figure failed while drawing (exit 1), not for bad input (exit 2)
     written = 0
     for folder in folders:
+        before = len(errors)
         try:
             paths = draw_experiment(folder, args.format, args.paper_dir)
         except FigureError as exc:
@@ -44,6 +46,8 @@ def main(argv=None):
         except PlotError as exc:
             paths = []
             errors.append(str(exc))
+        if not paths and len(errors) == before and (why := no_figure_reason(folder)):
+            errors.append(why)
         for path in paths:
             print(path, flush=True)
         written += len(paths)

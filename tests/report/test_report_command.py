@@ -148,6 +148,22 @@ def test_runs_without_a_trace_are_named_as_a_figure_not_drawn(tmp_path, capsys):
     assert f"have no trace.csv (first: {first}): their curves are not drawn" in report
 
 
+@pytest.mark.timeout(300)
+def test_an_experiment_whose_figures_all_need_the_missing_run_folders_says_so(tmp_path, capsys):
+    """artificial_delay's figures are all drawn from traces: without its runs/ nothing was drawn, and plots said
+    "no figure applies" (exit 0) while the report said nothing. Both name the reason now (exit 2 and 1)."""
+    import plots.__main__ as plots_main
+
+    exp = tmp_path / "artificial_delay"
+    shutil.copytree(REPO / "results" / "artificial_delay", exp, ignore=shutil.ignore_patterns("figures", "runs"))
+    capsys.readouterr()
+    assert plots_main.main([str(exp)]) == 2
+    why = f"{exp}: no figure drawn: its figures are drawn from the runs' trace.csv, and 8 of the 8 runs"
+    assert capsys.readouterr().err.startswith(f"error: {why}")
+    assert main([str(tmp_path)]) == 1
+    assert why in (tmp_path / "REPORT.md").read_text()
+
+
 @pytest.mark.parametrize("content", [b"garbage{", b"[1, 2]", b'{"tau_threshold": 3}', None])
 def test_a_damaged_status_file_is_one_line_and_exit_2_for_report_prune_and_reproduce(tmp_path, capsys, content):
     """reproduce_status.json that is not JSON, not an object of objects, or a folder: one line naming it, exit 2,
