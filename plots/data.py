@@ -208,10 +208,13 @@ def load_experiment(path, paper_dir=None):
         exp.summary = with_line_columns(engine_names(_nonempty(read_csv(summary_path, REQUIRED["summary.csv"]))))
         exp.files["summary"] = summary_path
     speedup_path = path / "speedup.csv"
-    if speedup_path.is_file():
+    if speedup_path.is_file() and not (summary_path.is_file() and exp.summary is None):  # no run: a stale table
         exp.speedup = with_line_columns(engine_names(_nonempty(read_csv(speedup_path, REQUIRED["speedup.csv"]))))
         exp.files["speedup"] = speedup_path
     runs = sorted(p for p in (path / "runs").glob("*") if p.is_dir()) if (path / "runs").is_dir() else []
+    if summary_path.is_file():  # the summary's runs only: a folder it does not list is not a run of it (yet)
+        listed = set() if exp.summary is None else set(exp.summary["run_id"].astype(str))
+        runs = [r for r in runs if r.name in listed]
     traces, hists, predicted = [], [], []
     for run in runs:
         trace_path = run / "trace.csv"

@@ -164,6 +164,21 @@ def test_an_experiment_whose_figures_all_need_the_missing_run_folders_says_so(tm
     assert why in (tmp_path / "REPORT.md").read_text()
 
 
+def test_figures_read_only_the_runs_the_summary_lists(tmp_path):
+    """A summary of no run (its header only) beside run folders and an older speedup.csv: no figure (plots drew the
+    delay sweep from the unlisted runs' traces and the stale speed-ups while the report said "not run yet")."""
+    from plots.data import load_experiment
+
+    exp = tmp_path / "artificial_delay"
+    shutil.copytree(REPO / "results" / "artificial_delay", exp, ignore=shutil.ignore_patterns("figures"))
+    full = load_experiment(exp)
+    assert full.traces is not None and len(full.traces) > 0
+    header = (exp / "summary.csv").read_text().splitlines()[0]
+    (exp / "summary.csv").write_text(header + "\n")
+    empty = load_experiment(exp)
+    assert empty.summary is None and empty.speedup is None and empty.traces is None
+
+
 @pytest.mark.parametrize("content", [b"garbage{", b"[1, 2]", b'{"tau_threshold": 3}', None])
 def test_a_damaged_status_file_is_one_line_and_exit_2_for_report_prune_and_reproduce(tmp_path, capsys, content):
     """reproduce_status.json that is not JSON, not an object of objects, or a folder: one line naming it, exit 2,
