@@ -346,7 +346,7 @@ def precheck(overrides: list[str], multirun: bool, source: Source = DEFAULT) -> 
     settings = [build_settings(cfg) for cfg in compose_jobs(combos, source)]
     for folder in sorted({s.results_dir for s in settings}):
         check_writable(folder)
-    check_places(settings)
+    check_places(settings, combos)
     for device in sorted({s.device for s in settings}):
         check_device(device)
     check_data(settings)

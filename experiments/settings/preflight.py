@@ -41,7 +41,7 @@ def check_writable(results_dir: str) -> None:
         raise ConfigError(f"results_dir={results_dir}: {probe} is not writable")
 
 
-def check_places(settings_list) -> None:
+def check_places(settings_list, combos=None) -> None:
     """The places a run writes that already exist are of the kind it writes there: ``results_dir/.hydra`` (Hydra's
     scratch folder), the experiment's folder and its ``runs/`` are folders (or links to folders), and the summary's
     lock is a regular file, not a link (each was a traceback after the run, or a run trained and left without its
@@ -49,12 +49,18 @@ def check_places(settings_list) -> None:
 
     Raises:
         ConfigError: ``<path>: <what it is>, not <what the run writes there>; remove it``, for the first such place.
+
+    ``combos``: each job's overrides (in the order of ``settings_list``), to check the run folders themselves.
     """
+    from experiments.store.run_id import make_run_id
+
     places: dict[Path, str] = {}
-    for s in settings_list:
+    for i, s in enumerate(settings_list):
         root = Path(str(s.results_dir))
         exp = root / s.experiment_id
         places |= {root / ".hydra": "folder", exp: "folder", exp / "runs": "folder", exp / "summary.csv.lock": "file"}
+        if combos is not None:  # the run's own folder, named by its job's overrides as the runner names it
+            places[exp / "runs" / make_run_id(combos[i], s.seed)] = "folder"
     for path, kind in places.items():
         if not path.is_symlink() and not path.exists():
             continue

@@ -72,6 +72,7 @@ def test_a_key_one_option_of_a_group_lacks_is_named_with_that_option(tmp_path):
         (".hydra", lambda p: p.symlink_to(p.parent / "nowhere"), "a link to nothing, not the folder"),
         ("adhoc", lambda p: p.write_text("x"), "a regular file, not the folder"),
         ("adhoc/runs", lambda p: p.write_text("x"), "a regular file, not the folder"),
+        ("adhoc/runs/updates-5_seed-0", lambda p: p.write_text("x"), "a regular file, not the folder"),  # the run's
         ("adhoc/summary.csv.lock", lambda p: p.mkdir(), "a folder, not the file"),
         ("adhoc/summary.csv.lock", lambda p: p.symlink_to(p.parent / "elsewhere"), "a link to nothing, not the file"),
     ],
@@ -79,7 +80,7 @@ def test_a_key_one_option_of_a_group_lacks_is_named_with_that_option(tmp_path):
 def test_a_place_a_run_writes_that_is_of_another_kind_is_refused_before_the_run(tmp_path, place, make, what):
     """Each was found after the run: a traceback, or a run trained and then left without its summary row."""
     res = tmp_path / "res"
-    (res / "adhoc").mkdir(parents=True) if place.startswith("adhoc/") else res.mkdir()
+    (res / place).parent.mkdir(parents=True, exist_ok=True)
     make(res / place)
     msg = _refused(["updates=5"], f"{res / place}: {what} a run writes there; remove it", tmp_path=tmp_path)
     assert msg == f"{res / place}: {what} a run writes there; remove it"
