@@ -30,10 +30,9 @@ from experiments.clock.spread import above_bound
 from experiments.errors import TERM_SIGNALS, CalibrationError, ConfigError, Interrupted
 from experiments.log import get_logger
 from experiments.reproduce import EXPERIMENTS
-from experiments.runner import resolve_device
 from experiments.settings.build import build_settings, make_rule
 from experiments.settings.compose import compose_jobs, job_overrides, profile_sweep
-from experiments.settings.preflight import make_problem
+from experiments.settings.preflight import make_problem, resolve_device
 
 log = get_logger(__name__)
 

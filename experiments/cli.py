@@ -4,6 +4,7 @@ the program's docstring's first paragraph as its description."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 class Parser(argparse.ArgumentParser):
@@ -18,3 +19,22 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str):  # noqa: D102 -- argparse's hook
         self.exit(2, f"error: {self.prog}: {message} (--help lists the options)\n")
+
+
+def folder_arg(text: str) -> Path:
+    """An argparse ``type`` for a folder's name: an empty or blank one (which would be the current folder) is
+    refused as a usage error (``'': must name a folder``)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: must name a folder")
+    return Path(text)
+
+
+def count_arg(text: str) -> int:
+    """An argparse ``type`` for a count: an integer >= 1 (``'0': must be an integer >= 1``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be an integer >= 1")
+    return value

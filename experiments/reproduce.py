@@ -23,7 +23,6 @@ report). A call that reruns nothing leaves ``reproduce_status.json`` and the rep
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -32,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from experiments.cli import Parser
+from experiments.cli import Parser, count_arg, folder_arg
 from experiments.errors import TERM_SIGNALS, Interrupted
 from experiments.figures import draw_all, figures_outdated
 from experiments.log import get_logger
@@ -231,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = Parser("python -m experiments.reproduce", __doc__)
     ap.add_argument("--profile", default="quick", choices=["smoke", "quick", "long", "paper"])
     ap.add_argument(
-        "--results-dir", default=None, type=_folder, help="default: results (quick), results-<profile> otherwise"
+        "--results-dir", default=None, type=folder_arg, help="default: results (quick), results-<profile> otherwise"
     )
     ap.add_argument(
         "--force",
@@ -251,15 +250,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--jobs",
-        type=int,
+        type=count_arg,
         default=os.cpu_count() or 1,
         metavar="N",
         help="simulated-clock jobs at a time (default: the cores); wall-clock jobs always run alone",
     )
     args = ap.parse_args(argv)
-    if args.jobs < 1:
-        log.error(f"error: --jobs {args.jobs}: must be an integer >= 1")
-        return 2
     if args.only is not None and not args.only:
         log.error("error: --only: name at least one experiment id (known: " + ", ".join(EXPERIMENTS) + ")")
         return 2
@@ -295,13 +291,6 @@ def main(argv: list[str] | None = None) -> int:
             "unfinished run from its beginning (a run is not resumed part-way)"
         )
         return 128 + Interrupted.signum_of(exc)
-
-
-def _folder(text: str) -> Path:
-    """``--results-dir``: a folder's name; an empty one (``''``, which would be the current folder) is refused."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError(f"{text!r}: must name a folder")
-    return Path(text)
 
 
 def _stop_on_signal(signum, frame) -> None:
@@ -437,13 +426,10 @@ def _reproduce(args, results_dir: Path, experiments: list[str], left_out) -> int
 
 def _summary_rows(exp_dir: Path) -> int:
     """Rows of ``exp_dir``'s summary.csv (0 without one)."""
-    import csv
+    from experiments.store.table import read_summary_frame
 
     path = exp_dir / "summary.csv"
-    if not path.is_file():
-        return 0
-    with open(path, newline="") as f:
-        return sum(1 for _ in csv.DictReader(f))
+    return len(read_summary_frame(path)) if path.is_file() else 0
 
 
 def _summary_bytes(exp_dir: Path) -> bytes | None:

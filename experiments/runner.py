@@ -31,7 +31,7 @@ from experiments.engines.timeline import TIMELINE_COLUMNS
 from experiments.errors import ConfigError, Interrupted
 from experiments.log import get_logger
 from experiments.settings.build import build_settings, make_rule, resolved
-from experiments.settings.preflight import check_device, check_writable, make_problem
+from experiments.settings.preflight import check_device, check_writable, make_problem, resolve_device
 from experiments.store import provenance
 from experiments.store.run_id import make_run_id
 from experiments.store.sink import RunSink
@@ -55,13 +55,6 @@ log = get_logger(__name__)
 def interrupted_message(signum: int) -> str:
     """The summary row's message of a run stopped by a signal: ``interrupted (SIGTERM)`` / ``interrupted (SIGINT)``."""
     return f"interrupted ({signal.Signals(signum).name})"
-
-
-def resolve_device(name: str) -> torch.device:
-    """``auto`` -> CUDA where present, else CPU."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
 
 
 def job_event(event: str, run_id: str, settings) -> None:

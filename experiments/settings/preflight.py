@@ -82,6 +82,13 @@ def check_places(settings_list, combos=None) -> None:
         raise ConfigError(f"{path}: {what}, not the {kind} a run writes there; remove it")
 
 
+def resolve_device(name: str) -> torch.device:
+    """``device``'s value as a torch device: ``auto`` -> CUDA where present, else CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
 def check_device(device: str) -> None:
     """``device=cuda`` needs CUDA on this machine. Raises ConfigError."""
     if device == "cuda" and not torch.cuda.is_available():
@@ -131,7 +138,6 @@ def check_backend(settings_list) -> None:
             was written and, in a sweep, after the jobs before it ran).
     """
     from experiments.engines.dist_group import choose_backend
-    from experiments.runner import resolve_device
 
     for s in settings_list:
         if s.engine.name == "distributed" and s.engine.backend != "auto":

@@ -12,7 +12,8 @@ from conftest import REPO
     "args,named",
     [
         (["experiments.reproduce", "--profile", "nosuch"], "argument --profile: invalid choice: 'nosuch'"),
-        (["experiments.reproduce", "--jobs", "abc"], "argument --jobs: invalid int value: 'abc'"),
+        (["experiments.reproduce", "--jobs", "abc"], "argument --jobs: 'abc': must be an integer >= 1"),
+        (["experiments.reproduce", "--jobs", "0"], "argument --jobs: '0': must be an integer >= 1"),
         (["experiments.reproduce", "--only"], "--only: name at least one experiment id"),
         (["experiments.reproduce", "--results-dir", ""], "argument --results-dir: '': must name a folder"),
         (["experiments.reproduce", "--results-dir", " "], "argument --results-dir: ' ': must name a folder"),
