@@ -122,7 +122,7 @@ def _check_writable(exp_dir: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Console entry (module docstring)."""
     from experiments.analysis.speedup import write_speedup
-    from experiments.report.load import results_folder_problem, run_profile
+    from experiments.report.load import folder_profiles, results_folder_problem
     from experiments.reproduce import EXPERIMENTS
     from experiments.settings.fields import folder_problem
     from experiments.store.sink import remove_runs
@@ -141,11 +141,13 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"--only {' '.join(unknown)}: no such experiment (one of {', '.join(EXPERIMENTS)})")
         if why := results_folder_problem(args.results_dir):
             raise ConfigError(why)
-        made_with = run_profile(args.results_dir)
-        if made_with is not None and made_with != args.profile:  # every run would be stale
+        other = {n: p for n, p in folder_profiles(args.results_dir).items() if p != args.profile}
+        if other:  # every run of such a folder would be stale
+            name, made_with = sorted(other.items())[0]
             raise ConfigError(
-                f"--profile {args.profile}: the runs of {args.results_dir} were made with profile {made_with}; "
-                f"prune it with --profile {made_with}"
+                f"--profile {args.profile}: the runs of {args.results_dir / name} were made with profile {made_with}"
+                f"{f' ({len(other)} experiment folders of other profiles)' if len(other) > 1 else ''}; nothing "
+                "removed: prune a folder of one profile with that profile"
             )
         total = 0
         for experiment in args.only or EXPERIMENTS:

@@ -216,20 +216,38 @@ def _config_profile(path: Path) -> str | None:
     return str(profile) if isinstance(profile, str) and profile else None
 
 
+def folder_profiles(results_dir: Path) -> dict[str, str]:
+    """Experiment folder -> the profile its runs were made with: its entry of the status file, else the first of its
+    runs' config.yaml that says (every run of a folder shares the profile it was called with); folders that say
+    nothing are left out.
+
+    Raises:
+        ConfigError: a damaged status file (:func:`statuses`).
+    """
+    status = statuses(results_dir)
+    out = {}
+    for name in experiment_folders(results_dir):
+        named = (status.get(name) or {}).get("profile")
+        if not named:
+            named = next(
+                (p for f in sorted((Path(results_dir) / name).glob("runs/*/config.yaml")) if (p := _config_profile(f))),
+                None,
+            )
+        if named:
+            out[name] = str(named)
+    return out
+
+
 def run_profile(results_dir: Path) -> str | None:
     """The profile the runs below ``results_dir`` were made with: the most common ``profile`` of the status file,
-    else of the runs' config.yaml files (the first that says, per experiment folder); None when neither says.
+    else of the experiment folders' runs (:func:`folder_profiles`); None when neither says.
 
     Raises:
         ConfigError: a damaged status file (:func:`statuses`).
     """
     named = Counter(str(s["profile"]) for s in statuses(results_dir).values() if s.get("profile"))
     if not named:
-        for name in experiment_folders(results_dir):
-            for f in sorted((Path(results_dir) / name).glob("runs/*/config.yaml")):
-                if profile := _config_profile(f):
-                    named[profile] += 1
-                    break  # one run's config says it: every run of a folder shares the profile it was called with
+        named = Counter(folder_profiles(results_dir).values())
     return named.most_common(1)[0][0] if named else None
 
 

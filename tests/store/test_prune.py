@@ -111,6 +111,15 @@ def test_prune_refuses_a_folder_of_another_profile(tmp_path, capsys):
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     assert prune.main([str(tmp_path), "--profile", "smoke", "--apply"]) == 2
     assert capsys.readouterr().err.strip() == (
-        f"error: --profile smoke: the runs of {tmp_path} were made with profile quick; prune it with --profile quick"
+        f"error: --profile smoke: the runs of {tmp_path / EXP} were made with profile quick; nothing removed: prune a "
+        "folder of one profile with that profile"
     )
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+    # a folder of one profile's experiments beside another's: each experiment folder is judged by its own runs
+    shutil.copytree(
+        REPO / "results-long" / "lr_speedup", tmp_path / "lr_speedup", ignore=shutil.ignore_patterns("figures")
+    )
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    assert prune.main([str(tmp_path), "--profile", "quick", "--apply"]) == 2
+    assert f"the runs of {tmp_path / 'lr_speedup'} were made with profile long" in capsys.readouterr().err
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
