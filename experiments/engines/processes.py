@@ -30,6 +30,10 @@ def process_context(method: str, problem=None):
     """
     if method not in ("spawn", "forkserver"):
         raise ValueError(f"engine.start_method={method}: must be spawn or forkserver")
+    if multiprocessing.get_start_method(allow_none=True) not in (None, *multiprocessing.get_all_start_methods()):
+        # inside a parallel launcher's loky worker the default method is 'loky', which a spawned or forked child
+        # is told to set and cannot find ("cannot find context for 'loky'"): back to the platform's default
+        multiprocessing.set_start_method(None, force=True)
     ctx = tmp.get_context(method)
     if method == "forkserver":
         mods = ["torch", "experiments.engines.shared_memory", "experiments.engines.distributed"]

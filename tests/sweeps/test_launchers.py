@@ -312,3 +312,23 @@ def test_a_sweep_with_a_failed_run_runs_the_others_and_exits_1(tmp_path):
     assert failed["run_id"].startswith("engine.fault.kill-worker-0_") and failed["message"].startswith(
         "WorkerLost: worker 0"
     )
+
+
+def _start_a_process_here(method):
+    import os
+
+    from experiments.engines.processes import process_context
+
+    proc = process_context(method).Process(target=os.getpid)
+    proc.start()
+    proc.join(120)
+    return proc.exitcode
+
+
+@pytest.mark.timeout(300)
+def test_a_real_engine_process_starts_inside_a_parallel_launchers_worker():
+    """In a loky worker (hydra/launcher=parallel) the default start method is 'loky': a child started there was told
+    to set it and died ("cannot find context for 'loky'"), so every job that measured a calibration entry failed."""
+    from joblib import Parallel, delayed
+
+    assert Parallel(n_jobs=2, backend="loky")(delayed(_start_a_process_here)(m) for m in ("spawn", "spawn")) == [0, 0]
