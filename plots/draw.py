@@ -45,7 +45,8 @@ def draw_experiment(path, fmt="png", paper_dir=None):
         paper_dir: folder with ``<experiment>.csv`` holding the paper's numbers; default ``path/../paper``.
     Returns:
         list of ``Path`` written under ``path/figures/``, in drawing order. When every figure was drawn, the other
-        files of format ``fmt`` in ``path/figures/`` (stale: no longer given by the CSVs) are deleted.
+        files of format ``fmt`` in ``path/figures/`` (stale: no longer given by the CSVs) are deleted -- unless none
+        was drawn because the runs' traces are not there (they are kept).
     Raises:
         PlotError: missing folder or unknown format; MissingColumnError: a CSV every figure needs lacks a column.
         FigureError: one or more figures could not be drawn (a figure's missing column, or any exception while
@@ -63,7 +64,10 @@ def draw_experiment(path, fmt="png", paper_dir=None):
             exceptions.append(exc)
     if failures:
         raise FigureError(path, written, failures, exceptions)
-    _remove_stale(exp.figures_dir, fmt, written)
+    from experiments.figures import no_figure_reason
+
+    if written or no_figure_reason(path) is None:  # no figure because the traces are gone: the old ones are kept
+        _remove_stale(exp.figures_dir, fmt, written)
     return written
 
 

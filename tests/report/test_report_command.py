@@ -155,9 +155,11 @@ def test_an_experiment_whose_figures_all_need_the_missing_run_folders_says_so(tm
     import plots.__main__ as plots_main
 
     exp = tmp_path / "artificial_delay"
-    shutil.copytree(REPO / "results" / "artificial_delay", exp, ignore=shutil.ignore_patterns("figures", "runs"))
+    shutil.copytree(REPO / "results" / "artificial_delay", exp, ignore=shutil.ignore_patterns("runs"))
+    figures = sorted((exp / "figures").iterdir())
     capsys.readouterr()
     assert plots_main.main([str(exp)]) == 2
+    assert sorted((exp / "figures").iterdir()) == figures and figures  # the drawn ones are kept, not deleted
     why = f"{exp}: no figure drawn: its figures are drawn from the runs' trace.csv, and 8 of the 8 runs"
     assert capsys.readouterr().err.startswith(f"error: {why}")
     assert main([str(tmp_path)]) == 1
