@@ -43,7 +43,7 @@ def draw_figures(exp_dir: Path, results_dir: Path) -> dict:
             [],
             [{"figure": "all", "reason": f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"}],
         )
-    if not drawn and not missing and (why := no_figure_reason(exp_dir)):
+    if not drawn and not missing and (why := plots.no_figure_reason(exp_dir)):
         missing.append({"figure": "all", "reason": why})
     if lost := runs_without_trace(exp_dir):
         missing.append(
@@ -57,27 +57,6 @@ def draw_figures(exp_dir: Path, results_dir: Path) -> dict:
     if missing:
         out["figures_missing"] = missing
     return out
-
-
-def no_figure_reason(exp_dir: Path) -> str | None:
-    """Why an experiment folder that drew no figure drew none, when it is that its runs' trace.csv files (which its
-    figures are drawn from) are not there while its summary has runs; else None."""
-    from experiments.errors import ConfigError
-    from experiments.store.table import read_summary_frame
-
-    exp_dir = Path(exp_dir)
-    try:
-        summary = read_summary_frame(exp_dir / "summary.csv")
-    except (ConfigError, OSError):
-        return None
-    ids = [str(r) for r in summary.get("run_id", [])]
-    gone = [r for r in ids if not (exp_dir / "runs" / r / "trace.csv").is_file()]
-    if not ids or not gone:
-        return None
-    return (
-        f"{exp_dir}: no figure drawn: its figures are drawn from the runs' trace.csv, and {len(gone)} of the "
-        f"{len(ids)} runs of summary.csv have none under runs/ (first: {gone[0]})"
-    )
 
 
 def runs_without_trace(exp_dir: Path) -> list[str]:

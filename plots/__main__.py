@@ -8,9 +8,8 @@ why, on stderr. Exit status: 0 every figure drawn; 2 bad input only (a missing f
 import sys
 
 from experiments.cli import Parser
-from experiments.figures import no_figure_reason
 
-from .draw import FORMATS, draw_experiment, find_experiments
+from .draw import FORMATS, draw_experiment, find_experiments, no_figure_reason
 from .errors import FigureError, PlotError
 
 

@@ -64,8 +64,6 @@ def draw_experiment(path, fmt="png", paper_dir=None):
             exceptions.append(exc)
     if failures:
         raise FigureError(path, written, failures, exceptions)
-    from experiments.figures import no_figure_reason
-
     if written or no_figure_reason(path) is None:  # no figure because the traces are gone: the old ones are kept
         _remove_stale(exp.figures_dir, fmt, written)
     return written
@@ -116,3 +114,24 @@ def draw_path(path, fmt="png", paper_dir=None):
     for folder in find_experiments(path):
         written.extend(draw_experiment(folder, fmt, paper_dir))
     return written
+
+
+def no_figure_reason(exp_dir: Path) -> str | None:
+    """Why an experiment folder that drew no figure drew none, when it is that its runs' trace.csv files (which its
+    figures are drawn from) are not there while its summary has runs; else None."""
+    from experiments.errors import ConfigError
+    from experiments.store.table import read_summary_frame
+
+    exp_dir = Path(exp_dir)
+    try:
+        summary = read_summary_frame(exp_dir / "summary.csv")
+    except (ConfigError, OSError):
+        return None
+    ids = [str(r) for r in summary.get("run_id", [])]
+    gone = [r for r in ids if not (exp_dir / "runs" / r / "trace.csv").is_file()]
+    if not ids or not gone:
+        return None
+    return (
+        f"{exp_dir}: no figure drawn: its figures are drawn from the runs' trace.csv, and {len(gone)} of the "
+        f"{len(ids)} runs of summary.csv have none under runs/ (first: {gone[0]})"
+    )
