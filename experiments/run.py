@@ -44,6 +44,7 @@ if __name__ == "__main__":
         signal.signal(_sig, _early_signal)
 
 import itertools  # noqa: E402
+import shutil  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -266,7 +267,8 @@ def _overrides(argv: list[str]) -> list[str]:
 
 def _check_launcher(overrides: list[str], settings: list) -> None:
     """A parallel or cluster launcher runs jobs side by side: refused for wall-clock jobs (they measure time and
-    must run alone); ``hydra.launcher.n_jobs`` must be an integer >= 1 or -1 (every core)."""
+    must run alone); ``hydra.launcher.n_jobs`` must be an integer >= 1 or -1 (every core), ``prefer`` processes or
+    threads; the slurm launcher needs SLURM's commands here."""
     launcher = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "hydra/launcher"), "basic")
     n_jobs = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "hydra.launcher.n_jobs"), None)
     if n_jobs is not None:
@@ -276,6 +278,11 @@ def _check_launcher(overrides: list[str], settings: list) -> None:
             ok = False
         if not ok:
             raise ConfigError(f"hydra.launcher.n_jobs={n_jobs}: must be an integer >= 1, or -1 (every core)")
+    prefer = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "hydra.launcher.prefer"), None)
+    if prefer is not None and prefer not in ("processes", "threads"):
+        raise ConfigError(f"hydra.launcher.prefer={prefer}: must be processes or threads")
+    if launcher == "slurm" and not all(shutil.which(tool) for tool in ("sbatch", "srun")):
+        raise ConfigError("hydra/launcher=slurm: SLURM's sbatch and srun are not on this machine (use a login node)")
     if launcher != "basic":
         wall = next((s for s in settings if s.engine.clock == "wall"), None)
         if wall is not None:

@@ -135,6 +135,10 @@ CASES = [
         ("hydra/launcher=parallel", "engine=shared_memory"),
     ),  # wall-clock runs must run alone
     (["-m", "hydra.launcher.n_jobs=0", "hydra/launcher=parallel", "workers=1,2"], "hydra.launcher.n_jobs=0"),
+    (
+        ["-m", "hydra.launcher.prefer=nope", "hydra/launcher=parallel", "workers=1,2"],
+        "hydra.launcher.prefer=nope: must be processes or threads",
+    ),
     # the key as on the command line: no member type of a union in it, no mapping shown as a missing key's value
     (["engine=simulated", "engine.cores=0", "workers=2"], "engine.cores=0: must be an integer >= 1 or must be"),
     (["~problem.target_loss"], "error: problem.target_loss: is required"),
