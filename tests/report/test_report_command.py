@@ -142,7 +142,12 @@ def test_runs_without_a_trace_are_named_as_a_figure_not_drawn(tmp_path, capsys):
     shutil.copytree(SUMMARY.parent, exp, ignore=shutil.ignore_patterns("figures"))
     first = str(pd.read_csv(exp / "summary.csv")["run_id"].iloc[0])
     (exp / "runs" / first / "trace.csv").unlink()
+    (exp / "runs" / first / "trace.csv").mkdir()  # not a file: as good as gone (a named pipe is never opened either)
     capsys.readouterr()
+    import plots.__main__ as plots_main
+
+    assert plots_main.main([str(exp)]) == 2  # plots says it too (it drew fewer curves without a word)
+    assert f"have no trace.csv that is a file (first: {first}): their curves are not drawn" in capsys.readouterr().err
     assert main([str(tmp_path)]) == 1
     report = (tmp_path / "REPORT.md").read_text()
     assert f"have no trace.csv (first: {first}): their curves are not drawn" in report
