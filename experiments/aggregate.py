@@ -37,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("paths", nargs="+", type=Path, help="experiment folders (results/<experiment>)")
     args = ap.parse_args(argv)
     for p in args.paths:  # every folder checked before any is written: one bad path leaves every folder as it was
+        if p.is_file():
+            log.error(f"error: {p}: a file, not an experiment folder (give {p.parent})")
+            return 2
         if not (p / "summary.csv").is_file():
             log.error(f"error: {p / 'summary.csv'}: no such file")
             return 2

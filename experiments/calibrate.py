@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import signal
 import sys
-from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
-from experiments.cli import Parser
+from experiments.cli import Parser, file_arg
 from experiments.clock.calibration import Calibration, used_line, used_summary
 from experiments.clock.resolve import resolve
 from experiments.clock.spread import above_bound
@@ -48,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         help="these experiments only (and print only the entries they use)",
     )
     ap.add_argument("--force", action="store_true", help="measure every cost anew (drop the existing entries first)")
-    ap.add_argument("--file", type=Path, default=None, help="the calibration file (default: this machine's)")
+    ap.add_argument("--file", type=file_arg, default=None, help="the calibration file (default: this machine's)")
     ap.add_argument(
         "--progress",
         choices=["auto", "on", "off"],

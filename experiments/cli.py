@@ -38,3 +38,10 @@ def count_arg(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: must be an integer >= 1")
     return value
+
+
+def file_arg(text: str) -> Path:
+    """An argparse ``type`` for a file's name: an empty or blank one is refused (``'': must name a file``)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: must name a file")
+    return Path(text)

@@ -265,10 +265,10 @@ def _overrides(argv: list[str]) -> list[str]:
     return out
 
 
-def _check_launcher(overrides: list[str], settings: list) -> None:
-    """A parallel or cluster launcher runs jobs side by side: refused for wall-clock jobs (they measure time and
-    must run alone); ``hydra.launcher.n_jobs`` must be an integer >= 1 or -1 (every core), ``prefer`` processes or
-    threads; the slurm launcher needs SLURM's commands here."""
+def _launcher_values(overrides: list[str]) -> None:
+    """The launcher's own values, checked before the jobs are composed (Hydra's message for a bad one is "no such
+    config key"): ``hydra.launcher.n_jobs`` an integer >= 1 or -1 (every core), ``prefer`` processes or threads;
+    the slurm launcher needs SLURM's commands here."""
     launcher = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "hydra/launcher"), "basic")
     n_jobs = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "hydra.launcher.n_jobs"), None)
     if n_jobs is not None:
@@ -283,6 +283,12 @@ def _check_launcher(overrides: list[str], settings: list) -> None:
         raise ConfigError(f"hydra.launcher.prefer={prefer}: must be processes or threads")
     if launcher == "slurm" and not all(shutil.which(tool) for tool in ("sbatch", "srun")):
         raise ConfigError("hydra/launcher=slurm: SLURM's sbatch and srun are not on this machine (use a login node)")
+
+
+def _check_launcher(overrides: list[str], settings: list) -> None:
+    """A parallel or cluster launcher runs jobs side by side: refused for wall-clock jobs (they measure time and
+    must run alone)."""
+    launcher = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "hydra/launcher"), "basic")
     if launcher != "basic":
         wall = next((s for s in settings if s.engine.clock == "wall"), None)
         if wall is not None:
@@ -312,6 +318,7 @@ def main() -> None:
                 extra = profile_sweep(overrides, source)
                 sys.argv += extra
                 overrides += extra
+            _launcher_values(overrides)
             settings = precheck(overrides, multirun, source)
             _RESULTS_DIRS.update(Path(str(s.results_dir)) for s in settings)
             _check_launcher(overrides, settings)

@@ -18,6 +18,11 @@ from conftest import REPO
         (["experiments.reproduce", "--results-dir", ""], "argument --results-dir: '': must name a folder"),
         (["experiments.reproduce", "--results-dir", " "], "argument --results-dir: ' ': must name a folder"),
         (["experiments.calibrate", "--bogus"], "unrecognized arguments: --bogus"),
+        (["experiments.calibrate", "--file", ""], "argument --file: '': must name a file"),
+        (
+            ["experiments.aggregate", "results/tau_threshold/summary.csv"],
+            "results/tau_threshold/summary.csv: a file, not an experiment folder (give results/tau_threshold)",
+        ),
         (["experiments.report"], "the following arguments are required: DIR"),
         (["experiments.aggregate"], "the following arguments are required: paths"),
         (["experiments.prune", "results"], "the following arguments are required: --profile"),

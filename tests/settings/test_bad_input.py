@@ -136,6 +136,10 @@ CASES = [
     ),  # wall-clock runs must run alone
     (["-m", "hydra.launcher.n_jobs=0", "hydra/launcher=parallel", "workers=1,2"], "hydra.launcher.n_jobs=0"),
     (
+        ["-m", "hydra.launcher.n_jobs=abc", "hydra/launcher=parallel", "workers=1,2"],
+        "hydra.launcher.n_jobs=abc: must be an integer >= 1",  # it said "no such config key"
+    ),
+    (
         ["-m", "hydra.launcher.prefer=nope", "hydra/launcher=parallel", "workers=1,2"],
         "hydra.launcher.prefer=nope: must be processes or threads",
     ),
