@@ -43,36 +43,12 @@ def draw_figures(exp_dir: Path, results_dir: Path) -> dict:
             [],
             [{"figure": "all", "reason": f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"}],
         )
-    if not drawn and not missing and (why := plots.no_figure_reason(exp_dir)):
-        missing.append({"figure": "all", "reason": why})
-    if lost := runs_without_trace(exp_dir):
-        missing.append(
-            {
-                "figure": "curves",
-                "reason": f"{len(lost)} run(s) of summary.csv have no trace.csv (first: {lost[0]}): their curves are "
-                "not drawn",
-            }
-        )
+    nothing, curves = plots.trace_gaps(exp_dir)
+    if not drawn and not missing and nothing:
+        missing.append({"figure": "all", "reason": nothing})
+    if curves:
+        missing.append({"figure": "curves", "reason": curves})
     out = {"figures": [str(p.relative_to(results_dir)) for p in drawn]}
     if missing:
         out["figures_missing"] = missing
     return out
-
-
-def runs_without_trace(exp_dir: Path) -> list[str]:
-    """Run ids of ``exp_dir``'s summary.csv, not failed, whose run folder is there without its ``trace.csv`` (deleted,
-    not copied): the figures drawn from traces leave them out without a word, so the figures step names them. A
-    folder of summaries alone (no run folders: tables, no curves) is not named; [] when the summary cannot be read
-    (the drawing says so)."""
-    from experiments.errors import ConfigError
-    from experiments.store.table import read_summary_frame
-
-    try:
-        summary = read_summary_frame(exp_dir / "summary.csv")
-    except ConfigError:
-        return []
-    if summary.empty:
-        return []
-    finished = summary["run_id"][summary["status"] != "failed"]  # a failed run may have stopped before its trace
-    folders = [exp_dir / "runs" / str(r) for r in finished]
-    return [f.name for f in folders if f.is_dir() and not (f / "trace.csv").is_file()]

@@ -11,7 +11,7 @@ matplotlib.use("Agg")  # before pyplot is imported anywhere in this package: no 
 
 from .curves import draw_algorithm_comparison, draw_curves_by_workers, draw_delay_sweep
 from .data import ExperimentData, load_experiment
-from .draw import FIGURES, draw_experiment, draw_path, find_experiments, no_figure_reason
+from .draw import FIGURES, draw_experiment, draw_path, find_experiments, trace_gaps
 from .errors import FigureError, MissingColumnError, PlotError
 from .speedup import draw_speedup, draw_time_per_epoch
 from .staleness import draw_staleness
@@ -38,6 +38,6 @@ __all__ = [
     "draw_time_per_epoch",
     "find_experiments",
     "load_experiment",
-    "no_figure_reason",
     "pair_clocks",
+    "trace_gaps",
 ]

@@ -8,9 +8,8 @@ why, on stderr. Exit status: 0 every figure drawn; 2 bad input only (a missing f
 import sys
 
 from experiments.cli import Parser
-from experiments.figures import runs_without_trace
 
-from .draw import FORMATS, draw_experiment, find_experiments, no_figure_reason
+from .draw import FORMATS, draw_experiment, find_experiments, trace_gaps
 from .errors import FigureError, PlotError
 
 
@@ -46,13 +45,11 @@ def main(argv=None):
         except PlotError as exc:
             paths = []
             errors.append(str(exc))
-        if not paths and len(errors) == before and (why := no_figure_reason(folder)):
-            errors.append(why)
-        elif lost := runs_without_trace(folder):  # as the report names them: fewer curves, never without a word
-            errors.append(
-                f"{folder}: {len(lost)} run(s) of summary.csv have no trace.csv that is a file (first: {lost[0]}): "
-                "their curves are not drawn"
-            )
+        nothing, curves = trace_gaps(folder)  # as the report names them: fewer curves, never without a word
+        if not paths and len(errors) == before and nothing:
+            errors.append(nothing)
+        elif curves:
+            errors.append(f"{folder}: {curves}")
         for path in paths:
             print(path, flush=True)
         written += len(paths)

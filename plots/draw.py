@@ -64,7 +64,7 @@ def draw_experiment(path, fmt="png", paper_dir=None):
             exceptions.append(exc)
     if failures:
         raise FigureError(path, written, failures, exceptions)
-    if written or no_figure_reason(path) is None:  # no figure because the traces are gone: the old ones are kept
+    if written or trace_gaps(path)[0] is None:  # no figure because the traces are gone: the old ones are kept
         _remove_stale(exp.figures_dir, fmt, written)
     return written
 
@@ -116,9 +116,13 @@ def draw_path(path, fmt="png", paper_dir=None):
     return written
 
 
-def no_figure_reason(exp_dir: Path) -> str | None:
-    """Why an experiment folder that drew no figure drew none, when it is that its runs' trace.csv files (which its
-    figures are drawn from) are not there while its summary has runs; else None."""
+def trace_gaps(exp_dir: Path) -> tuple[str | None, str | None]:
+    """What the runs' missing trace.csv files keep from being drawn, from one read of ``exp_dir``'s summary.csv:
+    ``(nothing, curves)``. ``nothing``: why an experiment that drew no figure drew none, when runs of its summary
+    have no trace.csv file under runs/ (the caller uses it only when nothing was drawn). ``curves``: the runs, not
+    failed, whose folder is there without a trace.csv file (deleted, not copied, a folder or a pipe in its place):
+    the figures drawn from traces leave them out, so they are named. A folder of summaries alone (no run folders) has
+    no ``curves`` line; (None, None) when the summary cannot be read (the drawing says so) or lists no run."""
     from experiments.errors import ConfigError
     from experiments.store.table import read_summary_frame
 
@@ -126,12 +130,23 @@ def no_figure_reason(exp_dir: Path) -> str | None:
     try:
         summary = read_summary_frame(exp_dir / "summary.csv")
     except (ConfigError, OSError):
-        return None
-    ids = [str(r) for r in summary.get("run_id", [])]
+        return None, None
+    if summary.empty:
+        return None, None
+    ids = [str(r) for r in summary["run_id"]]
     gone = [r for r in ids if not (exp_dir / "runs" / r / "trace.csv").is_file()]
-    if not ids or not gone:
-        return None
-    return (
+    finished = {str(r) for r in summary["run_id"][summary["status"] != "failed"]}  # a failed run may lack its trace
+    lost = [r for r in gone if r in finished and (exp_dir / "runs" / r).is_dir()]
+    nothing = (
         f"{exp_dir}: no figure drawn: its figures are drawn from the runs' trace.csv, and {len(gone)} of the "
         f"{len(ids)} runs of summary.csv have none under runs/ (first: {gone[0]})"
+        if gone
+        else None
     )
+    curves = (
+        f"{len(lost)} run(s) of summary.csv have no trace.csv that is a file (first: {lost[0]}): their curves are not "
+        "drawn"
+        if lost
+        else None
+    )
+    return nothing, curves

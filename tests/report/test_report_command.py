@@ -150,7 +150,7 @@ def test_runs_without_a_trace_are_named_as_a_figure_not_drawn(tmp_path, capsys):
     assert f"have no trace.csv that is a file (first: {first}): their curves are not drawn" in capsys.readouterr().err
     assert main([str(tmp_path)]) == 1
     report = (tmp_path / "REPORT.md").read_text()
-    assert f"have no trace.csv (first: {first}): their curves are not drawn" in report
+    assert f"have no trace.csv that is a file (first: {first}): their curves are not drawn" in report
 
 
 @pytest.mark.timeout(300)
