@@ -265,24 +265,56 @@ def _overrides(argv: list[str]) -> list[str]:
     return out
 
 
+MAX_N_JOBS = 4096
+"""The most jobs the parallel launcher runs at once on this one machine (joblib refuses a pre-dispatch count of
+2 x n_jobs above 10^6 with a traceback; thousands of processes on one machine is already a mistake)."""
+
+
 def _launcher_values(overrides: list[str]) -> None:
     """The launcher's own values, checked before the jobs are composed (Hydra's message for a bad one is "no such
-    config key"): ``hydra.launcher.n_jobs`` an integer >= 1 or -1 (every core), ``prefer`` processes or threads;
-    the slurm launcher needs SLURM's commands here."""
+    config key"): ``hydra.launcher.n_jobs`` an integer from 1 to :data:`MAX_N_JOBS` or -1 (every core), ``prefer``
+    processes or threads; the slurm launcher needs SLURM's commands here."""
     launcher = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "hydra/launcher"), "basic")
     n_jobs = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "hydra.launcher.n_jobs"), None)
     if n_jobs is not None:
         try:
-            ok = int(n_jobs) >= 1 or int(n_jobs) == -1
+            ok = 1 <= int(n_jobs) <= MAX_N_JOBS or int(n_jobs) == -1
         except ValueError:
             ok = False
         if not ok:
-            raise ConfigError(f"hydra.launcher.n_jobs={n_jobs}: must be an integer >= 1, or -1 (every core)")
+            raise ConfigError(
+                f"hydra.launcher.n_jobs={n_jobs}: must be an integer from 1 to {MAX_N_JOBS}, or -1 (every core)"
+            )
     prefer = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "hydra.launcher.prefer"), None)
     if prefer is not None and prefer not in ("processes", "threads"):
         raise ConfigError(f"hydra.launcher.prefer={prefer}: must be processes or threads")
     if launcher == "slurm" and not all(shutil.which(tool) for tool in ("sbatch", "srun")):
         raise ConfigError("hydra/launcher=slurm: SLURM's sbatch and srun are not on this machine (use a login node)")
+
+
+COMPLETION_SHELLS = ("bash", "zsh", "fish")
+"""The shells Hydra's ``--shell-completion`` has plugins for."""
+
+
+def _completion_values(argv: list[str]) -> None:
+    """``--shell-completion`` / ``-sc`` takes exactly one of ``install=SHELL``, ``uninstall=SHELL`` or
+    ``query=...`` (Hydra's subcommands); anything else was Hydra's traceback (``Expecting one subcommand``, ``No
+    completion plugin for 'foo'``).
+
+    Raises:
+        ConfigError: ``--shell-completion: <what is wrong>``.
+    """
+    if not any(a in ("--shell-completion", "-sc") for a in argv):
+        return
+    subcommands = [a for a in argv if a.split("=", 1)[0] in ("install", "uninstall", "query") and "=" in a]
+    if len(subcommands) != 1:
+        raise ConfigError(
+            "--shell-completion: give exactly one of install=SHELL, uninstall=SHELL or query=WORDS, not "
+            + (" ".join(subcommands) or "none")
+        )
+    name, value = subcommands[0].split("=", 1)
+    if name != "query" and value not in COMPLETION_SHELLS:
+        raise ConfigError(f"--shell-completion {name}={value}: the shell must be one of {', '.join(COMPLETION_SHELLS)}")
 
 
 def _check_launcher(overrides: list[str], settings: list) -> None:
@@ -308,6 +340,11 @@ def main() -> None:
     multirun = any(a in ("-m", "--multirun") for a in argv)
     if multirun and any(a.split("=")[0] in ("--cfg", "-c", "--info", "-i") for a in argv):
         _report_error(ConfigError("--cfg and --info show one job's config: drop -m (and give one value per key)"))
+        sys.exit(2)
+    try:
+        _completion_values(argv)
+    except ConfigError as exc:
+        _report_error(exc)
         sys.exit(2)
     shows = any(a.split("=")[0] in SHOW_FLAGS for a in argv)
     if shows or not any(a.split("=")[0] in NO_RUN_FLAGS for a in argv):

@@ -225,25 +225,45 @@ def check_master_addr(settings_list) -> None:
 
 
 def check_problems(settings_list) -> None:
-    """In a sweep whose jobs build more than one problem, or one problem at several batch sizes, every such problem
-    is built once here, on the CPU, and each job's batch size checked against it, so that one job's bad data (a
+    """In a sweep whose jobs build more than one problem, or one problem at several batch sizes, or whose length in
+    epochs must be turned into updates to be checked against a delay or fault (:meth:`Settings.check_length`), every
+    such problem is built once here, on the CPU, and each job checked against it, so that one job's bad data (a
     LIBSVM file whose labels are not binary, a ``max_train`` that leaves one class, a batch larger than the training
-    set) is refused before any job runs, as a single run refuses it before writing anything. A sweep of one problem
-    at one batch size needs no check here: its first job finds it before anything is written.
+    set) or too short a run is refused before any job runs, as a single run refuses it before writing anything. A
+    sweep of one problem at one batch size whose lengths need no data needs no check here: its first job finds it
+    before anything is written.
 
     Raises:
-        ConfigError: ``problem=<name>: <why>`` or ``batch_size=<B>: larger than ...`` (:func:`make_problem`).
+        ConfigError: ``problem=<name>: <why>``, ``batch_size=<B>: larger than ...`` or ``delay.tau=<t>: must be
+            below the run's <n> updates ...`` (:func:`make_problem`).
     """
     import json
 
     jobs: dict[str, list] = {}  # problem block -> the settings of its jobs
     for s in settings_list:
         jobs.setdefault(json.dumps(s.problem.spec, sort_keys=True, default=str), []).append(s)
-    if len(jobs) < 2 and len({s.batch_size for s in settings_list}) < 2:
+    lengths = len(settings_list) > 1 and any(s.updates is None and _length_bound(s) for s in settings_list)
+    if len(jobs) < 2 and len({s.batch_size for s in settings_list}) < 2 and not lengths:
         return
     for group in jobs.values():
         largest = max(group, key=lambda s: s.batch_size)  # the one batch size that can be too large
-        make_problem(largest, torch.device("cpu"))
+        num_train = make_problem(largest, torch.device("cpu")).num_train
+        for s in group:
+            _check_length(s, num_train)
+
+
+def _length_bound(settings) -> bool:
+    """Whether the run names a delay or fault that its length must exceed (:meth:`Settings.check_length`)."""
+    d, e = settings.delay, settings.engine
+    return d.model in ("fixed", "uniform") or getattr(getattr(e, "fault", None), "at_update", None) is not None
+
+
+def _check_length(settings, num_train: int) -> None:
+    """:meth:`Settings.check_length` of the run's planned updates, as a ConfigError."""
+    try:
+        settings.check_length(settings.planned_updates(num_train))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def make_problem(settings, device: torch.device):
@@ -261,4 +281,5 @@ def make_problem(settings, device: torch.device):
             f"batch_size={settings.batch_size}: larger than the {problem.num_train} training examples "
             f"of problem={settings.problem.name}"
         )
+    _check_length(settings, problem.num_train)
     return problem

@@ -190,16 +190,8 @@ class RunSettings(Frozen):
                 f"delay=none with workers={self.workers}: every gradient at the newest iterate is a "
                 "free lunch no real system has; use delay=timing (staleness from the timing model)"
             )
-        if d.model == "uniform" and self.updates is not None and 0 < d.max_delay and d.max_delay >= self.updates:
-            raise ValueError(
-                f"delay.max_delay={d.max_delay}: must be below the run's {self.updates} updates (a "
-                "delay never reached is a degenerate run)"
-            )
-        if d.model == "fixed" and self.updates is not None and d.tau >= self.updates:
-            raise ValueError(
-                f"delay.tau={d.tau}: must be below the run's {self.updates} updates (a delay never reached is a "
-                "degenerate run)"
-            )
+        if self.updates is not None:
+            self.check_length(self.updates)
         if d.model == "timing" and d.slow_workers > self.workers:
             raise ValueError(f"delay.slow_workers={d.slow_workers}: must be <= workers ({self.workers})")
         if alg.master_computes and d.model in ARTIFICIAL:
@@ -218,11 +210,6 @@ class RunSettings(Frozen):
             raise ValueError(
                 f"engine.fault.kill_worker={e.fault.kill_worker}: must be a worker id in [0, {self.workers - 1}]"
             )
-        at = e.fault.at_update if e.name in WALL_ENGINES else None
-        if at is not None and self.updates is not None and at >= self.updates:
-            raise ValueError(
-                f"engine.fault.at_update={at}: must be below the run's {self.updates} updates (never fires)"
-            )
         if e.name == "shared_memory" and e.colocate and (e.handoff == "spin" or self.workers != 1):
             why = (
                 "engine.handoff=spin (a spinning master on its worker's CPU would take the worker's core)"
@@ -237,6 +224,29 @@ class RunSettings(Frozen):
                 "engine.compute=emulated"
             )
         return self
+
+    def check_length(self, updates: int) -> None:
+        """The run's length in updates (``updates``, or ``epochs`` turned into updates once the problem's size is
+        known: :func:`experiments.settings.preflight.make_problem`) is longer than every delay and fault it names.
+
+        Raises:
+            ValueError: ``delay.tau=<t>: must be below the run's <n> updates ...`` and the like (a delay or a fault
+                never reached is a degenerate run).
+        """
+        d, e = self.delay, self.engine
+        if d.model == "uniform" and 0 < d.max_delay and d.max_delay >= updates:
+            raise ValueError(
+                f"delay.max_delay={d.max_delay}: must be below the run's {updates} updates (a "
+                "delay never reached is a degenerate run)"
+            )
+        if d.model == "fixed" and d.tau >= updates:
+            raise ValueError(
+                f"delay.tau={d.tau}: must be below the run's {updates} updates (a delay never reached is a "
+                "degenerate run)"
+            )
+        at = e.fault.at_update if e.name in WALL_ENGINES else None
+        if at is not None and at >= updates:
+            raise ValueError(f"engine.fault.at_update={at}: must be below the run's {updates} updates (never fires)")
 
     def _stops_here(self) -> None:
         """``algorithm.policy.restart`` (stopping in-flight computations) where the engine can stop one: not with an

@@ -30,6 +30,9 @@ CASES = [
         ["--info", "workers=2"],
         ("--info results_dir=", "--info takes one of all, config"),
     ),  # its value: the next word  # a shared_memory key, not the default engine's
+    (["--shell-completion"], "--shell-completion: give exactly one of install=SHELL"),  # Hydra's traceback
+    (["-sc", "install=foo"], "install=foo: the shell must be one of bash"),
+    (["-sc", "install=bash", "uninstall=bash"], "not install=bash uninstall=bash"),
     # an address that does not resolve, or is another machine's: refused before the store retries for minutes
     (["engine=distributed", "engine.master_addr=256.1.1.1"], ("engine.master_addr=256.1.1.1", "does not resolve")),
     (["engine=distributed", "engine.master_addr=203.0.113.77"], ("engine.master_addr=203.0.113.77", "this machine")),
@@ -96,6 +99,13 @@ CASES = [
         ["engine=shared_memory", "workers=2", "engine.fault.kill_worker=0", "engine.fault.at_update=20", "updates=20"],
         ("engine.fault.at_update=20", "never fires"),
     ),
+    # the same when the length is in epochs: checked once the data set's size turns it into updates (188 here)
+    (["delay=fixed", "delay.tau=100000", "epochs=1"], ("delay.tau=100000", "below the run's 188 updates")),
+    (
+        ["engine=shared_memory", "workers=2", "engine.fault.kill_worker=0", "engine.fault.at_update=10000000"],
+        ("engine.fault.at_update=10000000", "never fires"),
+    ),
+    (["-m", "delay=fixed", "delay.tau=1,100000", "epochs=1"], "delay.tau=100000"),  # before job 0 runs
     (["delay=timing", "workers=2", "delay.slow_workers=3"], "delay.slow_workers=3"),
     (["delay.law=lognormal", "delay.sigma=inf"], "delay.sigma=inf"),
     (["delay.law=pareto", "delay.shape=1.0"], "delay.shape=1.0"),
@@ -137,8 +147,9 @@ CASES = [
     (["-m", "hydra.launcher.n_jobs=0", "hydra/launcher=parallel", "workers=1,2"], "hydra.launcher.n_jobs=0"),
     (
         ["-m", "hydra.launcher.n_jobs=abc", "hydra/launcher=parallel", "workers=1,2"],
-        "hydra.launcher.n_jobs=abc: must be an integer >= 1",  # it said "no such config key"
+        "hydra.launcher.n_jobs=abc: must be an integer from 1",  # it said "no such config key"
     ),
+    (["-m", "hydra.launcher.n_jobs=1000000", "hydra/launcher=parallel", "workers=1,2"], "n_jobs=1000000"),  # joblib
     (
         ["-m", "hydra.launcher.prefer=nope", "hydra/launcher=parallel", "workers=1,2"],
         "hydra.launcher.prefer=nope: must be processes or threads",
