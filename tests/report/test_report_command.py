@@ -228,3 +228,25 @@ def test_damaged_run_configs_do_not_stop_the_report_and_a_named_pipe_is_never_op
         f.write_text("- 1\n")
     assert run_profile(tmp_path) is None
     assert main([str(tmp_path), "--no-figures"]) == 0
+
+
+def test_an_experiment_whose_runs_are_gone_reads_not_run_yet_not_a_limit_of_the_machine(tmp_path):
+    """reproduce_status.json says an experiment's sweep ran, but its folder is gone (removed by hand): its claims are
+    ``not run yet`` with the reason (``not runnable here`` blamed the machine for a folder someone removed), while
+    one skipped for a limit of the machine stays ``not runnable here``."""
+    import json
+
+    from experiments.report import write_report
+
+    statuses = {
+        "tau_threshold": {"status": "ran", "message": "", "wall_s": 1.0, "profile": "quick"},
+        "lr_speedup": {"status": "skipped", "message": "needs data", "wall_s": 0.0, "profile": "quick"},
+    }
+    (tmp_path / "reproduce_status.json").write_text(json.dumps(statuses))
+    overview = write_report(tmp_path, "quick", statuses).read_text().split("## Experiments")[1]
+    assert row(overview, "tau_threshold")[1:] == [
+        "ran",
+        "0",
+        "not run yet (its sweep ran, but its runs are not here: make reproduce runs it again)",
+    ]
+    assert row(overview, "lr_speedup")[1:] == ["skipped", "0", "not runnable here"]
