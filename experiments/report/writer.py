@@ -24,7 +24,7 @@ from experiments.report.load import (
     run_commits,
 )
 from experiments.report.markdown import render, table
-from experiments.report.profiles import side_by_side
+from experiments.report.profiles import other_profiles, side_by_side
 from experiments.report.rules import MIN_SEEDS
 from experiments.report.sections import SECTIONS, Section, section_generic
 from experiments.report.verdict import (
@@ -283,6 +283,7 @@ def write_report(results_dir: Path, profile: str, statuses: dict, experiments: l
     text = render(
         "report.md.j2",
         profile=profile,
+        mixed=other_profiles(results_dir, profile, names),
         results_dir=results_dir.as_posix(),
         reproduce="make reproduce" + ("" if profile == "quick" else f" PROFILE={profile}"),
         commits=run_commits(results_dir, names),

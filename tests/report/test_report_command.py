@@ -250,3 +250,13 @@ def test_an_experiment_whose_runs_are_gone_reads_not_run_yet_not_a_limit_of_the_
         "not run yet (its sweep ran, but its runs are not here: make reproduce runs it again)",
     ]
     assert row(overview, "lr_speedup")[1:] == ["skipped", "0", "not runnable here"]
+
+
+def test_a_folder_made_with_another_profile_than_the_report_s_is_named(own_runs):
+    """``--profile smoke`` over runs made with the quick profile: the report's first paragraph names the folder and
+    its profile (the heading said smoke and nothing told that the runs were quick's)."""
+    assert main([str(own_runs), "--no-figures"]) == 0
+    assert "another profile" not in (own_runs / "REPORT.md").read_text()
+    assert main([str(own_runs), "--no-figures", "--profile", "smoke"]) == 0
+    first = (own_runs / "REPORT.md").read_text().split("\n\n")[1]
+    assert f"Made with another profile than smoke: {SMALL} (quick);" in first
