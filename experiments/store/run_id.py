@@ -53,7 +53,8 @@ def _lossless(override: str) -> bool:
 def make_run_id(overrides: list[str], seed: int) -> str:
     """A deterministic run id from the run's command-line overrides and its seed (no timestamps).
 
-    Overrides are sorted, keys in ``IGNORED_IN_RUN_ID`` (where results go, how they are shown) dropped, and
+    Overrides are sorted, keys in ``IGNORED_IN_RUN_ID`` (where results go, how they are shown) and Hydra's own
+    (``hydra.*``, ``hydra/launcher=...``: a sweep's jobs never see them; the Python API passes them on) dropped, and
     ``seed=<seed>`` always included: ``['workers=4', 'algorithm=apam']`` -> ``algorithm-apam_workers-4_seed-0``.
     An override whose fragment loses information (a path's ``/``, spaces, brackets, commas, quotes, runs of
     replaced characters: :func:`_lossless`) would let two different inputs share an id (``problem.path=/d/a/b`` and
@@ -64,7 +65,7 @@ def make_run_id(overrides: list[str], seed: int) -> str:
     kept = []
     for o in overrides:
         key = o.split("=", 1)[0].lstrip("+~")
-        if key.split(".")[0] in IGNORED_IN_RUN_ID or key.startswith("hydra.") or key == "seed":
+        if key.split(".")[0] in IGNORED_IN_RUN_ID or key.startswith(("hydra.", "hydra/")) or key == "seed":
             continue
         kept.append(o.lstrip("+~"))
     kept = sorted(kept) + [f"seed={seed}"]

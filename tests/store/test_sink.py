@@ -15,6 +15,8 @@ from experiments.store.sink import SUMMARY_COLUMNS, TRACE_COLUMNS, RunSink
 def test_run_id_is_deterministic_sorted_and_ignores_output_keys():
     a = make_run_id(["workers=4", "algorithm=apam", "results_dir=/tmp/x", "progress=true"], seed=3)
     b = make_run_id(["algorithm=apam", "workers=4"], seed=3)
+    # Hydra's own keys name no setting (a sweep's jobs never see them; the Python API passes them on)
+    assert make_run_id(["hydra/launcher=parallel", "hydra.launcher.n_jobs=2", "algorithm=apam", "workers=4"], 3) == b
     assert a == b == "algorithm-apam_workers-4_seed-3"
     assert make_run_id([], seed=0) == "seed-0"
     assert make_run_id(["seed=5"], seed=5) == "seed-5"
