@@ -70,11 +70,25 @@ class Source:
 DEFAULT = Source()
 
 
+GRAMMAR = "https://hydra.cc/docs/advanced/override_grammar/basic"
+LEXER = "LexerNoViableAltException: "
+
+
 def _parse(overrides: list[str]) -> list[Override]:
-    try:
-        return OverridesParser.create().parse_overrides(overrides)
-    except Exception as exc:  # hydra's OverrideParseException and friends
-        raise ConfigError(str(exc).splitlines()[0]) from None
+    """Hydra's parse of the overrides; one that Hydra's grammar cannot read is a ConfigError naming it and where."""
+    parser = OverridesParser.create()
+    out = []
+    for o in overrides:
+        try:
+            out += parser.parse_overrides([o])
+        except Exception as exc:  # hydra's OverrideParseException and friends  # noqa: BLE001
+            lines = str(exc).splitlines()
+            why = lines[-2] if len(lines) > 2 and lines[0].startswith("Error parsing override") else lines[0]
+            if lines[0].startswith(LEXER) and len(lines) > 1 and "^" in lines[1]:
+                at = lines[1].index("^") - len(LEXER)
+                why = f"the character {o[at]!r} cannot stand unquoted here" if 0 <= at < len(o) else "unreadable"
+            raise ConfigError(f"{o}: not an override Hydra can read ({why}; quote such a value: key='...'; {GRAMMAR})")
+    return out
 
 
 def expand_overrides(overrides: list[str]) -> dict[str, list[str]]:

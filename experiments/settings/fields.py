@@ -24,6 +24,8 @@ POLICY_KEYS = {
 """The keys each policy reads (experiments/training/policies.py:OWN_KEYS); the others must be null."""
 VISION_CLASSES = {"fashion_mnist": 10, "mnist": 10, "cifar10": 10}
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+MAX_NAME = 100
+"""The longest experiment_id (a folder name: the file system takes 255 bytes; run ids are cut at 120)."""
 
 PositiveInt = Annotated[int, Field(ge=1)]
 NonNegativeInt = Annotated[int, Field(ge=0)]

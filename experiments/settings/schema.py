@@ -36,6 +36,7 @@ from experiments.settings.engine import (
     UniformDelay,
 )
 from experiments.settings.fields import (
+    MAX_NAME,
     NAME,
     POLICIES,
     POLICY_KEYS,
@@ -115,7 +116,8 @@ class RunSettings(Frozen):
     """Everything one run is: the top-level keys of conf/config.yaml and the blocks of its config groups."""
 
     experiment_id: str
-    """The experiment's folder under results_dir: a plain name (letters, digits, ``._+-``), never a path."""
+    """The experiment's folder under results_dir: a plain name (letters, digits, ``._+-``), never a path, of at most
+    :data:`~experiments.settings.fields.MAX_NAME` characters."""
     workers: NonNegativeInt
     """Worker processes P (0 only with ``algorithm.master_computes``: the master alone, the paper's one thread)."""
     seed: int = Field(ge=0, lt=SEED_LIMIT)
@@ -144,6 +146,8 @@ class RunSettings(Frozen):
     def _plain_name(cls, v: str) -> str:
         if not NAME.match(v) or v in (".", ".."):
             raise ValueError(f"experiment_id={v}: must be a plain folder name (letters, digits, '._+-'), not a path")
+        if len(v) > MAX_NAME:
+            raise ValueError(f"experiment_id={v[:20]}...: {len(v)} characters, at most {MAX_NAME}")
         return v
 
     @field_validator("results_dir")

@@ -52,6 +52,10 @@ CASES = [
     (["experiment_id=/some/dir"], "experiment_id=/some/dir"),
     (["experiment_id=../x"], "experiment_id=../x"),
     (["experiment_id=/"], "experiment_id=/"),
+    ([f"experiment_id={'x' * 300}"], "300 characters, at most 100"),  # was "cannot read this summary"
+    (["experiment_id=é更"], ("experiment_id=é更: not an override Hydra can read", "'é' cannot stand unquoted")),
+    (["experiment_id='é更'"], "experiment_id=é更: must be a plain folder name"),
+    (["workers=[1,2"], "workers=[1,2: not an override Hydra can read"),
     (["results_dir="], "results_dir="),
     (["results_dir=null"], "results_dir=null"),
     (["results_dir=/proc/forbidden"], "results_dir=/proc/forbidden"),
