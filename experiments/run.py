@@ -52,11 +52,13 @@ import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
+from experiments import stops  # noqa: E402
 from experiments.aggregate import write_speedup  # noqa: E402
 from experiments.errors import ConfigError, Interrupted  # noqa: E402
 from experiments.log import get_logger  # noqa: E402
 from experiments.runner import execute  # noqa: E402
 from experiments.settings.compose import Source, compose_jobs, expand_overrides, precheck, profile_sweep  # noqa: E402
+from experiments.stops import exit_if_late as _exit_if_late  # noqa: E402, F401 - the exit hook above calls it
 from experiments.sweeps import OUTCOME  # noqa: E402
 from hydra_plugins.apam_sweeper import ENV, fingerprint  # noqa: E402
 
@@ -112,10 +114,16 @@ def _sweep_bar(experiment: str, in_process: bool):
 def _hydra_main(cfg: DictConfig) -> str:
     hc = HydraConfig.get()
     multirun = hc.mode.name == "MULTIRUN"
-    if signal.getsignal(signal.SIGTERM) is not _on_signal:  # a launcher's worker process: record runs on signals
-        _catch_signals()
+    if signal.getsignal(signal.SIGTERM) is not stops.on_signal:  # a launcher's worker process: record runs on signals
+        stops.WORKER.append(True)
+        stops.catch_signals()
     try:
+        stops.IN_FLIGHT.append(True)
         status = execute(cfg, list(hc.overrides.task))
+    except KeyboardInterrupt as exc:
+        if stops.WORKER:  # the run in flight is recorded: this worker ends, so the master knows (it waits for that)
+            stops.worker_exit(Interrupted.signum_of(exc))
+        raise
     except ConfigError as exc:
         _report_error(exc)
         _remove_empty_dirs(Path(str(cfg.results_dir)) / ".hydra")
@@ -124,6 +132,8 @@ def _hydra_main(cfg: DictConfig) -> str:
     except OSError as exc:  # a result file that cannot be written (full disk): one line naming it, exit 1
         log.error(f"error: {exc}")
         sys.exit(1)
+    finally:
+        stops.IN_FLIGHT.clear()
     if multirun:
         in_process = str(hc.launcher.get("_target_", "")).endswith("BasicLauncher")
         _sweep_bar(str(cfg.get("experiment_id")), in_process).update(1)
@@ -169,43 +179,7 @@ def _remove_empty_dirs(top: Path, recursive: bool = True) -> None:
             pass
 
 
-def _on_signal(signum, frame) -> None:
-    """A stop signal in the runner: raise :class:`Interrupted` once, so the current run is recorded with its
-    partial trace, as for Ctrl-C; further signals while that is written are ignored. A launcher's worker processes
-    get the signal too (:func:`_forward`)."""
-    for s in STOP_SIGNALS:
-        signal.signal(s, signal.SIG_IGN)
-    _forward(signum)
-    raise Interrupted(signum)
-
-
-def _catch_signals() -> None:
-    for s in STOP_SIGNALS:
-        signal.signal(s, _on_signal)
-
-
 _RESULTS_DIRS: set[Path] = set()  # the results folders of the jobs the command line asks for
-_FORWARDED: list[int] = []  # launcher worker processes a stop signal was passed on to (each records its own run)
-
-
-def _forward(signum: int) -> None:
-    """Send ``signum`` to this process's child processes that run jobs (a parallel launcher's workers), so each
-    records its run in flight; the real engines' own worker processes are ended by their engine."""
-    try:
-        children = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split()
-    except OSError:
-        return
-    for pid in children:
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"loky" in cmdline or b"joblib" in cmdline:
-            try:
-                os.kill(int(pid), signum)
-                _FORWARDED.append(int(pid))
-            except OSError:
-                pass
 
 
 def _report_error(exc: ConfigError) -> None:
@@ -332,7 +306,7 @@ def _check_launcher(overrides: list[str], settings: list) -> None:
 
 def main() -> None:
     """Console entry: check the whole command line first, then hand it to Hydra. Exit codes: module docstring."""
-    _catch_signals()
+    stops.catch_signals()
     if _EARLY:  # a stop signal while the modules loaded: nothing ran, nothing written
         log.info(f"interrupted by {signal.Signals(_EARLY[0]).name} before any run")
         sys.exit(128 + _EARLY[0])
@@ -356,6 +330,10 @@ def main() -> None:
                 sys.argv += extra
                 overrides += extra
             _launcher_values(overrides)
+            if any(o.startswith("hydra/launcher=") for o in overrides):
+                # workers a stop signal ended leave their semaphores to the resource tracker, which frees them and
+                # says so in a 2-line UserWarning on stderr; nothing is lost, and the interrupt has its own line
+                sys.warnoptions.append("ignore::UserWarning:multiprocessing.resource_tracker")
             settings = precheck(overrides, multirun, source)
             _RESULTS_DIRS.update(Path(str(s.results_dir)) for s in settings)
             _check_launcher(overrides, settings)
@@ -381,7 +359,7 @@ def main() -> None:
                 f"interrupted by {name}: the run in flight ({recorded}) is recorded as failed with its partial "
                 "trace; a rerun starts it again and skips the finished ones"
             )
-        elif _FORWARDED:
+        elif stops.FORWARDED:
             log.info(
                 f"interrupted by {name}: the launcher's workers record their runs in flight as failed with their "
                 "partial traces; a rerun starts them again and skips the finished ones"
@@ -392,43 +370,10 @@ def main() -> None:
     finally:  # Hydra's job folders (output_subdir null: always empty) go with the runs, however they ended
         for folder in _RESULTS_DIRS:
             _remove_empty_dirs(folder / ".hydra")
-    _after_the_runs()
+    stops.after_the_runs()
     if multirun and OUTCOME.get("failed"):
         log.info(f"{OUTCOME['failed']} of {OUTCOME['jobs']} runs failed (summary.csv says why)")
         sys.exit(1)
-
-
-_LATE: list[int] = []  # a stop signal that came after every run was recorded
-
-
-def _after_the_runs() -> None:
-    """Every run is recorded: a stop signal from now on (while the process cleans up: engine helpers stopped,
-    finalizers) has no run to record. It is noted, the clean-up finishes undisturbed (no exception raised inside
-    it), and the process then exits with 128 + the signal's number (:func:`_exit_if_late`, the last exit hook)."""
-
-    def late(signum, frame) -> None:
-        for s in STOP_SIGNALS:
-            signal.signal(s, signal.SIG_IGN)
-        _LATE.append(signum)
-
-    for s in STOP_SIGNALS:
-        signal.signal(s, late)
-
-
-def _exit_if_late() -> None:
-    if _LATE:
-        try:  # the exit status has a line that explains it
-            sys.stderr.write(
-                f"interrupted by {signal.Signals(_LATE[0]).name} after every run was recorded: nothing was lost\n"
-            )
-        except (OSError, ValueError):
-            pass
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(128 + _LATE[0])
 
 
 if __name__ == "__main__":

@@ -60,9 +60,10 @@ VERDICT_COLUMNS = [
 def absent(status: dict) -> Verdict:
     """What a claim without runs, or an experiment without a summary, is called, by the experiment's status in
     reproduce_status.json: ``not runnable here`` only when its sweep ran or was skipped on this machine (missing data,
-    a problem the machine cannot run; :func:`build_part` says ``not run yet`` for one that ran and has no runs now); ``crashed`` when it crashed; ``not run yet`` when no ``make reproduce`` call of
-    this profile has finished it (a long profile part-way), so an unfinished sweep never reads as a limit; ``left
-    out`` when the profile runs it only on request (``EXTENDED=1``, experiments.reproduce.EXTENDED)."""
+    a problem the machine cannot run; :func:`build_part` says ``not run yet`` for one that ran and has no runs now);
+    ``crashed`` when it crashed; ``not run yet`` when no ``make reproduce`` call of this profile has finished it (a
+    long profile part-way), so an unfinished sweep never reads as a limit; ``left out`` when the profile runs it only
+    on request (``EXTENDED=1``, experiments.reproduce.EXTENDED)."""
     return {
         "ran": Verdict(NOT_RUNNABLE),
         "skipped": Verdict(NOT_RUNNABLE),
@@ -192,7 +193,8 @@ def build_part(results_dir: Path, name: str, status: dict) -> Part:
     summary = data.summary
     if summary.empty:
         if status.get("status") == "ran":  # its runs were removed since: a rerun makes them, no limit of this machine
-            part.missing = Verdict(NOT_RUN_YET, "its sweep ran, but its runs are not here: make reproduce runs it again")
+            why = "its sweep ran, but its runs are not here: make reproduce runs it again"
+            part.missing = Verdict(NOT_RUN_YET, why)
         return part
     part.runs, part.n_bad = len(summary), int((summary["status"] != "ok").sum())
     spent = (

@@ -87,7 +87,9 @@ def _parse(overrides: list[str]) -> list[Override]:
             if lines[0].startswith(LEXER) and len(lines) > 1 and "^" in lines[1]:
                 at = lines[1].index("^") - len(LEXER)
                 why = f"the character {o[at]!r} cannot stand unquoted here" if 0 <= at < len(o) else "unreadable"
-            raise ConfigError(f"{o}: not an override Hydra can read ({why}; quote such a value: key='...'; {GRAMMAR})")
+            raise ConfigError(
+                f"{o}: not an override Hydra can read ({why}; quote such a value: key='...'; {GRAMMAR})"
+            ) from None
     return out
 
 

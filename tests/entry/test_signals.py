@@ -157,14 +157,14 @@ def test_a_burst_of_signals_to_a_real_engine_ends_with_the_first_ones_status_and
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_after_every_run_was_recorded_lets_the_clean_up_finish_and_exits_128_plus_the_signal(sig):
-    """Once the runs are recorded (experiments/run.py ``_after_the_runs``), a stop signal raises nothing inside the
+    """Once the runs are recorded (experiments/stops.py ``after_the_runs``), a stop signal raises nothing inside the
     clean-up (engine helpers stopped at exit, finalizers): the clean-up goes on, then the process exits 128 + the
     signal's number, without a traceback."""
     code = (
         "import atexit, os, signal\n"
         "import experiments.run as r\n"
         "atexit.register(lambda: print('exit hook ran', flush=True))\n"
-        "r._after_the_runs()\n"
+        "r.stops.after_the_runs()\n"
         f"os.kill(os.getpid(), {int(sig)})\n"
         "print('clean-up goes on', flush=True)\n"
     )

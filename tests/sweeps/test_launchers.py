@@ -332,3 +332,60 @@ def test_a_real_engine_process_starts_inside_a_parallel_launchers_worker():
     from joblib import Parallel, delayed
 
     assert Parallel(n_jobs=2, backend="loky")(delayed(_start_a_process_here)(m) for m in ("spawn", "spawn")) == [0, 0]
+
+
+@needs_data
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_a_stop_signal_to_a_parallel_sweep_records_every_run_in_flight_and_leaves_no_worker(tmp_path, sig):
+    """SIGTERM or SIGHUP to the master of a parallel sweep (2 jobs at a time): each launcher worker records its run
+    in flight and exits before the master does (one of the two was lost, killed by the master's exit part-way);
+    loky's resource tracker is left alone (a SIGHUP passed on to it gave KeyError tracebacks), no worker is left,
+    and stderr has no traceback or leaked-semaphore warning."""
+    import signal
+    import time
+
+    cmd = [
+        sys.executable,
+        "-m",
+        "experiments.run",
+        "-m",
+        "hydra/launcher=parallel",
+        "hydra.launcher.n_jobs=2",
+        "problem=logreg_fmnist",
+        "engine=simulated",
+        "delay=timing",
+        "workers=1,2,4",
+        "updates=100000000",
+        f"results_dir={tmp_path}",
+        *COSTS,
+    ]
+    err = tmp_path / "stderr.txt"
+    with open(err, "w") as ferr:
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=ferr, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 200
+        while time.monotonic() < deadline and len(list(tmp_path.glob("adhoc/runs/*/config.yaml"))) < 2:
+            assert proc.poll() is None, err.read_text()[-2000:]
+            time.sleep(0.2)
+        time.sleep(1.0)  # both runs past their start
+        proc.send_signal(getattr(signal, sig))
+        proc.wait(120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    text = err.read_text()
+    assert proc.returncode == 128 + getattr(signal, sig), text[-2000:]
+    assert "Traceback" not in text and "leaked" not in text, text[-3000:]
+    rows = _table(tmp_path / "adhoc" / "summary.csv")
+    assert sorted(r["workers"] for r in rows) == ["1", "2"]  # both runs in flight, the third never started
+    assert all(r["status"] == "failed" and r["message"].startswith(f"interrupted ({sig})") for r in rows), rows
+    # no launcher worker, forkserver or resource tracker left in the sweep's session (the trackers end when the
+    # master's pipe closes, at its exit: a moment later)
+    deadline, left = time.monotonic() + 5, ["?"]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = subprocess.run(["pgrep", "-a", "-s", str(proc.pid)], capture_output=True, text=True).stdout.split("\n")
+        left = [p for p in left if p]
+    assert left == [], left
