@@ -117,9 +117,19 @@ def after_the_runs() -> None:
 
     for s in STOP_SIGNALS:
         signal.signal(s, late)
+    RECORDED.append(True)
+
+
+RECORDED: list[bool] = []  # set once every run of this process is recorded (:func:`after_the_runs`)
 
 
 def exit_if_late() -> None:
+    """The last exit hook: after a late signal, its line and exit status ``128 + signum``. Otherwise, once every run
+    is recorded, stop signals are ignored from here on: Python's finalization puts a handler it set back to the
+    default, which killed the process with no line (and status -15) when a signal came in those last moments."""
+    if not LATE and RECORDED:
+        for s in STOP_SIGNALS:
+            signal.signal(s, signal.SIG_IGN)
     if LATE:
         try:  # the exit status has a line that explains it
             sys.stderr.write(

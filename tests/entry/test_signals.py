@@ -209,3 +209,22 @@ def test_importing_the_runner_leaves_the_importers_signal_handlers_alone():
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_a_signal_during_the_interpreter_s_finalization_does_not_kill_a_finished_call():
+    """A stop signal after the last exit hook, while Python finalizes (here sent by an object that module teardown
+    deletes): every run was recorded, so the call ends as it would have (status 0); Python's finalization put the
+    handler back to the default, which killed the process with status -15 and no line."""
+    code = (
+        "import os, signal\n"
+        "import experiments.run as r\n"
+        "class Late:\n"
+        "    def __del__(self):\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "late = Late()\n"
+        "r.stops.after_the_runs()\n"
+        "print('done', flush=True)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert (proc.returncode, proc.stdout) == (0, "done\n"), proc.stderr
+    assert "Traceback" not in proc.stderr
