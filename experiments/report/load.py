@@ -216,15 +216,15 @@ def _config_profile(path: Path) -> str | None:
     return str(profile) if isinstance(profile, str) and profile else None
 
 
-def folder_profiles(results_dir: Path) -> dict[str, str]:
-    """Experiment folder -> the profile its runs were made with: its entry of the status file, else the first of its
-    runs' config.yaml that says (every run of a folder shares the profile it was called with); folders that say
-    nothing are left out.
+def folder_profiles(results_dir: Path, status: dict | None = None) -> dict[str, str]:
+    """Experiment folder -> the profile its runs were made with: its entry of the status file (``status``: the file
+    as :func:`statuses` read it; default: read here), else the first of its runs' config.yaml that says (every run of
+    a folder shares the profile it was called with); folders that say nothing are left out.
 
     Raises:
         ConfigError: a damaged status file (:func:`statuses`).
     """
-    status = statuses(results_dir)
+    status = statuses(results_dir) if status is None else status
     out = {}
     for name in experiment_folders(results_dir):
         named = (status.get(name) or {}).get("profile")
@@ -245,9 +245,10 @@ def run_profile(results_dir: Path) -> str | None:
     Raises:
         ConfigError: a damaged status file (:func:`statuses`).
     """
-    named = Counter(str(s["profile"]) for s in statuses(results_dir).values() if s.get("profile"))
+    status = statuses(results_dir)
+    named = Counter(str(s["profile"]) for s in status.values() if s.get("profile"))
     if not named:
-        named = Counter(folder_profiles(results_dir).values())
+        named = Counter(folder_profiles(results_dir, status).values())
     return named.most_common(1)[0][0] if named else None
 
 
