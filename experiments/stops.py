@@ -47,12 +47,17 @@ def worker_exit(signum: int) -> None:
         forkserver._forkserver._stop()  # noqa: SLF001 - the stdlib's own way to end its forkserver (its tests use it)
     except Exception:  # noqa: BLE001 - a forkserver that is not there or already gone: nothing to stop
         pass
+    hard_exit(128 + signum)
+
+
+def hard_exit(status: int) -> None:
+    """``os._exit(status)`` with stdout and stderr flushed first (a closed or broken stream is left as it is)."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):
             pass
-    os._exit(128 + signum)
+    os._exit(status)
 
 
 def wait_for(pids: list[int], timeout_s: float) -> None:
@@ -137,9 +142,4 @@ def exit_if_late() -> None:
             )
         except (OSError, ValueError):
             pass
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(128 + LATE[0])
+        hard_exit(128 + LATE[0])
