@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -178,14 +179,22 @@ def rcv1like_files(cache_dir: str | Path, spec: Rcv1LikeSpec = Rcv1LikeSpec()) -
     folder.mkdir(parents=True, exist_ok=True)
     Xtr, ytr, Xte, yte = generate(spec)
     for X, y, path in ((Xtr, ytr, train), (Xte, yte, test)):
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        dump_svmlight_file(
-            X,
-            2 * y - 1,
-            str(tmp),
-            zero_based=False,
-            comment=f"synthetic rcv1-like data (problems/rcv1like.py): {json.dumps(asdict(spec))}",
-        )
-        os.replace(tmp, path)
-    (folder / f"{stem}.json").write_text(json.dumps(asdict(spec), indent=1, sort_keys=True))
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")  # unique, never a link
+        try:
+            with os.fdopen(fd, "wb") as f:
+                dump_svmlight_file(
+                    X,
+                    2 * y - 1,
+                    f,
+                    zero_based=False,
+                    comment=f"synthetic rcv1-like data (problems/rcv1like.py): {json.dumps(asdict(spec))}",
+                )
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{stem}.json.", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps(asdict(spec), indent=1, sort_keys=True))
+    os.replace(tmp, folder / f"{stem}.json")
     return train, test
