@@ -120,12 +120,12 @@ def tuning_text(tuning: pd.DataFrame) -> str:
     t["R / S"] = [
         " ".join(f"{k}={int(float(r[k]))}" for k in ("R", "S") if k in r and _given(r[k])) for r in t.to_dict("records")
     ]
-    t["at edge"] = t["at_edge"].fillna("").astype(str).replace("nan", "")
+    t["at edge"] = t["at_edge"].astype(object).fillna("").astype(str).replace("nan", "")
     t = t.sort_values(["problem", "workers", "algorithm", "compute model"])
     rows = t.rename(
         columns={"lr_factor": "factor", "factors_tried": "factors tried", "policy_tried": "R / S tried", "workers": "P"}
     )[["problem", "algorithm", "P", "compute model", "factor", "R / S", "at edge", "factors tried", "R / S tried"]]
-    rows["R / S tried"] = rows["R / S tried"].fillna("").astype(str).replace("nan", "")
+    rows["R / S tried"] = rows["R / S tried"].astype(object).fillna("").astype(str).replace("nan", "")
     edges = t[t["at edge"] != ""]
     seed = int(t["tuning_seed"].iloc[0]) if "tuning_seed" in t else None
     trials = int(pd.to_numeric(t["trials"], errors="coerce").sum())
