@@ -190,6 +190,8 @@ def _checked(overrides: list[str], multirun: bool) -> list[list[str]]:
             )
         if not multirun and len(values) > 1:
             raise ConfigError(f"{key}={','.join(v.split('=', 1)[1] for v in values)}: a sweep needs -m (multirun)")
+    if not multirun:  # a single run's task overrides are the strings as given (a sweep's, as its sweeper writes
+        return [[o] for o in overrides]  # them: 1e-05 for 1e-5); they name the run (run ids)
     return list(expanded.values())
 
 

@@ -44,7 +44,7 @@ def check_writable(results_dir: str) -> None:
 def check_places(settings_list, combos=None) -> None:
     """The places a run writes that already exist are of the kind it writes there: ``results_dir/.hydra`` (Hydra's
     scratch folder), the experiment's folder and its ``runs/`` are folders (or links to folders), and the summary's
-    lock is a regular file, not a link (each was a traceback after the run, or a run trained and left without its
+    lock and the files of a run folder that a rerun rewrites are regular files, not links (each was a traceback after the run, or a run trained and left without its
     summary row).
 
     Raises:
@@ -53,6 +53,7 @@ def check_places(settings_list, combos=None) -> None:
     ``combos``: each job's overrides (in the order of ``settings_list``), to check the run folders themselves.
     """
     from experiments.store.run_id import make_run_id
+    from experiments.store.sink import RUN_FILES, SUMMARY_ROW_FILE
 
     places: dict[Path, str] = {}
     for i, s in enumerate(settings_list):
@@ -60,7 +61,10 @@ def check_places(settings_list, combos=None) -> None:
         exp = root / s.experiment_id
         places |= {root / ".hydra": "folder", exp: "folder", exp / "runs": "folder", exp / "summary.csv.lock": "file"}
         if combos is not None:  # the run's own folder, named by its job's overrides as the runner names it
-            places[exp / "runs" / make_run_id(combos[i], s.seed)] = "folder"
+            run = exp / "runs" / make_run_id(combos[i], s.seed)
+            places[run] = "folder"
+            if run.is_dir():  # a rerun rewrites its files: none may be a folder, a link or a special file
+                places |= {run / name: "file" for name in (*RUN_FILES, SUMMARY_ROW_FILE, "staleness.csv")}
     for path, kind in places.items():
         if not path.is_symlink() and not path.exists():
             continue
