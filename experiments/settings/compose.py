@@ -37,6 +37,7 @@ from experiments.settings.preflight import (
     check_master_addr,
     check_places,
     check_problems,
+    check_traces,
     check_writable,
 )
 
@@ -369,6 +370,7 @@ def precheck(overrides: list[str], multirun: bool, source: Source = DEFAULT) -> 
         check_device(device)
     check_data(settings)
     check_calibration(settings)
+    check_traces(settings)
     check_backend(settings)
     check_local_processes(settings)
     check_master_addr(settings)

@@ -44,8 +44,8 @@ def check_writable(results_dir: str) -> None:
 def check_places(settings_list, combos=None) -> None:
     """The places a run writes that already exist are of the kind it writes there: ``results_dir/.hydra`` (Hydra's
     scratch folder), the experiment's folder and its ``runs/`` are folders (or links to folders), and the summary's
-    lock and the files of a run folder that a rerun rewrites are regular files, not links (each was a traceback after the run, or a run trained and left without its
-    summary row).
+    lock and the files of a run folder that a rerun rewrites are regular files, not links (each was a traceback after
+    the run, or a run trained and left without its summary row).
 
     Raises:
         ConfigError: ``<path>: <what it is>, not <what the run writes there>; remove it``, for the first such place.
@@ -131,6 +131,32 @@ def check_calibration(settings_list) -> None:
     paths = {getattr(s.engine, "calibration", None) for s in settings_list if s.engine.clock == "simulated"}
     for path in sorted(paths, key=lambda p: str(p or "")):
         Calibration(path).check()
+
+
+def check_traces(settings_list) -> None:
+    """Every timeline a trace-driven twin replays (``engine.trace``) is readable and holds rows for each of its
+    job's workers, each (file, workers, protocol) read once (:class:`experiments.engines.twin.Timeline`; a file that
+    is not a timeline was a traceback after the run's folder and a failed row were written).
+
+    Raises:
+        ConfigError: ``engine.trace=<path>: cannot read a timeline (...)`` and the like.
+    """
+    from experiments.engines.twin import Timeline
+
+    jobs = {
+        (str(s.engine.trace), s.workers, s.algorithm.protocol)
+        for s in settings_list
+        if s.engine.name == "simulated" and getattr(s.engine, "trace", None) is not None
+    }
+    for path, workers, protocol in sorted(jobs):
+        try:
+            Timeline(path, workers, protocol)
+        except ValueError as exc:
+            raise ConfigError(str(exc).splitlines()[0]) from None
+        except Exception as exc:  # noqa: BLE001 - rows of the right columns in an order no run writes
+            raise ConfigError(
+                f"engine.trace={path}: not a timeline a run wrote ({type(exc).__name__}: {exc})"
+            ) from None
 
 
 def check_backend(settings_list) -> None:

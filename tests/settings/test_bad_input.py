@@ -10,6 +10,7 @@ import pytest
 from conftest import REPO
 
 REPLAY = REPO / "tests" / "fixtures" / "replay"  # compute_times.csv files: worker 0's times only; no index column
+TIMELINE = REPO / "tests" / "fixtures" / "timeline"  # files that are no timeline.csv a run wrote
 
 # (command line, what the one-line error must name: a string or a tuple of strings, all in the line)
 CASES = [
@@ -130,6 +131,12 @@ CASES = [
     (["engine=shared_memory", "engine.fault.mode=explode"], "engine.fault.mode=explode"),
     (["engine=distributed", "engine.backend=foo"], "engine.backend=foo"),
     (["engine=distributed", "engine.master_port=99999"], "engine.master_port=99999"),
+    # a timeline the twin cannot replay: refused before the run (a traceback, after a failed row was written)
+    (["workers=2", f"engine.trace={TIMELINE}/empty.csv"], (f"engine.trace={TIMELINE}/empty.csv", "no rows for")),
+    (["workers=2", f"engine.trace={TIMELINE}/header_only.csv"], "no rows for worker(s) [0, 1] of the run's 2"),
+    (["workers=2", f"engine.trace={TIMELINE}/not_numbers.csv"], ("cannot read a timeline", "'a'")),
+    (["workers=2", f"engine.trace={REPLAY}/one_worker.csv"], "not a timeline.csv"),
+    (["-m", "workers=1,3", f"engine.trace={TIMELINE}/not_numbers.csv"], "cannot read a timeline"),
     # --------------------------------------------------------------- sweeps and launchers
     (["workers=1,2"], "workers=1,2"),  # a sweep without -m
     (["-m", "workers=1,0"], "workers=0"),
