@@ -20,7 +20,13 @@ from experiments.cli import Parser
 from experiments.errors import ConfigError
 from experiments.figures import draw_figures
 from experiments.log import get_logger
-from experiments.report.load import experiment_folders, results_folder_problem, run_profile, statuses
+from experiments.report.load import (
+    experiment_folders,
+    results_folder_problem,
+    run_profile,
+    speedup_frame,
+    statuses,
+)
 from experiments.report.writer import ORDER, write_report
 from experiments.store.atomic import writable
 from experiments.store.table import read_summary_frame
@@ -72,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     try:  # a damaged summary or status file: one line naming it, before any figure is drawn
         status = statuses(results_dir)
         frames = {name: read_summary_frame(results_dir / name / "summary.csv") for name in present}
+        for name in present:  # a damaged speed-up table is written again before any figure reads it
+            speedup_frame(results_dir / name)
         profile = args.profile or run_profile(results_dir) or "quick"
     except ConfigError as exc:
         log.error(f"error: {exc}")

@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments.analysis import compute_times, configs, staleness
 from experiments.errors import ConfigError
+from experiments.log import get_logger
 from experiments.report.clock import read_validation, validation_rows
 from experiments.store.table import read_summary_frame
 
@@ -28,11 +29,47 @@ REPO = Path(__file__).resolve().parents[2]
 PAPER_DIR = REPO / "results" / "paper"
 CONF_DIR = REPO / "conf" / "experiment"
 STATUS_FILE = "reproduce_status.json"
+log = get_logger(__name__)
 
 
 def read_csv(path: Path) -> pd.DataFrame:
     """The CSV at ``path``; an empty frame when there is none."""
     return pd.read_csv(path) if Path(path).exists() else pd.DataFrame()
+
+
+SPEEDUP_REQUIRED = ("problem", "algorithm", "engine", "clock", "workers", "basis", "time_s", "speedup", "efficiency")
+"""The columns every speedup.csv has had (newer ones add more); the figures need these too (plots/data.py)."""
+
+
+def speedup_frame(folder: Path) -> pd.DataFrame:
+    """An experiment folder's speedup.csv; empty when there is none. The file is derived from the folder's summary, so
+    one that is damaged (not text, not a table, without the columns it always has) is written again from
+    summary.csv (:func:`experiments.analysis.speedup.write_speedup`), with a line saying so, and then read.
+
+    Raises:
+        ConfigError: speedup.csv is a folder, a special file or unreadable (one line naming it), or the summary it
+            would be written from is damaged.
+    """
+    from experiments.analysis.speedup import write_speedup
+    from experiments.store.table import file_problem
+
+    path = Path(folder) / "speedup.csv"
+    if why := file_problem(path):
+        raise ConfigError(f"{path}: {why}; remove it (experiments.aggregate writes it again from summary.csv)")
+    if not path.exists():
+        return pd.DataFrame()
+    try:
+        frame = pd.read_csv(path)
+        if set(SPEEDUP_REQUIRED) <= set(frame.columns):
+            return frame
+        why = "not the speed-up table's columns"
+    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:  # UnicodeDecodeError included
+        why = f"not a readable CSV table: {type(exc).__name__}"
+    log.warning(f"{path}: damaged ({why}); written again from summary.csv")
+    if write_speedup(folder) is None:  # no summary to write it from
+        path.unlink()
+        return pd.DataFrame()
+    return pd.read_csv(path)
 
 
 def ok_rows(summary: pd.DataFrame) -> pd.DataFrame:
@@ -126,7 +163,7 @@ def load_experiment(results_dir: Path, name: str, paper_dir: Path = PAPER_DIR) -
     return Experiment(
         name,
         read_summary_frame(folder / "summary.csv"),
-        read_csv(folder / "speedup.csv"),
+        speedup_frame(folder),
         read_csv(Path(paper_dir) / f"{name}.csv"),
         folder,
     )

@@ -260,3 +260,28 @@ def test_a_folder_made_with_another_profile_than_the_report_s_is_named(own_runs)
     assert main([str(own_runs), "--no-figures", "--profile", "smoke"]) == 0
     first = (own_runs / "REPORT.md").read_text().split("\n\n")[1]
     assert f"Made with another profile than smoke: {SMALL} (quick);" in first
+
+
+@pytest.mark.parametrize("content", [bytes(range(256)) * 2, b"", b"a,b\n1,2\n"])
+def test_a_damaged_speedup_table_is_written_again_from_the_summary(own_runs, capsys, content):
+    """speedup.csv is derived from summary.csv: one that is not text, empty, or without its columns is written again
+    (with a line saying so) and the report goes on (a traceback: UnicodeDecodeError, EmptyDataError, KeyError)."""
+    good = pd.read_csv(own_runs / SMALL / "speedup.csv")
+    (own_runs / SMALL / "speedup.csv").write_bytes(content)
+    assert main([str(own_runs), "--no-figures"]) == 0
+    err = capsys.readouterr().err
+    assert f"{own_runs / SMALL / 'speedup.csv'}: damaged (" in err and "written again from summary.csv" in err
+    assert "Traceback" not in err
+    again = pd.read_csv(own_runs / SMALL / "speedup.csv")  # the committed file predates 3 columns
+    pd.testing.assert_frame_equal(again[good.columns], good)
+
+
+def test_a_speedup_table_that_is_a_folder_is_one_line(own_runs, capsys):
+    (own_runs / SMALL / "speedup.csv").unlink()
+    (own_runs / SMALL / "speedup.csv").mkdir()
+    assert main([str(own_runs), "--no-figures"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"error: {own_runs / SMALL / 'speedup.csv'}: not a regular file (folder); remove it "
+        "(experiments.aggregate writes it again from summary.csv)"
+    ]
