@@ -19,7 +19,7 @@ from experiments.cli import Parser
 from experiments.errors import ConfigError
 from experiments.log import get_logger
 from experiments.store.atomic import writable
-from experiments.store.table import read_summary_frame
+from experiments.store.table import file_problem, read_summary_frame
 
 log = get_logger(__name__)
 
@@ -41,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
             log.error(f"error: {p}: a file, not an experiment folder (give {p.parent})")
             return 2
         if not (p / "summary.csv").is_file():
-            log.error(f"error: {p / 'summary.csv'}: no such file")
+            why = file_problem(p / "summary.csv") or "no such file"
+            log.error(f"error: {p / 'summary.csv'}: {why}")
             return 2
         if not writable(p):
             log.error(f"error: {p}: not writable (speedup.csv is written there)")
