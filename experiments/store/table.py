@@ -14,20 +14,48 @@ from pathlib import Path
 from filelock import FileLock
 
 from experiments.errors import ConfigError
+from experiments.log import get_logger
 from experiments.store.atomic import atomic_write_text
 
 
-def upsert_row(path: Path, key: str, row: dict, columns: list[str]) -> None:
+def upsert_row(path: Path, key: str, row: dict, columns: list[str], check=None) -> None:
     """Put ``row`` into the CSV table ``path`` (``columns`` first), replacing the row with the same ``key`` value,
-    under the table's file lock (several jobs may write it at once; e.g. experiments/sweeps/tuning.py's tuning.csv)."""
+    under the table's file lock (several jobs may write it at once; e.g. experiments/sweeps/tuning.py's tuning.csv).
+    A damaged table is set aside first (:func:`read_rows`; ``check`` as there)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock", timeout=120):
-        rows = []
-        if path.exists():
-            with open(path, newline="") as f:
-                rows = [r for r in csv.DictReader(f) if r.get(key) != str(row[key])]
+        rows = [r for r in read_rows(path, key, check) if r.get(key) != str(row[key])]
         write_atomically(path, csv_text(rows + [row], columns))
+
+
+def read_rows(path: Path, key: str, check=None) -> list[dict]:
+    """The rows of the CSV table ``path`` ([] when there is none). A table that is damaged -- not text, not CSV,
+    without its ``key`` column, or with a row ``check(row)`` refuses (it raises ValueError) -- is set aside as
+    ``<path>.damaged-<n>`` with a line saying so, and read as empty: the harness writes such a table again.
+
+    Raises:
+        ConfigError: ``path`` is a folder, a special file or unreadable (one line naming it).
+    """
+    path = Path(path)
+    if why := file_problem(path):
+        raise ConfigError(f"{path}: {why}; remove it")
+    if not path.exists():
+        return []
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            rows = list(reader)
+            if key not in (reader.fieldnames or ()):
+                raise ValueError(f"no {key} column")
+        for r in rows:
+            if check is not None:
+                check(r)
+    except (ValueError, csv.Error, KeyError, TypeError) as exc:  # UnicodeDecodeError is a ValueError
+        dest = set_aside(path)
+        get_logger(__name__).warning(f"{path}: damaged ({str(exc).splitlines()[0][:120]}); set aside as {dest.name}")
+        return []
+    return rows
 
 
 def write_atomically(path: Path, text: str) -> None:

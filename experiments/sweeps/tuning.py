@@ -29,7 +29,6 @@ stopped, extension included. ``experiments.reproduce`` runs the tuning seed's sw
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,7 +36,7 @@ from pathlib import Path
 
 from experiments.errors import ConfigError
 from experiments.store.run_id import make_run_id
-from experiments.store.table import upsert_row
+from experiments.store.table import read_rows, upsert_row
 
 FACTOR_KEY = "algorithm.lr_factor"
 POLICY_SIZE = {"ringmaster": "R", "rennala": "S"}
@@ -233,24 +232,36 @@ def choice_row(choice: Choice, settings) -> dict:
 
 
 def write_choice(exp_dir: Path, row: dict) -> None:
-    """Put the setting's row into ``<exp_dir>/tuning.csv`` (replacing an older one), under a file lock."""
-    upsert_row(Path(exp_dir) / CHOICES_FILE, "setting", row, CHOICE_COLUMNS)
+    """Put the setting's row into ``<exp_dir>/tuning.csv`` (replacing an older one), under a file lock; a damaged
+    file is set aside first (experiments/store/table.py :func:`read_rows`)."""
+    upsert_row(Path(exp_dir) / CHOICES_FILE, "setting", row, CHOICE_COLUMNS, _choice_values)
 
 
 def read_choice(exp_dir: Path, setting: str) -> dict | None:
     """The tuned values of ``setting`` from ``<exp_dir>/tuning.csv`` (``{key: value}``, as :meth:`Choice.values`),
-    or None when the tuning seed has not tuned it yet."""
-    path = Path(exp_dir) / CHOICES_FILE
-    if not path.exists():
-        return None
-    with open(path, newline="") as f:
-        row = next((r for r in csv.DictReader(f) if r.get("setting") == setting), None)
-    if row is None:
-        return None
-    out = {FACTOR_KEY: float(row["lr_factor"])}
+    or None when the tuning seed has not tuned it yet. A damaged file (not a table, a choice that is no positive
+    number) is set aside with a line saying so, and reads as no choice: the tuning seed's job writes it again.
+
+    Raises:
+        ConfigError: tuning.csv is a folder, a special file or unreadable.
+    """
+    rows = read_rows(Path(exp_dir) / CHOICES_FILE, "setting", _choice_values)
+    row = next((r for r in rows if r.get("setting") == setting), None)
+    return None if row is None else _choice_values(row)
+
+
+def _choice_values(row: dict) -> dict:
+    """A tuning.csv row's tuned values; ValueError when a value is no positive finite number (a damaged file)."""
+    factor = float(row["lr_factor"])
+    if not (math.isfinite(factor) and factor > 0):
+        raise ValueError(f"lr_factor={row['lr_factor']}: not a positive number")
+    out = {FACTOR_KEY: factor}
     for key in ("R", "S"):
         if row.get(key) not in (None, ""):
-            out[f"algorithm.policy.{key}"] = int(float(row[key]))
+            value = float(row[key])
+            if not (math.isfinite(value) and value >= 1 and value == int(value)):
+                raise ValueError(f"{key}={row[key]}: not a whole number >= 1")
+            out[f"algorithm.policy.{key}"] = int(value)
     return out
 
 

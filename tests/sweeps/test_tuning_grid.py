@@ -25,6 +25,7 @@ from experiments.sweeps.tuning import (
     setting_key,
     split_sweep,
     tune,
+    write_choice,
 )
 
 needs_fmnist = pytest.mark.skipif(not HAS_FMNIST, reason="Fashion-MNIST not staged (make data)")
@@ -228,3 +229,32 @@ def test_a_tuned_sweep_runs_the_choice_on_the_reported_seeds_and_a_rerun_runs_no
     )
     assert st["status"] == "skipped" and st["message"].startswith("lr_tuning_seed=100: ")
     assert "has no choice for" in st["message"] and "\n" not in st["message"]
+
+
+@pytest.mark.parametrize(
+    "content,why",
+    [
+        (bytes(range(256)) * 2, "codec can't decode"),
+        (b"a,b\n1,2\n", "no setting column"),
+        (b"setting,lr_factor\nk,abc\n", "could not convert string to float: 'abc'"),
+        (b"setting,lr_factor\nk,-2\n", "lr_factor=-2: not a positive number"),
+        (b"setting,lr_factor,R\nk,1,0.5\n", "R=0.5: not a whole number >= 1"),
+    ],
+)
+def test_a_damaged_tuning_file_is_set_aside_and_written_again(tmp_path, capfd, content, why):
+    """tuning.csv that is not text, not the table, or holds a choice that is no positive number: set aside with a
+    line saying so and read as no choice (the reported seeds then say 'run the tuning seed first'); the tuning seed's
+    job writes it again (it was a traceback with exit 1 for either seed)."""
+    (tmp_path / "tuning.csv").write_bytes(content)
+    assert read_choice(tmp_path, "k") is None
+    err = capfd.readouterr().err
+    assert f"{tmp_path / 'tuning.csv'}: damaged (" in err and why in err and "set aside as tuning.csv.damaged-1" in err
+    assert (tmp_path / "tuning.csv.damaged-1").read_bytes() == content and not (tmp_path / "tuning.csv").exists()
+    (tmp_path / "tuning.csv").write_bytes(content)  # damaged again: the tuning seed's write sets it aside too
+    write_choice(tmp_path, {"setting": "k", "lr_factor": 2.0})
+    assert read_choice(tmp_path, "k") == {FACTOR_KEY: 2.0}
+    assert (tmp_path / "tuning.csv.damaged-2").exists()
+    (tmp_path / "tuning.csv").unlink()
+    (tmp_path / "tuning.csv").mkdir()
+    with pytest.raises(ConfigError, match=r"tuning.csv: not a regular file \(folder\); remove it"):
+        read_choice(tmp_path, "k")
