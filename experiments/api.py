@@ -80,6 +80,8 @@ def run(overrides: list[str] | tuple[str, ...] = (), results_dir: str | Path | N
     rows = rows[rows["run_id"] == run_id] if "run_id" in rows else rows.iloc[0:0]
     row = rows.iloc[[-1]].to_dict("records")[0] if len(rows) else {}
     trace_path = sink.run_dir / "trace.csv"
+    if why := sink.trace_damage():  # damaged since the run was judged (a finished run's is rerun)
+        raise ConfigError(f"{trace_path}: {why}; force=true runs it again")
     trace = pd.read_csv(trace_path) if trace_path.exists() else pd.DataFrame()
     return RunResult(status, run_id, sink.run_dir, row, trace)
 

@@ -17,7 +17,9 @@ cannot be read at all (permissions, not a regular file) is a :class:`experiments
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 from collections import Counter
 from pathlib import Path
@@ -165,14 +167,35 @@ class RunSink:
         row = self.summary_row()
         if row is None or row.get("status") not in ("ok", "diverged") or not (self.run_dir / "trace.csv").exists():
             return False
-        damage = self.config_damage()
-        if damage is not None:
-            log.info(
-                f"[rerun] {self.exp_dir.name}/{self.run_id}: {self.run_dir / 'config.yaml'} {damage}; the run counts "
-                "as unfinished"
-            )
-            return False
+        for name, damage in (("config.yaml", self.config_damage()), ("trace.csv", self.trace_damage())):
+            if damage is not None:
+                log.info(
+                    f"[rerun] {self.exp_dir.name}/{self.run_id}: {self.run_dir / name} {damage}; the run counts "
+                    "as unfinished"
+                )
+                return False
         return True
+
+    def trace_damage(self) -> str | None:
+        """Why the run's ``trace.csv`` cannot be read back (not a regular file, not UTF-8, no final newline, a row
+        whose field count is not the header's); None when it reads whole or is absent."""
+        path = self.run_dir / "trace.csv"
+        if not path.exists():
+            return None
+        if why := file_problem(path):
+            return f"cannot be read ({why})"
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            return f"cannot be read ({getattr(exc, 'strerror', None) or type(exc).__name__})"
+        if not text.endswith("\n"):
+            return "does not end with a newline (truncated)"
+        rows = list(csv.reader(io.StringIO(text)))
+        if not rows or "epoch" not in rows[0]:
+            return "is not a trace (no epoch column)"
+        if any(len(r) != len(rows[0]) for r in rows[1:]):
+            return "has a row whose fields are not the header's"
+        return None
 
     def _read_config(self) -> tuple[dict | None, str | None]:
         """The run's ``config.yaml`` as a mapping, and why it is damaged (None when whole)."""

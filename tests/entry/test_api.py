@@ -68,21 +68,27 @@ def test_run_returns_the_runs_real_outcome_and_load_reads_it_back(tmp_path):
     assert sorted(df["workers"]) == [1, 4] and (df["status"] == "ok").all()
     assert len(load(tmp_path / "adhoc")) == 2 and len(load(tmp_path, experiment="adhoc")) == 2
 
-    again = run(
-        [
-            "problem=logreg_fmnist",
-            "problem.max_train=2000",
-            "algorithm=apam",
-            "workers=1",
-            "epochs=1",
-            "eval_every=0.25",
-            "seed=3",
-            *COSTS,
-        ],
-        results_dir=tmp_path,
-    )
+    serial_overrides = [
+        "problem=logreg_fmnist",
+        "problem.max_train=2000",
+        "algorithm=apam",
+        "workers=1",
+        "epochs=1",
+        "eval_every=0.25",
+        "seed=3",
+        *COSTS,
+    ]
+    again = run(serial_overrides, results_dir=tmp_path)
     assert again.status == "skipped" and again.run_id == results[0].run_id
     assert again.summary["final_train_loss"] == results[0].summary["final_train_loss"]
+    assert len(load(tmp_path)) == 2
+
+    # a finished run whose trace.csv is damaged counts as unfinished and runs again (the API gave the reader's
+    # UnicodeDecodeError; the command line said [skip] over it)
+    (results[0].run_dir / "trace.csv").write_bytes(bytes(range(256)))
+    rerun = run(serial_overrides, results_dir=tmp_path)
+    assert rerun.status == "ok" and rerun.run_id == results[0].run_id
+    pd.testing.assert_frame_equal(rerun.trace, results[0].trace)  # the same seed: the same run
     assert len(load(tmp_path)) == 2
 
 
