@@ -44,7 +44,6 @@ if __name__ == "__main__":
         signal.signal(_sig, _early_signal)
 
 import itertools  # noqa: E402
-import shutil  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -52,7 +51,7 @@ import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from experiments import stops  # noqa: E402
+from experiments import command_line, stops  # noqa: E402
 from experiments.aggregate import write_speedup  # noqa: E402
 from experiments.errors import ConfigError, Interrupted  # noqa: E402
 from experiments.log import get_logger  # noqa: E402
@@ -63,36 +62,6 @@ from experiments.sweeps import OUTCOME  # noqa: E402
 from hydra_plugins.apam_sweeper import ENV, fingerprint  # noqa: E402
 
 log = get_logger(__name__)
-
-NO_RUN_FLAGS = (
-    "--help",
-    "-h",
-    "--hydra-help",
-    "--cfg",
-    "-c",
-    "--info",
-    "-i",
-    "--shell-completion",
-    "-sc",
-    "--resolve",
-    "-p",
-    "--package",
-)
-"""Hydra flags with which nothing runs. Help and shell completion go to Hydra unchecked; with the flags that show a
-config (:data:`SHOW_FLAGS`) the overrides are checked first, as for a run, so a bad one is one line too."""
-SHOW_FLAGS = {"--cfg": True, "-c": True, "--package": True, "-p": True, "--info": None, "-i": None, "--resolve": False}
-"""Flags that show a config or Hydra's information, and whether each takes a value (None: an optional one of
-:data:`INFO_TOPICS`)."""
-INFO_TOPICS = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
-SOURCE_FLAGS = {
-    "--config-path": "config_dir",
-    "-cp": "config_dir",
-    "--config-name": "config_name",
-    "-cn": "config_name",
-    "--config-dir": "search_dirs",
-    "-cd": "search_dirs",
-}
-"""Hydra flags that name another primary config or add a config folder: the check composes with them too."""
 
 _SWEEP_BAR = None
 _SWEEP_DIRS: set[Path] = set()  # experiment folders of a multirun's jobs: speedup.csv is refreshed when it ends
@@ -189,108 +158,6 @@ def _report_error(exc: ConfigError) -> None:
         Path(os.environ["APAM_ERROR_FILE"]).write_text(str(exc) + "\n")
 
 
-def _source(argv: list[str]) -> Source:
-    """The primary config a command line names (:data:`SOURCE_FLAGS`), relative paths from the current folder as
-    Hydra reads them for ``--config-dir`` (``--config-path`` is relative to this module, as in ``hydra.main``).
-
-    Raises:
-        ConfigError: a config folder named by ``--config-dir`` or ``--config-path`` does not exist.
-    """
-    kw: dict = {}
-    for i, a in enumerate(argv):
-        flag, _, value = a.partition("=")
-        if flag in SOURCE_FLAGS:
-            value = value or (argv[i + 1] if i + 1 < len(argv) else "")
-            name = SOURCE_FLAGS[flag]
-            if name == "config_dir":
-                base = Path(__file__).resolve().parent
-                kw[name] = str((base / value).resolve()) if not Path(value).is_absolute() else value
-            elif name == "search_dirs":
-                kw[name] = kw.get(name, ()) + (str(Path(value).resolve()),)
-            else:
-                kw[name] = value
-            folder = kw[name][-1] if name == "search_dirs" else kw[name] if name == "config_dir" else None
-            if folder is not None and not Path(folder).is_dir():
-                raise ConfigError(f"{flag} {value}: no such config folder")
-    return Source(**kw)
-
-
-def _overrides(argv: list[str]) -> list[str]:
-    """The KEY=VALUE arguments of a command line (flags and the values of flags that take one left out).
-
-    Raises:
-        ConfigError: ``--info`` followed by a word that is no topic of it (Hydra would take the word as the topic).
-    """
-    out, skip = [], False
-    for i, a in enumerate(argv):
-        if skip:
-            skip = False
-            continue
-        if a.startswith("-"):
-            takes = SHOW_FLAGS.get(a, a in SOURCE_FLAGS)
-            nxt = argv[i + 1] if i + 1 < len(argv) else None
-            if takes is None and nxt is not None and not nxt.startswith("-"):
-                if nxt not in INFO_TOPICS:
-                    raise ConfigError(f"{a} {nxt}: {a} takes one of {', '.join(INFO_TOPICS)} or nothing; put it last")
-                takes = True
-            skip = bool(takes)
-            continue
-        out.append(a)
-    return out
-
-
-MAX_N_JOBS = 4096
-"""The most jobs the parallel launcher runs at once on this one machine (joblib refuses a pre-dispatch count of
-2 x n_jobs above 10^6 with a traceback; thousands of processes on one machine is already a mistake)."""
-
-
-def _launcher_values(overrides: list[str]) -> None:
-    """The launcher's own values, checked before the jobs are composed (Hydra's message for a bad one is "no such
-    config key"): ``hydra.launcher.n_jobs`` an integer from 1 to :data:`MAX_N_JOBS` or -1 (every core), ``prefer``
-    processes or threads; the slurm launcher needs SLURM's commands here."""
-    launcher = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "hydra/launcher"), "basic")
-    n_jobs = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "hydra.launcher.n_jobs"), None)
-    if n_jobs is not None:
-        try:
-            ok = 1 <= int(n_jobs) <= MAX_N_JOBS or int(n_jobs) == -1
-        except ValueError:
-            ok = False
-        if not ok:
-            raise ConfigError(
-                f"hydra.launcher.n_jobs={n_jobs}: must be an integer from 1 to {MAX_N_JOBS}, or -1 (every core)"
-            )
-    prefer = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "hydra.launcher.prefer"), None)
-    if prefer is not None and prefer not in ("processes", "threads"):
-        raise ConfigError(f"hydra.launcher.prefer={prefer}: must be processes or threads")
-    if launcher == "slurm" and not all(shutil.which(tool) for tool in ("sbatch", "srun")):
-        raise ConfigError("hydra/launcher=slurm: SLURM's sbatch and srun are not on this machine (use a login node)")
-
-
-COMPLETION_SHELLS = ("bash", "zsh", "fish")
-"""The shells Hydra's ``--shell-completion`` has plugins for."""
-
-
-def _completion_values(argv: list[str]) -> None:
-    """``--shell-completion`` / ``-sc`` takes exactly one of ``install=SHELL``, ``uninstall=SHELL`` or
-    ``query=...`` (Hydra's subcommands); anything else was Hydra's traceback (``Expecting one subcommand``, ``No
-    completion plugin for 'foo'``).
-
-    Raises:
-        ConfigError: ``--shell-completion: <what is wrong>``.
-    """
-    if not any(a in ("--shell-completion", "-sc") for a in argv):
-        return
-    subcommands = [a for a in argv if a.split("=", 1)[0] in ("install", "uninstall", "query") and "=" in a]
-    if len(subcommands) != 1:
-        raise ConfigError(
-            "--shell-completion: give exactly one of install=SHELL, uninstall=SHELL or query=WORDS, not "
-            + (" ".join(subcommands) or "none")
-        )
-    name, value = subcommands[0].split("=", 1)
-    if name != "query" and value not in COMPLETION_SHELLS:
-        raise ConfigError(f"--shell-completion {name}={value}: the shell must be one of {', '.join(COMPLETION_SHELLS)}")
-
-
 def _check_launcher(overrides: list[str], settings: list) -> None:
     """A parallel or cluster launcher runs jobs side by side: refused for wall-clock jobs (they measure time and
     must run alone)."""
@@ -316,20 +183,21 @@ def main() -> None:
         _report_error(ConfigError("--cfg and --info show one job's config: drop -m (and give one value per key)"))
         sys.exit(2)
     try:
-        _completion_values(argv)
+        command_line.flag_order(argv)
+        command_line.completion_values(argv)
     except ConfigError as exc:
         _report_error(exc)
         sys.exit(2)
-    shows = any(a.split("=")[0] in SHOW_FLAGS for a in argv)
-    if shows or not any(a.split("=")[0] in NO_RUN_FLAGS for a in argv):
+    shows = any(a.split("=")[0] in command_line.SHOW_FLAGS for a in argv)
+    if shows or not any(a.split("=")[0] in command_line.NO_RUN_FLAGS for a in argv):
         try:
-            overrides = _overrides(argv)
-            source = _source(argv)
+            overrides = command_line.overrides_of(argv)
+            source = command_line.source(argv)
             if multirun:
                 extra = profile_sweep(overrides, source)
                 sys.argv += extra
                 overrides += extra
-            _launcher_values(overrides)
+            command_line.launcher_values(overrides)
             if any(o.startswith("hydra/launcher=") for o in overrides):
                 # workers a stop signal ended leave their semaphores to the resource tracker, which frees them and
                 # says so in a 2-line UserWarning on stderr; nothing is lost, and the interrupt has its own line

@@ -237,3 +237,23 @@ def test_a_results_dir_name_too_long_is_one_line():
 
     with pytest.raises(ConfigError, match=r"not a usable path \(File name too long\)"):
         check_writable(f"/tmp/{'x' * 300}/res")
+
+
+@pytest.mark.parametrize(
+    "args,named",
+    [
+        (["workers=1,2", "-m", "updates=5"], "-m: put it before the overrides"),  # argparse's 8-line usage block
+        (["updates=5", "--bogus"], "--bogus: not an option of python -m experiments.run"),
+        (["--nope=3", "updates=5"], "--nope=3: not an option"),
+    ],
+)
+def test_a_flag_hydra_would_not_read_is_one_line(tmp_path, entry_point, args, named):
+    code, stderr = entry_point([f"results_dir={tmp_path}/res", *args])
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    assert code == 2 and lines == [f"error: {named}" + lines[0].split(named, 1)[1]], stderr[-3000:]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_flag_after_every_override_is_read_as_hydra_reads_it(tmp_path, entry_point):
+    code, stderr = entry_point([f"results_dir={tmp_path}/res", "updates=5", "--cfg", "job"])
+    assert code == 0, stderr[-3000:]

@@ -1,0 +1,184 @@
+"""The command line of ``python -m experiments.run``, read and checked before Hydra sees it: which arguments are
+flags (Hydra's, and the values some take) and which are overrides, the primary config a command line names, and the
+values Hydra itself would refuse with a traceback or a usage block (the launcher's, shell completion's, a flag after
+the overrides or one Hydra does not have). Each refusal is a :class:`~experiments.errors.ConfigError` line.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from experiments.errors import ConfigError
+from experiments.settings.compose import Source
+
+NO_RUN_FLAGS = (
+    "--help",
+    "-h",
+    "--hydra-help",
+    "--cfg",
+    "-c",
+    "--info",
+    "-i",
+    "--shell-completion",
+    "-sc",
+    "--resolve",
+    "-p",
+    "--package",
+)
+"""Hydra flags with which nothing runs. Help and shell completion go to Hydra unchecked; with the flags that show a
+config (:data:`SHOW_FLAGS`) the overrides are checked first, as for a run, so a bad one is one line too."""
+SHOW_FLAGS = {"--cfg": True, "-c": True, "--package": True, "-p": True, "--info": None, "-i": None, "--resolve": False}
+"""Flags that show a config or Hydra's information, and whether each takes a value (None: an optional one of
+:data:`INFO_TOPICS`)."""
+INFO_TOPICS = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
+SOURCE_FLAGS = {
+    "--config-path": "config_dir",
+    "-cp": "config_dir",
+    "--config-name": "config_name",
+    "-cn": "config_name",
+    "--config-dir": "search_dirs",
+    "-cd": "search_dirs",
+}
+"""Hydra flags that name another primary config or add a config folder: the check composes with them too."""
+
+
+def source(argv: list[str]) -> Source:
+    """The primary config a command line names (:data:`SOURCE_FLAGS`), relative paths from the current folder as
+    Hydra reads them for ``--config-dir`` (``--config-path`` is relative to this module, as in ``hydra.main``).
+
+    Raises:
+        ConfigError: a config folder named by ``--config-dir`` or ``--config-path`` does not exist.
+    """
+    kw: dict = {}
+    for i, a in enumerate(argv):
+        flag, _, value = a.partition("=")
+        if flag in SOURCE_FLAGS:
+            value = value or (argv[i + 1] if i + 1 < len(argv) else "")
+            name = SOURCE_FLAGS[flag]
+            if name == "config_dir":
+                base = Path(__file__).resolve().parent
+                kw[name] = str((base / value).resolve()) if not Path(value).is_absolute() else value
+            elif name == "search_dirs":
+                kw[name] = kw.get(name, ()) + (str(Path(value).resolve()),)
+            else:
+                kw[name] = value
+            folder = kw[name][-1] if name == "search_dirs" else kw[name] if name == "config_dir" else None
+            if folder is not None and not Path(folder).is_dir():
+                raise ConfigError(f"{flag} {value}: no such config folder")
+    return Source(**kw)
+
+
+def overrides_of(argv: list[str]) -> list[str]:
+    """The KEY=VALUE arguments of a command line (flags and the values of flags that take one left out).
+
+    Raises:
+        ConfigError: ``--info`` followed by a word that is no topic of it (Hydra would take the word as the topic).
+    """
+    out, skip = [], False
+    for i, a in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if a.startswith("-"):
+            takes = SHOW_FLAGS.get(a, a in SOURCE_FLAGS)
+            nxt = argv[i + 1] if i + 1 < len(argv) else None
+            if takes is None and nxt is not None and not nxt.startswith("-"):
+                if nxt not in INFO_TOPICS:
+                    raise ConfigError(f"{a} {nxt}: {a} takes one of {', '.join(INFO_TOPICS)} or nothing; put it last")
+                takes = True
+            skip = bool(takes)
+            continue
+        out.append(a)
+    return out
+
+
+MAX_N_JOBS = 4096
+"""The most jobs the parallel launcher runs at once on this one machine (joblib refuses a pre-dispatch count of
+2 x n_jobs above 10^6 with a traceback; thousands of processes on one machine is already a mistake)."""
+
+
+def launcher_values(overrides: list[str]) -> None:
+    """The launcher's own values, checked before the jobs are composed (Hydra's message for a bad one is "no such
+    config key"): ``hydra.launcher.n_jobs`` an integer from 1 to :data:`MAX_N_JOBS` or -1 (every core), ``prefer``
+    processes or threads; the slurm launcher needs SLURM's commands here."""
+    launcher = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "hydra/launcher"), "basic")
+    n_jobs = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "hydra.launcher.n_jobs"), None)
+    if n_jobs is not None:
+        try:
+            ok = 1 <= int(n_jobs) <= MAX_N_JOBS or int(n_jobs) == -1
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ConfigError(
+                f"hydra.launcher.n_jobs={n_jobs}: must be an integer from 1 to {MAX_N_JOBS}, or -1 (every core)"
+            )
+    prefer = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "hydra.launcher.prefer"), None)
+    if prefer is not None and prefer not in ("processes", "threads"):
+        raise ConfigError(f"hydra.launcher.prefer={prefer}: must be processes or threads")
+    if launcher == "slurm" and not all(shutil.which(tool) for tool in ("sbatch", "srun")):
+        raise ConfigError("hydra/launcher=slurm: SLURM's sbatch and srun are not on this machine (use a login node)")
+
+
+COMPLETION_SHELLS = ("bash", "zsh", "fish")
+"""The shells Hydra's ``--shell-completion`` has plugins for."""
+
+
+def completion_values(argv: list[str]) -> None:
+    """``--shell-completion`` / ``-sc`` takes exactly one of ``install=SHELL``, ``uninstall=SHELL`` or
+    ``query=...`` (Hydra's subcommands); anything else was Hydra's traceback (``Expecting one subcommand``, ``No
+    completion plugin for 'foo'``).
+
+    Raises:
+        ConfigError: ``--shell-completion: <what is wrong>``.
+    """
+    if not any(a in ("--shell-completion", "-sc") for a in argv):
+        return
+    subcommands = [a for a in argv if a.split("=", 1)[0] in ("install", "uninstall", "query") and "=" in a]
+    if len(subcommands) != 1:
+        raise ConfigError(
+            "--shell-completion: give exactly one of install=SHELL, uninstall=SHELL or query=WORDS, not "
+            + (" ".join(subcommands) or "none")
+        )
+    name, value = subcommands[0].split("=", 1)
+    if name != "query" and value not in COMPLETION_SHELLS:
+        raise ConfigError(f"--shell-completion {name}={value}: the shell must be one of {', '.join(COMPLETION_SHELLS)}")
+
+
+HYDRA_FLAGS = {
+    **dict.fromkeys(("--help", "-h", "--hydra-help", "--version", "--resolve", "--run", "-r"), False),
+    **dict.fromkeys(("--multirun", "-m", "--shell-completion", "-sc"), False),
+    **dict.fromkeys(("--experimental-rerun",), True),
+    **{flag: bool(takes) for flag, takes in SHOW_FLAGS.items()},
+    **dict.fromkeys(SOURCE_FLAGS, True),
+}
+"""Every flag of Hydra's command line (hydra/_internal/utils.py ``get_args_parser``) and whether it takes a value
+(``--info``'s optional topic counts as none here: :func:`overrides_of` reads it)."""
+
+
+def flag_order(argv: list[str]) -> None:
+    """Every flag is one of Hydra's, and no override stands after a flag that follows an override: Hydra's parser
+    reads the overrides as one run of words, so ``KEY=VALUE -m KEY=VALUE`` or an unknown flag were "unrecognized
+    arguments" and its usage block (a flag after all the overrides, ``KEY=VALUE --info``, is read).
+
+    Raises:
+        ConfigError: ``--bogus: not an option of python -m experiments.run ...`` or ``-m: put it before the
+            overrides ...``.
+    """
+    seen_override, flag_between, skip = False, None, False
+    for i, a in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if a.startswith("-") and a != "-":
+            flag = a.split("=", 1)[0]
+            if flag not in HYDRA_FLAGS:
+                raise ConfigError(f"{a}: not an option of python -m experiments.run (--help lists them)")
+            if seen_override and flag_between is None:
+                flag_between = a
+            topic = SHOW_FLAGS.get(flag, False) is None and i + 1 < len(argv) and argv[i + 1] in INFO_TOPICS
+            skip = (HYDRA_FLAGS[flag] or topic) and "=" not in a
+            continue
+        if flag_between is not None:
+            raise ConfigError(f"{flag_between}: put it before the overrides (the overrides after it are not read)")
+        seen_override = True
