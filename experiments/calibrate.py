@@ -71,8 +71,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _calibrate(args) -> int:
     """:func:`main` after its arguments are checked: measure, then print the entries used."""
-    cal = Calibration(args.file)
     try:
+        cal = Calibration(args.file)  # an empty $APAM_CALIBRATION without --file: refused
         cal.read()  # a file that is not a regular file, or unreadable: one line naming it, before anything runs
         if args.force:
             cal.drop()

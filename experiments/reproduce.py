@@ -7,18 +7,17 @@ compose to today starts no sweep and calibrates nothing ("nothing to run: N runs
 drawn again only when one is missing, and REPORT.md, verdicts.csv and reproduce_status.json are rewritten only when
 their content changes. Resumable: each sweep skips runs that finished (``force=true`` reruns them), so a call
 interrupted (Ctrl-C; SIGTERM and SIGHUP alike: the running sweeps are interrupted and awaited, exit 128 + the signal)
-continues, when called again, with the runs that had not finished -- each of those from its beginning (a run is not
-resumed part-way). ``--jobs N`` (``make reproduce JOBS=N``, default: the cores) runs up to N
-jobs whose clock is simulated side by side, after measuring the simulated clock's costs alone
-(``experiments.calibrate``): up to N experiments at a time, each running its sweeps in order (experiments/sweeps/
-launch.py), an experiment alone giving its sweeps Hydra's joblib launcher with N jobs (``conf/hydra/launcher/
-parallel.yaml``); a sweep of jobs that measure wall time (engines ``shared_memory``, ``distributed``) waits until no
-other sweep runs and runs its jobs one at a time with nothing beside them. An
-experiment whose data is missing (or whose settings cannot run here) is skipped with the reason, and the report says so.
-A figure that cannot be drawn is named with its reason in ``reproduce_status.json`` (``figures_missing``), in the report
-and on stderr; every other figure and the report are still written. Exit code 0 when every experiment ran or was skipped
-for a stated reason and every figure was drawn; 1 when a sweep crashed or a figure is missing (after writing the
-report). A call that reruns nothing leaves ``reproduce_status.json`` and the report byte-identical.
+continues, when called again, with the unfinished runs, each from its beginning (runs are not resumed part-way).
+``--jobs N`` (``make reproduce JOBS=N``, default: the cores) runs up to N jobs whose clock is simulated side by side,
+after measuring the simulated clock's costs alone (``experiments.calibrate``): up to N experiments at a time, each
+running its sweeps in order (experiments/sweeps/launch.py), an experiment alone giving its sweeps Hydra's joblib
+launcher with N jobs (``conf/hydra/launcher/parallel.yaml``); a sweep of jobs that measure wall time (engines
+``shared_memory``, ``distributed``) waits until no other sweep runs and runs its jobs one at a time with nothing beside
+them. An experiment whose data is missing (or whose settings cannot run here) is skipped with the reason, and the report
+says so. A figure that cannot be drawn is named with its reason in ``reproduce_status.json`` (``figures_missing``), in
+the report and on stderr; every other figure and the report are still written. Exit code 0 when every experiment ran or
+was skipped for a stated reason and every figure was drawn; 1 when a sweep crashed or a figure is missing (after writing
+the report). A call that reruns nothing leaves ``reproduce_status.json`` and the report byte-identical.
 """
 
 from __future__ import annotations
@@ -266,10 +265,12 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         log.error(f"error: --only {unknown[0]}: unknown experiment (known: {', '.join(EXPERIMENTS)})")
         return 2
+    from experiments.clock.calibration import machine_path
     from experiments.errors import ConfigError
     from experiments.settings.preflight import check_writable
 
     try:
+        machine_path()  # an empty $APAM_CALIBRATION is refused before anything is written
         check_writable(str(results_dir))
         results_dir.mkdir(parents=True, exist_ok=True)
     except ConfigError as exc:
@@ -288,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         log.info(
             "interrupted: runs that finished are kept; `make reproduce` again skips them and starts every "
-            "unfinished run from its beginning (a run is not resumed part-way)"
+            "unfinished run from its beginning (runs are not resumed part-way)"
         )
         return 128 + Interrupted.signum_of(exc)
 

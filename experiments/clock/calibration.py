@@ -145,8 +145,15 @@ def machine_id() -> dict:
 
 def machine_path() -> Path:
     """The machine's calibration file: ``$APAM_CALIBRATION`` if set, else
-    ``$XDG_CACHE_HOME/apam-harness/calibration-<12 hex of sha1(machine_id)>.json`` (``~/.cache`` by default)."""
+    ``$XDG_CACHE_HOME/apam-harness/calibration-<12 hex of sha1(machine_id)>.json`` (``~/.cache`` by default).
+
+    Raises:
+        CalibrationError: ``$APAM_CALIBRATION`` is set to an empty name (it silently meant the machine's own file,
+            shared by every clone, where the user had meant another; unset it for that).
+    """
     env = os.environ.get("APAM_CALIBRATION")
+    if env is not None and not env.strip():
+        raise CalibrationError(f"APAM_CALIBRATION={env!r}: must name a file (unset it for this machine's file)")
     if env:
         return Path(env)
     digest = hashlib.sha1(json.dumps(machine_id(), sort_keys=True).encode()).hexdigest()[:12]

@@ -94,3 +94,22 @@ def test_a_run_that_measures_writes_under_the_cache_home_it_is_given(tmp_path, m
     assert len(written) == 1 and result.provenance["calibration"] == str(written[0])
     assert '"update|' in written[0].read_text()
     assert real_dir != expected and _snapshot(real_dir) == before
+
+
+def test_an_empty_apam_calibration_is_refused_by_every_entry_point(tmp_path):
+    """``APAM_CALIBRATION=`` (set, empty) meant this machine's own file, shared by every clone, where the user had
+    meant another: a run, ``experiments.calibrate`` and ``experiments.reproduce`` refuse it in one line, exit 2,
+    before anything is written (a tester's run wrote its measurements into the machine's file this way)."""
+    env = dict(os.environ, APAM_CALIBRATION="")
+    want = "error: APAM_CALIBRATION='': must name a file (unset it for this machine's file)"
+    commands = [
+        ["experiments.run", "updates=5", f"results_dir={tmp_path / 'a'}"],
+        ["experiments.calibrate", "--only", "lr_speedup"],
+        ["experiments.reproduce", "--profile", "smoke", "--only", "lr_speedup", "--results-dir", str(tmp_path / "b")],
+    ]
+    for cmd in commands:
+        proc = subprocess.run(
+            [sys.executable, "-m", *cmd], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert (proc.returncode, proc.stderr.strip().splitlines()) == (2, [want]), (cmd, proc.stderr[-2000:])
+    assert list(tmp_path.iterdir()) == []
