@@ -285,7 +285,8 @@ def check_problems(settings_list) -> None:
 def _length_bound(settings) -> bool:
     """Whether the run names a delay or fault that its length must exceed (:meth:`Settings.check_length`)."""
     d, e = settings.delay, settings.engine
-    return d.model in ("fixed", "uniform") or getattr(getattr(e, "fault", None), "at_update", None) is not None
+    fault = getattr(getattr(e, "fault", None), "at_update", None) is not None
+    return d.model in ("fixed", "uniform") or fault or settings.algorithm.policy.name == "rennala"
 
 
 def _check_length(settings, num_train: int) -> None:

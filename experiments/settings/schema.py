@@ -231,7 +231,8 @@ class RunSettings(Frozen):
 
     def check_length(self, updates: int) -> None:
         """The run's length in updates (``updates``, or ``epochs`` turned into updates once the problem's size is
-        known: :func:`experiments.settings.preflight.make_problem`) is longer than every delay and fault it names.
+        known: :func:`experiments.settings.preflight.make_problem`) is longer than every delay and fault it names,
+        and than Rennala's round of S gradients (its length is in epochs: gradients computed).
 
         Raises:
             ValueError: ``delay.tau=<t>: must be below the run's <n> updates ...`` and the like (a delay or a fault
@@ -251,6 +252,13 @@ class RunSettings(Frozen):
         at = e.fault.at_update if e.name in WALL_ENGINES else None
         if at is not None and at >= updates:
             raise ValueError(f"engine.fault.at_update={at}: must be below the run's {updates} updates (never fires)")
+        p = self.algorithm.policy
+        S = (p.S or self.workers) if p.name == "rennala" else None
+        if S is not None and S > updates:  # its length is in epochs: ``updates`` counts the gradients computed
+            raise ValueError(
+                f"algorithm.policy.S={S}: an update averages S gradients and the run computes {updates}: it would "
+                "make no update (fewer workers' gradients per round, or a longer run)"
+            )
 
     def _stops_here(self) -> None:
         """``algorithm.policy.restart`` (stopping in-flight computations) where the engine can stop one: not with an

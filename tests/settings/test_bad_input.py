@@ -111,6 +111,9 @@ CASES = [
         ("engine.fault.at_update=10000000", "never fires"),
     ),
     (["-m", "delay=fixed", "delay.tau=1,100000", "epochs=1"], "delay.tau=100000"),  # before job 0 runs
+    # Rennala's round is longer than the run: 0 updates, reported ok
+    (["algorithm=rennala_sgd", "algorithm.policy.S=100000", "epochs=1"], ("policy.S=100000", "make no update")),
+    (["-m", "algorithm=rennala_sgd", "algorithm.policy.S=2,100000", "epochs=1"], "algorithm.policy.S=100000"),
     (["delay=timing", "workers=2", "delay.slow_workers=3"], "delay.slow_workers=3"),
     (["delay.law=lognormal", "delay.sigma=inf"], "delay.sigma=inf"),
     (["delay.law=pareto", "delay.shape=1.0"], "delay.shape=1.0"),
