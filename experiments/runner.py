@@ -34,6 +34,7 @@ from experiments.settings.build import build_settings, make_rule, resolved
 from experiments.settings.preflight import check_device, check_writable, make_problem, resolve_device
 from experiments.store import provenance
 from experiments.store.run_id import make_run_id
+from experiments.store.run_lock import run_lock
 from experiments.store.sink import RunSink
 from experiments.store.summary import constant_columns, summary_row
 from experiments.sweeps.tuning import (
@@ -194,10 +195,19 @@ def _tune(cfg, settings, overrides: list[str], key: str, exp_dir: Path) -> str:
 
 def _execute_one(cfg, settings, overrides: list[str], experiment_dir: str, tuning: str | None) -> str:
     """One run into ``<results_dir>/<experiment_dir>``: skipped when finished, else trained and written (module
-    docstring); ``tuning``: its setting key (summary column ``tuning_setting``) or None."""
+    docstring); ``tuning``: its setting key (summary column ``tuning_setting``) or None. The run's folder is held
+    by this process meanwhile (experiments/store/run_lock.py), except on a torchrun worker rank (rank 0 holds it)."""
+    sink = RunSink(settings.results_dir, experiment_dir, make_run_id(overrides, settings.seed))
+    if settings.engine.name == "distributed" and int(os.environ.get("RANK", "0")) > 0:
+        return _execute_held(cfg, settings, sink, tuning)
+    with run_lock(sink.run_dir, _where(sink, settings)):
+        return _execute_held(cfg, settings, sink, tuning)
+
+
+def _execute_held(cfg, settings, sink: RunSink, tuning: str | None) -> str:
+    """:func:`_execute_one` once the run's folder is held."""
     config = resolved(cfg)
-    run_id = make_run_id(overrides, settings.seed)
-    sink = RunSink(settings.results_dir, experiment_dir, run_id)
+    run_id = sink.run_id
     if _skip(settings, config, sink):
         return "skipped"
     torch.set_num_threads(settings.threads)
