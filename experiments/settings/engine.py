@@ -44,7 +44,9 @@ class TimingDelay(Frozen):
 
     model: Literal["timing"]
     law: Literal["constant", "exponential", "lognormal", "pareto", "replay", "measured"]
-    sigma: NonNegativeFloat
+    sigma: Annotated[float, Field(ge=0, le=5)]
+    """lognormal: the spread of log(compute time); mean 1 at every sigma, so beyond 5 nearly every draw is below
+    exp(-12.5) of the mean and a rare one holds the rest (above about 38 every draw underflows to 0)."""
     slow_workers: NonNegativeInt
     slowdown: PositiveFloat
     spread: Literal["equal", "sqrt", "linear"]

@@ -116,6 +116,7 @@ CASES = [
     (["-m", "algorithm=rennala_sgd", "algorithm.policy.S=2,100000", "epochs=1"], "algorithm.policy.S=100000"),
     (["delay=timing", "workers=2", "delay.slow_workers=3"], "delay.slow_workers=3"),
     (["delay.law=lognormal", "delay.sigma=inf"], "delay.sigma=inf"),
+    (["delay.law=lognormal", "delay.sigma=1e10"], "must be a number <= 5"),  # every draw ~0: a degenerate run
     (["delay.law=pareto", "delay.shape=1.0"], "delay.shape=1.0"),
     (
         ["delay.law=replay", f"delay.replay={REPLAY}/one_worker.csv", "workers=2"],
