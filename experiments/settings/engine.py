@@ -9,7 +9,6 @@ from pydantic import Field, model_validator
 
 from experiments.settings.fields import (
     Frozen,
-    NonNegativeFloat,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
