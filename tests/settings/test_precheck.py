@@ -75,7 +75,11 @@ def test_a_key_one_option_of_a_group_lacks_is_named_with_that_option(tmp_path):
         ("adhoc/runs/updates-5_seed-0", lambda p: p.write_text("x"), "a regular file, not the folder"),  # the run's
         # a single run's folder is named by its overrides as given (1e-5, not Hydra's sweep form 1e-05: the check
         # looked at another folder and the run ended in '[Errno 17] File exists')
-        ("adhoc/runs/engine.costs.grad-s-1e-5_updates-5_seed-0", lambda p: p.write_text("x"), "a regular file, not the folder"),
+        (
+            "adhoc/runs/engine.costs.grad-s-1e-5_updates-5_seed-0",
+            lambda p: p.write_text("x"),
+            "a regular file, not the folder",
+        ),
         ("adhoc/runs/updates-5_seed-0/config.yaml", lambda p: p.mkdir(), "a folder, not the file"),  # a rerun's file
         ("adhoc/runs/updates-5_seed-0/trace.csv", lambda p: os.mkfifo(p), "a special file, not the file"),
         ("adhoc/summary.csv.lock", lambda p: p.mkdir(), "a folder, not the file"),
