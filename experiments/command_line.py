@@ -156,24 +156,36 @@ HYDRA_FLAGS = {
 (``--info``'s optional topic counts as none here: :func:`overrides_of` reads it)."""
 
 
+CFG_KINDS = ("job", "hydra", "all")
+"""The configs ``--cfg`` shows (Hydra's choices)."""
+
+
 def flag_order(argv: list[str]) -> None:
-    """Every flag is one of Hydra's, and no override stands after a flag that follows an override: Hydra's parser
-    reads the overrides as one run of words, so ``KEY=VALUE -m KEY=VALUE`` or an unknown flag were "unrecognized
-    arguments" and its usage block (a flag after all the overrides, ``KEY=VALUE --info``, is read).
+    """Every flag is one of Hydra's (``--cfg`` with one of :data:`CFG_KINDS`, ``--hydra-help`` without overrides),
+    and no override stands after a flag that follows an override: Hydra's parser reads the overrides as one run of
+    words, so ``KEY=VALUE -m KEY=VALUE`` or an unknown flag were "unrecognized arguments" and its usage block (a flag
+    after all the overrides, ``KEY=VALUE --info``, is read); ``-`` alone was Hydra's LexerNoViableAltException.
 
     Raises:
         ConfigError: ``--bogus: not an option of python -m experiments.run ...`` or ``-m: put it before the
             overrides ...``.
     """
     seen_override, flag_between, skip = False, None, False
+    if "--hydra-help" in argv and overrides_of(argv):
+        raise ConfigError(f"--hydra-help: shows Hydra's own help and takes no overrides, not {overrides_of(argv)[0]}")
     for i, a in enumerate(argv):
         if skip:
             skip = False
             continue
-        if a.startswith("-") and a != "-":
+        if a.startswith("-"):
             flag = a.split("=", 1)[0]
             if flag not in HYDRA_FLAGS:
                 raise ConfigError(f"{a}: not an option of python -m experiments.run (--help lists them)")
+            if flag in ("--cfg", "-c"):
+                value = a.split("=", 1)[1] if "=" in a else argv[i + 1] if i + 1 < len(argv) else None
+                if value not in CFG_KINDS:
+                    given = f"{flag} {value}" if value else flag
+                    raise ConfigError(f"{given}: --cfg takes one of {', '.join(CFG_KINDS)}")
             if seen_override and flag_between is None:
                 flag_between = a
             topic = SHOW_FLAGS.get(flag, False) is None and i + 1 < len(argv) and argv[i + 1] in INFO_TOPICS

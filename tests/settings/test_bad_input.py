@@ -32,6 +32,9 @@ CASES = [
         ("--info results_dir=", "--info takes one of all, config"),
     ),  # its value: the next word  # a shared_memory key, not the default engine's
     (["--shell-completion"], "--shell-completion: give exactly one of install=SHELL"),  # Hydra's traceback
+    (["--hydra-help", "updates=5"], "--hydra-help: shows Hydra's own help and takes no overrides"),  # a traceback
+    (["--cfg", "bogus"], "--cfg bogus: --cfg takes one of job, hydra, all"),  # argparse's usage block
+    (["-"], "-: not an option of python -m experiments.run"),  # Hydra's LexerNoViableAltException
     (["-sc", "install=foo"], "install=foo: the shell must be one of bash"),
     (["-sc", "install=bash", "uninstall=bash"], "not install=bash uninstall=bash"),
     # an address that does not resolve, or is another machine's: refused before the store retries for minutes
