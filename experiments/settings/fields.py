@@ -48,10 +48,15 @@ def machine_cores() -> int:
 
 
 def folder_problem(path) -> str | None:
-    """Why ``path`` is not a folder: ``"no such folder"``, ``"a file, not a folder"``, or None when it is one."""
+    """Why ``path`` is not a folder: ``"no such folder"``, ``"a link to nothing, not a folder"``, ``"a file, not a
+    folder"``, ``"a named pipe or other special file, not a folder"``, or None when it is one."""
     if os.path.isdir(path):
         return None
-    return "a file, not a folder" if os.path.lexists(path) else "no such folder"
+    if not os.path.lexists(path):
+        return "no such folder"
+    if not os.path.exists(path):
+        return "a link to nothing, not a folder"
+    return "a file, not a folder" if os.path.isfile(path) else "a named pipe or other special file, not a folder"
 
 
 def file_problem(path: str) -> str | None:

@@ -27,6 +27,9 @@ def check_writable(results_dir: str) -> None:
             writable, or the path cannot be looked up (a name too long).
     """
     p = Path(str(results_dir)).absolute()
+    if p.is_symlink() and not p.exists():  # mkdir would fail with "File exists" after Hydra's own checks
+        target = os.readlink(p)
+        raise ConfigError(f"results_dir={results_dir}: a link to nothing ({target}); remove it or make its target")
     probe = p
     try:
         while not probe.exists():

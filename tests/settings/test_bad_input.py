@@ -236,6 +236,17 @@ def test_a_results_dir_that_climbs_after_a_folder_name_is_refused_before_hydra_c
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_results_dir_that_is_a_link_to_nothing_is_one_line(tmp_path, entry_point):
+    """A dangling link as results_dir: one line naming it and its target, exit 2 (a traceback: 'File exists')."""
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    code, stderr = entry_point([f"results_dir={tmp_path / 'dangling'}", "updates=5"])
+    assert code == 2 and stderr.strip().splitlines() == [
+        f"error: results_dir={tmp_path / 'dangling'}: a link to nothing ({tmp_path / 'gone'}); remove it or make its "
+        "target"
+    ], stderr[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling"]
+
+
 def test_a_results_dir_name_too_long_is_one_line():
     """A name longer than the file system takes (255 bytes on Linux): lookup fails with ENAMETOOLONG, which the
     check says in one line rather than a traceback."""
