@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import functools
 import heapq
+import math
 from collections import defaultdict, deque
 from pathlib import Path
 
@@ -51,6 +52,20 @@ class Timeline:
             raise ValueError(f"engine.trace={path}: cannot read a timeline ({exc})") from None
         if rows and not {"worker", "issued_s", "arrived_s", "start_s", "end_s"} <= rows[0].keys():
             raise ValueError(f"engine.trace={path}: not a timeline.csv (engines/timeline.py:TIMELINE_COLUMNS)")
+        for line, r in enumerate(rows, 2):  # line 1 is the header
+            why = (
+                "a value that is not a finite number"
+                if not all(math.isfinite(v) for k, v in r.items() if k != "sent_s")
+                else "a worker id that is not a whole number"
+                if r["worker"] != int(r["worker"])
+                else "arrived_s before issued_s"
+                if r["arrived_s"] < r["issued_s"]
+                else "end_s before start_s"
+                if r["end_s"] < r["start_s"]
+                else None
+            )
+            if why:
+                raise ValueError(f"engine.trace={path}: line {line} has {why} (not a timeline a run wrote)")
         missing = sorted(set(range(workers)) - {int(r["worker"]) for r in rows})
         if missing:
             raise ValueError(f"engine.trace={path}: no rows for worker(s) {missing} of the run's {workers}")

@@ -155,7 +155,8 @@ def check_traces(settings_list) -> None:
         try:
             Timeline(path, workers, protocol)
         except ValueError as exc:
-            raise ConfigError(str(exc).splitlines()[0]) from None
+            why = str(exc).splitlines()[0]
+            raise ConfigError(why if why.startswith("engine.trace=") else f"engine.trace={path}: {why}") from None
         except Exception as exc:  # noqa: BLE001 - rows of the right columns in an order no run writes
             raise ConfigError(
                 f"engine.trace={path}: not a timeline a run wrote ({type(exc).__name__}: {exc})"

@@ -143,6 +143,8 @@ CASES = [
     (["workers=2", f"engine.trace={TIMELINE}/header_only.csv"], "no rows for worker(s) [0, 1] of the run's 2"),
     (["workers=2", f"engine.trace={TIMELINE}/not_numbers.csv"], ("cannot read a timeline", "'a'")),
     (["workers=2", f"engine.trace={REPLAY}/one_worker.csv"], "not a timeline.csv"),
+    ([f"engine.trace={TIMELINE}/nan_worker.csv"], (f"{TIMELINE}/nan_worker.csv: line 2", "not a finite number")),
+    ([f"engine.trace={TIMELINE}/negative.csv"], "line 2 has arrived_s before issued_s"),  # ran: a time of -3 s
     (["-m", "workers=1,3", f"engine.trace={TIMELINE}/not_numbers.csv"], "cannot read a timeline"),
     # --------------------------------------------------------------- sweeps and launchers
     (["workers=1,2"], "workers=1,2"),  # a sweep without -m
