@@ -177,8 +177,9 @@ class RunSink:
         return True
 
     def trace_damage(self) -> str | None:
-        """Why the run's ``trace.csv`` cannot be read back (not a regular file, not UTF-8, no final newline, a row
-        whose field count is not the header's); None when it reads whole or is absent."""
+        """Why the run's ``trace.csv`` cannot be read back (not a regular file, not UTF-8, no final newline, no row, a
+        row whose field count is not the header's, an epoch / updates / time_s that is not a number); None when it
+        reads whole or is absent."""
         path = self.run_dir / "trace.csv"
         if not path.exists():
             return None
@@ -193,8 +194,17 @@ class RunSink:
         rows = list(csv.reader(io.StringIO(text)))
         if not rows or "epoch" not in rows[0]:
             return "is not a trace (no epoch column)"
+        if len(rows) < 2:
+            return "has no evaluation row (a run records one at its start)"
         if any(len(r) != len(rows[0]) for r in rows[1:]):
             return "has a row whose fields are not the header's"
+        numeric = [rows[0].index(c) for c in ("epoch", "updates", "time_s") if c in rows[0]]
+        try:
+            for r in rows[1:]:
+                for i in numeric:
+                    float(r[i])
+        except ValueError:
+            return "has an epoch, updates or time_s that is not a number"
         return None
 
     def _read_config(self) -> tuple[dict | None, str | None]:

@@ -90,6 +90,10 @@ def test_run_returns_the_runs_real_outcome_and_load_reads_it_back(tmp_path):
     assert rerun.status == "ok" and rerun.run_id == results[0].run_id
     pd.testing.assert_frame_equal(rerun.trace, results[0].trace)  # the same seed: the same run
     assert len(load(tmp_path)) == 2
+    header = (results[0].run_dir / "trace.csv").read_text().splitlines()[0]
+    for damaged in (header + "\n", header + "\n" + ",".join("x" * len(header.split(","))) + "\n"):
+        (results[0].run_dir / "trace.csv").write_text(damaged)  # no row; a row of no numbers: both were skipped
+        assert run(serial_overrides, results_dir=tmp_path).status == "ok"
 
 
 def test_bad_input_raises_config_error_and_writes_nothing(tmp_path):
