@@ -39,6 +39,8 @@ def read_csv(path: Path) -> pd.DataFrame:
 
 SPEEDUP_REQUIRED = ("problem", "algorithm", "engine", "clock", "workers", "basis", "time_s", "speedup", "efficiency")
 """The columns every speedup.csv has had (newer ones add more); the figures need these too (plots/data.py)."""
+SPEEDUP_NUMBERS = ("workers", "time_s", "speedup", "efficiency")
+"""Its columns that hold numbers (empty cells read as NaN, which is a number)."""
 
 
 def speedup_frame(folder: Path) -> pd.DataFrame:
@@ -60,9 +62,12 @@ def speedup_frame(folder: Path) -> pd.DataFrame:
         return pd.DataFrame()
     try:
         frame = pd.read_csv(path)
-        if set(SPEEDUP_REQUIRED) <= set(frame.columns):
+        if not set(SPEEDUP_REQUIRED) <= set(frame.columns):
+            why = "not the speed-up table's columns"
+        elif len(frame) and any(not pd.api.types.is_numeric_dtype(frame[c]) for c in SPEEDUP_NUMBERS):
+            why = f"a value of {', '.join(SPEEDUP_NUMBERS)} that is not a number"
+        else:
             return frame
-        why = "not the speed-up table's columns"
     except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:  # UnicodeDecodeError included
         why = f"not a readable CSV table: {type(exc).__name__}"
     log.warning(f"{path}: damaged ({why}); written again from summary.csv")

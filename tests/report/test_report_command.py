@@ -262,7 +262,15 @@ def test_a_folder_made_with_another_profile_than_the_report_s_is_named(own_runs)
     assert f"Made with another profile than smoke: {SMALL} (quick);" in first
 
 
-@pytest.mark.parametrize("content", [bytes(range(256)) * 2, b"", b"a,b\n1,2\n"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        bytes(range(256)) * 2,
+        b"",
+        b"a,b\n1,2\n",
+        b"problem,algorithm,engine,clock,workers,basis,time_s,speedup,efficiency\np,apam,e,c,1,b,1,abc,xyz\n",
+    ],
+)
 def test_a_damaged_speedup_table_is_written_again_from_the_summary(own_runs, capsys, content):
     """speedup.csv is derived from summary.csv: one that is not text, empty, or without its columns is written again
     (with a line saying so) and the report goes on (a traceback: UnicodeDecodeError, EmptyDataError, KeyError)."""
