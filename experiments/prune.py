@@ -26,7 +26,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from experiments.cli import Parser
+from experiments.cli import Parser, folder_arg
 from experiments.errors import ConfigError
 from experiments.log import get_logger
 
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     from experiments.store.sink import remove_runs
 
     ap = Parser("python -m experiments.prune", __doc__)
-    ap.add_argument("results_dir", type=Path, help="the results folder (e.g. results, results-long)")
+    ap.add_argument("results_dir", type=folder_arg, help="the results folder (e.g. results, results-long)")
     ap.add_argument("--profile", required=True, choices=["smoke", "quick", "long", "paper"])
     ap.add_argument("--only", nargs="*", metavar="ID", help="a subset of experiment ids (default: all)")
     ap.add_argument("--apply", action="store_true", help="remove the stale runs (default: only list them)")

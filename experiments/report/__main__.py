@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments.cli import Parser
+from experiments.cli import Parser, folder_arg
 from experiments.errors import ConfigError
 from experiments.figures import draw_figures
 from experiments.log import get_logger
@@ -45,7 +45,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "runs (python -m experiments.run ... results_dir=DIR). Exit status: 0 written, 1 a figure not drawn "
         "(named in the report), 2 bad input.",
     )
-    ap.add_argument("results_dir", type=Path, metavar="DIR", help="results folder holding <experiment>/summary.csv")
+    ap.add_argument(
+        "results_dir", type=folder_arg, metavar="DIR", help="results folder holding <experiment>/summary.csv"
+    )
     ap.add_argument(
         "--profile",
         choices=PROFILES,

@@ -24,6 +24,8 @@ from conftest import REPO
             "results/tau_threshold/summary.csv: a file, not an experiment folder (give results/tau_threshold)",
         ),
         (["experiments.report"], "the following arguments are required: DIR"),
+        (["experiments.report", ""], "argument DIR: '': must name a folder"),  # it reported on '.'
+        (["experiments.prune", "", "--profile", "smoke"], "argument results_dir: '': must name a folder"),
         (["experiments.aggregate"], "the following arguments are required: paths"),
         (["experiments.prune", "results"], "the following arguments are required: --profile"),
         (["plots"], "the following arguments are required: path"),
