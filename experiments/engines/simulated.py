@@ -143,7 +143,9 @@ def run(problem, rule, settings, recorder, costs) -> EngineResult:
         clock, samples = cores.run_async(*args, emulated, C or P + 2, own_times)
     if recorder.rows[-1]["gradients"] != master.gradients:
         evaluate(clock, samples)
+    short = trace and master.version < limits[0] and samples < limits[1]  # the recorded run had fewer gradients
     return EngineResult(
+        message=f"the timeline (engine.trace) ran out after {master.version} updates" if short else "",
         updates=master.version,
         gradients=master.gradients,
         samples=samples,

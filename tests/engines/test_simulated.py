@@ -282,3 +282,15 @@ def test_a_sync_round_charges_the_idle_overhead_once(tmp_path):
         ],
     )
     assert sync.time_s == pytest.approx(50 * (2 * LAT + GRAD + IDLE + 3 * OVER + UPD))
+
+
+def test_a_timeline_shorter_than_the_run_says_where_it_ran_out(tmp_path):
+    """The trace-driven twin replays a recorded run's gradients; asked for more updates than the timeline holds, the
+    run ends with it and its message says so (it read as a complete run of 2 updates, status ok, without a word)."""
+    from conftest import REPO
+
+    timeline = REPO / "tests" / "fixtures" / "timeline" / "two_gradients.csv"
+    result, _, _ = run_sim(tmp_path, ["workers=1", "updates=20", f"engine.trace={timeline}"])
+    assert (result.updates, result.message) == (2, "the timeline (engine.trace) ran out after 2 updates")
+    full, _, _ = run_sim(tmp_path, ["workers=1", "updates=2", f"engine.trace={timeline}"])
+    assert (full.updates, full.message) == (2, "")
