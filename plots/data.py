@@ -219,7 +219,12 @@ def load_experiment(path, paper_dir=None):
     for run in runs:
         trace_path = run / "trace.csv"
         if trace_path.is_file():
-            df = read_csv(trace_path, REQUIRED["trace.csv"])
+            try:
+                df = read_csv(trace_path, REQUIRED["trace.csv"])
+            except MissingColumnError:  # a trace of another format: named, with the column
+                raise
+            except PlotError:  # not a readable CSV: its curve is left out (and named by plots.draw.trace_gaps)
+                continue
             if not df.empty:
                 traces.append(df)
                 exp.files.setdefault("trace", trace_path)

@@ -120,10 +120,12 @@ def trace_gaps(exp_dir: Path) -> tuple[str | None, str | None]:
     """What the runs' missing trace.csv files keep from being drawn, from one read of ``exp_dir``'s summary.csv:
     ``(nothing, curves)``. ``nothing``: why an experiment that drew no figure drew none, when runs of its summary
     have no trace.csv file under runs/ (the caller uses it only when nothing was drawn). ``curves``: the runs, not
-    failed, whose folder is there without a trace.csv file (deleted, not copied, a folder or a pipe in its place):
+    failed, whose folder is there without a readable trace.csv file (deleted, not copied, a folder or a pipe in its
+    place, damaged: experiments/store/sink.py :func:`trace_problem`):
     the figures drawn from traces leave them out, so they are named. A folder of summaries alone (no run folders) has
     no ``curves`` line; (None, None) when the summary cannot be read (the drawing says so) or lists no run."""
     from experiments.errors import ConfigError
+    from experiments.store.sink import trace_problem
     from experiments.store.table import read_summary_frame
 
     exp_dir = Path(exp_dir)
@@ -137,6 +139,7 @@ def trace_gaps(exp_dir: Path) -> tuple[str | None, str | None]:
     gone = [r for r in ids if not (exp_dir / "runs" / r / "trace.csv").is_file()]
     finished = {str(r) for r in summary["run_id"][summary["status"] != "failed"]}  # a failed run may lack its trace
     lost = [r for r in gone if r in finished and (exp_dir / "runs" / r).is_dir()]
+    lost += [r for r in ids if r not in gone and trace_problem(exp_dir / "runs" / r / "trace.csv")]
     nothing = (
         f"{exp_dir}: no figure drawn: its figures are drawn from the runs' trace.csv, and {len(gone)} of the "
         f"{len(ids)} runs of summary.csv have none under runs/ (first: {gone[0]})"
@@ -144,8 +147,8 @@ def trace_gaps(exp_dir: Path) -> tuple[str | None, str | None]:
         else None
     )
     curves = (
-        f"{len(lost)} run(s) of summary.csv have no trace.csv that is a file (first: {lost[0]}): their curves are not "
-        "drawn"
+        f"{len(lost)} run(s) of summary.csv have no trace.csv that is a readable file (first: {lost[0]}): their curves "
+        "are not drawn"
         if lost
         else None
     )

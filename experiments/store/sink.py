@@ -177,35 +177,8 @@ class RunSink:
         return True
 
     def trace_damage(self) -> str | None:
-        """Why the run's ``trace.csv`` cannot be read back (not a regular file, not UTF-8, no final newline, no row, a
-        row whose field count is not the header's, an epoch / updates / time_s that is not a number); None when it
-        reads whole or is absent."""
-        path = self.run_dir / "trace.csv"
-        if not path.exists():
-            return None
-        if why := file_problem(path):
-            return f"cannot be read ({why})"
-        try:
-            text = path.read_bytes().decode("utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            return f"cannot be read ({getattr(exc, 'strerror', None) or type(exc).__name__})"
-        if not text.endswith("\n"):
-            return "does not end with a newline (truncated)"
-        rows = list(csv.reader(io.StringIO(text)))
-        if not rows or "epoch" not in rows[0]:
-            return "is not a trace (no epoch column)"
-        if len(rows) < 2:
-            return "has no evaluation row (a run records one at its start)"
-        if any(len(r) != len(rows[0]) for r in rows[1:]):
-            return "has a row whose fields are not the header's"
-        numeric = [rows[0].index(c) for c in ("epoch", "updates", "time_s") if c in rows[0]]
-        try:
-            for r in rows[1:]:
-                for i in numeric:
-                    float(r[i])
-        except ValueError:
-            return "has an epoch, updates or time_s that is not a number"
-        return None
+        """Why the run's ``trace.csv`` cannot be read back (:func:`trace_problem`); None when whole or absent."""
+        return trace_problem(self.run_dir / "trace.csv")
 
     def _read_config(self) -> tuple[dict | None, str | None]:
         """The run's ``config.yaml`` as a mapping, and why it is damaged (None when whole)."""
@@ -403,3 +376,38 @@ def remove_runs(results_dir: str | Path, experiment: str, run_ids) -> int:
         if folder.is_dir() and not folder.is_symlink():
             shutil.rmtree(folder)
     return dropped
+
+
+def trace_problem(path: Path) -> str | None:
+    """Why the trace.csv at ``path`` cannot be read back (not a regular file, not UTF-8, no final newline, no row, a
+    row whose field count is not the header's, an epoch / updates / time_s that is not a number); None when it reads
+    whole or is absent. A finished run's trace with a problem counts as unfinished; the figures leave its curve out."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    if why := file_problem(path):
+        return f"cannot be read ({why})"
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"cannot be read ({getattr(exc, 'strerror', None) or type(exc).__name__})"
+    if not text.endswith("\n"):
+        return "does not end with a newline (truncated)"
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows or "epoch" not in rows[0]:
+        return "is not a trace (no epoch column)"
+    if len(rows) < 2:
+        return "has no evaluation row (a run records one at its start)"
+    if any(len(r) != len(rows[0]) for r in rows[1:]):
+        return "has a row whose fields are not the header's"
+    epoch = rows[0].index("epoch")
+    numeric = [rows[0].index(c) for c in ("updates", "time_s") if c in rows[0]]
+    try:  # the epoch always holds a number; updates and time_s one or nothing
+        for r in rows[1:]:
+            float(r[epoch])
+            for i in numeric:
+                if r[i]:
+                    float(r[i])
+    except ValueError:
+        return "has an epoch, updates or time_s that is not a number"
+    return None

@@ -133,24 +133,30 @@ def test_a_folder_that_cannot_be_written_is_one_line_and_exit_2(tmp_path, capsys
 
 
 @pytest.mark.timeout(300)
-def test_runs_without_a_trace_are_named_as_a_figure_not_drawn(tmp_path, capsys):
-    """A run of summary.csv whose trace.csv is gone (deleted, never copied) is left out of every curve: the report
-    command says so (exit 1, the report's figures-not-drawn note), rather than drawing fewer curves without a word."""
+@pytest.mark.parametrize("damage", ["folder", "binary"])
+def test_runs_without_a_trace_are_named_as_a_figure_not_drawn(tmp_path, capsys, damage):
+    """A run of summary.csv whose trace.csv is gone (deleted, never copied) or damaged is left out of every curve:
+    the report command says so (exit 1, the report's figures-not-drawn note), rather than drawing fewer curves
+    without a word; a damaged one no longer keeps every figure of the experiment from being drawn."""
     import pandas as pd
 
     exp = tmp_path / "tau_threshold"
     shutil.copytree(SUMMARY.parent, exp, ignore=shutil.ignore_patterns("figures"))
     first = str(pd.read_csv(exp / "summary.csv")["run_id"].iloc[0])
     (exp / "runs" / first / "trace.csv").unlink()
-    (exp / "runs" / first / "trace.csv").mkdir()  # not a file: as good as gone (a named pipe is never opened either)
+    if damage == "folder":  # not a file: as good as gone (a named pipe is never opened either)
+        (exp / "runs" / first / "trace.csv").mkdir()
+    else:
+        (exp / "runs" / first / "trace.csv").write_bytes(bytes(range(256)) * 4)
     capsys.readouterr()
     import plots.__main__ as plots_main
 
+    line = f"have no trace.csv that is a readable file (first: {first}): their curves are not drawn"
     assert plots_main.main([str(exp)]) == 2  # plots says it too (it drew fewer curves without a word)
-    assert f"have no trace.csv that is a file (first: {first}): their curves are not drawn" in capsys.readouterr().err
+    assert line in capsys.readouterr().err
     assert main([str(tmp_path)]) == 1
     report = (tmp_path / "REPORT.md").read_text()
-    assert f"have no trace.csv that is a file (first: {first}): their curves are not drawn" in report
+    assert line in report and (exp / "figures").is_dir() and any((exp / "figures").glob("*.png"))
 
 
 @pytest.mark.timeout(300)

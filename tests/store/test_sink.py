@@ -45,6 +45,8 @@ def test_rerun_replaces_its_row_and_finished_needs_trace(tmp_path):
     assert [r["run_id"] for r in rows] == ["r1", "r2"] and rows[0]["status"] == "ok"
     assert not sink.finished()  # no trace yet
     sink.write_trace([{"run_id": "r1"}], Counter())
+    assert not sink.finished()  # a trace whose row holds no epoch: damaged, the run reruns
+    sink.write_trace([{"run_id": "r1", "epoch": 0.0}], Counter())
     assert sink.finished()
 
 
