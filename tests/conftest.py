@@ -24,14 +24,19 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 # calibration file where there is one (read once, here), so the session measures only the costs that file lacks;
 # costs a test needs are measured into the copy on first use. REAL_ENV keeps what the variables were, for the test
 # that checks this.
+# A process a test starts that imports this module (a spawned worker unpickling a test's function) inherits the
+# session's cache home through APAM_TEST_SESSION_CACHE: it made a folder of its own that nothing removed (about 100
+# under /tmp per `make test`), and measured costs the session then measured again.
 REAL_ENV = {k: os.environ.get(k) for k in ("APAM_CALIBRATION", "XDG_CACHE_HOME", "HOME")}
-SESSION_CACHE = Path(tempfile.mkdtemp(prefix="apam-test-cache-"))
+_INHERITED = os.environ.get("APAM_TEST_SESSION_CACHE")
+SESSION_CACHE = Path(_INHERITED) if _INHERITED else Path(tempfile.mkdtemp(prefix="apam-test-cache-"))
+os.environ["APAM_TEST_SESSION_CACHE"] = str(SESSION_CACHE)
 from experiments.clock.calibration import machine_path  # noqa: E402
 
 _REAL_CALIBRATION = machine_path()
 os.environ.pop("APAM_CALIBRATION", None)
 os.environ["XDG_CACHE_HOME"] = str(SESSION_CACHE)
-if _REAL_CALIBRATION.is_file():
+if not _INHERITED and _REAL_CALIBRATION.is_file():
     machine_path().parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(_REAL_CALIBRATION, machine_path())
 
@@ -91,7 +96,8 @@ def serial_amsgrad(problem, seed: int, epochs: int, lr: float, batch_size: int =
 
 
 def pytest_unconfigure(config):
-    shutil.rmtree(SESSION_CACHE, ignore_errors=True)
+    if not _INHERITED:  # the session's own folder, once
+        shutil.rmtree(SESSION_CACHE, ignore_errors=True)
 
 
 @pytest.fixture

@@ -113,3 +113,17 @@ def test_an_empty_apam_calibration_is_refused_by_every_entry_point(tmp_path):
         )
         assert (proc.returncode, proc.stderr.strip().splitlines()) == (2, [want]), (cmd, proc.stderr[-2000:])
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_process_a_test_starts_shares_the_session_s_cache_home():
+    """A process that imports conftest (a spawned worker unpickling a test's function) uses the session's cache
+    home: it made a folder of its own under /tmp that nothing removed (about 100 per `make test`)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", "import conftest; print(conftest.SESSION_CACHE)"],
+        cwd=REPO / "tests",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == str(SESSION_CACHE)
