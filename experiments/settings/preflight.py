@@ -27,15 +27,16 @@ def check_writable(results_dir: str) -> None:
             writable, or the path cannot be looked up (a name too long).
     """
     p = Path(str(results_dir)).absolute()
-    if p.is_symlink() and not p.exists():  # mkdir would fail with "File exists" after Hydra's own checks
-        target = os.readlink(p)
-        raise ConfigError(f"results_dir={results_dir}: a link to nothing ({target}); remove it or make its target")
     probe = p
     try:
+        dangling = p.is_symlink() and not p.exists()  # mkdir would fail with "File exists" after Hydra's checks
         while not probe.exists():
             probe = probe.parent
     except OSError as exc:  # a name too long for the file system, a loop of links
         raise ConfigError(f"results_dir={results_dir}: not a usable path ({exc.strerror or exc})") from None
+    if dangling:
+        target = os.readlink(p)
+        raise ConfigError(f"results_dir={results_dir}: a link to nothing ({target}); remove it or make its target")
     if probe == p and not p.is_dir():
         raise ConfigError(f"results_dir={results_dir}: exists and is not a folder")
     if not probe.is_dir():
