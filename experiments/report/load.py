@@ -24,6 +24,7 @@ from experiments.errors import ConfigError
 from experiments.log import get_logger
 from experiments.report.clock import read_validation, validation_rows
 from experiments.store.table import read_summary_frame
+from plots.data import REQUIRED
 
 REPO = Path(__file__).resolve().parents[2]
 PAPER_DIR = REPO / "results" / "paper"
@@ -37,8 +38,8 @@ def read_csv(path: Path) -> pd.DataFrame:
     return pd.read_csv(path) if Path(path).exists() else pd.DataFrame()
 
 
-SPEEDUP_REQUIRED = ("problem", "algorithm", "engine", "clock", "workers", "basis", "time_s", "speedup", "efficiency")
-"""The columns every speedup.csv has had (newer ones add more); the figures need these too (plots/data.py)."""
+SPEEDUP_REQUIRED = REQUIRED["speedup.csv"]
+"""The columns every speedup.csv has had (newer ones add more): those the figures need (plots/data.py)."""
 SPEEDUP_NUMBERS = ("workers", "time_s", "speedup", "efficiency")
 """Its columns that hold numbers (empty cells read as NaN, which is a number)."""
 

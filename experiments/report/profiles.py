@@ -98,12 +98,12 @@ def side_by_side(results_dir: Path, profile: str, current: pd.DataFrame, order: 
     return table(table_), [f"`{PROFILE_DIRS.get(p, p)}/`" for p in frames], note
 
 
-def other_profiles(results_dir: Path, profile: str, names: list[str]) -> str:
+def other_profiles(results_dir: Path, profile: str, names: list[str], status: dict) -> str:
     """A sentence naming the experiment folders among ``names`` whose runs were made with another profile than the
     report's ``profile`` (:func:`~experiments.report.load.folder_profiles`), e.g. ``Made with another profile than
     quick: lr_speedup (smoke).``; empty when every folder's runs are of ``profile`` (a folder's verdicts are judged
-    on its own runs, whatever the heading says)."""
-    other = {n: p for n, p in folder_profiles(results_dir).items() if n in names and p != profile}
+    on its own runs, whatever the heading says). ``status``: reproduce_status.json's entries, as the report has them."""
+    other = {n: p for n, p in folder_profiles(results_dir, status).items() if n in names and p != profile}
     if not other:
         return ""
     listed = ", ".join(f"{n} ({p})" for n, p in sorted(other.items()))

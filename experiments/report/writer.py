@@ -285,7 +285,7 @@ def write_report(results_dir: Path, profile: str, statuses: dict, experiments: l
     text = render(
         "report.md.j2",
         profile=profile,
-        mixed=other_profiles(results_dir, profile, names),
+        mixed=other_profiles(results_dir, profile, names, statuses),
         results_dir=results_dir.as_posix(),
         reproduce="make reproduce" + ("" if profile == "quick" else f" PROFILE={profile}"),
         commits=run_commits(results_dir, names),
