@@ -171,8 +171,8 @@ def flag_order(argv: list[str]) -> None:
             overrides ...``.
     """
     seen_override, flag_between, skip = False, None, False
-    if "--hydra-help" in argv and overrides_of(argv):
-        raise ConfigError(f"--hydra-help: shows Hydra's own help and takes no overrides, not {overrides_of(argv)[0]}")
+    if "--hydra-help" in argv and (given := overrides_of(argv)):
+        raise ConfigError(f"--hydra-help: shows Hydra's own help and takes no overrides, not {given[0]}")
     for i, a in enumerate(argv):
         if skip:
             skip = False

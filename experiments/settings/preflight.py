@@ -277,7 +277,7 @@ def check_problems(settings_list) -> None:
     jobs: dict[str, list] = {}  # problem block -> the settings of its jobs
     for s in settings_list:
         jobs.setdefault(json.dumps(s.problem.spec, sort_keys=True, default=str), []).append(s)
-    lengths = len(settings_list) > 1 and any(s.updates is None and _length_bound(s) for s in settings_list)
+    lengths = len(settings_list) > 1 and any(s.updates is None and s.length_bound() for s in settings_list)
     if len(jobs) < 2 and len({s.batch_size for s in settings_list}) < 2 and not lengths:
         return
     for group in jobs.values():
@@ -285,13 +285,6 @@ def check_problems(settings_list) -> None:
         num_train = make_problem(largest, torch.device("cpu")).num_train
         for s in group:
             _check_length(s, num_train)
-
-
-def _length_bound(settings) -> bool:
-    """Whether the run names a delay or fault that its length must exceed (:meth:`Settings.check_length`)."""
-    d, e = settings.delay, settings.engine
-    fault = getattr(getattr(e, "fault", None), "at_update", None) is not None
-    return d.model in ("fixed", "uniform") or fault or settings.algorithm.policy.name == "rennala"
 
 
 def _check_length(settings, num_train: int) -> None:

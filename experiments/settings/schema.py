@@ -229,6 +229,12 @@ class RunSettings(Frozen):
             )
         return self
 
+    def length_bound(self) -> bool:
+        """Whether :meth:`check_length` has anything to check: a delay, a fault or a Rennala round the run's length
+        must exceed (with the length in epochs, the check needs the data set's size)."""
+        fault = self.engine.name in WALL_ENGINES and self.engine.fault.at_update is not None
+        return self.delay.model in ("fixed", "uniform") or fault or self.algorithm.policy.name == "rennala"
+
     def check_length(self, updates: int) -> None:
         """The run's length in updates (``updates``, or ``epochs`` turned into updates once the problem's size is
         known: :func:`experiments.settings.preflight.make_problem`) is longer than every delay and fault it names,
