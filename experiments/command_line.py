@@ -161,7 +161,8 @@ CFG_KINDS = ("job", "hydra", "all")
 
 
 def flag_order(argv: list[str]) -> None:
-    """Every flag is one of Hydra's (``--cfg`` with one of :data:`CFG_KINDS`, ``--hydra-help`` without overrides),
+    """Every flag is one of Hydra's (``--cfg`` with one of :data:`CFG_KINDS`, ``--hydra-help`` without overrides,
+    ``--package`` only with ``--cfg``: without it Hydra ignores the flag and runs the job),
     and no override stands after a flag that follows an override: Hydra's parser reads the overrides as one run of
     words, so ``KEY=VALUE -m KEY=VALUE`` or an unknown flag were "unrecognized arguments" and its usage block (a flag
     after all the overrides, ``KEY=VALUE --info``, is read); ``-`` alone was Hydra's LexerNoViableAltException.
@@ -173,6 +174,10 @@ def flag_order(argv: list[str]) -> None:
     seen_override, flag_between, skip = False, None, False
     if "--hydra-help" in argv and (given := overrides_of(argv)):
         raise ConfigError(f"--hydra-help: shows Hydra's own help and takes no overrides, not {given[0]}")
+    flags = {a.split("=", 1)[0] for a in argv if a.startswith("-")}
+    if flags & {"--package", "-p"} and not flags & {"--cfg", "-c"}:
+        package = "--package" if "--package" in flags else "-p"
+        raise ConfigError(f"{package}: picks the part of the config --cfg shows; add --cfg job (without --cfg it runs)")
     for i, a in enumerate(argv):
         if skip:
             skip = False

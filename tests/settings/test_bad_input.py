@@ -34,6 +34,7 @@ CASES = [
     (["--shell-completion"], "--shell-completion: give exactly one of install=SHELL"),  # Hydra's traceback
     (["--hydra-help", "updates=5"], "--hydra-help: shows Hydra's own help and takes no overrides"),  # a traceback
     (["--cfg", "bogus"], "--cfg bogus: --cfg takes one of job, hydra, all"),  # argparse's usage block
+    (["--package", "foo"], "--package: picks the part of the config --cfg shows; add --cfg job"),  # it ran the job
     (["-"], "-: not an option of python -m experiments.run"),  # Hydra's LexerNoViableAltException
     (["-sc", "install=foo"], "install=foo: the shell must be one of bash"),
     (["-sc", "install=bash", "uninstall=bash"], "not install=bash uninstall=bash"),
