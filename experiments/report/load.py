@@ -46,7 +46,8 @@ SPEEDUP_NUMBERS = ("workers", "time_s", "speedup", "efficiency")
 
 def speedup_frame(folder: Path) -> pd.DataFrame:
     """An experiment folder's speedup.csv; empty when there is none. The file is derived from the folder's summary, so
-    one that is damaged (not text, not a table, without the columns it always has) is written again from
+    one that is damaged (not text, not a table, without the columns it always has, its header alone where the
+    summary gives rows) is written again from
     summary.csv (:func:`experiments.analysis.speedup.write_speedup`), with a line saying so, and then read.
 
     Raises:
@@ -67,6 +68,8 @@ def speedup_frame(folder: Path) -> pd.DataFrame:
             why = "not the speed-up table's columns"
         elif len(frame) and any(not pd.api.types.is_numeric_dtype(frame[c]) for c in SPEEDUP_NUMBERS):
             why = f"a value of {', '.join(SPEEDUP_NUMBERS)} that is not a number"
+        elif frame.empty and (rows := _summary_speedup_rows(folder)):
+            why = f"no rows, while summary.csv gives {rows}"
         else:
             return frame
     except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:  # UnicodeDecodeError included
@@ -76,6 +79,19 @@ def speedup_frame(folder: Path) -> pd.DataFrame:
         path.unlink()
         return pd.DataFrame()
     return pd.read_csv(path)
+
+
+def _summary_speedup_rows(folder: Path) -> int:
+    """How many speed-up rows the folder's summary.csv gives (0 without one): a speedup.csv with its header alone is
+    damaged (cut short) only when this is not 0.
+
+    Raises:
+        ConfigError: summary.csv is damaged (one line naming it).
+    """
+    from experiments.analysis.speedup import speedup_table
+
+    summary = Path(folder) / "summary.csv"
+    return len(speedup_table(read_summary_frame(summary))) if summary.exists() else 0
 
 
 def ok_rows(summary: pd.DataFrame) -> pd.DataFrame:

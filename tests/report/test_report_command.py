@@ -275,11 +275,13 @@ def test_a_folder_made_with_another_profile_than_the_report_s_is_named(own_runs)
         b"",
         b"a,b\n1,2\n",
         b"problem,algorithm,engine,clock,workers,basis,time_s,speedup,efficiency\np,apam,e,c,1,b,1,abc,xyz\n",
+        b"problem,algorithm,engine,clock,workers,basis,time_s,speedup,efficiency\n",  # cut after its header
     ],
 )
 def test_a_damaged_speedup_table_is_written_again_from_the_summary(own_runs, capsys, content):
-    """speedup.csv is derived from summary.csv: one that is not text, empty, or without its columns is written again
-    (with a line saying so) and the report goes on (a traceback: UnicodeDecodeError, EmptyDataError, KeyError)."""
+    """speedup.csv is derived from summary.csv: one that is not text, empty, without its columns, or its header alone
+    while the summary gives rows, is written again (with a line saying so) and the report goes on (a traceback:
+    UnicodeDecodeError, EmptyDataError, KeyError; the header alone was read as no speed-up at all)."""
     good = pd.read_csv(own_runs / SMALL / "speedup.csv")
     (own_runs / SMALL / "speedup.csv").write_bytes(content)
     assert main([str(own_runs), "--no-figures"]) == 0
