@@ -32,6 +32,7 @@ from experiments.reproduce import EXPERIMENTS
 from experiments.settings.build import build_settings, make_rule
 from experiments.settings.compose import compose_jobs, job_overrides, profile_sweep
 from experiments.settings.preflight import make_problem, resolve_device
+from experiments.stops import as_interrupt
 
 log = get_logger(__name__)
 
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     torch.set_num_threads(1)
     # a job scheduler's stop, a closed terminal: as Ctrl-C (exit 128 + the signal); the caller's handlers come back
-    before = {sig: signal.signal(sig, _stop) for sig in TERM_SIGNALS}
+    before = {sig: signal.signal(sig, as_interrupt) for sig in TERM_SIGNALS}
     try:
         return _calibrate(args)
     finally:
@@ -129,11 +130,6 @@ def _calibrate(args) -> int:
             f"\tmeasured {e.get('measured', '?')}{flag}"
         )
     return 0
-
-
-def _stop(signum, frame) -> None:
-    """SIGTERM or SIGHUP taken as Ctrl-C: :class:`~experiments.errors.Interrupted` in the main thread."""
-    raise Interrupted(signum)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from experiments.cli import Parser, count_arg, folder_arg
 from experiments.errors import TERM_SIGNALS, Interrupted
 from experiments.figures import draw_all, figures_outdated
 from experiments.log import get_logger
+from experiments.stops import as_interrupt
 from experiments.store.atomic import write_if_changed
 from experiments.sweeps.launch import run_sweep, side_by_side
 
@@ -256,8 +257,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     if args.only is not None and not args.only:
-        log.error("error: --only: name at least one experiment id (known: " + ", ".join(EXPERIMENTS) + ")")
-        return 2
+        ap.error("--only: name at least one experiment id (known: " + ", ".join(EXPERIMENTS) + ")")
+    if args.keep_calibration and not args.force:
+        ap.error("--keep-calibration: only with --force (without it the calibration is kept anyway)")
     results_dir = args.results_dir or Path("results" if args.profile == "quick" else f"results-{args.profile}")
     left_out = () if args.extended or args.only else EXTENDED.get(args.profile, ())
     experiments = args.only or [e for e in EXPERIMENTS if e not in left_out]
@@ -280,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         log.error(f"error: --results-dir {results_dir}: {exc.strerror or exc}")
         return 2
     for sig in TERM_SIGNALS:  # as Ctrl-C: the running sweeps are stopped and awaited
-        signal.signal(sig, _stop_on_signal)
+        signal.signal(sig, as_interrupt)
     try:
         return _reproduce(args, results_dir, experiments, left_out)
     except ConfigError as exc:  # a damaged reproduce_status.json
@@ -292,16 +294,6 @@ def main(argv: list[str] | None = None) -> int:
             "unfinished run from its beginning (runs are not resumed part-way)"
         )
         return 128 + Interrupted.signum_of(exc)
-
-
-def _stop_on_signal(signum, frame) -> None:
-    """SIGTERM or SIGHUP (a job scheduler's stop, a closed terminal) taken as Ctrl-C: raises
-    :class:`~experiments.errors.Interrupted` in the main thread, so that the sweeps running are interrupted (each
-    records its run in flight) and awaited before the call exits ``128 + signum``; without it they would run on,
-    orphaned, to their end. A second signal while they finish is ignored."""
-    for sig in TERM_SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)
-    raise Interrupted(signum)
 
 
 def _reproduce(args, results_dir: Path, experiments: list[str], left_out) -> int:

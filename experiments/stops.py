@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from experiments.errors import STOP_SIGNALS, Interrupted
+from experiments.errors import STOP_SIGNALS, TERM_SIGNALS, Interrupted
 
 WORKER: list[bool] = []  # set in a parallel launcher's worker process (it runs jobs; main() ran elsewhere)
 IN_FLIGHT: list[bool] = []  # set while this process runs a job
@@ -34,6 +34,15 @@ def on_signal(signum, frame) -> None:
     if WORKER and not IN_FLIGHT:
         worker_exit(signum)
     wait_for(forward(signum), FORWARD_WAIT_S)
+    raise Interrupted(signum)
+
+
+def as_interrupt(signum, frame) -> None:
+    """SIGTERM or SIGHUP (a job scheduler's stop, a closed terminal) taken as Ctrl-C by a command that waits on others
+    (``make reproduce``'s sweeps, a calibration): raises :class:`Interrupted` in the main thread, so the command stops
+    and awaits what it started before it exits ``128 + signum``; a second signal while it does so is ignored."""
+    for s in TERM_SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
     raise Interrupted(signum)
 
 

@@ -15,6 +15,7 @@ from conftest import REPO
         (["experiments.reproduce", "--jobs", "abc"], "argument --jobs: 'abc': must be an integer >= 1"),
         (["experiments.reproduce", "--jobs", "0"], "argument --jobs: '0': must be an integer >= 1"),
         (["experiments.reproduce", "--only"], "--only: name at least one experiment id"),
+        (["experiments.reproduce", "--keep-calibration"], "--keep-calibration: only with --force"),  # was accepted
         (["experiments.reproduce", "--results-dir", ""], "argument --results-dir: '': must name a folder"),
         (["experiments.reproduce", "--results-dir", " "], "argument --results-dir: ' ': must name a folder"),
         (["experiments.calibrate", "--bogus"], "unrecognized arguments: --bogus"),
