@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,7 +92,21 @@ def _parse(overrides: list[str]) -> list[Override]:
             raise ConfigError(
                 f"{o}: not an override Hydra can read ({why}; quote such a value: key='...'; {GRAMMAR})"
             ) from None
+        if _overflows(out[-1].value()) and not re.search(r"(?i)\binf\b", o.split("=", 1)[-1]):
+            raise ConfigError(f"{o}: a number beyond a float's range (it would read as infinity)")
     return out
+
+
+def _overflows(value) -> bool:
+    """Whether a parsed override value holds an infinite float (a plain value, a list or mapping, a sweep's values or
+    bounds): Hydra reads a literal such as ``1e400`` as inf, and a message would then show ``inf`` for it."""
+    if isinstance(value, float):
+        return math.isinf(value)
+    if isinstance(value, dict):
+        value = list(value.values())
+    elif not isinstance(value, (list, tuple)):  # a sweep: its values (choice) or its bounds (range, interval)
+        value = [getattr(value, name, None) for name in ("list", "start", "stop", "end")]
+    return any(_overflows(v) for v in value if v is not None and not isinstance(v, str))
 
 
 def expand_overrides(overrides: list[str]) -> dict[str, list[str]]:

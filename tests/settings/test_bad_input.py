@@ -50,6 +50,8 @@ CASES = [
     (["divergence_factor=-1"], "divergence_factor=-1"),
     (["divergence_factor=0"], "divergence_factor=0"),
     (["epochs=inf"], "epochs=inf"),
+    (["workers=1e400"], "workers=1e400: a number beyond a float's range"),  # was "workers=inf: must be an integer"
+    (["-m", "delay.sigma=0.5,-1e999"], "delay.sigma=0.5,-1e999: a number beyond a float's range"),
     (["force=maybe"], "force=maybe"),
     (["progress=maybe"], "progress=maybe"),
     (["device=tpu"], "device=tpu"),
