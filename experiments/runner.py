@@ -235,7 +235,7 @@ def _execute_held(cfg, settings, sink: RunSink, tuning: str | None) -> str:
         divergence_factor=settings.divergence_factor,
         progress=settings.progress,
     )
-    result, status, message, signum, probe = None, "ok", "", None, (math.nan, math.nan)
+    result, status, message, signum, probe, notes = None, "ok", "", None, (math.nan, math.nan), []
     try:
         costs = resolve(settings, problem, rule)  # before the engine starts: no engine measures anything
         if costs.used:  # which calibration, how old, how spread: on stderr and in provenance.json
@@ -246,10 +246,10 @@ def _execute_held(cfg, settings, sink: RunSink, tuning: str | None) -> str:
         result = get_engine(settings.engine.name).run(problem, rule, settings, recorder, costs)
         status, message = result.status, result.message
     except Diverged as exc:
-        status, message = "diverged", str(exc)
+        status, message, notes = "diverged", str(exc), getattr(exc, "__notes__", [])  # notes: workers lost before
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: recorded like a failure, then the sweep stops
         signum = Interrupted.signum_of(exc)
-        status, message = "failed", interrupted_message(signum)
+        status, message, notes = "failed", interrupted_message(signum), getattr(exc, "__notes__", [])
     except ConfigError:  # bad input found on the way (an unusable calibration file): one line, exit 2, no row
         raise
     except Exception as exc:  # noqa: BLE001 -- recorded, not hidden: the row says what happened
@@ -259,6 +259,7 @@ def _execute_held(cfg, settings, sink: RunSink, tuning: str | None) -> str:
         recorder.close()
     if result is None and recorder.master is not None:  # stopped mid-run: the summary stops where the trace does
         result, message = _partial(recorder, problem.num_train, message)
+    message = "; ".join([message, *notes])
     predictions = _predictions(settings, problem, sink, result) if status == "ok" else {}
     _write(sink, settings, run_id, recorder, result, status, message, problem.num_train, probe, tuning, predictions)
     if signum is not None:

@@ -181,7 +181,7 @@ class MasterLoop:
             return
         self.live.discard(ev.worker)
         self.transport.drop(ev.worker)
-        note = f"worker {ev.worker} lost at update {self.master.version} ({ev.reason})"
+        note = f"worker {ev.worker} lost, noticed at update {self.master.version} ({ev.reason})"
         if self.protocol == "sync":
             raise WorkerLost(f"{note}: a sync round needs all {self.P} workers")
         if self.on_loss == "fail":
@@ -392,7 +392,7 @@ def drive(problem, rule, settings, recorder, transport) -> EngineResult:
 
     Raises:
         experiments.training.recorder.Diverged: the loss diverged. KeyboardInterrupt passes through (the caller ends the
-        workers and keeps the partial trace).
+        workers and keeps the partial trace). Either carries a note (``add_note``) per worker lost before it.
     """
     loop = MasterLoop(problem, rule, settings, recorder, transport)
     status, message = "ok", ""
@@ -403,7 +403,9 @@ def drive(problem, rule, settings, recorder, transport) -> EngineResult:
     except WorkerLost as exc:
         status, message = "failed", f"WorkerLost: {exc}"
         loop._finish()
-    except BaseException:  # Diverged, an interrupt: the snapshots taken so far still become trace rows
+    except BaseException as exc:  # Diverged, an interrupt: the snapshots taken so far still become trace rows
+        for note in loop.notes:  # a worker lost before: the run's message keeps it (the runner reads __notes__)
+            exc.add_note(note)
         try:
             recorder.flush()
         except Diverged:

@@ -260,12 +260,47 @@ def test_a_lost_worker_is_reaped_while_the_master_goes_on(tmp_path, engine, monk
         recorder_cls=ZombieWatch,
     )
     assert result.status == "ok" and "worker 1 lost" in result.message and "killed by SIGKILL" in result.message
-    lost_at = int(result.message.split("lost at update ")[1].split()[0])
+    lost_at = int(result.message.split("lost, noticed at update ")[1].split()[0])
     assert lost_at == ZombieWatch.lost_at >= 40 and result.updates < 1000000  # ended by ZombieWatch
     assert [v for v, _ in ZombieWatch.zombies] == [row["updates"] for row in rec.rows[: len(ZombieWatch.zombies)]]
     after = [z for v, z in ZombieWatch.zombies if v > lost_at]
     assert len(after) >= 3  # evaluations after the loss, while the master trained on
     assert after == [[]] * len(after), after
+
+
+class StopAfterLoss(ZombieWatch):
+    """A Recorder that raises KeyboardInterrupt (Ctrl-C, or a stop signal as the runner turns it) at the first
+    evaluation point after the master handled a lost worker."""
+
+    def snapshot(self, x, samples, version, *args, **kwargs):
+        if ZombieWatch.lost_at is not None and version > ZombieWatch.lost_at:
+            raise KeyboardInterrupt
+        return super().snapshot(x, samples, version, *args, **kwargs)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_an_interrupt_after_a_lost_worker_keeps_the_loss(tmp_path, engine, monkeypatch):
+    """Worker 1 is lost, the master goes on, then the run is interrupted: the interrupt carries the loss as a note
+    (the runner's summary message read "interrupted (SIGTERM)" alone, and the loss was nowhere)."""
+    ZombieWatch.zombies, ZombieWatch.loop, ZombieWatch.lost_at = [], None, None
+    _watch_losses(monkeypatch)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        _run(
+            tmp_path,
+            engine,
+            [
+                "workers=2",
+                "updates=1000000",
+                "engine.fault.kill_worker=1",
+                "engine.fault.at_update=40",
+                "engine.on_worker_loss=continue",
+            ],
+            recorder_cls=StopAfterLoss,
+        )
+    notes = getattr(caught.value, "__notes__", [])
+    assert notes == [f"worker 1 lost, noticed at update {ZombieWatch.lost_at} (killed by SIGKILL)"], notes
+    _assert_no_children_left()
 
 
 class Announcing(Recorder):

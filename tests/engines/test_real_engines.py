@@ -300,7 +300,7 @@ def test_async_goes_on_without_a_killed_worker(tmp_path, engine, monkeypatch):
         tmp_path, engine, ["workers=2", "updates=1000000", "engine.fault.kill_worker=1", "engine.fault.at_update=100"]
     )
     assert result.status == "ok"
-    assert f"worker 1 lost at update {lost[0]} (killed by SIGKILL)" in result.message and lost[0] >= 100
+    assert f"worker 1 lost, noticed at update {lost[0]} (killed by SIGKILL)" in result.message and lost[0] >= 100
     assert "finished with 1 of 2 workers" in result.message
     assert result.updates == result.gradients == lost[0] + 100  # the lost gradient was handed to worker 0
     counts = {w: c for w, (_, c) in rec.master.per_worker.items()}
@@ -344,7 +344,7 @@ def test_sync_fails_at_once_when_a_worker_dies(tmp_path, engine):
     )
     assert time.monotonic() - rec.t_first < 30  # from the first evaluation: within engine.timeout_s=30, at once
     assert result.status == "failed"
-    assert "worker 1 lost at update 40" in result.message and "sync round" in result.message
+    assert "worker 1 lost, noticed at update 40" in result.message and "sync round" in result.message
     assert result.updates == 40 and result.gradients == 80  # 40 whole rounds; the broken one is not applied
 
 
@@ -442,7 +442,7 @@ def test_a_silent_worker_is_cut_off_at_its_deadline_while_the_others_keep_arrivi
     assert result.updates == 1000 and result.gradients == 1000
     lost_at = int(
         re.search(
-            r"worker 0 lost at update (\d+) \(sent no gradient within engine.timeout_s=0.3 s\)", result.message
+            r"worker 0 lost, noticed at update (\d+) \(sent no gradient within engine.timeout_s=0.3 s\)", result.message
         ).group(1)
     )
     assert lost_at == 300  # 150 waits of 2 ms (two arrivals each) to the 0.3 s deadline
