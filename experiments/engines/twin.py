@@ -53,18 +53,7 @@ class Timeline:
         if rows and not {"worker", "issued_s", "arrived_s", "start_s", "end_s"} <= rows[0].keys():
             raise ValueError(f"engine.trace={path}: not a timeline.csv (engines/timeline.py:TIMELINE_COLUMNS)")
         for line, r in enumerate(rows, 2):  # line 1 is the header
-            why = (
-                "a value that is not a finite number"
-                if not all(math.isfinite(v) for k, v in r.items() if k != "sent_s")
-                else "a worker id that is not a whole number"
-                if r["worker"] != int(r["worker"])
-                else "arrived_s before issued_s"
-                if r["arrived_s"] < r["issued_s"]
-                else "end_s before start_s"
-                if r["end_s"] < r["start_s"]
-                else None
-            )
-            if why:
+            if why := _row_problem(r):
                 raise ValueError(f"engine.trace={path}: line {line} has {why} (not a timeline a run wrote)")
         missing = sorted(set(range(workers)) - {int(r["worker"]) for r in rows})
         if missing:
@@ -98,6 +87,21 @@ class Timeline:
             if r["worker"] >= 0
         )
         self.own = deque(r["end_s"] - r["start_s"] for r in by_start if r["worker"] < 0)
+
+
+def _row_problem(r: dict) -> str | None:
+    """What makes one timeline row one no run wrote (None when nothing does): a value that is not finite (``sent_s``
+    may be NaN: a run that did not record when its gradients were sent), a fractional worker id, an arrival before
+    its hand-out, an end before its start."""
+    if not all(math.isfinite(v) for k, v in r.items() if k != "sent_s"):
+        return "a value that is not a finite number"
+    if r["worker"] != int(r["worker"]):
+        return "a worker id that is not a whole number"
+    if r["arrived_s"] < r["issued_s"]:
+        return "arrived_s before issued_s"
+    if r["end_s"] < r["start_s"]:
+        return "end_s before start_s"
+    return None
 
 
 def _flights_back(rows: list[dict]) -> dict[int, float]:
