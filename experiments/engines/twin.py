@@ -47,7 +47,7 @@ class Timeline:
     def __init__(self, path, workers: int, protocol: str) -> None:
         try:
             with open(path, newline="") as f:
-                rows = [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
+                rows = [{k: _number(k, v) for k, v in r.items()} for r in csv.DictReader(f)]
         except (OSError, ValueError, KeyError) as exc:
             raise ValueError(f"engine.trace={path}: cannot read a timeline ({exc})") from None
         if rows and not {"worker", "issued_s", "arrived_s", "start_s", "end_s"} <= rows[0].keys():
@@ -89,10 +89,19 @@ class Timeline:
         self.own = deque(r["end_s"] - r["start_s"] for r in by_start if r["worker"] < 0)
 
 
+def _number(column: str, text: str) -> float:
+    """One timeline cell as a float; ``sent_s`` may be empty (NaN): the master's own gradients are not sent.
+
+    Raises:
+        ValueError: a cell that is no number.
+    """
+    return math.nan if column == "sent_s" and text == "" else float(text)
+
+
 def _row_problem(r: dict) -> str | None:
     """What makes one timeline row one no run wrote (None when nothing does): a value that is not finite (``sent_s``
-    may be NaN: a run that did not record when its gradients were sent), a fractional worker id, an arrival before
-    its hand-out, an end before its start."""
+    may be NaN: the master's own gradients, a run that did not record when its gradients were sent), a fractional
+    worker id, an arrival before its hand-out, an end before its start."""
     if not all(math.isfinite(v) for k, v in r.items() if k != "sent_s"):
         return "a value that is not a finite number"
     if r["worker"] != int(r["worker"]):

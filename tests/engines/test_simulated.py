@@ -294,3 +294,18 @@ def test_a_timeline_shorter_than_the_run_says_where_it_ran_out(tmp_path):
     assert (result.updates, result.message) == (2, "the timeline (engine.trace) ran out after 2 updates")
     full, _, _ = run_sim(tmp_path, ["workers=1", "updates=2", f"engine.trace={timeline}"])
     assert (full.updates, full.message) == (2, "")
+
+
+def test_the_twin_replays_a_master_that_computes_alone(tmp_path):
+    """A real engine's timeline of the authors' master alone (workers=0: every gradient the master's own, its
+    ``sent_s`` cell empty; the first rows of a committed lr_speedup run): the twin takes each update's recorded time,
+    so the run's time is their sum (an empty cell was "cannot read a timeline", for every such committed run)."""
+    from conftest import REPO
+
+    path = REPO / "tests" / "fixtures" / "timeline" / "master_only.csv"
+    rows = pd.read_csv(path)
+    result, _, _ = run_sim(
+        tmp_path, ["workers=0", "algorithm.master_computes=true", "updates=5", f"engine.trace={path}"]
+    )
+    assert result.updates == 5 and result.message == ""
+    assert result.time_s == pytest.approx((rows["end_s"] - rows["start_s"]).sum(), rel=1e-12)
