@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import math
 
 import numpy as np
 
@@ -144,8 +145,13 @@ def run(problem, rule, settings, recorder, costs) -> EngineResult:
     if recorder.rows[-1]["gradients"] != master.gradients:
         evaluate(clock, samples)
     short = trace and master.version < limits[0] and samples < limits[1]  # the recorded run had fewer gradients
+    message = f"the timeline (engine.trace) ran out after {master.version} updates" if short else ""
+    overflow = not math.isfinite(warm.time(clock))  # costs or recorded times whose sum no float holds
+    if overflow:
+        message = f"the simulated clock overflowed after {master.version} updates (its time is not a finite number)"
     return EngineResult(
-        message=f"the timeline (engine.trace) ran out after {master.version} updates" if short else "",
+        status="failed" if overflow else "ok",
+        message=message,
         updates=master.version,
         gradients=master.gradients,
         samples=samples,

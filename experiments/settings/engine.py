@@ -47,7 +47,8 @@ class TimingDelay(Frozen):
     """lognormal: the spread of log(compute time); mean 1 at every sigma, so beyond 5 nearly every draw is below
     exp(-12.5) of the mean and a rare one holds the rest (above about 38 every draw underflows to 0)."""
     slow_workers: NonNegativeInt
-    slowdown: PositiveFloat
+    slowdown: Annotated[float, Field(gt=0, le=1e6)]
+    """How many times slower the slow workers are (a million: a worker that, in practice, never answers)."""
     spread: Literal["equal", "sqrt", "linear"]
     shape: float = Field(gt=1)
     replay: str | None

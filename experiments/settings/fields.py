@@ -31,7 +31,10 @@ PositiveInt = Annotated[int, Field(ge=1)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
 PositiveFloat = Annotated[float, Field(gt=0)]
 NonNegativeFloat = Annotated[float, Field(ge=0)]
-Seconds = Annotated[float, Field(ge=0)]
+MAX_COST_S = 86400.0
+"""The longest cost a simulated clock takes for one step (a gradient, an update, a message): a day. Beyond it nothing
+is modelled, and sums over a run's updates may overflow to inf."""
+Seconds = Annotated[float, Field(ge=0, le=MAX_COST_S)]
 
 
 class Frozen(BaseModel):

@@ -309,3 +309,20 @@ def test_the_twin_replays_a_master_that_computes_alone(tmp_path):
     )
     assert result.updates == 5 and result.message == ""
     assert result.time_s == pytest.approx((rows["end_s"] - rows["start_s"]).sum(), rel=1e-12)
+
+
+def test_a_clock_that_overflows_fails_the_run(tmp_path, monkeypatch):
+    """Costs are bounded (a day a step), but should a run's clock still overflow, the run is failed with the reason,
+    not recorded ok with a time of inf (a cost of 1e308 s gave '[ok] ... inf s' and a different training path)."""
+    from experiments.engines import simulated
+
+    real = simulated._run_timing
+
+    def overflowing(*args):
+        _, samples = real(*args)
+        return float("inf"), samples
+
+    monkeypatch.setattr(simulated, "_run_timing", overflowing)
+    result, _, _ = run_sim(tmp_path, ["workers=2", "updates=10"])
+    assert result.status == "failed"
+    assert result.message == "the simulated clock overflowed after 10 updates (its time is not a finite number)"
