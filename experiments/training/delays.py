@@ -10,11 +10,12 @@ Two kinds:
 from __future__ import annotations
 
 import math
-import warnings
 from collections import deque
 
 import numpy as np
 import torch
+
+from experiments.log import get_logger
 
 
 class ArtificialDelay:
@@ -233,14 +234,16 @@ class ComputeTimes:
             i = 0
             if worker not in self.cycled:
                 self.cycled.add(worker)
-                warnings.warn(
-                    f"delay.law=replay: worker {worker}'s {len(times)} recorded compute times are used up; "
-                    f"replaying them again from the first",
-                    RuntimeWarning,
-                    stacklevel=3,
+                get_logger(__name__).warning(
+                    f"warning: delay.law=replay: worker {worker}'s {len(times)} recorded compute times are used "
+                    "up; replaying them again from the first"
                 )
         self._next[worker] = i + 1
         return times[i]
+
+
+MAX_COMPUTE_S = 86400.0
+"""The longest recorded gradient a replay takes (a day, as experiments/settings/fields.py ``MAX_COST_S``)."""
 
 
 def load_compute_times(path, workers: int) -> list[list[float]]:
@@ -249,7 +252,8 @@ def load_compute_times(path, workers: int) -> list[list[float]]:
     ``target_s`` is not used here). Extra workers in the file are ignored.
 
     Raises:
-        ValueError naming the file: unreadable, missing columns, a non-finite or negative compute_s, or a worker in
+        ValueError naming the file: unreadable, missing columns or one given twice, a worker or index that is not a
+        whole number, a compute_s that is not seconds from 0 to :data:`MAX_COMPUTE_S`, or a worker in
         [0, workers) without rows.
     """
     import pandas as pd  # lazy: pandas only to read a compute-times file; worker processes import this module
@@ -263,9 +267,16 @@ def load_compute_times(path, workers: int) -> list[list[float]]:
         raise ValueError(
             f"delay.replay={path}: missing column(s) {', '.join(missing)} (expected {','.join(REPLAY_COLUMNS)})"
         )
+    twice = [c for c in df.columns if isinstance(c, str) and c.rsplit(".", 1)[0] in REPLAY_COLUMNS and c[-2:] == ".1"]
+    if twice:  # pandas names a repeated column compute_s.1: which one the run would take is a guess
+        raise ValueError(f"delay.replay={path}: column {twice[0][:-2]} given twice")
+    for col in ("worker", "index"):
+        v = pd.to_numeric(df[col], errors="coerce")
+        if not (np.isfinite(v) & (v == np.round(v))).all():
+            raise ValueError(f"delay.replay={path}: {col} must be whole numbers on every row")
     t = pd.to_numeric(df["compute_s"], errors="coerce")
-    if not (np.isfinite(t) & (t >= 0)).all():
-        raise ValueError(f"delay.replay={path}: compute_s must be finite seconds >= 0")
+    if not (np.isfinite(t) & (t >= 0) & (t <= MAX_COMPUTE_S)).all():
+        raise ValueError(f"delay.replay={path}: compute_s must be seconds from 0 to {MAX_COMPUTE_S:g} (a day)")
     out = []
     for w in range(int(workers)):
         rows = df[df["worker"] == w].sort_values("index", kind="stable")

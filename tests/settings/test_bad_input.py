@@ -9,7 +9,7 @@ import pytest
 
 from conftest import REPO
 
-REPLAY = REPO / "tests" / "fixtures" / "replay"  # compute_times.csv files: worker 0's times only; no index column
+REPLAY = REPO / "tests" / "fixtures" / "replay"  # files that are no compute_times.csv a run wrote
 TIMELINE = REPO / "tests" / "fixtures" / "timeline"  # files that are no timeline.csv a run wrote
 
 # (command line, what the one-line error must name: a string or a tuple of strings, all in the line)
@@ -51,6 +51,8 @@ CASES = [
     (["divergence_factor=0"], "divergence_factor=0"),
     (["epochs=inf"], "epochs=inf"),
     (["workers=1e400"], "workers=1e400: a number beyond a float's range"),  # was "workers=inf: must be an integer"
+    (["engine.costs.grad_s=1e308"], "engine.costs.grad_s=1e+308: must be a number <= 86400"),  # an inf clock, ok
+    (["delay.slow_workers=1", "delay.slowdown=1e308"], "delay.slowdown=1e+308: must be a number <= 1e+06"),
     (["-m", "delay.sigma=0.5,-1e999"], "delay.sigma=0.5,-1e999: a number beyond a float's range"),
     (["force=maybe"], "force=maybe"),
     (["progress=maybe"], "progress=maybe"),
@@ -129,6 +131,11 @@ CASES = [
         (f"delay.replay={REPLAY}/one_worker.csv", "worker 1"),
     ),
     (["delay.law=replay", f"delay.replay={REPLAY}/no_index.csv"], (f"delay.replay={REPLAY}/no_index.csv", "index")),
+    # replay files that read as something else: the clock overflowed ("ok", inf s), or rows were dropped or misordered
+    (["delay.law=replay", f"delay.replay={REPLAY}/huge.csv", "workers=1"], "compute_s must be seconds from 0 to"),
+    (["delay.law=replay", f"delay.replay={REPLAY}/text_index.csv", "workers=1"], "index must be whole numbers"),
+    (["delay.law=replay", f"delay.replay={REPLAY}/fractional_worker.csv", "workers=1"], "worker must be whole"),
+    (["delay.law=replay", f"delay.replay={REPLAY}/twice.csv", "workers=1"], "column compute_s given twice"),
     (["algorithm=sync_amsgrad", "delay=fixed"], "delay=fixed"),
     (["algorithm=sync_amsgrad", "delay=uniform"], "delay=uniform"),
     # --------------------------------------------------------------- engine
