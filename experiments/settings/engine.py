@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from experiments.settings.fields import (
+    MAX_COST_S,
     Frozen,
     NonNegativeInt,
     PositiveFloat,
@@ -74,7 +75,8 @@ ARTIFICIAL = ("fixed", "uniform")
 class Costs(Frozen):
     """Fixed costs of the simulated clock, seconds (null: from the calibration). ``grad_s`` is at batch_size."""
 
-    grad_s: Seconds | None
+    grad_s: Annotated[float, Field(gt=0, le=MAX_COST_S)] | None
+    """A gradient with no cost leaves the clock nothing to time (every time 0, every speed-up undefined)."""
     update_s: Seconds | None
     latency_s: Seconds | None
     overhead_s: Seconds | None

@@ -52,6 +52,7 @@ CASES = [
     (["epochs=inf"], "epochs=inf"),
     (["workers=1e400"], "workers=1e400: a number beyond a float's range"),  # was "workers=inf: must be an integer"
     (["engine.costs.grad_s=1e308"], "engine.costs.grad_s=1e+308: must be a number <= 86400"),  # an inf clock, ok
+    (["engine.costs.grad_s=0"], "engine.costs.grad_s=0: must be a number > 0"),  # every time 0, no speed-up
     (["delay.slow_workers=1", "delay.slowdown=1e308"], "delay.slowdown=1e+308: must be a number <= 1e+06"),
     (["-m", "delay.sigma=0.5,-1e999"], "delay.sigma=0.5,-1e999: a number beyond a float's range"),
     (["force=maybe"], "force=maybe"),
