@@ -158,8 +158,8 @@ class RunSink:
 
     def finished(self) -> bool:
         """True when the summary already holds a finished (``ok`` or ``diverged``) row for this run, its trace
-        exists and its ``config.yaml`` reads back whole; a damaged ``config.yaml`` makes the run unfinished, with one
-        line on stderr (it runs again and rewrites it).
+        exists and its ``config.yaml``, ``trace.csv``, ``staleness.csv`` and ``provenance.json`` read back whole; a
+        damaged or missing one makes the run unfinished, with one line on stderr (it runs again and rewrites it).
 
         Raises:
             ConfigError: the summary cannot be read (:func:`parse_summary`).
@@ -167,7 +167,12 @@ class RunSink:
         row = self.summary_row()
         if row is None or row.get("status") not in ("ok", "diverged") or not (self.run_dir / "trace.csv").exists():
             return False
-        for name, damage in (("config.yaml", self.config_damage()), ("trace.csv", self.trace_damage())):
+        for name, damage in (
+            ("config.yaml", self.config_damage()),
+            ("trace.csv", self.trace_damage()),
+            ("staleness.csv", side_file_problem(self.run_dir / "staleness.csv")),
+            ("provenance.json", side_file_problem(self.run_dir / "provenance.json")),
+        ):
             if damage is not None:
                 log.info(
                     f"[rerun] {self.exp_dir.name}/{self.run_id}: {self.run_dir / name} {damage}; the run counts "
@@ -410,4 +415,31 @@ def trace_problem(path: Path) -> str | None:
                     float(r[i])
     except ValueError:
         return "has an epoch, updates or time_s that is not a number"
+    return None
+
+
+def side_file_problem(path: Path) -> str | None:
+    """Why a finished run's ``staleness.csv`` (a header ``staleness,count``, then whole numbers) or
+    ``provenance.json`` (a JSON object) at ``path`` cannot be read back: missing, not a regular file, not UTF-8,
+    not of its form; None when it reads whole. Every run writes both, so a finished run lacking one counts as
+    unfinished (the figures and the report read them)."""
+    path = Path(path)
+    if not path.exists():
+        return "is missing"
+    if why := file_problem(path):
+        return f"cannot be read ({why})"
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"cannot be read ({getattr(exc, 'strerror', None) or type(exc).__name__})"
+    if path.suffix == ".json":
+        try:
+            return None if isinstance(json.loads(text), dict) else "is not a JSON object"
+        except ValueError:
+            return "is not valid JSON (truncated?)"
+    rows = list(csv.reader(io.StringIO(text)))
+    if not text.endswith("\n") or not rows or rows[0] != ["staleness", "count"]:
+        return "is not a staleness histogram (header staleness,count; a final newline)"
+    if not all(len(r) == 2 and r[0].isdigit() and r[1].isdigit() for r in rows[1:]):
+        return "has a row that is not two whole numbers"
     return None

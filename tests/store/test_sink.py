@@ -47,6 +47,8 @@ def test_rerun_replaces_its_row_and_finished_needs_trace(tmp_path):
     sink.write_trace([{"run_id": "r1"}], Counter())
     assert not sink.finished()  # a trace whose row holds no epoch: damaged, the run reruns
     sink.write_trace([{"run_id": "r1", "epoch": 0.0}], Counter())
+    assert not sink.finished()  # no provenance.json: a run writes it with its config, at its start
+    sink.write_config("seed: 0\n", {"host": "h"})
     assert sink.finished()
 
 
@@ -257,6 +259,36 @@ def test_a_damaged_config_makes_a_finished_run_unfinished(tmp_path, capsys, text
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("[rerun] exp/r1: ") and "config.yaml" in err[0]
     assert a.config_changes({"seed": 0})[0].startswith("config.yaml: ")
+
+
+@pytest.mark.parametrize(
+    "name,damage,why",
+    [
+        ("staleness.csv", b"\x8f\x00garbage", "cannot be read (UnicodeDecodeError)"),
+        ("staleness.csv", b"staleness,count\n0,", "is not a staleness histogram"),
+        ("staleness.csv", b"staleness,count\n0,abc\n", "has a row that is not two whole numbers"),
+        ("staleness.csv", None, "is missing"),
+        ("staleness.csv", "fifo", "cannot be read (not a regular file (fifo))"),  # must not block
+        ("provenance.json", b'{"host": "h"', "is not valid JSON"),
+        ("provenance.json", None, "is missing"),
+    ],
+)
+def test_a_damaged_staleness_or_provenance_makes_a_finished_run_unfinished(tmp_path, capsys, name, damage, why):
+    """The figures and the report read every run's staleness.csv and provenance.json: a finished run with one
+    damaged or missing runs again (it was skipped, and the figures stopped at the damaged file)."""
+    import os
+
+    a, b, _ = _two_runs(tmp_path)
+    path = a.run_dir / name
+    path.unlink()
+    if damage == "fifo":
+        os.mkfifo(path)
+    elif damage is not None:
+        path.write_bytes(damage)
+    assert not a.finished() and b.finished()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"[rerun] exp/r1: {path} {why}"), err
+    assert err[0].endswith("; the run counts as unfinished")
 
 
 def test_a_config_cut_at_a_line_end_is_caught_by_its_recorded_length_and_an_edit_is_a_change(tmp_path):
