@@ -11,7 +11,7 @@ def shape_problem(data) -> str | None:
     """Why ``data`` is not a calibration (None when it is): an object whose ``entries`` maps keys to objects
     with a ``value`` and, where present, a non-empty list of ``samples``; every time is
     a finite number of seconds >= 0 (a gradient's > 0), ``spread`` a finite number >= 0, ``remeasured`` a whole
-    number of rounds, ``measured`` a time stamp (text)."""
+    number of rounds, ``measured`` a UTC time stamp that is not in the future."""
 
     def seconds(v) -> bool:
         return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
@@ -35,6 +35,20 @@ def shape_problem(data) -> str | None:
         rounds = e.get("remeasured", 0)
         if not isinstance(rounds, int) or rounds < 0:
             return f"entry {key!r}: 'remeasured' is not a whole number of rounds"
-        if any(k in e and not isinstance(e[k], str) for k in ("measured", "first_measured")):
-            return f"entry {key!r}: 'measured' is not a time stamp"
+        for k in ("measured", "first_measured"):
+            if k in e and (why := _stamp_problem(e[k])):
+                return f"entry {key!r}: '{k}' {why}"
     return None
+
+
+def _stamp_problem(stamp) -> str | None:
+    """Why ``stamp`` is not the UTC time an entry was measured (``%Y-%m-%dT%H:%M:%SZ``, not later than now; a
+    minute allowed for clocks set apart): an age read from it would be 'unknown' or '0 s'."""
+    import calendar
+    import time
+
+    try:
+        t = calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
+    except (TypeError, ValueError):
+        return "is not a UTC time stamp such as 2026-01-31T12:00:00Z"
+    return "is in the future" if t > time.time() + 60 else None

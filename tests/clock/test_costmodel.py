@@ -326,6 +326,8 @@ GOOD = {"machine": {}, "entries": {"k": {"value": 2.0, "samples": [1.0, 2.0, 3.0
         b'{"entries": {"k": {"value": "fast"}}}',
         b'{"entries": {"k": {"value": 1.0, "samples": "x"}}}',
         b'{"machine": 3, "entries": {}}',
+        b'{"entries": {"k": {"value": 1.0, "measured": "yesterday"}}}',  # its age read "unknown"
+        b'{"entries": {"k": {"value": 1.0, "measured": "2099-01-01T00:00:00Z"}}}',  # "measured 0 s ago"
     ],
 )
 def test_a_damaged_calibration_is_set_aside_and_measured_again(tmp_path, capsys, content):
