@@ -27,11 +27,12 @@ help:
 
 # The venv holds exactly the lock: its packages at their versions and hashes (pip refuses any other file), nothing
 # else (pip-sync removes the rest), then the project itself without dependencies. Rebuilt when the lock or
-# pyproject.toml changes. The lock is made for CPython 3.11 on Linux x86_64 (this machine's kind).
+# pyproject.toml changes. pip-tools runs as `python -m piptools` of this venv: its bin/ scripts name the python of the
+# folder they were made in, so in a copied venv they would change the original. The lock is made for CPython 3.11 on Linux x86_64 (this machine's kind).
 $(STAMP): $(LOCK) pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --require-hashes -r $(LOCK)
-	$(VENV)/bin/pip-sync --quiet $(LOCK)
+	$(PY) -m piptools sync --quiet $(LOCK)
 	PYTHONWARNINGS=ignore $(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
@@ -40,7 +41,7 @@ venv: $(STAMP)
 # pyproject.toml is the loose spec; the lock pins what it resolves to (pip-compile of pip-tools, locked itself in the
 # dev extra). Existing pins are kept where they still fit; UPGRADE=1 takes the newest versions. Takes minutes.
 lock: $(STAMP)
-	CUSTOM_COMPILE_COMMAND="make lock" $(VENV)/bin/pip-compile --quiet --generate-hashes --allow-unsafe \
+	CUSTOM_COMPILE_COMMAND="make lock" $(PY) -m piptools compile --quiet --generate-hashes --allow-unsafe \
 	    --strip-extras --no-emit-index-url --no-emit-find-links --extra dev --extra launchers \
 	    --build-deps-for wheel --build-deps-for editable $(if $(filter 1,$(UPGRADE)),--upgrade,) \
 	    --output-file $(LOCK) pyproject.toml
