@@ -111,9 +111,15 @@ def load(results_dir: str | Path, experiment: str | None = None) -> pd.DataFrame
                 f"experiment={experiment!r}: no such experiment folder with a summary in {root} "
                 f"(there: {', '.join(found) or 'none'})"
             )
-    if (root / "summary.csv").is_file():
+    if (root / "summary.csv").exists() or (root / "summary.csv").is_symlink():
         paths = [root / "summary.csv"]
-    else:
-        paths = sorted(p for p in root.glob("*/summary.csv") if experiment is None or p.parent.name == experiment)
+    else:  # a link to nothing is listed too (glob leaves it out): read_summary_frame names it
+        paths = sorted(
+            p / "summary.csv"
+            for p in root.iterdir()
+            if p.is_dir()
+            and ((p / "summary.csv").exists() or (p / "summary.csv").is_symlink())
+            and (experiment is None or p.name == experiment)
+        )
     frames = [read_summary_frame(p) for p in paths]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

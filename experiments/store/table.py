@@ -81,12 +81,13 @@ def csv_cell(v):
 
 
 def file_problem(path: Path) -> str | None:
-    """Why ``path`` cannot be read as a file (``not a regular file (fifo)``, ``permission denied``), None when it
-    can or when it does not exist. Checked before opening, so a named pipe never blocks the reader."""
+    """Why ``path`` cannot be read as a file (``not a regular file (fifo)``, ``permission denied``, ``a link to
+    nothing``: a symlink whose target is gone), None when it can or when it does not exist. Checked before opening, so
+    a named pipe never blocks the reader."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        return None
+        return "a link to nothing (its target is gone)" if os.path.islink(path) else None
     except OSError as exc:
         return exc.strerror or str(exc)
     if not stat.S_ISREG(st.st_mode):

@@ -3,6 +3,7 @@ its real outcome; ``load`` reads the folder's runs back as one DataFrame; bad in
 nothing."""
 
 import math
+import os
 
 import pandas as pd
 import pytest
@@ -136,3 +137,19 @@ def test_load_refuses_what_is_not_a_folder_path_or_an_experiment_there():
     assert len(rows) > 0 and set(rows["run_id"]) <= set(
         load(REPO / "results" / "tau_threshold", "tau_threshold")["run_id"]
     )
+
+
+@pytest.mark.parametrize("kind", ["dangling link", "fifo", "folder"])
+def test_load_names_a_summary_that_cannot_be_read(tmp_path, kind):
+    """A summary.csv that is a link to nothing is named as a fifo or a folder there is (it read as no summary: an
+    empty frame)."""
+    from experiments import load
+
+    summary = tmp_path / "exp" / "summary.csv"
+    summary.parent.mkdir()
+    {"dangling link": lambda: summary.symlink_to(tmp_path / "gone.csv"), "fifo": lambda: os.mkfifo(summary)}.get(
+        kind, summary.mkdir
+    )()
+    for folder in (tmp_path, tmp_path / "exp"):
+        with pytest.raises(ConfigError, match=r"exp/summary.csv: cannot read this summary"):
+            load(folder)
