@@ -243,8 +243,9 @@ def statuses(results_dir: Path) -> dict:
     """``reproduce_status.json`` of ``results_dir`` (each experiment's last ``make reproduce`` call); {} without.
 
     Raises:
-        ConfigError: the file is not a regular file, cannot be read, or is not a JSON object of objects (one line
-            naming it: remove it and ``make reproduce`` writes it again).
+        ConfigError: the file is not a regular file, cannot be read, is not a JSON object of objects, or an entry
+            lacks its status text or holds a value of another kind than reproduce writes (one line naming it and the
+            entry: remove it and ``make reproduce`` writes it again).
     """
     path = Path(results_dir) / STATUS_FILE
     if not path.exists() and not path.is_symlink():
@@ -257,9 +258,29 @@ def statuses(results_dir: Path) -> dict:
         data = None
     if why is None and not (isinstance(data, dict) and all(isinstance(v, dict) for v in data.values())):
         why = "not an object of experiments' statuses"
+    if why is None:
+        why = next((f"{name}: {w}" for name, entry in data.items() if (w := _status_entry_problem(entry))), None)
     if why is not None:
         raise ConfigError(f"{path}: damaged status file ({why}); remove it and `make reproduce` writes it again")
     return data
+
+
+def _status_entry_problem(entry: dict) -> str | None:
+    """What is wrong with one experiment's entry of the status file (None when nothing): ``status`` text (always
+    there), ``message`` and ``profile`` text, ``wall_s`` a number or null, ``figures`` and ``figures_missing`` lists
+    of text, where the entry has them (experiments/reproduce.py writes them so)."""
+    if not isinstance(entry.get("status"), str):
+        return "no status text" if "status" not in entry else f"status {entry['status']!r} is not text"
+    for key in ("message", "profile"):
+        if key in entry and not isinstance(entry[key], str):
+            return f"{key} {entry[key]!r} is not text"
+    wall = entry.get("wall_s")
+    if wall is not None and (isinstance(wall, bool) or not isinstance(wall, (int, float))):
+        return f"wall_s {wall!r} is not a number"
+    for key in ("figures", "figures_missing"):
+        if key in entry and not (isinstance(entry[key], list) and all(isinstance(f, str) for f in entry[key])):
+            return f"{key} is not a list of file names"
+    return None
 
 
 def _config_profile(path: Path) -> str | None:

@@ -192,10 +192,23 @@ def test_figures_read_only_the_runs_the_summary_lists(tmp_path):
     assert empty.summary is None and empty.speedup is None and empty.traces is None
 
 
-@pytest.mark.parametrize("content", [b"garbage{", b"[1, 2]", b'{"tau_threshold": 3}', None])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"garbage{",
+        b"[1, 2]",
+        b'{"tau_threshold": 3}',
+        None,
+        b'{"artificial_delay": {}}',  # an entry without its status (these four were a traceback of the report)
+        b'{"tau_threshold": {"status": 3, "message": "", "wall_s": 1.0}}',
+        b'{"tau_threshold": {"status": "ran", "message": "", "wall_s": "12"}}',
+        b'{"tau_threshold": {"status": "ran", "message": "", "wall_s": 1.0, "profile": null}}',
+    ],
+)
 def test_a_damaged_status_file_is_one_line_and_exit_2_for_report_prune_and_reproduce(tmp_path, capsys, content):
-    """reproduce_status.json that is not JSON, not an object of objects, or a folder: one line naming it, exit 2,
-    nothing written (it was a traceback, with exit 0 from the report)."""
+    """reproduce_status.json that is not JSON, not an object of objects, a folder, or with an entry that lacks its
+    status or holds a value of another kind than reproduce writes: one line naming it, exit 2, nothing written (it
+    was a traceback, with exit 0 from the report)."""
     from experiments import prune, reproduce
 
     shutil.copytree(SUMMARY.parent, tmp_path / "tau_threshold", ignore=shutil.ignore_patterns("figures", "runs"))
