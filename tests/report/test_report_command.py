@@ -305,6 +305,58 @@ def test_a_damaged_speedup_table_is_written_again_from_the_summary(own_runs, cap
     pd.testing.assert_frame_equal(again[good.columns], good)
 
 
+def _edit_speedup(column, value):
+    """A damage of speedup.csv: ``column`` of its second row set to ``value``."""
+
+    def edit(path):
+        frame = pd.read_csv(path)
+        frame.loc[1, column] = value
+        path.write_text(frame.to_csv(index=False))
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda p: p.write_bytes(p.read_bytes()[:1500]),  # cut inside a row: was a TypeError in measured.py
+        lambda p: p.write_bytes(p.read_bytes()[: p.read_bytes().index(b"\n", 400) + 1]),  # cut at a line's end
+        _edit_speedup("speedup", float("nan")),  # these edits and the link changed verdicts, exit 0 without a word
+        _edit_speedup("speedup", float("inf")),
+        _edit_speedup("speedup", -1.0),
+        _edit_speedup("time_s", 99.0),
+        _edit_speedup("algorithm", "sync_amsgrad"),
+        lambda p: (p.unlink(), p.symlink_to(REPO / "results" / "lr_speedup" / "speedup.csv")),
+        lambda p: (p.unlink(), p.symlink_to(p.parent / "gone.csv")),
+    ],
+)
+def test_a_speedup_table_other_than_the_summary_gives_is_written_again(own_runs, capsys, damage):
+    """speedup.csv that differs from what summary.csv gives (a row cut short or left out, a number or a name edited,
+    a link to another experiment's table or to nothing) is written again as a file of its own, with a line saying
+    so; the link's target is left as it was."""
+    path = own_runs / SMALL / "speedup.csv"
+    good = pd.read_csv(path)
+    other = (REPO / "results" / "lr_speedup" / "speedup.csv").read_bytes()
+    damage(path)
+    assert main([str(own_runs), "--no-figures"]) == 0
+    err = capsys.readouterr().err
+    assert f"{path}: damaged (" in err and "written again from summary.csv" in err and "Traceback" not in err
+    assert not path.is_symlink() and (REPO / "results" / "lr_speedup" / "speedup.csv").read_bytes() == other
+    pd.testing.assert_frame_equal(pd.read_csv(path)[good.columns], good)
+
+
+@pytest.mark.parametrize("results", ["results", "results-long"])
+def test_no_committed_speedup_table_differs_from_its_summary(results):
+    """The committed speed-up tables (some written before the newer columns) are read as they are, never rewritten."""
+    from experiments.report.load import speedup_difference
+
+    tables = sorted((REPO / results).glob("*/speedup.csv"))
+    assert tables
+    assert {p.parent.name: speedup_difference(p.parent, pd.read_csv(p)) for p in tables} == {
+        p.parent.name: None for p in tables
+    }
+
+
 def test_a_speedup_table_that_is_a_folder_is_one_line(own_runs, capsys):
     (own_runs / SMALL / "speedup.csv").unlink()
     (own_runs / SMALL / "speedup.csv").mkdir()
