@@ -8,14 +8,17 @@ from pathlib import Path
 
 import pandas as pd
 
+from experiments.store.table import run_files
+
 
 def lateness(exp_dir: Path) -> pd.DataFrame:
     """Per measured run of ``exp_dir`` with ``<run>/compute_times.csv``: ``late us``, the median of
     ``compute_s - target_s`` over its gradients (microseconds its emulated waits ended after their targets; NaN with
     real compute), and ``grad us``, the median ``compute_s`` of its gradients with real compute (microseconds; NaN
-    when emulated). Columns run_id, late us, grad us; empty when no run has compute times."""
+    when emulated). Columns run_id, late us, grad us; empty when no run has compute times. A file that is not a
+    regular one is left out, named (experiments/store/table.py :func:`run_files`)."""
     rows = []
-    for f in sorted((Path(exp_dir) / "runs").glob("*/compute_times.csv")):
+    for f in run_files(exp_dir, "compute_times.csv"):
         c = pd.read_csv(f)
         if c.empty:
             continue

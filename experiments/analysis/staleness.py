@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from experiments.store.table import run_files
 from plots.validation import KEYS, SETTING, _with_setting
 
 TV_COLUMN = "tau hist TV"
@@ -18,8 +19,9 @@ TV_COLUMN = "tau hist TV"
 
 def histograms(exp_dir: Path) -> pd.DataFrame:
     """Every run's staleness histogram below ``exp_dir/runs``: columns run_id, staleness (updates), count (empty
-    when no run has one)."""
-    files = sorted((Path(exp_dir) / "runs").glob("*/staleness.csv"))
+    when no run has one). A file that is not a regular one is left out, named (experiments/store/table.py
+    :func:`run_files`)."""
+    files = run_files(exp_dir, "staleness.csv")
     return (
         pd.concat([pd.read_csv(f).assign(run_id=f.parent.name) for f in files], ignore_index=True)
         if files

@@ -23,7 +23,7 @@ from experiments.analysis import compute_times, configs, staleness
 from experiments.errors import ConfigError
 from experiments.log import get_logger
 from experiments.report.clock import read_validation, validation_rows
-from experiments.store.table import read_summary_frame
+from experiments.store.table import read_summary_frame, run_files
 from plots.data import REQUIRED
 
 REPO = Path(__file__).resolve().parents[2]
@@ -154,10 +154,10 @@ class Experiment:
 
     @functools.cached_property
     def traces(self) -> pd.DataFrame:
-        """Every run's trace.csv, one frame (empty without runs)."""
+        """Every run's trace.csv, one frame (empty without runs; one that is not a regular file left out, named)."""
 
         def read(folder):
-            files = sorted((folder / "runs").glob("*/trace.csv"))
+            files = run_files(folder, "trace.csv")
             return pd.concat([pd.read_csv(f) for f in files], ignore_index=True) if files else pd.DataFrame()
 
         return self._runs("traces", read, pd.DataFrame())
@@ -173,7 +173,7 @@ class Experiment:
         run_id, prediction, staleness (updates), count (empty when no run has one)."""
 
         def read(folder):
-            files = sorted((folder / "runs").glob("*/predicted_staleness.csv"))
+            files = run_files(folder, "predicted_staleness.csv")
             return (
                 pd.concat([pd.read_csv(f).assign(run_id=f.parent.name) for f in files], ignore_index=True)
                 if files
@@ -340,7 +340,7 @@ def folder_profiles(results_dir: Path, status: dict | None = None) -> dict[str, 
         named = (status.get(name) or {}).get("profile")
         if not named:
             named = next(
-                (p for f in sorted((Path(results_dir) / name).glob("runs/*/config.yaml")) if (p := _config_profile(f))),
+                (p for f in run_files(Path(results_dir) / name, "config.yaml") if (p := _config_profile(f))),
                 None,
             )
         if named:
@@ -376,10 +376,11 @@ def run_commits(results_dir: Path, names: list[str] | None = None) -> str:
 
 def provenances(results_dir: Path, names: list[str] | None = None):
     """``(experiment, provenance dict or None when unreadable)`` of every run of the experiments ``names`` (default:
-    :func:`experiment_folders`), in path order."""
+    :func:`experiment_folders`), in path order; a provenance.json that is not a regular file is left out, named
+    (experiments/store/table.py :func:`run_files`: a named pipe is never opened)."""
     names = experiment_folders(results_dir) if names is None else names
     for name in names:
-        for f in sorted((Path(results_dir) / name).glob("runs/*/provenance.json")):
+        for f in run_files(Path(results_dir) / name, "provenance.json"):
             try:
                 prov = json.loads(f.read_text())
             except (OSError, ValueError):

@@ -108,6 +108,24 @@ def file_problem(path: Path) -> str | None:
     return None
 
 
+_NAMED: set[str] = set()  # the run files already named by run_files: one warning each per process
+
+
+def run_files(exp_dir: Path, name: str) -> list[Path]:
+    """The runs' files ``<exp_dir>/runs/*/<name>`` (trace.csv, staleness.csv, provenance.json, ...) that can be read,
+    sorted; one that cannot (:func:`file_problem`: a folder, a named pipe, unreadable) is never opened: it is left
+    out with one warning naming it (once per process, however many readers ask)."""
+    out = []
+    for path in sorted((Path(exp_dir) / "runs").glob(f"*/{name}")):
+        if why := file_problem(path):
+            if str(path) not in _NAMED:
+                _NAMED.add(str(path))
+                get_logger(__name__).warning(f"{path}: {why}; left out")
+            continue
+        out.append(path)
+    return out
+
+
 def parse_summary(path: Path, runs_dir: Path | None = None) -> tuple[list[str], list[list[str]], str | None]:
     """Read ``summary.csv`` strictly: its header, its data rows (blank lines skipped; a last row cut before its
     newline left out), and why it is damaged (None when it parses cleanly: a header with ``run_id``, every row as
