@@ -22,6 +22,7 @@ from experiments.figures import draw_figures
 from experiments.log import get_logger
 from experiments.report.load import (
     experiment_folders,
+    restore_summaries,
     results_folder_problem,
     run_profile,
     speedup_frame,
@@ -76,8 +77,9 @@ def main(argv: list[str] | None = None) -> int:
         log.error(f"error: {problem}")
         return 2
     results_dir = args.results_dir
-    present = experiment_folders(results_dir)
     try:  # a damaged summary or status file: one line naming it, before any figure is drawn
+        restore_summaries(results_dir)  # a summary lost while its runs are there: rebuilt from them
+        present = experiment_folders(results_dir)
         status = statuses(results_dir)
         frames = {name: read_summary_frame(results_dir / name / "summary.csv") for name in present}
         for name in present:  # a damaged speed-up table is written again before any figure reads it

@@ -251,6 +251,21 @@ def experiment_folders(results_dir: Path) -> list[str]:
     return [n for n in names if n != ADHOC] if (Path(results_dir) / STATUS_FILE).exists() else names
 
 
+def restore_summaries(results_dir: Path) -> None:
+    """Rebuild the summary.csv of each experiment folder below ``results_dir`` whose summary is missing or holds its
+    header alone while its run folders hold their rows (experiments/store/sink.py :func:`restore_summary`, one line
+    naming it): the summary is derived from the runs, so the report does not call them not run.
+
+    Raises:
+        ConfigError: a summary cannot be read (one line naming it).
+    """
+    from experiments.store.sink import restore_summary
+
+    skip = ADHOC if (Path(results_dir) / STATUS_FILE).exists() else None
+    for folder in sorted(p for p in Path(results_dir).iterdir() if p.name != skip and (p / "runs").is_dir()):
+        restore_summary(folder)
+
+
 def results_folder_problem(results_dir: Path) -> str | None:
     """Why ``results_dir`` is no results folder, in one line naming it (None when it is one): not a folder, an
     experiment folder (the folder above it is the results folder), or neither an experiment folder below it nor a

@@ -261,9 +261,11 @@ class RunSink:
         with self._lock:
             return self._repaired_rows()
 
-    def _repaired_rows(self) -> list[dict]:
-        """Under the lock: the summary's rows; when it is damaged, it is set aside and rebuilt first."""
+    def _repaired_rows(self, why: str | None = None) -> list[dict]:
+        """Under the lock: the summary's rows; when it is damaged (or ``why`` names what is wrong with a summary that
+        parses: :func:`restore_summary`), it is set aside (where there is one) and rebuilt first."""
         header, rows, damage = parse_summary(self.summary_path, self.exp_dir / "runs")
+        damage = damage or why
         if damage is None:
             return [dict(zip(header, r)) for r in rows]
         whole = {}  # rows of the damaged file that can stand for their runs: full width, named run id
@@ -282,13 +284,13 @@ class RunSink:
                 row = whole[name]
             if row is not None:
                 rebuilt[name] = row
-        aside = set_aside(self.summary_path)
+        aside = set_aside(self.summary_path) if self.summary_path.exists() else None
         kept = list(rebuilt.values())
         if kept:
             write_atomically(self.summary_path, csv_text(kept, SUMMARY_COLUMNS))
         log.info(
-            f"[repair] {self.summary_path}: {damage}; set aside as {aside.name}, rebuilt with {len(kept)} row(s) "
-            f"from {len(folders)} run folder(s)"
+            f"[repair] {self.summary_path}: {damage}; {f'set aside as {aside.name}, ' if aside else ''}rebuilt with "
+            f"{len(kept)} row(s) from {len(folders)} run folder(s)"
         )
         return [{k: str(csv_cell(r.get(k))) for k in r} for r in kept]
 
@@ -351,6 +353,28 @@ class RunSink:
             if row is not None or dropped:
                 write_atomically(self.summary_path, csv_text(kept, SUMMARY_COLUMNS))
             return dropped
+
+
+def restore_summary(exp_dir: str | Path) -> int:
+    """Rebuild the experiment folder's ``summary.csv`` when it is missing or holds its header alone while run folders
+    of ``<exp_dir>/runs`` hold their ``summary_row.json``: as a damaged summary is rebuilt (module docstring), with
+    one line naming it. Returns the rows written (0: nothing to do; a damaged summary is its readers' to name).
+
+    Raises:
+        ConfigError: the summary cannot be read (:func:`parse_summary`).
+        OSError: a file could not be written.
+    """
+    exp_dir = Path(exp_dir)
+    runs = exp_dir / "runs"
+    if not runs.is_dir() or not any(_read_row_file(p) for p in runs.iterdir() if p.is_dir()):
+        return 0
+    sink = RunSink(exp_dir.parent, exp_dir.name, "-")
+    header, rows, damage = parse_summary(sink.summary_path)
+    if damage is not None or rows:
+        return 0
+    why = f"{'its header alone' if header else 'missing'}, while run folders hold their rows"
+    with sink._lock:
+        return len(sink._repaired_rows(why))
 
 
 def remove_runs(results_dir: str | Path, experiment: str, run_ids) -> int:

@@ -392,3 +392,22 @@ def test_a_named_pipe_in_place_of_a_run_file_is_named_and_never_opened(tmp_path,
     assert main([str(tmp_path), "--no-figures"]) == 0  # it hung in open()
     err = capsys.readouterr().err
     assert err.count(f"{path}: not a regular file (fifo)") == 1, err
+
+
+@pytest.mark.parametrize("damage", ["removed", "header alone"])
+def test_a_summary_lost_while_its_runs_are_there_is_rebuilt_from_them(tmp_path, capsys, damage):
+    """summary.csv missing or its header alone while the run folders hold their summary_row.json: it is rebuilt from
+    them with a line naming it (the report said "not run yet", exit 0) and the runs are reported."""
+    name = "allcnn_sync_vs_async"  # every run of it has its summary_row.json
+    shutil.copytree(REPO / "results" / name, tmp_path / name, ignore=shutil.ignore_patterns("figures"))
+    shutil.copy(REPO / "results" / "reproduce_status.json", tmp_path)
+    summary = tmp_path / name / "summary.csv"
+    good = pd.read_csv(summary)
+    summary.unlink() if damage == "removed" else summary.write_text(summary.read_text().splitlines()[0] + "\n")
+    assert main([str(tmp_path), "--no-figures"]) == 0
+    err = capsys.readouterr().err
+    assert f"[repair] {summary}: {'missing' if damage == 'removed' else 'its header alone'}, while run folders" in err
+    assert sorted(pd.read_csv(summary)["run_id"]) == sorted(good["run_id"])
+    report = (tmp_path / "REPORT.md").read_text()
+    assert row(report.split("## Experiments")[1], name)[2] == str(len(good))
+    assert "Not run yet" not in report.split(f"## {name}")[-1].split("\n## ")[0]
