@@ -27,6 +27,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from experiments.analysis.speedup import SPEEDUP_REQUIRED, speedup_frame
+
 from .errors import MissingColumnError, PlotError
 
 TEXT_COLUMNS = frozenset(
@@ -64,7 +66,7 @@ IDENTITY = ("problem", "algorithm", "engine", "clock", "workers", "seed")
 
 REQUIRED = {
     "summary.csv": ("run_id",) + IDENTITY,
-    "speedup.csv": ("problem", "algorithm", "engine", "clock", "workers", "basis", "time_s", "speedup", "efficiency"),
+    "speedup.csv": SPEEDUP_REQUIRED,
     "trace.csv": ("run_id",) + IDENTITY + ("epoch", "time_s", "train_loss", "test_acc"),
     "staleness.csv": ("staleness", "count"),
     "predicted_staleness.csv": ("prediction", "staleness", "count"),
@@ -188,6 +190,25 @@ def _nonempty(df):
     return df if df is not None and not df.empty else None
 
 
+def _check_tables(path):
+    """Check the experiment folder's summary.csv as the report does (experiments/store/table.py
+    ``read_summary_frame``) and repair its speedup.csv as the report does (experiments/analysis/speedup.py
+    ``speedup_frame``: a link, a truncated or unreadable table is written again, with a line saying so).
+
+    Raises:
+        PlotError: the summary is damaged, or speedup.csv cannot be read (one line naming it).
+    """
+    from experiments.errors import ConfigError
+    from experiments.store.table import read_summary_frame
+
+    try:
+        read_summary_frame(path / "summary.csv")
+        if (path / "speedup.csv").exists() or (path / "speedup.csv").is_symlink():
+            speedup_frame(path, compare=False)
+    except ConfigError as exc:
+        raise PlotError(str(exc)) from None
+
+
 def load_experiment(path, paper_dir=None):
     """Load the CSVs of experiment folder ``path``.
 
@@ -197,7 +218,8 @@ def load_experiment(path, paper_dir=None):
     Returns:
         ``ExperimentData``.
     Raises:
-        PlotError: ``path`` is not a folder. MissingColumnError: a file lacks a required column.
+        PlotError: ``path`` is not a folder, its summary is damaged or its speedup.csv cannot be read
+            (:func:`_check_tables`). MissingColumnError: a file lacks a required column.
     """
     path = Path(path)
     if not path.is_dir():
@@ -207,6 +229,7 @@ def load_experiment(path, paper_dir=None):
     if summary_path.is_file():
         exp.summary = with_line_columns(engine_names(_nonempty(read_csv(summary_path, REQUIRED["summary.csv"]))))
         exp.files["summary"] = summary_path
+    _check_tables(path)
     speedup_path = path / "speedup.csv"
     if speedup_path.is_file() and not (summary_path.is_file() and exp.summary is None):  # no run: a stale table
         exp.speedup = with_line_columns(engine_names(_nonempty(read_csv(speedup_path, REQUIRED["speedup.csv"]))))

@@ -16,6 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from experiments.analysis.speedup import speedup_frame
 from experiments.cli import Parser, folder_arg
 from experiments.errors import ConfigError
 from experiments.figures import draw_figures
@@ -25,7 +26,6 @@ from experiments.report.load import (
     restore_summaries,
     results_folder_problem,
     run_profile,
-    speedup_frame,
     statuses,
 )
 from experiments.report.writer import ORDER, write_report

@@ -20,11 +20,11 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.analysis import compute_times, configs, staleness
+from experiments.analysis.speedup import speedup_frame
 from experiments.errors import ConfigError
 from experiments.log import get_logger
 from experiments.report.clock import read_validation, validation_rows
 from experiments.store.table import read_summary_frame, run_files
-from plots.data import REQUIRED
 
 REPO = Path(__file__).resolve().parents[2]
 PAPER_DIR = REPO / "results" / "paper"
@@ -36,92 +36,6 @@ log = get_logger(__name__)
 def read_csv(path: Path) -> pd.DataFrame:
     """The CSV at ``path``; an empty frame when there is none."""
     return pd.read_csv(path) if Path(path).exists() else pd.DataFrame()
-
-
-SPEEDUP_REQUIRED = REQUIRED["speedup.csv"]
-"""The columns every speedup.csv has had (newer ones add more): those the figures need (plots/data.py)."""
-SPEEDUP_NUMBERS = ("workers", "time_s", "speedup", "efficiency")
-"""Its columns that hold numbers (empty cells read as NaN, which is a number)."""
-
-
-def speedup_frame(folder: Path) -> pd.DataFrame:
-    """An experiment folder's speedup.csv; empty when there is none. The file is derived from the folder's summary, so
-    one that is damaged (a link rather than a file, not text, not a table, without the columns it always has, a value
-    that is not a number, or any cell or row other than summary.csv gives: :func:`speedup_difference`) is written
-    again from summary.csv (:func:`experiments.analysis.speedup.write_speedup`; a link is replaced by a file, never
-    written through), with a line saying so, and then read.
-
-    Raises:
-        ConfigError: speedup.csv is a folder, a special file or unreadable (one line naming it), or the summary it
-            would be written from is damaged.
-    """
-    from experiments.analysis.speedup import write_speedup
-    from experiments.store.table import file_problem
-
-    path = Path(folder) / "speedup.csv"
-    if path.is_symlink():  # another experiment's table, or nothing: the summary's own is written in its place
-        why = "a link, not a file of this experiment"
-    elif why := file_problem(path):
-        raise ConfigError(f"{path}: {why}; remove it (experiments.aggregate writes it again from summary.csv)")
-    elif not path.exists():
-        return pd.DataFrame()
-    else:
-        why = _speedup_damage(folder, path)
-        if why is None:
-            return pd.read_csv(path)
-    log.warning(f"{path}: damaged ({why}); written again from summary.csv")
-    if write_speedup(folder) is None:  # no summary to write it from
-        path.unlink()
-        return pd.DataFrame()
-    return pd.read_csv(path)
-
-
-def _speedup_damage(folder: Path, path: Path) -> str | None:
-    """Why the regular file speedup.csv at ``path`` is damaged (:func:`speedup_frame`); None when it is whole."""
-    try:
-        frame = pd.read_csv(path)
-    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:  # UnicodeDecodeError included
-        return f"not a readable CSV table: {type(exc).__name__}"
-    if not set(SPEEDUP_REQUIRED) <= set(frame.columns):
-        return "not the speed-up table's columns"
-    if len(frame) and any(not pd.api.types.is_numeric_dtype(frame[c]) for c in SPEEDUP_NUMBERS):
-        return f"a value of {', '.join(SPEEDUP_NUMBERS)} that is not a number"
-    return speedup_difference(folder, frame)
-
-
-def speedup_difference(folder: Path, frame: pd.DataFrame) -> str | None:
-    """How the speed-up table ``frame`` (speedup.csv as read) differs from the one the folder's summary.csv gives
-    (:func:`experiments.analysis.speedup.speedup_table`), compared on the columns ``frame`` has (a file written before
-    a column was added is not different for lacking it), numbers to a relative 1e-9: e.g. ``3 rows, while summary.csv
-    gives 12``, ``row 4, speedup: -1.0 where summary.csv gives 1.48``; None when it does not differ or there is no
-    summary.
-
-    Raises:
-        ConfigError: summary.csv is damaged (one line naming it).
-    """
-    import io
-
-    import numpy as np
-
-    from experiments.analysis.speedup import speedup_table
-
-    summary = Path(folder) / "summary.csv"
-    if not summary.exists():
-        return None
-    want = pd.read_csv(io.StringIO(speedup_table(read_summary_frame(summary)).to_csv(index=False)))
-    if len(frame) != len(want):
-        return f"{len(frame)} rows, while summary.csv gives {len(want)}"
-    for column in (c for c in frame.columns if c in want.columns):
-        got, exp = frame[column].reset_index(drop=True), want[column].reset_index(drop=True)
-        g, w = pd.to_numeric(got, errors="coerce"), pd.to_numeric(exp, errors="coerce")
-        if (g.isna() == got.isna()).all() and (w.isna() == exp.isna()).all():  # numbers (or empty) on both sides
-            same = np.isclose(g.astype(float), w.astype(float), rtol=1e-9, atol=0.0, equal_nan=True)
-        else:
-            same = got.fillna("").astype(str).to_numpy() == exp.fillna("").astype(str).to_numpy()
-        if not same.all():
-            at = int(np.flatnonzero(~same)[0])
-            return f"row {at + 2}, {column}: {got[at]!r} where summary.csv gives {exp[at]!r}"
-    return None
 
 
 def ok_rows(summary: pd.DataFrame) -> pd.DataFrame:

@@ -207,7 +207,6 @@ def test_cli_missing_column_exits_2_naming_column_and_file(tmp_path):
 @pytest.mark.parametrize(
     "family, relpath, column",
     [
-        ("lenet5_speedup", "speedup.csv", "speedup"),
         ("lenet5_speedup", "runs/apam-simulated-P2-s0/trace.csv", "test_acc"),
         ("artificial_delay", "runs/apam-simulated-P1-s0-d5/staleness.csv", "count"),
         ("stragglers", "summary.csv", "time_to_target_s"),  # required once the stragglers figure applies
@@ -229,6 +228,50 @@ def test_missing_column_error_names_column_and_file(tmp_path, family, relpath, c
     assert err.column == column and Path(err.path) == path
     assert f"'{column}'" in str(err) and str(path) in str(err)
     assert plt.get_fignums() == []  # a figure begun before the error is not left open
+
+
+def _cut_inside_last_row(path):
+    path.write_bytes(path.read_bytes()[:-5])
+
+
+def _twice_a_row(path):
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines + lines[1:2]))
+
+
+@pytest.mark.parametrize("damage", [_cut_inside_last_row, _twice_a_row])
+def test_cli_refuses_a_damaged_summary_as_the_report_does(tmp_path, damage):
+    """A summary cut inside a row or with a row twice: one line naming it, exit 2 (the figures were drawn from it
+    without a word), the report's check (experiments/store/table.py read_summary_frame)."""
+    root = copy_fixtures(tmp_path, ["lr_speedup"])
+    summary = root / "lr_speedup" / "summary.csv"
+    damage(summary)
+    proc = _cli(root / "lr_speedup")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith(f"error: {summary}: damaged summary (") and proc.stderr.count("\n") == 1
+
+
+def _without_speedup(path):
+    pd.read_csv(path).drop(columns=["speedup"]).to_csv(path, index=False)
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        (_cut_inside_last_row, "the last row does not end with a newline (truncated)"),
+        (_without_speedup, "not the speed-up table's columns"),  # was a MissingColumnError, while the report rewrote it
+    ],
+)
+def test_cli_writes_a_damaged_speedup_table_again_as_the_report_does(tmp_path, damage, why):
+    """A speedup.csv cut inside a row (its rows were drawn without a word) or without its columns is written again
+    from the summary with a line saying so, the report's repair (experiments/analysis/speedup.py speedup_frame)."""
+    root = copy_fixtures(tmp_path, ["lr_speedup"])
+    path = root / "lr_speedup" / "speedup.csv"
+    damage(path)
+    proc = _cli(root / "lr_speedup")
+    assert proc.returncode == 0, proc.stderr
+    assert f"{path}: damaged ({why}); written again from summary.csv" in proc.stderr
+    assert path.read_text().endswith("\n") and len(pd.read_csv(path)) > 0
 
 
 def test_missing_paper_file_is_fine_and_paper_dir_option(tmp_path):
@@ -669,7 +712,11 @@ def test_speedup_and_time_per_epoch_draw_one_figure_per_compute_setting(tmp_path
                 df.assign(
                     compute="emulated",
                     compute_base_s=0.002,
-                    **({"time_per_epoch_s": df["time_per_epoch_s"] * 3} if name == "summary.csv" else {}),
+                    **(  # a run id of its own: a summary's run ids are each once (read_summary_frame)
+                        {"time_per_epoch_s": df["time_per_epoch_s"] * 3, "run_id": df["run_id"] + "-emulated"}
+                        if name == "summary.csv"
+                        else {}
+                    ),
                 ),
             ],
             ignore_index=True,

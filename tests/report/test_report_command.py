@@ -348,7 +348,7 @@ def test_a_speedup_table_other_than_the_summary_gives_is_written_again(own_runs,
 @pytest.mark.parametrize("results", ["results", "results-long"])
 def test_no_committed_speedup_table_differs_from_its_summary(results):
     """The committed speed-up tables (some written before the newer columns) are read as they are, never rewritten."""
-    from experiments.report.load import speedup_difference
+    from experiments.analysis.speedup import speedup_difference
 
     tables = sorted((REPO / results).glob("*/speedup.csv"))
     assert tables
