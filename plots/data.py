@@ -209,6 +209,34 @@ def _check_tables(path):
         raise PlotError(str(exc)) from None
 
 
+def _read_histogram(path, required):
+    """A run's staleness.csv (or predicted_staleness.csv) as :func:`read_csv` reads it; None when there is none, or
+    when it cannot be read (not a regular file, a last row without its newline, not CSV): that run is then left out
+    of the staleness figure, with one warning naming the file, and the other figures are drawn.
+
+    Raises:
+        MissingColumnError: the file lacks a required column (a histogram of another format: named).
+    """
+    from experiments.log import get_logger
+    from experiments.store.table import file_problem
+
+    path = Path(path)
+    if not path.exists() and not path.is_symlink():
+        return None
+    why = file_problem(path)
+    if why is None and not path.read_bytes().endswith(b"\n"):  # every row is written with its newline
+        why = "the last row does not end with a newline (truncated)"
+    if why is None:
+        try:
+            return read_csv(path, required)
+        except MissingColumnError:
+            raise
+        except PlotError as exc:
+            why = str(exc).removeprefix(f"{path}: ")
+    get_logger(__name__).warning(f"{path}: {why}; its run is left out of the staleness figure")
+    return None
+
+
 def load_experiment(path, paper_dir=None):
     """Load the CSVs of experiment folder ``path``.
 
@@ -252,12 +280,10 @@ def load_experiment(path, paper_dir=None):
                 traces.append(df)
                 exp.files.setdefault("trace", trace_path)
         for name, frames in (("staleness.csv", hists), ("predicted_staleness.csv", predicted)):
-            side = run / name
-            if side.is_file():
-                df = read_csv(side, REQUIRED[name])
-                if not df.empty:
-                    df["run_id"] = run.name
-                    frames.append(df)
+            df = _read_histogram(run / name, REQUIRED[name])
+            if df is not None and not df.empty:
+                df["run_id"] = run.name
+                frames.append(df)
     if traces:
         exp.traces = _with_sweeps(pd.concat(traces, ignore_index=True), exp.summary)
         if exp.summary is not None:  # the engine a simulated run modelled, as in its summary row

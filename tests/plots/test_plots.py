@@ -274,6 +274,27 @@ def test_cli_writes_a_damaged_speedup_table_again_as_the_report_does(tmp_path, d
     assert path.read_text().endswith("\n") and len(pd.read_csv(path)) > 0
 
 
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        (lambda p: p.write_bytes(bytes(range(256)) * 4 + b"\n"), "not a readable CSV file"),  # was exit 2, no figure
+        (_cut_inside_last_row, "the last row does not end with a newline (truncated)"),  # these were drawn silently
+        (lambda p: (p.unlink(), p.mkdir()), "not a regular file (folder)"),
+        (lambda p: (p.unlink(), os.mkfifo(p)), "not a regular file (fifo)"),
+    ],
+)
+def test_a_damaged_staleness_histogram_leaves_its_run_out_with_one_line(tmp_path, damage, why):
+    """A run's staleness.csv that cannot be read: its run is left out of the staleness figure, one line names it, and
+    every figure is drawn (as an unreadable trace.csv is left out of the curves)."""
+    root = copy_fixtures(tmp_path, ["artificial_delay"])
+    expected = _cli(root / "artificial_delay").stdout.split()
+    path = sorted((root / "artificial_delay").glob("runs/*/staleness.csv"))[0]
+    damage(path)
+    proc = _cli(root / "artificial_delay")
+    assert proc.returncode == 0 and proc.stdout.split() == expected, proc.stderr
+    assert proc.stderr.count(f"{path}: {why}") == 1 and proc.stderr.count("\n") == 1, proc.stderr
+
+
 def test_missing_paper_file_is_fine_and_paper_dir_option(tmp_path):
     root = copy_fixtures(tmp_path, ["large_time_per_epoch"])
     shutil.move(root / "paper", tmp_path / "elsewhere")
