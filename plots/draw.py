@@ -125,7 +125,7 @@ def trace_gaps(exp_dir: Path) -> tuple[str | None, str | None]:
     the figures drawn from traces leave them out, so they are named. A folder of summaries alone (no run folders) has
     no ``curves`` line; (None, None) when the summary cannot be read (the drawing says so) or lists no run."""
     from experiments.errors import ConfigError
-    from experiments.store.sink import trace_problem
+    from experiments.store.damage import trace_problem
     from experiments.store.table import read_summary_frame
 
     exp_dir = Path(exp_dir)
