@@ -98,24 +98,88 @@ MAX_N_JOBS = 4096
 2 x n_jobs above 10^6 with a traceback; thousands of processes on one machine is already a mistake)."""
 
 
+JOBLIB_BACKENDS = ("loky", "multiprocessing", "threading", "sequential")
+"""The backends joblib has without extra packages (joblib/parallel.py ``BACKENDS``)."""
+MMAP_MODES = ("r+", "r", "w+", "c")
+"""joblib's memory-mapping modes (``Parallel(mmap_mode=...)``; null turns it off)."""
+
+
+def _launcher_value(overrides: list[str], key: str) -> str | None:
+    """The value typed for ``hydra.launcher.<key>`` (quotes around it dropped), or None when not given."""
+    value = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == f"hydra.launcher.{key}"), None)
+    if value is not None and len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        value = value[1:-1]
+    return value
+
+
+def _whole(value: str, least: int) -> bool:
+    try:
+        return int(value) >= least
+    except ValueError:
+        return False
+
+
+def _pre_dispatch_ok(value: str) -> bool:
+    """``all``, an integer >= 1, or joblib's arithmetic in ``n_jobs`` (``3*n_jobs``) that comes to one."""
+    if value == "all":
+        return True
+    from joblib._utils import eval_expr
+
+    try:  # as joblib evaluates it, with n_jobs at its smallest (1)
+        return int(eval_expr(value.replace("n_jobs", "1"))) >= 1
+    except (ValueError, TypeError, SyntaxError, ZeroDivisionError, OverflowError):
+        return False
+
+
+def _max_nbytes_ok(value: str) -> bool:
+    """null, a number of bytes >= 0, or a size such as ``1M`` (K, M, G: joblib's ``memstr_to_bytes``)."""
+    if value == "null" or _whole(value, 0):
+        return True
+    from joblib.disk import memstr_to_bytes
+
+    try:
+        return memstr_to_bytes(value) >= 0
+    except ValueError:
+        return False
+
+
+LAUNCHER_CHECKS = {
+    "n_jobs": (
+        lambda v: _whole(v, 1) and int(v) <= MAX_N_JOBS or v.strip() == "-1",
+        f"must be an integer from 1 to {MAX_N_JOBS}, or -1 (every core)",
+    ),
+    "prefer": (lambda v: v in ("processes", "threads"), "must be processes or threads"),
+    "backend": (lambda v: v in ("null", *JOBLIB_BACKENDS), f"must be null or one of {', '.join(JOBLIB_BACKENDS)}"),
+    "require": (lambda v: v in ("null", "sharedmem"), "must be null or sharedmem"),
+    "verbose": (lambda v: _whole(v, 0), "must be an integer >= 0 (0: quiet)"),
+    "timeout": (
+        lambda v: v == "null",
+        "must be null: joblib ends the whole sweep with a traceback when a job runs past it, and the job is not "
+        "recorded (bound a run with updates= or epochs= instead)",
+    ),
+    "pre_dispatch": (_pre_dispatch_ok, "must be all, an integer >= 1 or an expression such as 2*n_jobs"),
+    "batch_size": (lambda v: v == "auto" or _whole(v, 1), "must be auto or an integer >= 1"),
+    "temp_folder": (lambda v: v == "null" or Path(v).is_dir(), "must be null or an existing folder"),
+    "max_nbytes": (_max_nbytes_ok, "must be null, a number of bytes or a size such as 1M (K, M, G)"),
+    "mmap_mode": (lambda v: v in ("null", *MMAP_MODES), f"must be null or one of {', '.join(MMAP_MODES)}"),
+}
+"""Each key of the parallel launcher (conf/hydra/launcher/parallel.yaml, Hydra's joblib launcher) a command line
+may set: whether a value typed for it is one joblib takes (``joblib.Parallel``), and what it must be."""
+
+
 def launcher_values(overrides: list[str]) -> None:
     """The launcher's own values, checked before the jobs are composed (Hydra's message for a bad one is "no such
-    config key"): ``hydra.launcher.n_jobs`` an integer from 1 to :data:`MAX_N_JOBS` or -1 (every core), ``prefer``
-    processes or threads; the slurm launcher needs SLURM's commands here."""
+    config key"; joblib's, a traceback when the sweep starts or, for a timeout, after a job ran past it): every key
+    of :data:`LAUNCHER_CHECKS`; the slurm launcher needs SLURM's commands here.
+
+    Raises:
+        ConfigError: ``hydra.launcher.<key>=<value>: must be ...``.
+    """
     launcher = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "hydra/launcher"), "basic")
-    n_jobs = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "hydra.launcher.n_jobs"), None)
-    if n_jobs is not None:
-        try:
-            ok = 1 <= int(n_jobs) <= MAX_N_JOBS or int(n_jobs) == -1
-        except ValueError:
-            ok = False
-        if not ok:
-            raise ConfigError(
-                f"hydra.launcher.n_jobs={n_jobs}: must be an integer from 1 to {MAX_N_JOBS}, or -1 (every core)"
-            )
-    prefer = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "hydra.launcher.prefer"), None)
-    if prefer is not None and prefer not in ("processes", "threads"):
-        raise ConfigError(f"hydra.launcher.prefer={prefer}: must be processes or threads")
+    for key, (ok, must) in LAUNCHER_CHECKS.items():
+        value = _launcher_value(overrides, key)
+        if value is not None and not ok(value):
+            raise ConfigError(f"hydra.launcher.{key}={value}: {must}")
     if launcher == "slurm" and not all(shutil.which(tool) for tool in ("sbatch", "srun")):
         raise ConfigError("hydra/launcher=slurm: SLURM's sbatch and srun are not on this machine (use a login node)")
 

@@ -185,6 +185,16 @@ CASES = [
         ["-m", "hydra.launcher.prefer=nope", "hydra/launcher=parallel", "workers=1,2"],
         "hydra.launcher.prefer=nope: must be processes or threads",
     ),
+    # joblib's own values: a timeout ended the sweep with a traceback (the job unrecorded), pre_dispatch and
+    # batch_size were tracebacks, backend and mmap_mode were accepted and ignored or failed later
+    (
+        ["-m", "hydra/launcher=parallel", "hydra.launcher.timeout=0.001", "workers=1,2"],
+        ("hydra.launcher.timeout=0.001: must be null", "not recorded"),
+    ),
+    (["-m", "hydra/launcher=parallel", "hydra.launcher.pre_dispatch=abc", "workers=1,2"], "pre_dispatch=abc: must be"),
+    (["-m", "hydra/launcher=parallel", "hydra.launcher.batch_size=0", "workers=1,2"], "batch_size=0: must be auto"),
+    (["-m", "hydra/launcher=parallel", "hydra.launcher.backend=nope", "workers=1,2"], "backend=nope: must be null"),
+    (["-m", "hydra/launcher=parallel", "hydra.launcher.mmap_mode=zz", "workers=1,2"], "mmap_mode=zz: must be null"),
     # the key as on the command line: no member type of a union in it, no mapping shown as a missing key's value
     (["engine=simulated", "engine.cores=0", "workers=2"], "engine.cores=0: must be an integer >= 1 or must be"),
     (["~problem.target_loss"], "error: problem.target_loss: is required"),
