@@ -66,7 +66,25 @@ def source(argv: list[str]) -> Source:
             folder = kw[name][-1] if name == "search_dirs" else kw[name] if name == "config_dir" else None
             if folder is not None and not Path(folder).is_dir():
                 raise ConfigError(f"{flag} {value}: no such config folder")
+            if name == "config_name":
+                named = f"{flag} {value or repr('')}"
+    if "config_name" in kw:
+        _primary_exists(named, kw["config_name"], [kw.get("config_dir", Source.config_dir), *kw.get("search_dirs", ())])
     return Source(**kw)
+
+
+def _primary_exists(given: str, name: str, folders: list[str]) -> None:
+    """``--config-name``/``-cn`` names a yaml file of the config folder or of a ``--config-dir`` folder (Hydra's
+    message for one that is not there was blamed on the first override).
+
+    Raises:
+        ConfigError: ``-cn NAME: no such primary config (options: ...)``.
+    """
+    stem = name.removesuffix(".yaml")
+    if stem and any((Path(f) / f"{stem}.yaml").is_file() for f in folders):
+        return
+    options = sorted({p.stem for f in folders if Path(f).is_dir() for p in Path(f).glob("*.yaml")})
+    raise ConfigError(f"{given}: no such primary config (options: {', '.join(options) or 'none'})")
 
 
 def overrides_of(argv: list[str]) -> list[str]:

@@ -205,6 +205,9 @@ CASES = [
     (["hydra.output_subdir=.hcfg"], "hydra.output_subdir=.hcfg"),
     (["hydra.job.chdir=true"], "hydra.job.chdir"),
     (["--config-dir", "/tmp/apam-test-no-such-folder", "updates=20"], "--config-dir /tmp/apam-test-no-such-folder"),
+    # a primary config that is not there: Hydra's message was put on the first override ("engine=simulated: ...")
+    (["-cn", "nonexist", "engine=simulated"], "error: -cn nonexist: no such primary config (options: config)"),
+    (["-cn", "", "updates=5"], "error: -cn '': no such primary config"),
 ]
 
 
