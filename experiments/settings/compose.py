@@ -367,6 +367,27 @@ def _composed(combo: list[str], source: Source):
         raise ConfigError(f"{' '.join(combo) or source.config_name}: {str(exc).strip().splitlines()[0]}") from None
 
 
+def group_values(overrides: list[str], source: Source = DEFAULT) -> None:
+    """A config group (a folder of conf/: ``algorithm``, ``problem``, ``hydra/launcher``, ...) takes one option per
+    job: Hydra merges the options of a list (``algorithm=[async_sgd,apam]``) into one config, which ran as neither.
+
+    Raises:
+        ConfigError: ``algorithm=[async_sgd,apam]: choose one option of the config group (a sweep: -m ...)``.
+    """
+    for o in _parse(overrides):
+        if o.key_or_group.split("/")[0] not in source.groups:
+            continue
+        value = o.value()
+        values = getattr(value, "list", None) if o.is_sweep_override() else [value]
+        for v in values or []:
+            if isinstance(v, list):
+                key = o.get_key_element()
+                raise ConfigError(
+                    f"{o.input_line}: choose one option of the config group "
+                    f"(a sweep: -m {key}={','.join(str(x) for x in v)})"
+                )
+
+
 def precheck(overrides: list[str], multirun: bool, source: Source = DEFAULT) -> list:
     """Compose every job the command line asks for and build its settings, then check the results folders, the
     device, the data, the calibration file and the master address of every job, and build each of a sweep's distinct
@@ -376,6 +397,7 @@ def precheck(overrides: list[str], multirun: bool, source: Source = DEFAULT) -> 
     Raises:
         ConfigError: the first bad override, value, folder or missing data set, as one line naming it.
     """
+    group_values(overrides, source)
     combos, _ = job_overrides(overrides, multirun)
     settings = [build_settings(cfg) for cfg in compose_jobs(combos, source)]
     for folder in sorted({s.results_dir for s in settings}):

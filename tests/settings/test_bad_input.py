@@ -55,6 +55,13 @@ CASES = [
     (["engine.costs.grad_s=0"], "engine.costs.grad_s=0: must be a number > 0"),  # every time 0, no speed-up
     (["delay.slow_workers=1", "delay.slowdown=1e308"], "delay.slowdown=1e+308: must be a number <= 1e+06"),
     (["-m", "delay.sigma=0.5,-1e999"], "delay.sigma=0.5,-1e999: a number beyond a float's range"),
+    # a list for a config group: Hydra merged the options (two algorithms ran as one, exit 0)
+    (
+        ["algorithm=[async_sgd,apam]"],
+        ("error: algorithm=[async_sgd,apam]: choose one option of the config group", "-m algorithm=async_sgd,apam)"),
+    ),
+    (["problem=[logreg_fmnist,lenet5_fmnist]"], "problem=[logreg_fmnist,lenet5_fmnist]: choose one option"),
+    (["-m", "delay=[none,fixed],none"], "delay=[none,fixed],none: choose one option"),
     (["force=maybe"], "force=maybe"),
     (["progress=maybe"], "progress=maybe"),
     (["device=tpu"], "device=tpu"),
