@@ -156,6 +156,11 @@ class RunSettings(Frozen):
         if not v.strip():
             raise ValueError(f"results_dir={v!r}: must name a folder")
         parts = PurePosixPath(v).parts
+        if parts[0].startswith("~"):  # quoted on the command line: the shell left it, and a folder '~' would be made
+            raise ValueError(
+                f"results_dir={v}: '{parts[0]}' is not expanded here (write the path out, or let the shell expand it "
+                "unquoted)"
+            )
         climbs = [i for i, part in enumerate(parts) if part == ".."]
         if any(parts[j] not in ("..", "/") for i in climbs for j in range(i)):
             # Hydra creates <results_dir>/.hydra before any check of ours, and creating a/x/../y creates a/x too

@@ -280,6 +280,18 @@ def test_a_results_dir_that_is_a_link_to_nothing_is_one_line(tmp_path, entry_poi
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling"]
 
 
+@pytest.mark.parametrize("home", ["~", "~nobody"])
+def test_a_results_dir_under_an_unexpanded_home_is_refused(tmp_path, entry_point, home):
+    """Quoted (``"results_dir='~/r'"``), the shell leaves ``~`` as it is: a folder literally named ``~`` was made in
+    the current folder. (Not a CASES row: those give results_dir= themselves.)"""
+    code, stderr = entry_point([f"results_dir='{home}/r-q9'", "updates=5"], cwd=tmp_path)
+    assert code == 2 and stderr.strip().splitlines() == [
+        f"error: results_dir={home}/r-q9: '{home}' is not expanded here (write the path out, or let the shell expand "
+        "it unquoted)"
+    ], stderr[-2000:]
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_results_dir_name_too_long_is_one_line():
     """A name longer than the file system takes (255 bytes on Linux): lookup fails with ENAMETOOLONG, which the
     check says in one line rather than a traceback."""
