@@ -202,6 +202,23 @@ def launcher_values(overrides: list[str]) -> None:
         raise ConfigError("hydra/launcher=slurm: SLURM's sbatch and srun are not on this machine (use a login node)")
 
 
+def experiment_multirun(overrides: list[str], multirun: bool) -> None:
+    """``experiment=`` runs only with ``-m``: an experiment is a sweep (its profile's values, conf/experiment/); a
+    single run of it ran the defaults, ignored ``profile=``, and wrote a row into the summary the experiment's
+    report reads. (``--cfg job experiment=...`` still shows its config; ``experiments.run()`` of the Python API is
+    not this command line.)
+
+    Raises:
+        ConfigError: ``experiment=<id>: an experiment is a sweep ...; add -m``.
+    """
+    given = next((o for o in overrides if o.split("=", 1)[0].lstrip("+~") == "experiment"), None)
+    if given is not None and not multirun:
+        raise ConfigError(
+            f"{given}: an experiment is a sweep (its profile's values); add -m: python -m experiments.run -m {given} "
+            "profile=..."
+        )
+
+
 COMPLETION_SHELLS = ("bash", "zsh", "fish")
 """The shells Hydra's ``--shell-completion`` has plugins for."""
 

@@ -193,6 +193,8 @@ def main() -> None:
         try:
             overrides = command_line.overrides_of(argv)
             source = command_line.source(argv)
+            if not shows:
+                command_line.experiment_multirun(overrides, multirun)
             if multirun:
                 extra = profile_sweep(overrides, source)
                 sys.argv += extra

@@ -166,6 +166,8 @@ CASES = [
     (["-m", "workers=1,3", f"engine.trace={TIMELINE}/not_numbers.csv"], "cannot read a timeline"),
     # --------------------------------------------------------------- sweeps and launchers
     (["workers=1,2"], "workers=1,2"),  # a sweep without -m
+    # an experiment without -m ran the defaults, ignored the profile and wrote a row into the experiment's summary
+    (["experiment=tau_threshold", "profile=smoke"], "error: experiment=tau_threshold: an experiment is a sweep"),
     (["-m", "workers=1,0"], "workers=0"),
     (["-m", "algorithm=apam,sync_amsgrad", "delay=none,fixed"], "delay=fixed"),
     (["-m", "workers=1,2", "engine.warmup_updates=abc"], "engine.warmup_updates=abc"),
