@@ -41,6 +41,7 @@ from experiments.settings.preflight import (
     check_traces,
     check_writable,
 )
+from experiments.settings.sweep_size import check_size
 
 ADDABLE = frozenset({"problem.init_std", "problem.eval_batch_size"})
 """Keys absent from conf/ that the harness reads when present (``+problem.init_std=0.01``); any other ``+key`` is
@@ -110,9 +111,16 @@ def _overflows(value) -> bool:
 
 
 def expand_overrides(overrides: list[str]) -> dict[str, list[str]]:
-    """key -> list of ``key=value`` strings (one per swept value; one for a plain override)."""
+    """key -> list of ``key=value`` strings (one per swept value; one for a plain override).
+
+    Raises:
+        ConfigError: an override does not parse, a sweep cannot be listed or is empty, or the sweep has more than
+            :data:`~experiments.settings.sweep_size.MAX_JOBS` jobs.
+    """
     out: dict[str, list[str]] = {}
-    for o in _parse(overrides):  # the strings Hydra's basic sweeper makes: they name the runs (run ids)
+    parsed = _parse(overrides)
+    check_size(parsed)  # counted before any value is listed: range(1,1000000) is refused at once
+    for o in parsed:  # the strings Hydra's basic sweeper makes: they name the runs (run ids)
         key = o.get_key_element()
         if o.is_sweep_override():
             try:
@@ -255,8 +263,9 @@ def job_cover(overrides: list[str], strength: int = 1) -> list[list[str]]:
     return [[lists[k][i] for k, i in enumerate(c)] for c in chosen] or [[]]
 
 
-def compose_jobs(combos: list[list[str]], source: Source = DEFAULT, resolve: bool = True) -> list:
-    """The config of each job (DictConfig; resolved unless ``resolve`` is False).
+def compose_jobs(combos: list[list[str]], source: Source = DEFAULT, resolve: bool = True, each=None) -> list:
+    """The config of each job (DictConfig; resolved unless ``resolve`` is False), or ``each(config)`` of it, job by
+    job: an error ``each`` raises stops at that job, before the later ones are composed.
 
     Hydra composes once per distinct choice of config groups; each job's value overrides are then applied to a copy
     (:func:`apply_values`), so a sweep of thousands of jobs is composed in seconds. Works inside a running Hydra app
@@ -269,13 +278,13 @@ def compose_jobs(combos: list[list[str]], source: Source = DEFAULT, resolve: boo
         saved = GlobalHydra.instance().hydra
         GlobalHydra.instance().clear()
         try:
-            return compose_jobs(combos, source, resolve)
+            return compose_jobs(combos, source, resolve, each)
         finally:
             GlobalHydra.instance().initialize(saved)
     with initialize_config_dir(
         config_dir=str(Path(source.config_dir).absolute()), version_base="1.3", job_name="precheck"
     ):
-        return _all(combos, source, resolve)
+        return _all(combos, source, resolve, each)
 
 
 def _is_group(source: Source, override: str) -> bool:
@@ -285,7 +294,7 @@ def _is_group(source: Source, override: str) -> bool:
     return key in source.groups or key.startswith("hydra")
 
 
-def _all(combos: list[list[str]], source: Source, resolve: bool) -> list:
+def _all(combos: list[list[str]], source: Source, resolve: bool, each=None) -> list:
     bases: dict[tuple, object] = {}
     parsed: dict[str, Override] = {}
     out = []
@@ -308,7 +317,7 @@ def _all(combos: list[list[str]], source: Source, resolve: bool) -> list:
                 cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
             except Exception as exc:
                 raise _unresolved(combo, exc) from None
-        out.append(cfg)
+        out.append(cfg if each is None else each(cfg))
     return out
 
 
@@ -389,7 +398,8 @@ def group_values(overrides: list[str], source: Source = DEFAULT) -> None:
 
 
 def precheck(overrides: list[str], multirun: bool, source: Source = DEFAULT) -> list:
-    """Compose every job the command line asks for and build its settings, then check the results folders, the
+    """Compose every job the command line asks for and build its settings, job by job (the first bad one stops it,
+    before the later ones are composed), then check the results folders, the
     device, the data, the calibration file and the master address of every job, and build each of a sweep's distinct
     problems once (preflight.check_problems: one job's bad data stops the sweep before any job runs); return the
     jobs' settings, in launch order. Nothing is written under results_dir.
@@ -399,7 +409,7 @@ def precheck(overrides: list[str], multirun: bool, source: Source = DEFAULT) -> 
     """
     group_values(overrides, source)
     combos, _ = job_overrides(overrides, multirun)
-    settings = [build_settings(cfg) for cfg in compose_jobs(combos, source)]
+    settings = compose_jobs(combos, source, each=build_settings)  # job by job: the first bad one stops it
     for folder in sorted({s.results_dir for s in settings}):
         check_writable(folder)
     check_places(settings, combos)

@@ -171,6 +171,11 @@ CASES = [
     (["-m", "workers=1,0"], "workers=0"),
     (["-m", "algorithm=apam,sync_amsgrad", "delay=none,fixed"], "delay=fixed"),
     (["-m", "workers=1,2", "engine.warmup_updates=abc"], "engine.warmup_updates=abc"),
+    # counted before any job is composed: a million values hung, hundreds were composed before the first was named
+    (["-m", "workers=range(1,1000000)"], "workers=range(1,1000000): a sweep of 999999 jobs, more than the 10000"),
+    (["-m", "seed=range(0,200)", "workers=range(1,100)"], "seed=range(0,200) workers=range(1,100): a sweep of 19800"),
+    # job by job: the first job's bad value is named before a later job (algorithm=nope) is composed
+    (["-m", "workers=0", "algorithm=apam,nope"], "workers=0: needs algorithm.master_computes=true"),
     # a later job's data refuses it (here, too few examples for a batch): found before job 0 runs
     (["-m", "problem.max_train=500,10"], "batch_size=64: larger than the 10 training examples"),
     (["-m", "batch_size=64,100000"], "batch_size=100000: larger than the"),  # one problem, a later batch too large
