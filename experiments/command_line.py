@@ -211,7 +211,9 @@ def experiment_multirun(overrides: list[str], multirun: bool) -> None:
     Raises:
         ConfigError: ``experiment=<id>: an experiment is a sweep ...; add -m``.
     """
-    given = next((o for o in overrides if o.split("=", 1)[0].lstrip("+~") == "experiment"), None)
+    given = next(
+        (o for o in overrides if o.split("=", 1)[0].lstrip("+") == "experiment" and o != "experiment=null"), None
+    )
     if given is not None and not multirun:
         raise ConfigError(
             f"{given}: an experiment is a sweep (its profile's values); add -m: python -m experiments.run -m {given} "

@@ -327,3 +327,15 @@ def test_a_flag_hydra_would_not_read_is_one_line(tmp_path, entry_point, args, na
 def test_a_flag_after_every_override_is_read_as_hydra_reads_it(tmp_path, entry_point):
     code, stderr = entry_point([f"results_dir={tmp_path}/res", "updates=5", "--cfg", "job"])
     assert code == 0, stderr[-3000:]
+
+
+def test_only_choosing_an_experiment_needs_multirun():
+    """``experiment=<id>`` without -m is refused (a CASES row); ``experiment=null`` and ``~experiment`` choose none."""
+    from experiments.command_line import experiment_multirun
+    from experiments.errors import ConfigError
+
+    experiment_multirun(["experiment=null", "updates=5"], multirun=False)
+    experiment_multirun(["~experiment"], multirun=False)
+    experiment_multirun(["experiment=tau_threshold"], multirun=True)
+    with pytest.raises(ConfigError, match=r"^experiment=tau_threshold: an experiment is a sweep"):
+        experiment_multirun(["experiment=tau_threshold"], multirun=False)
