@@ -123,11 +123,13 @@ MMAP_MODES = ("r+", "r", "w+", "c")
 
 
 def _launcher_value(overrides: list[str], key: str) -> str | None:
-    """The value typed for ``hydra.launcher.<key>`` (quotes around it dropped), or None when not given."""
-    value = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == f"hydra.launcher.{key}"), None)
-    if value is not None and len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-        value = value[1:-1]
-    return value
+    """The value typed for ``hydra.launcher.<key>``, or None when not given."""
+    return next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == f"hydra.launcher.{key}"), None)
+
+
+def _unquoted(value: str) -> str:
+    quoted = len(value) >= 2 and value[0] == value[-1] and value[0] in "'\""
+    return value[1:-1] if quoted else value
 
 
 def _whole(value: str, least: int) -> bool:
@@ -196,7 +198,7 @@ def launcher_values(overrides: list[str]) -> None:
     launcher = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "hydra/launcher"), "basic")
     for key, (ok, must) in LAUNCHER_CHECKS.items():
         value = _launcher_value(overrides, key)
-        if value is not None and not ok(value):
+        if value is not None and not ok(_unquoted(value)):
             raise ConfigError(f"hydra.launcher.{key}={value}: {must}")
     if launcher == "slurm" and not all(shutil.which(tool) for tool in ("sbatch", "srun")):
         raise ConfigError("hydra/launcher=slurm: SLURM's sbatch and srun are not on this machine (use a login node)")
