@@ -119,7 +119,7 @@ MAX_N_JOBS = 4096
 JOBLIB_BACKENDS = ("loky", "multiprocessing", "threading", "sequential")
 """The backends joblib has without extra packages (joblib/parallel.py ``BACKENDS``)."""
 MMAP_MODES = ("r+", "r", "w+", "c")
-"""joblib's memory-mapping modes (``Parallel(mmap_mode=...)``; null turns it off)."""
+"""joblib's memory-mapping modes (``Parallel(mmap_mode=...)``; Hydra's launcher config types it str: no null)."""
 
 
 def _launcher_value(overrides: list[str], key: str) -> str | None:
@@ -181,7 +181,10 @@ LAUNCHER_CHECKS = {
     "batch_size": (lambda v: v == "auto" or _whole(v, 1), "must be auto or an integer >= 1"),
     "temp_folder": (lambda v: v == "null" or Path(v).is_dir(), "must be null or an existing folder"),
     "max_nbytes": (_max_nbytes_ok, "must be null, a number of bytes or a size such as 1M (K, M, G)"),
-    "mmap_mode": (lambda v: v in ("null", *MMAP_MODES), f"must be null or one of {', '.join(MMAP_MODES)}"),
+    "mmap_mode": (
+        lambda v: v in MMAP_MODES,
+        f"must be one of {', '.join(MMAP_MODES)} (the launcher's config takes no null)",
+    ),
 }
 """Each key of the parallel launcher (conf/hydra/launcher/parallel.yaml, Hydra's joblib launcher) a command line
 may set: whether a value typed for it is one joblib takes (``joblib.Parallel``), and what it must be."""

@@ -208,7 +208,8 @@ CASES = [
     (["-m", "hydra/launcher=parallel", "hydra.launcher.pre_dispatch=abc", "workers=1,2"], "pre_dispatch=abc: must be"),
     (["-m", "hydra/launcher=parallel", "hydra.launcher.batch_size=0", "workers=1,2"], "batch_size=0: must be auto"),
     (["-m", "hydra/launcher=parallel", "hydra.launcher.backend=nope", "workers=1,2"], "backend=nope: must be null"),
-    (["-m", "hydra/launcher=parallel", "hydra.launcher.mmap_mode=zz", "workers=1,2"], "mmap_mode=zz: must be null"),
+    (["-m", "hydra/launcher=parallel", "hydra.launcher.mmap_mode=zz", "workers=1,2"], "mmap_mode=zz: must be one of"),
+    (["-m", "hydra/launcher=parallel", "hydra.launcher.mmap_mode=null", "workers=1,2"], "mmap_mode=null: must be one"),
     # the key as on the command line: no member type of a union in it, no mapping shown as a missing key's value
     (["engine=simulated", "engine.cores=0", "workers=2"], "engine.cores=0: must be an integer >= 1 or must be"),
     (["~problem.target_loss"], "error: problem.target_loss: is required"),
