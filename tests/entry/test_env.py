@@ -148,9 +148,10 @@ def test_the_makefile_installs_from_and_regenerates_the_lock(target):
     assert proc.returncode == 0, proc.stderr
     if target == "venv":
         assert "pip install --quiet --require-hashes -r requirements-lock.txt" in proc.stdout
+        assert "/nonexistent-venv/bin/python -m piptools sync --quiet requirements-lock.txt" in proc.stdout
         assert "pip install --quiet --no-deps --no-build-isolation -e ." in proc.stdout
-    else:
-        assert "pip-compile" in proc.stdout and "--generate-hashes" in proc.stdout
+    else:  # pip-tools through the venv's python: a copied venv's bin/ scripts would run the original's
+        assert "/nonexistent-venv/bin/python -m piptools compile" in proc.stdout and "--generate-hashes" in proc.stdout
         assert "--extra dev --extra launchers" in proc.stdout and "--output-file requirements-lock.txt" in proc.stdout
 
 
