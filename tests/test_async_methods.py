@@ -86,7 +86,7 @@ def _summary():
         run_id="r",
         final_train_loss=0.4,
     )
-    return pd.DataFrame([{**base, **r} for r in rows])
+    return pd.DataFrame([{**base, **r, "run_id": f"r{i}"} for i, r in enumerate(rows)])  # one id per run
 
 
 def test_best_times_pick_the_factor_with_the_lowest_mean_and_count_misses_as_infinite():
@@ -122,6 +122,7 @@ def test_figure_takes_equal_seeds_whose_mean_lies_an_ulp_above_their_max(tmp_pat
     # three seeds at 0.1 s: their float mean is 0.10000000000000002 > max, once a negative error bar matplotlib refused
     rows = _summary()
     rows = pd.concat([rows, rows[rows["seed"] == 0].assign(seed=2)], ignore_index=True)
+    rows["run_id"] = [f"r{i}" for i in range(len(rows))]  # the copied rows are runs of their own
     rows["time_to_target_s"] = rows["time_to_target_s"].where(rows["time_to_target_s"].isna(), 0.1)
     best = best_times(rows).set_index("algorithm")
     assert best.loc["rennala_sgd", "time_mean"] > best.loc["rennala_sgd", "time_max"]  # the case under test
@@ -171,7 +172,8 @@ def _engine_summary(swap_on_distributed=False, overrun_apam=0, seeds=3):
         lr_factor=1.0,
         final_train_loss=0.4,
     )
-    return pd.DataFrame([{**base, **r, "seed": seed} for seed in range(seeds) for r in rows])
+    runs = [{**base, **r, "seed": seed} for seed in range(seeds) for r in rows]
+    return pd.DataFrame([{**run, "run_id": f"r{i}"} for i, run in enumerate(runs)])  # one id per run
 
 
 def test_engine_pairs_put_each_measured_run_beside_the_simulated_clock_of_its_engine():
