@@ -1,6 +1,7 @@
 """Whether a finished run's files read back whole (experiments/store/sink.py ``RunSink.finished``; the figures):
-``trace.csv`` (:func:`trace_problem`), ``staleness.csv`` and ``provenance.json`` (:func:`side_file_problem`). Each
-returns why a file cannot be read back, or None; a finished run with such a file counts as unfinished and runs again.
+``trace.csv`` (:func:`trace_problem`), ``staleness.csv`` (:func:`staleness_problem`) and ``provenance.json``
+(:func:`provenance_problem`). Each returns why a file cannot be read back, or None; a finished run with such a file
+counts as unfinished and runs again.
 """
 
 from __future__ import annotations
@@ -20,12 +21,9 @@ def trace_problem(path: Path) -> str | None:
     path = Path(path)
     if not path.exists():
         return None
-    if why := file_problem(path):
-        return f"cannot be read ({why})"
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return f"cannot be read ({getattr(exc, 'strerror', None) or type(exc).__name__})"
+    text, why = _text(path)
+    if why is not None:
+        return why
     if not text.endswith("\n"):
         return "does not end with a newline (truncated)"
     rows = list(csv.reader(io.StringIO(text)))
@@ -48,28 +46,41 @@ def trace_problem(path: Path) -> str | None:
     return None
 
 
-def side_file_problem(path: Path) -> str | None:
-    """Why a finished run's ``staleness.csv`` (a header ``staleness,count``, then whole numbers) or
-    ``provenance.json`` (a JSON object) at ``path`` cannot be read back: missing, not a regular file, not UTF-8,
-    not of its form; None when it reads whole. Every run writes both, so a finished run lacking one counts as
-    unfinished (the figures and the report read them)."""
-    path = Path(path)
-    if not path.exists():
-        return "is missing"
-    if why := file_problem(path):
-        return f"cannot be read ({why})"
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return f"cannot be read ({getattr(exc, 'strerror', None) or type(exc).__name__})"
-    if path.suffix == ".json":
-        try:
-            return None if isinstance(json.loads(text), dict) else "is not a JSON object"
-        except ValueError:
-            return "is not valid JSON (truncated?)"
+def staleness_problem(path: Path) -> str | None:
+    """Why a finished run's ``staleness.csv`` at ``path`` (a header ``staleness,count``, then rows of two whole
+    numbers, each with its newline) cannot be read back: missing, unreadable (:func:`_text`), not of that form; None
+    when it reads whole. Every run writes one, so a finished run lacking it counts as unfinished."""
+    text, why = _text(Path(path))
+    if why is not None:
+        return why
     rows = list(csv.reader(io.StringIO(text)))
     if not text.endswith("\n") or not rows or rows[0] != ["staleness", "count"]:
         return "is not a staleness histogram (header staleness,count; a final newline)"
     if not all(len(r) == 2 and r[0].isdigit() and r[1].isdigit() for r in rows[1:]):
         return "has a row that is not two whole numbers"
     return None
+
+
+def provenance_problem(path: Path) -> str | None:
+    """Why a finished run's ``provenance.json`` at ``path`` (a JSON object) cannot be read back: missing, unreadable
+    (:func:`_text`), not JSON or not an object; None when it reads whole. Every run writes one at its start."""
+    text, why = _text(Path(path))
+    if why is not None:
+        return why
+    try:
+        return None if isinstance(json.loads(text), dict) else "is not a JSON object"
+    except ValueError:
+        return "is not valid JSON (truncated?)"
+
+
+def _text(path: Path) -> tuple[str, str | None]:
+    """The UTF-8 text of the file at ``path``, and why it cannot be had (``is missing``, ``cannot be read (...)``:
+    not a regular file, so a named pipe is never opened, or not UTF-8); the text is empty when there is a reason."""
+    if not path.exists():  # a link to nothing included
+        return "", "is missing"
+    if why := file_problem(path):
+        return "", f"cannot be read ({why})"
+    try:
+        return path.read_bytes().decode("utf-8"), None
+    except (OSError, UnicodeDecodeError) as exc:
+        return "", f"cannot be read ({getattr(exc, 'strerror', None) or type(exc).__name__})"

@@ -26,7 +26,7 @@ import yaml
 from filelock import FileLock
 
 from experiments.log import get_logger
-from experiments.store.damage import side_file_problem, trace_problem
+from experiments.store.damage import provenance_problem, staleness_problem, trace_problem
 from experiments.store.run_id import IGNORED_IN_RUN_ID, LOOKUP_TABLES
 from experiments.store.table import csv_cell, csv_text, file_problem, parse_summary, set_aside, write_atomically
 
@@ -169,8 +169,8 @@ class RunSink:
         for name, damage in (
             ("config.yaml", self.config_damage()),
             ("trace.csv", self.trace_damage()),
-            ("staleness.csv", side_file_problem(self.run_dir / "staleness.csv")),
-            ("provenance.json", side_file_problem(self.run_dir / "provenance.json")),
+            ("staleness.csv", staleness_problem(self.run_dir / "staleness.csv")),
+            ("provenance.json", provenance_problem(self.run_dir / "provenance.json")),
         ):
             if damage is not None:
                 log.info(
