@@ -50,5 +50,5 @@ def _stamp_problem(stamp) -> str | None:
     try:
         t = calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
     except (TypeError, ValueError):
-        return "is not a UTC time stamp such as 2026-01-31T12:00:00Z"
+        return "is not a UTC time stamp (%Y-%m-%dT%H:%M:%SZ)"
     return "is in the future" if t > time.time() + 60 else None
