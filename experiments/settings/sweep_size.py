@@ -11,8 +11,8 @@ from hydra.core.override_parser.types import ChoiceSweep, Override, RangeSweep
 from experiments.errors import ConfigError
 
 MAX_JOBS = 10_000
-"""The most jobs one command line may ask for. Every job is composed and checked before any runs (about 30 ms and
-1 MB each), and a sweep of more is rather a typo (``range(1,1000000)``) than a plan: split it into several command
+"""The most jobs one command line may ask for. Every job is composed and checked before any runs, each taking time
+and memory, and a sweep of more is rather a typo (``range(1,1000000)``) than a plan: split it into several command
 lines (each skips the runs already in the summary)."""
 
 
