@@ -3,8 +3,12 @@ the job's command-line overrides and seed (:func:`make_run_id`). Keys that name 
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import math
 import re
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
 
 IGNORED_IN_RUN_ID = {
     "results_dir",
@@ -50,12 +54,34 @@ def _lossless(override: str) -> bool:
     ).replace("_", "-")
 
 
+@functools.lru_cache(maxsize=4096)
+def _canonical(override: str) -> str:
+    """``key=value`` with a number written the one way Hydra writes it back (``str`` of the int or float its grammar
+    reads): ``lr=1e-3`` and ``lr=0.001`` are one run, as are ``workers=+2`` and ``workers=2``, and a plain run names
+    its number as a ``-m`` sweep's job does (``1e-5`` is ``1e-05`` there). ``-0.0`` is ``0.0``. Anything else (a
+    string, a quoted number, a bool, a list, a sweep, text Hydra cannot read) is kept as given. An int and a float
+    stay apart (``epochs=2`` and ``epochs=2.0``), as the committed ids hold both kinds."""
+    key, sep, text = override.partition("=")
+    if not sep or not re.fullmatch(r"[+-]?[0-9_.]*(?:[eE][+-]?[0-9_]+)?", text) or not any(c.isdigit() for c in text):
+        return override  # the fast path: no number literal (most overrides name a group option or a path)
+    try:
+        value = OverridesParser.create().parse_override(f"k={text}").value()
+    except Exception:  # noqa: BLE001 -- hydra's OverrideParseException: left to the checks that name it
+        return override
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return override
+    return f"{key}={value + 0.0 if isinstance(value, float) else value}"
+
+
 def make_run_id(overrides: list[str], seed: int) -> str:
     """A deterministic run id from the run's command-line overrides and its seed (no timestamps).
 
     Overrides are sorted, keys in ``IGNORED_IN_RUN_ID`` (where results go, how they are shown) and Hydra's own
     (``hydra.*``, ``hydra/launcher=...``: a sweep's jobs never see them; the Python API passes them on) dropped, and
     ``seed=<seed>`` always included: ``['workers=4', 'algorithm=apam']`` -> ``algorithm-apam_workers-4_seed-0``.
+    A number is written as Hydra reads it (:func:`_canonical`: ``lr=1e-3`` and ``lr=0.001`` give one id). A value
+    equal to the default but given anyway still names the run (``algorithm=apam`` where apam is the default): the id
+    is of the command line, not of the composed config.
     An override whose fragment loses information (a path's ``/``, spaces, brackets, commas, quotes, runs of
     replaced characters: :func:`_lossless`) would let two different inputs share an id (``problem.path=/d/a/b`` and
     ``problem.path=/d/a-b``): then the id ends in ``_h-`` and 10 hex digits of the sha1 of those overrides' exact
@@ -67,7 +93,7 @@ def make_run_id(overrides: list[str], seed: int) -> str:
         key = o.split("=", 1)[0].lstrip("+~")
         if key.split(".")[0] in IGNORED_IN_RUN_ID or key.startswith(("hydra.", "hydra/")) or key == "seed":
             continue
-        kept.append(o.lstrip("+~"))
+        kept.append(_canonical(o.lstrip("+~")))
     kept = sorted(kept) + [f"seed={seed}"]
     rid = "_".join(_fragment(o) for o in kept)
     lossy = [o for o in kept if not _lossless(o)]

@@ -310,9 +310,33 @@ def test_run_id_changes_only_where_sanitising_loses_information():
     assert lossy.startswith("problem.path--d-a-b.svm_workers-2_seed-0_h-") and len(lossy.split("_h-")[1]) == 10
     # ids that lose nothing are as they always were: '=' and '_' become '-'
     assert (
-        make_run_id(["delay.max_delay=400", "algorithm=sync_amsgrad", "+x=-1.5e-3"], 1)
-        == "algorithm-sync-amsgrad_delay.max-delay-400_x--1.5e-3_seed-1"
+        make_run_id(["delay.max_delay=400", "algorithm=sync_amsgrad", "+x=-1.5"], 1)
+        == "algorithm-sync-amsgrad_delay.max-delay-400_x--1.5_seed-1"
     )
+
+
+@pytest.mark.parametrize(
+    "written, as_read",
+    [
+        ("algorithm.lr_factor=1e-3", "algorithm.lr_factor=0.001"),  # an exponent
+        ("workers=+2", "workers=2"),  # a sign
+        ("engine.updates=30_000", "engine.updates=30000"),  # Hydra's digit separator
+        ("delay.sigma=.5", "delay.sigma=0.5"),
+        ("delay.sigma=-0.0", "delay.sigma=0.0"),
+        ("algorithm.lr=1e-5", "algorithm.lr=1e-05"),  # what a -m sweep's job override holds for 1e-5
+    ],
+)
+def test_a_number_names_its_run_as_hydra_reads_it(written, as_read):
+    """Two spellings of one number are one run (one folder, one summary row): the id is of the value Hydra reads."""
+    assert make_run_id([written, "workers=4"], 0) == make_run_id([as_read, "workers=4"], 0)
+    assert make_run_id([as_read], 0) == as_read.replace("=", "-").replace("_", "-") + "_seed-0"
+
+
+def test_numbers_that_differ_and_text_that_is_no_number_keep_their_ids():
+    assert make_run_id(["epochs=2"], 0) != make_run_id(["epochs=2.0"], 0)  # an int and a float (both committed)
+    assert make_run_id(["workers=02"], 0) == "workers-02_seed-0"  # no number in Hydra's grammar: a string
+    assert make_run_id(["x='1e-3'"], 0) != make_run_id(["x=0.001"], 0)  # a quoted number is a string
+    assert make_run_id(["problem.path=/d/1e-3"], 0) != make_run_id(["problem.path=/d/0.001"], 0)
 
 
 def _old_make_run_id(overrides, seed):
