@@ -33,6 +33,7 @@ from experiments.log import get_logger
 from experiments.settings.build import build_settings, make_rule, resolved
 from experiments.settings.preflight import check_device, check_writable, make_problem, resolve_device
 from experiments.store import provenance
+from experiments.store.inputs import fingerprints
 from experiments.store.run_id import make_run_id
 from experiments.store.run_lock import run_lock
 from experiments.store.sink import RunSink
@@ -224,7 +225,10 @@ def _execute_held(cfg, settings, sink: RunSink, tuning: str | None) -> str:
     # f* only where it is unique and cheap to certify (l2 > 0: strongly convex); else traces leave opt_gap empty
     opt = problem.optimum() if p.kind.startswith("logreg") and p.l2 > 0 else None
     job_event("start", run_id, settings)
-    sink.write_config(OmegaConf.to_yaml(OmegaConf.create(config)), provenance.collect(settings.threads, str(device)))
+    sink.write_config(
+        OmegaConf.to_yaml(OmegaConf.create(config)),
+        {**provenance.collect(settings.threads, str(device)), "inputs": fingerprints(config)},
+    )
     recorder = Recorder(
         problem,
         constant_columns(settings, run_id),

@@ -5,7 +5,8 @@ The runner adds what the run's clock used (experiments/runner.py): ``costs`` and
 engine), ``calibration`` (the file's path) and, when calibration entries were used, ``calibration_used``
 (:func:`experiments.clock.calibration.used_summary`: the file, the oldest and newest ``measured`` times of the
 entries used, the worst spread and its key, the spread bound, the keys still above it after a second measurement,
-and each entry's ``measured`` time and ``spread``)."""
+and each entry's ``measured`` time and ``spread``), and ``inputs``: the files the run read besides its config
+(experiments/store/inputs.py: path, size, sha256)."""
 
 from __future__ import annotations
 

@@ -27,6 +27,7 @@ from filelock import FileLock
 
 from experiments.log import get_logger
 from experiments.store.damage import provenance_problem, staleness_problem, trace_problem
+from experiments.store.inputs import input_changes
 from experiments.store.run_id import IGNORED_IN_RUN_ID, LOOKUP_TABLES
 from experiments.store.table import csv_cell, csv_text, file_problem, parse_summary, set_aside, write_atomically
 
@@ -227,7 +228,8 @@ class RunSink:
         (``config.yaml``): ``"key: old -> new"`` for every dotted key present in both whose value differs (top-level
         keys in ``ignore`` -- where results go, how they are shown -- left out). Keys added or removed since are not
         changes: a new key's default keeps the old behaviour. [] when there is no config.yaml; one entry
-        ``config.yaml: <why>`` when it is damaged (:meth:`config_damage`)."""
+        ``config.yaml: <why>`` when it is damaged (:meth:`config_damage`). A file the run read (a LIBSVM data set, a
+        replayed timeline) that holds other bytes now is a change too (experiments/store/inputs.py)."""
         if not (self.run_dir / "config.yaml").exists():
             return []
         old, damage = self._read_config()
@@ -238,7 +240,15 @@ class RunSink:
             f"{k}: {a[k]!r} -> {b[k]!r}"
             for k in sorted(a.keys() & b.keys())
             if k.split(".")[0] not in ignore and a[k] != b[k]
-        ]
+        ] + input_changes(self._provenance().get("inputs"), cfg)
+
+    def _provenance(self) -> dict:
+        """The run's ``provenance.json`` as a mapping; {} when it is missing or damaged (:meth:`finished` tells)."""
+        try:
+            data = json.loads((self.run_dir / "provenance.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
 
     def summary_row(self) -> dict | None:
         """This run's row of ``summary.csv`` (column -> text), None when it has none. A damaged summary is repaired

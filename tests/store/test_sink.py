@@ -531,6 +531,43 @@ def test_the_runner_repairs_a_damaged_summary_reruns_a_damaged_config_and_refuse
     ]
 
 
+def test_a_run_records_the_files_it_read_and_reruns_when_one_holds_other_bytes(tmp_path):
+    """The run id names a data file by its path: the bytes are in provenance.json (``inputs``), and a finished run
+    whose file changed runs again; the same bytes written anew (another modification time) are no change."""
+    import json
+
+    data = tmp_path / "d.svm"
+    rows = [f"{1 if i % 2 else -1} 1:{(i % 7) / 7:.3f} 2:{(i % 3) / 3:.3f}\n" for i in range(32)]
+    data.write_text("".join(rows))
+    res = tmp_path / "res"
+    cmd = [sys.executable, "-m", "experiments.run", "problem=logreg_libsvm", f"problem.path={data}", "epochs=1"]
+    cmd += ["batch_size=8", "engine=simulated", "engine.costs.grad_s=0.001", f"results_dir={res}"]
+
+    def run():
+        p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+        assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-3000:]
+        return [line for line in p.stderr.splitlines() if line.startswith("[")]
+
+    assert run()[-1].startswith("[ok] ")
+    (rid,) = _ids(res / "adhoc" / "summary.csv")
+    recorded = json.loads((res / "adhoc" / "runs" / rid / "provenance.json").read_text())["inputs"]
+    import hashlib
+
+    assert recorded == {
+        "problem.path": {
+            "path": str(data),
+            "bytes": data.stat().st_size,
+            "sha256": hashlib.sha256(data.read_bytes()).hexdigest(),
+        }
+    }
+    data.write_text("".join(rows))  # the same bytes again
+    assert run()[0].startswith("[skip] ")
+    data.write_text("".join(rows[:-1]))  # one sample fewer
+    lines = run()
+    assert lines[0].startswith(f"[rerun] adhoc/{rid}: finished with another config (problem.path: {data} holds other ")
+    assert lines[-1].startswith("[ok] ") and len(_ids(res / "adhoc" / "summary.csv")) == 1
+
+
 FULL_DISK = """
 import errno, os, sys
 from experiments.store import atomic
