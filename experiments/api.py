@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from experiments.command_line import experiment_multirun
 from experiments.errors import ConfigError
 from experiments.runner import execute
 from experiments.settings.compose import compose_jobs, precheck
@@ -59,7 +60,8 @@ def run(overrides: list[str] | tuple[str, ...] = (), results_dir: str | Path | N
 
     Raises:
         ConfigError: a bad key or value, or missing data (the message names it; nothing is written); overrides
-            that are not a list of ``KEY=VALUE`` strings, or that ask for a sweep (``-m``).
+            that are not a list of ``KEY=VALUE`` strings, or that ask for a sweep (``-m``: a sweep's values, an
+            ``experiment=``, a launcher's or sweeper's key).
     """
     if (
         isinstance(overrides, (str, bytes))
@@ -70,6 +72,14 @@ def run(overrides: list[str] | tuple[str, ...] = (), results_dir: str | Path | N
     if any(o.startswith("-") for o in overrides):
         bad = next(o for o in overrides if o.startswith("-"))
         raise ConfigError(f"{bad}: experiments.run takes one setting's KEY=VALUE overrides (sweeps: the command line)")
+    for o in overrides:  # a launcher or sweeper runs a sweep's jobs: here there is one job, in this process
+        if (
+            o.split("=", 1)[0]
+            .lstrip("+~")
+            .startswith(("hydra/launcher", "hydra.launcher", "hydra/sweeper", "hydra.sweeper"))
+        ):
+            raise ConfigError(f"{o}: run() is one run in this process; launchers and sweepers run sweeps (-m)")
+    experiment_multirun(list(overrides), multirun=False)
     overrides = list(overrides) + ([f"results_dir={results_dir}"] if results_dir is not None else [])
     settings = precheck(overrides, multirun=False)[0]
     cfg = compose_jobs([overrides])[0]

@@ -4,6 +4,7 @@ nothing."""
 
 import math
 import os
+import re
 
 import pandas as pd
 import pytest
@@ -111,6 +112,14 @@ def test_bad_input_raises_config_error_and_writes_nothing(tmp_path):
             run(bad, results_dir=tmp_path / "out")
     with pytest.raises(ConfigError, match="-m: experiments.run takes one setting"):
         run(["-m", "workers=1,2"], results_dir=tmp_path / "out")
+    with pytest.raises(ConfigError, match="workers=1,2: a sweep needs -m"):
+        run(["workers=1,2"], results_dir=tmp_path / "out")
+    # an experiment is a sweep, and a launcher or sweeper runs sweeps: accepted, the run ignored them
+    with pytest.raises(ConfigError, match="experiment=lr_speedup: an experiment is a sweep"):
+        run(["experiment=lr_speedup", *COSTS], results_dir=tmp_path / "out")
+    for key in ("hydra/launcher=parallel", "hydra.launcher.n_jobs=2", "hydra/sweeper=apam", "+hydra.sweeper.x=1"):
+        with pytest.raises(ConfigError, match=f"{re.escape(key)}: run\\(\\) is one run in this process"):
+            run([key, *COSTS], results_dir=tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 
