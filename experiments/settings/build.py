@@ -173,20 +173,38 @@ def describe(error: dict) -> str:
         why = f"must have {ctx.get('max_length', ctx.get('min_length'))} items"
     else:
         why = _PLAIN.get(kind, error.get("msg", "is not valid"))
-        if isinstance(value, str) and kind in ("int_type", "float_type", "bool_type") and _looks_typed(value):
-            return f"{key}='{value}': {why}, not a quoted string"  # '4' quoted on the command line is text
+        if isinstance(value, str) and kind in ("int_type", "float_type", "bool_type"):
+            if _looks_typed(value):
+                return f"{key}='{value}': {why}, not a quoted string"  # '4' quoted on the command line is text
+            if _decimal(value) is not None:  # 02: Hydra's grammar reads a leading zero as text
+                return (
+                    f"{key}={value}: {why} (Hydra reads a number with a leading zero as text: write {_decimal(value)})"
+                )
     return f"{key}={_show(value)}: {why}"
 
 
 def _looks_typed(text: str) -> bool:
-    """A string that would have been a number or a boolean without its quotes (``'4'``, ``'true'``)."""
-    if text.strip().lower() in ("true", "false"):
-        return True
+    """A string that Hydra would have read as a number or a boolean without its quotes (``'4'``, ``'true'``; not
+    ``02``, which its grammar reads as text)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
     try:
-        float(text)
-    except ValueError:
+        value = OverridesParser.create().parse_override(f"k={text}").value()
+    except Exception:  # noqa: BLE001 -- hydra's OverrideParseException: text it cannot read unquoted
         return False
-    return True
+    return isinstance(value, (bool, int, float))
+
+
+def _decimal(text: str) -> str | None:
+    """``text`` as the number it spells with its leading zeros dropped (``02`` -> ``2``, ``007.5`` -> ``7.5``), or
+    None when it spells no number."""
+    if not re.fullmatch(r"[+-]?[0-9][0-9.eE+-]*", text.strip()):
+        return None  # Infinity, NaN: words float() reads
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return str(int(number)) if re.fullmatch(r"[+-]?[0-9]+", text.strip()) else repr(number)
 
 
 def _show(value) -> str:

@@ -45,6 +45,9 @@ CASES = [
     (["workers=0"], "workers=0"),
     (["workers='4'"], "workers='4': must be an integer, not a quoted string"),
     (["force='true'"], "force='true': must be true or false, not a quoted string"),
+    # a leading zero is text in Hydra's grammar: it was "workers='02': ... not a quoted string"
+    (["workers=02"], "workers=02: must be an integer (Hydra reads a number with a leading zero as text: write 2)"),
+    (["delay.sigma=00.5"], "delay.sigma=00.5: must be a number (Hydra reads a number with a leading zero as text"),
     (["workers=-3"], "workers=-3"),
     ([f"seed={2**64}"], f"seed={2**64}"),
     (["divergence_factor=-1"], "divergence_factor=-1"),
