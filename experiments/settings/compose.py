@@ -63,11 +63,28 @@ class Source:
         dirs = [Path(self.config_dir), *map(Path, self.search_dirs)]
         return frozenset(p.name for d in dirs if d.is_dir() for p in d.iterdir() if p.is_dir())
 
+    @property
+    def primary_dir(self) -> str:
+        """The folder that holds the primary config: the config dir, else the first extra folder holding
+        ``<config_name>.yaml`` (Hydra looks for it along the whole search path; its compose API only in the folder
+        it is initialized with)."""
+        stem = self.config_name.removesuffix(".yaml")
+        return next(
+            (d for d in self.search_dirs if not self._holds(self.config_dir, stem) and self._holds(d, stem)),
+            self.config_dir,
+        )
+
+    @staticmethod
+    def _holds(folder: str, stem: str) -> bool:
+        return (Path(folder) / f"{stem}.yaml").is_file()
+
     def extra_overrides(self) -> list[str]:
-        """The overrides that add the extra folders to Hydra's search path."""
+        """The overrides that add the other folders (the extra ones, and the config dir when the primary config is
+        in an extra one) to Hydra's search path."""
+        others = [d for d in (self.config_dir, *self.search_dirs) if d != self.primary_dir]
         if not self.search_dirs:
             return []
-        return ["hydra.searchpath=[" + ",".join(f"file://{Path(d).absolute()}" for d in self.search_dirs) + "]"]
+        return ["hydra.searchpath=[" + ",".join(f"file://{Path(d).absolute()}" for d in others) + "]"]
 
 
 DEFAULT = Source()
@@ -282,7 +299,7 @@ def compose_jobs(combos: list[list[str]], source: Source = DEFAULT, resolve: boo
         finally:
             GlobalHydra.instance().initialize(saved)
     with initialize_config_dir(
-        config_dir=str(Path(source.config_dir).absolute()), version_base="1.3", job_name="precheck"
+        config_dir=str(Path(source.primary_dir).absolute()), version_base="1.3", job_name="precheck"
     ):
         return _all(combos, source, resolve, each)
 

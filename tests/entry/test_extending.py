@@ -126,3 +126,18 @@ def test_a_target_that_cannot_be_imported_is_one_line_and_exit_2(project, tmp_pa
         r"error: problem=tiny_blobs: _target_=my_models\.\w+: cannot be imported \(No module named 'my_models'\)", line
     ), line
     assert not results.exists() or not any(results.rglob("*"))
+
+
+def test_a_primary_config_in_a_config_dir_folder_is_composed_as_hydra_finds_it(tmp_path):
+    """``-cd FOLDER -cn NAME`` with NAME.yaml in FOLDER: Hydra finds a primary config along the whole search path;
+    the check composed it in conf/ only ("Cannot find primary config", exit 2)."""
+    from experiments.settings.compose import Source, compose_jobs
+
+    (tmp_path / "mine.yaml").write_text("defaults:\n  - config\n  - _self_\nworkers: 3\n")
+    source = Source(config_name="mine", search_dirs=(str(tmp_path),))
+    assert source.primary_dir == str(tmp_path)
+    (cfg,) = compose_jobs([["epochs=2"]], source)
+    assert (cfg.workers, cfg.epochs, cfg.algorithm.name) == (3, 2, "apam")  # conf/'s defaults under the folder's own
+    cmd = [sys.executable, "-m", "experiments.run", "-cd", str(tmp_path), "-cn", "mine", "--cfg", "job"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0 and "\nworkers: 3\n" in proc.stdout, proc.stderr[-2000:]
