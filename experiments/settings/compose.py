@@ -334,8 +334,23 @@ def _all(combos: list[list[str]], source: Source, resolve: bool, each=None) -> l
                 cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
             except Exception as exc:
                 raise _unresolved(combo, exc) from None
-        out.append(cfg if each is None else each(cfg))
+        try:
+            out.append(cfg if each is None else each(cfg))
+        except ConfigError as exc:
+            raise _as_typed(exc, combo) from None
     return out
+
+
+def _as_typed(exc: ConfigError, combo: list[str]) -> ConfigError:
+    """A message about ``key=<resolved value>`` for a key the command line set by an interpolation
+    (``workers=${epochs}``) names the value as typed and what it resolved to: ``workers=${epochs} (= 0.5): ...``."""
+    message = str(exc)
+    for o in combo:
+        key, _, typed = o.lstrip("+~").partition("=")
+        if "${" in typed and message.startswith(f"{key}=") and not message.startswith(f"{key}={typed}"):
+            shown, sep, why = message[len(key) + 1 :].partition(": ")
+            return ConfigError(f"{key}={typed} (= {shown}){sep}{why}")
+    return exc
 
 
 def _unresolved(combo: list[str], exc: Exception) -> ConfigError:
