@@ -73,10 +73,10 @@ def test_a_key_one_option_of_a_group_lacks_is_named_with_that_option(tmp_path):
         ("adhoc", lambda p: p.write_text("x"), "a regular file, not the folder"),
         ("adhoc/runs", lambda p: p.write_text("x"), "a regular file, not the folder"),
         ("adhoc/runs/updates-5_seed-0", lambda p: p.write_text("x"), "a regular file, not the folder"),  # the run's
-        # a single run's folder is named by its overrides as given (1e-5, not Hydra's sweep form 1e-05: the check
-        # looked at another folder and the run ended in '[Errno 17] File exists')
+        # a single run's folder is named by the number Hydra reads (1e-5 is 1e-05, as in a sweep: the check once
+        # looked at another folder than the run and the run ended in '[Errno 17] File exists')
         (
-            "adhoc/runs/engine.costs.grad-s-1e-5_updates-5_seed-0",
+            "adhoc/runs/engine.costs.grad-s-1e-05_updates-5_seed-0",
             lambda p: p.write_text("x"),
             "a regular file, not the folder",
         ),
