@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 from experiments.errors import ConfigError
-from experiments.settings.compose import Source
+from experiments.settings.source import Source
 
 NO_RUN_FLAGS = (
     "--help",

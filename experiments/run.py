@@ -56,7 +56,8 @@ from experiments.aggregate import write_speedup  # noqa: E402
 from experiments.errors import ConfigError, Interrupted  # noqa: E402
 from experiments.log import get_logger  # noqa: E402
 from experiments.runner import execute  # noqa: E402
-from experiments.settings.compose import Source, compose_jobs, expand_overrides, precheck, profile_sweep  # noqa: E402
+from experiments.settings.compose import compose_jobs, expand_overrides, precheck, profile_sweep  # noqa: E402
+from experiments.settings.source import Source  # noqa: E402
 from experiments.stops import exit_if_late as _exit_if_late  # noqa: E402, F401 - the exit hook above calls it
 from experiments.sweeps import OUTCOME  # noqa: E402
 from hydra_plugins.apam_sweeper import ENV, fingerprint  # noqa: E402

@@ -17,7 +17,6 @@ import copy
 import itertools
 import math
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -28,7 +27,6 @@ from omegaconf import OmegaConf, open_dict
 
 from experiments.errors import ConfigError
 from experiments.settings.build import build_settings
-from experiments.settings.defaults import CONF_DIR
 from experiments.settings.preflight import (
     check_backend,
     check_calibration,
@@ -41,53 +39,12 @@ from experiments.settings.preflight import (
     check_traces,
     check_writable,
 )
+from experiments.settings.source import DEFAULT, Source
 from experiments.settings.sweep_size import check_size
 
 ADDABLE = frozenset({"problem.init_std", "problem.eval_batch_size"})
 """Keys absent from conf/ that the harness reads when present (``+problem.init_std=0.01``); any other ``+key`` is
 refused: it would be accepted and ignored."""
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where the primary config comes from: ``config_dir`` (default conf/), ``config_name`` (default config) and
-    extra folders searched for config groups (``--config-dir``)."""
-
-    config_dir: str = str(CONF_DIR)
-    config_name: str = "config"
-    search_dirs: tuple[str, ...] = field(default_factory=tuple)
-
-    @property
-    def groups(self) -> frozenset[str]:
-        """Config group names: the folders of the config dir and of the extra folders."""
-        dirs = [Path(self.config_dir), *map(Path, self.search_dirs)]
-        return frozenset(p.name for d in dirs if d.is_dir() for p in d.iterdir() if p.is_dir())
-
-    @property
-    def primary_dir(self) -> str:
-        """The folder that holds the primary config: the config dir, else the first extra folder holding
-        ``<config_name>.yaml`` (Hydra looks for it along the whole search path; its compose API only in the folder
-        it is initialized with)."""
-        stem = self.config_name.removesuffix(".yaml")
-        return next(
-            (d for d in self.search_dirs if not self._holds(self.config_dir, stem) and self._holds(d, stem)),
-            self.config_dir,
-        )
-
-    @staticmethod
-    def _holds(folder: str, stem: str) -> bool:
-        return (Path(folder) / f"{stem}.yaml").is_file()
-
-    def extra_overrides(self) -> list[str]:
-        """The overrides that add the other folders (the extra ones, and the config dir when the primary config is
-        in an extra one) to Hydra's search path."""
-        others = [d for d in (self.config_dir, *self.search_dirs) if d != self.primary_dir]
-        if not self.search_dirs:
-            return []
-        return ["hydra.searchpath=[" + ",".join(f"file://{Path(d).absolute()}" for d in others) + "]"]
-
-
-DEFAULT = Source()
 
 
 GRAMMAR = "https://hydra.cc/docs/advanced/override_grammar/basic"

@@ -131,7 +131,8 @@ def test_a_target_that_cannot_be_imported_is_one_line_and_exit_2(project, tmp_pa
 def test_a_primary_config_in_a_config_dir_folder_is_composed_as_hydra_finds_it(tmp_path):
     """``-cd FOLDER -cn NAME`` with NAME.yaml in FOLDER: Hydra finds a primary config along the whole search path;
     the check composed it in conf/ only ("Cannot find primary config", exit 2)."""
-    from experiments.settings.compose import Source, compose_jobs
+    from experiments.settings.compose import compose_jobs
+    from experiments.settings.source import Source
 
     (tmp_path / "mine.yaml").write_text("defaults:\n  - config\n  - _self_\nworkers: 3\n")
     source = Source(config_name="mine", search_dirs=(str(tmp_path),))
