@@ -35,6 +35,24 @@ class Interrupted(KeyboardInterrupt):
             Hydra composed or started a job: no run was in flight).
     """
 
+    PENDING: list[int] = []
+    """The stop signal a handler raised this exception for, until the runner has recorded the run it stopped: some
+    code catches a KeyboardInterrupt and goes on (torch's import does), and the handler ignores every later signal,
+    so the run would train to its end with the stop lost. Check points (the recorder's evaluation clock, each
+    calibration measurement, the start of the engine) raise it again: :meth:`raise_pending`."""
+
+    @classmethod
+    def stop(cls, signum: int) -> "Interrupted":
+        """The exception a stop handler raises for ``signum``, noted in :attr:`PENDING` first."""
+        cls.PENDING[:] = [int(signum)]
+        return cls(signum)
+
+    @classmethod
+    def raise_pending(cls) -> None:
+        """Raise the pending stop again (:attr:`PENDING`), if any: its first raise was caught by code that went on."""
+        if cls.PENDING:
+            raise cls(cls.PENDING[0])
+
     def __init__(self, signum: int = signal.SIGINT, recorded: str | None = None) -> None:
         self.signum = int(signum)
         self.recorded = recorded

@@ -241,18 +241,21 @@ def _execute_held(cfg, settings, sink: RunSink, tuning: str | None) -> str:
     )
     result, status, message, signum, probe, notes = None, "ok", "", None, (math.nan, math.nan), []
     try:
+        Interrupted.raise_pending()  # a stop whose exception was swallowed on the way here (an import)
         costs = resolve(settings, problem, rule)  # before the engine starts: no engine measures anything
         if costs.used:  # which calibration, how old, how spread: on stderr and in provenance.json
             log.info(used_line(costs.used))
             sink.add_provenance({"calibration_used": costs.used})
         if settings.engine.clock == "wall":  # how fast the machine is now, against its calibration
             probe = (speedprobe.measure(), calibrated_probe(calibration_of(settings)))
+        Interrupted.raise_pending()
         result = get_engine(settings.engine.name).run(problem, rule, settings, recorder, costs)
         status, message = result.status, result.message
     except Diverged as exc:
         status, message, notes = "diverged", str(exc), getattr(exc, "__notes__", [])  # notes: workers lost before
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: recorded like a failure, then the sweep stops
         signum = Interrupted.signum_of(exc)
+        Interrupted.PENDING.clear()
         status, message, notes = "failed", interrupted_message(signum), getattr(exc, "__notes__", [])
     except ConfigError:  # bad input found on the way (an unusable calibration file): one line, exit 2, no row
         raise
@@ -268,6 +271,7 @@ def _execute_held(cfg, settings, sink: RunSink, tuning: str | None) -> str:
     _write(sink, settings, run_id, recorder, result, status, message, problem.num_train, probe, tuning, predictions)
     if signum is not None:
         raise Interrupted(signum, recorded=run_id)
+    Interrupted.raise_pending()  # a stop swallowed after the training ended: this run stands, the sweep stops
     return status
 
 

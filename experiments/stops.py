@@ -34,7 +34,7 @@ def on_signal(signum, frame) -> None:
     if WORKER and not IN_FLIGHT:
         worker_exit(signum)
     wait_for(forward(signum), FORWARD_WAIT_S)
-    raise Interrupted(signum)
+    raise Interrupted.stop(signum)
 
 
 def as_interrupt(signum, frame) -> None:
@@ -43,7 +43,7 @@ def as_interrupt(signum, frame) -> None:
     and awaits what it started before it exits ``128 + signum``; a second signal while it does so is ignored."""
     for s in TERM_SIGNALS:
         signal.signal(s, signal.SIG_IGN)
-    raise Interrupted(signum)
+    raise Interrupted.stop(signum)
 
 
 def worker_exit(signum: int) -> None:

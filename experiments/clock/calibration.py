@@ -37,7 +37,7 @@ from experiments.clock.spread import (
     rounds_pooled,
     spread_of,
 )
-from experiments.errors import CalibrationError
+from experiments.errors import CalibrationError, Interrupted
 from experiments.log import get_logger
 
 log = get_logger(__name__)
@@ -344,6 +344,7 @@ class Calibration:
             rounds = self.pooling.pop(key, None)
             if old is None or rounds == rounds_pooled(old):
                 new = [float(s) for s in measure()]
+                Interrupted.raise_pending()  # a stop swallowed while it measured: not stored, the run stops
                 samples = [float(s) for s in old.get("samples", [])] + new if old else new
                 if new or old is None:
                     med = statistics.median(samples)

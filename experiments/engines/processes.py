@@ -160,7 +160,7 @@ def sigterm_as_interrupt():
 
     def _raise(signum, frame):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise Interrupted(signum)
+        raise Interrupted.stop(signum)
 
     previous = signal.signal(signal.SIGTERM, _raise)
     try:

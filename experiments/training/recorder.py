@@ -12,6 +12,8 @@ from collections import Counter
 
 from tqdm.auto import tqdm
 
+from experiments.errors import Interrupted
+
 
 class Diverged(RuntimeError):
     """The loss became NaN/inf or grew past ``divergence_factor`` times its initial value."""
@@ -71,7 +73,10 @@ class Recorder:
         self.master = master
 
     def due(self, samples: int) -> bool:
-        """True when ``samples`` processed samples reach the next evaluation point."""
+        """True when ``samples`` processed samples reach the next evaluation point. Asked by every engine's master
+        loop after each update: a stop signal whose exception was swallowed is raised again here
+        (:meth:`experiments.errors.Interrupted.raise_pending`)."""
+        Interrupted.raise_pending()
         return samples >= self._next
 
     def record(

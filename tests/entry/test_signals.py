@@ -228,3 +228,43 @@ def test_a_signal_during_the_interpreter_s_finalization_does_not_kill_a_finished
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert (proc.returncode, proc.stdout) == (0, "done\n"), proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+SWALLOW = """
+import os, runpy, signal, sys, time
+def swallowing(call):
+    def wrapped(*args, **kwargs):  # the stop comes, and some code catches its exception and goes on
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        except KeyboardInterrupt:
+            pass  # as torch's import does
+        return call(*args, **kwargs)
+    return wrapped
+PATCH
+sys.argv = ["experiments.run", *sys.argv[1:]]
+runpy.run_module("experiments.run", run_name="__main__", alter_sys=True)
+"""
+PATCHES = {
+    "before the training": "import experiments.runner as r; r.resolve = swallowing(r.resolve)",
+    "in a calibration measurement": (
+        "import experiments.clock.calibration as c; entry = c.Calibration.entry\n"
+        "c.Calibration.entry = lambda self, key, measure: entry(self, key, swallowing(measure))"
+    ),
+}
+
+
+@pytest.mark.parametrize("where", list(PATCHES))
+def test_a_stop_whose_exception_is_swallowed_still_stops_the_run(tmp_path, where):
+    """The handler raises once and ignores later signals: a KeyboardInterrupt caught by other code (torch's import)
+    lost the stop, and the run went on to its end with exit 0 (a reproduce stopped by SIGTERM then waited minutes
+    for its sweep). Check points raise it again: the run is recorded as interrupted, exit 143; a measurement the
+    stop came in is not stored."""
+    cal = tmp_path / "calibration.json"
+    args = ["problem=logreg_fmnist", "epochs=0.2", "problem.max_train=2000", f"results_dir={tmp_path / 'res'}"]
+    args += ["engine.costs.grad_s=0.001"] if where == "before the training" else [f"engine.calibration={cal}"]
+    code = SWALLOW.replace("PATCH", PATCHES[where])
+    proc = subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 143, proc.stderr[-3000:]
+    assert "interrupted (SIGTERM)" in proc.stderr and "[ok]" not in proc.stderr, proc.stderr[-3000:]
+    assert not cal.exists() or '"value"' not in cal.read_text()
