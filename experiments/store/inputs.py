@@ -9,10 +9,9 @@ whose config changed does. A run recorded before ``inputs`` existed is not compa
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import os
 from pathlib import Path
+
+from problems.datasets.files import file_sha256
 
 INPUT_KEYS = ("problem.path", "problem.test_path", "delay.replay", "engine.trace")
 """Dotted config keys that name a file a run reads (None or absent: the run reads none)."""
@@ -28,17 +27,6 @@ def _value(config: dict, key: str):
     return node
 
 
-@functools.lru_cache(maxsize=256)
-def _sha256(path: str, size: int, mtime_ns: int) -> str:
-    """The sha256 of the file at ``path`` (hex), read in 1 MiB blocks; cached by size and modification time, so
-    that checking every job of a sweep reads a data set once."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def fingerprint(path: str | Path) -> dict:
     """``{"path": absolute path, "bytes": size, "sha256": hex}`` of a regular file.
 
@@ -46,8 +34,7 @@ def fingerprint(path: str | Path) -> dict:
         OSError: it cannot be read (it was checked before the run: experiments/settings/preflight.py).
     """
     p = Path(path).absolute()
-    st = os.stat(p)
-    return {"path": str(p), "bytes": st.st_size, "sha256": _sha256(str(p), st.st_size, st.st_mtime_ns)}
+    return {"path": str(p), "bytes": p.stat().st_size, "sha256": file_sha256(p)}
 
 
 def fingerprints(config: dict) -> dict:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
+import hashlib
 import os
 import shutil
 import tempfile
@@ -22,12 +24,30 @@ class DataError(ValueError):
 
 def stat_signature(paths) -> tuple:
     """((resolved path, size, mtime_ns), ...) of ``paths`` in the order given: what a cache keyed on files compares
-    to tell that one of them was rewritten (the LIBSVM parse cache, the vision data kept per process)."""
+    to tell that one of them was rewritten (the vision data kept per process; the LIBSVM parse cache keys on bytes)."""
     out = []
     for f in paths:
         st = Path(f).stat()
         out.append((str(Path(f).resolve()), st.st_size, st.st_mtime_ns))
     return tuple(out)
+
+
+def file_sha256(path) -> str:
+    """The sha256 (hex) of the bytes of the file at ``path``, read in 1 MiB blocks; kept per process for a file of the
+    same resolved path, inode, size and times (a sweep's jobs, the parse cache and a run's provenance hash a
+    data set once). The change time is in the key too: a write moves it, and no one can set it back (the
+    modification time can be, with ``touch -d``). Raises OSError when it cannot be read."""
+    st = Path(path).stat()
+    return _sha256(str(Path(path).resolve()), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+@functools.lru_cache(maxsize=256)
+def _sha256(path: str, inode: int, size: int, mtime_ns: int, ctime_ns: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def one_line(text: object, limit: int = 300) -> str:

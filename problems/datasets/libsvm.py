@@ -8,18 +8,20 @@ Format: https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/ -- one example 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import os
 import stat
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
-from .files import DataError, one_line, stat_signature
+from .files import DataError, file_sha256, one_line
 
 LABEL_SETS = ((-1, 1), (0, 1), (1, 2))  # accepted binary label pairs, each mapped to (0, 1)
 LOCATE_LINE_MAX_BYTES = 64 << 20  # look for the bad line (by bisection) only in files up to this size
@@ -170,10 +172,11 @@ def _label_map(y: np.ndarray, shown: str) -> tuple[int, int] | None:
 
 def _parsed_cache(files: list[Path], kw: dict, cache_dir: Path | None) -> Path | None:
     """Where the parse of ``files`` with ``kw`` is kept: ``cache_dir/libsvm/<key>.npz``, the key a hash of each file's
-    resolved path, size and modification time and of the parse arguments (so an edited file is parsed again)."""
+    bytes (sha256) and of the parse arguments: an edited file is parsed again, even one whose size and modification
+    time were kept (``touch -d``, a copy with ``cp -p``)."""
     if cache_dir is None:
         return None
-    stats = stat_signature(files)
+    stats = [file_sha256(f) for f in files]
     args = {k: (np.dtype(v).name if k == "dtype" else v) for k, v in kw.items()}
     key = hashlib.sha256(json.dumps([stats, args], sort_keys=True).encode()).hexdigest()[:16]
     return Path(cache_dir) / "libsvm" / f"{key}.npz"
@@ -221,13 +224,17 @@ def _write_cache(cache: Path, loaded: list) -> None:
                 f"y{i}": y,
             }
         )
+    tmp = None
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_name(f".{cache.stem}.{os.getpid()}.tmp.npz")
-        np.savez(tmp, **arrays)
+        fd, tmp = tempfile.mkstemp(dir=cache.parent, prefix=f".{cache.stem}.", suffix=".tmp.npz")  # unique, no link
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
         os.replace(tmp, cache)
     except OSError:
-        pass
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def load_libsvm(

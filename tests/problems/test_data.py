@@ -546,9 +546,13 @@ def test_libsvm_parse_is_cached_until_a_file_changes(tmp_path, monkeypatch):
     assert again.train_y.tolist() == [0, 1] and again.test_y.tolist() == [1, 0] and again.label_values == (1, 2)
     load_libsvm(tr, n_features=7, test_path=te, cache_dir=cache)  # other arguments: their own parse
     assert len(calls) == 2
-    os.utime(te, ns=(0, 0))  # the file changed (its time): parsed again
+    os.utime(te, ns=(0, 0))  # a new time, the same bytes: the parse kept
     load_libsvm(tr, test_path=te, cache_dir=cache)
-    assert len(calls) == 3
+    assert len(calls) == 2
+    te.write_text("2 5:6\n1 1:1\n")  # other bytes of the same size, the old time kept: parsed again (was the old)
+    os.utime(te, ns=(0, 0))
+    assert load_libsvm(tr, test_path=te, cache_dir=cache).test_x[0, 4] == 6.0
+    assert len(calls) == 3 and not list((cache / "libsvm").glob(".*"))  # no temporary file left
     for f in (cache / "libsvm").glob("*.npz"):
         f.write_bytes(b"not an npz")
     assert load_libsvm(tr, test_path=te, cache_dir=cache).test_y.tolist() == [1, 0] and len(calls) == 4
