@@ -6,9 +6,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+import os
 import re
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
+
+from experiments.store.inputs import INPUT_KEYS
 
 IGNORED_IN_RUN_ID = {
     "results_dir",
@@ -60,8 +63,11 @@ def _canonical(override: str) -> str:
     reads): ``lr=1e-3`` and ``lr=0.001`` are one run, as are ``workers=+2`` and ``workers=2``, and a plain run names
     its number as a ``-m`` sweep's job does (``1e-5`` is ``1e-05`` there). ``-0.0`` is ``0.0``. Anything else (a
     string, a quoted number, a bool, a list, a sweep, text Hydra cannot read) is kept as given. An int and a float
-    stay apart (``epochs=2`` and ``epochs=2.0``), as the committed ids hold both kinds."""
+    stay apart (``epochs=2`` and ``epochs=2.0``), as the committed ids hold both kinds. A path of a file a run reads
+    is normalized (``os.path.normpath``)."""
     key, sep, text = override.partition("=")
+    if sep and key in INPUT_KEYS and text and text != "null":  # a file: /d/./a.svm and /d//a.svm are /d/a.svm
+        return f"{key}={os.path.normpath(text)}"
     if not sep or not re.fullmatch(r"[+-]?[0-9_.]*(?:[eE][+-]?[0-9_]+)?", text) or not any(c.isdigit() for c in text):
         return override  # the fast path: no number literal (most overrides name a group option or a path)
     try:
@@ -71,6 +77,18 @@ def _canonical(override: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return override
     return f"{key}={value + 0.0 if isinstance(value, float) else value}"
+
+
+def _names_file(override: str) -> bool:
+    """Whether ``override`` sets a key that names a file a run reads (experiments/store/inputs.py ``INPUT_KEYS``)."""
+    return override.split("=", 1)[0] in INPUT_KEYS and not override.endswith("=null")
+
+
+def _as_file(override: str) -> str:
+    """``key=<absolute path>`` of an override naming a file: ``a.svm`` run from two folders is two files, and
+    ``/d/./a.svm``, ``/d//a.svm`` and ``/d/a.svm`` are one."""
+    key, _, value = override.partition("=")
+    return f"{key}={os.path.abspath(value.strip(chr(39) + chr(34)))}"
 
 
 def make_run_id(overrides: list[str], seed: int) -> str:
@@ -85,7 +103,9 @@ def make_run_id(overrides: list[str], seed: int) -> str:
     An override whose fragment loses information (a path's ``/``, spaces, brackets, commas, quotes, runs of
     replaced characters: :func:`_lossless`) would let two different inputs share an id (``problem.path=/d/a/b`` and
     ``problem.path=/d/a-b``): then the id ends in ``_h-`` and 10 hex digits of the sha1 of those overrides' exact
-    text, sorted. Ids of overrides that lose nothing are as they always were (the committed results are keyed by
+    text, sorted; an override naming a file a run reads (``problem.path``, ``delay.replay``, ...) always adds the
+    hash, of its absolute path (``a_b.svm`` and ``a-b.svm``, or ``a.svm`` from two folders, are other files). Ids of
+    overrides that lose nothing are as they always were (the committed results are keyed by
     them). Ids longer than 120 characters are cut and end in a hash of the whole.
     """
     kept = []
@@ -96,9 +116,9 @@ def make_run_id(overrides: list[str], seed: int) -> str:
         kept.append(_canonical(o.lstrip("+~")))
     kept = sorted(kept) + [f"seed={seed}"]
     rid = "_".join(_fragment(o) for o in kept)
-    lossy = [o for o in kept if not _lossless(o)]
+    lossy = [_as_file(o) if _names_file(o) else o for o in kept if _names_file(o) or not _lossless(o)]
     if lossy:
-        rid += "_h-" + hashlib.sha1("\n".join(lossy).encode()).hexdigest()[:10]
+        rid += "_h-" + hashlib.sha1("\n".join(lossy).encode("utf-8", "surrogateescape")).hexdigest()[:10]
     if len(rid) > 120:
         rid = rid[:100] + "-" + hashlib.sha1(rid.encode()).hexdigest()[:12]
     return rid

@@ -679,3 +679,18 @@ def test_the_report_and_figures_go_through_the_atomic_writer_and_keep_unchanged_
         save(fig, tmp_path / "figures", "line", "png")
     after = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and not p.is_symlink()}
     assert after == before
+
+
+def test_a_file_a_run_reads_is_named_by_its_absolute_normalized_path(tmp_path, monkeypatch):
+    """``a_b.svm`` and ``a-b.svm`` (one fragment), or ``a.svm`` from two folders (one text), are other files: other
+    ids; one file spelled ``/d/./a.svm``, ``/d//a.svm`` or ``/d/a.svm`` is one run."""
+    monkeypatch.chdir(tmp_path)
+    assert make_run_id(["problem.path=a_b.svm"], 0) != make_run_id(["problem.path=a-b.svm"], 0)
+    here = make_run_id(["problem.path=a.svm"], 0)
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    assert make_run_id(["problem.path=a.svm"], 0) != here
+    assert make_run_id(["problem.path=../a.svm"], 0).split("_h-")[1] == here.split("_h-")[1]  # the file's hash
+    one = {make_run_id([f"delay.replay={p}", "workers=2"], 0) for p in ("/d/./a.csv", "/d//a.csv", "/d/a.csv")}
+    assert len(one) == 1 and make_run_id(["problem.path=null"], 0) == "problem.path-null_seed-0"
+    assert make_run_id(["problem.path=/d/\udcff.svm"], 0) != make_run_id(["problem.path=/d/\udcfe.svm"], 0)  # not UTF-8
