@@ -56,6 +56,9 @@ def _parse(overrides: list[str]) -> list[Override]:
     parser = OverridesParser.create()
     out = []
     for o in overrides:
+        if isinstance(o, str) and re.search("[\udc80-\udcff]", o):  # bytes the locale's UTF-8 could not decode
+            shown = o.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            raise ConfigError(f"{shown}: not UTF-8 text (the bytes shown as \ufffd); name files and values in UTF-8")
         try:
             out += parser.parse_overrides([o])
         except Exception as exc:  # hydra's OverrideParseException and friends  # noqa: BLE001

@@ -47,6 +47,9 @@ CASES = [
     (["force='true'"], "force='true': must be true or false, not a quoted string"),
     # a leading zero is text in Hydra's grammar: it was "workers='02': ... not a quoted string"
     (["workers=02"], "workers=02: must be an integer (Hydra reads a number with a leading zero as text: write 2)"),
+    # a byte the locale cannot decode (0xff in a file name): a UnicodeEncodeError traceback in the run id
+    (["problem=logreg_libsvm", "problem.path=/tmp/bad\udcff.svm"], "problem.path=/tmp/bad\ufffd.svm: not UTF-8 text"),
+    (["experiment_id=x\udcff"], "experiment_id=x\ufffd: not UTF-8 text"),
     (["workers=${epochs}", "epochs=0.5"], "workers=${epochs} (= 0.5): must be an integer"),  # was "workers=0.5"
     (["delay.sigma=00.5"], "delay.sigma=00.5: must be a number (Hydra reads a number with a leading zero as text"),
     (["workers=-3"], "workers=-3"),
