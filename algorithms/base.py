@@ -53,6 +53,10 @@ def unit_interval(key: str, value: Any) -> float:
     return x
 
 
+FLOAT32_MAX = 3.4028234663852886e38
+"""The largest finite float32 (``torch.finfo(torch.float32).max``): the parameters' dtype."""
+
+
 def bounds_pair(value: Any) -> tuple[float, float] | None:
     """None, or (lo, hi) floats with lo < hi (either may be infinite); else HyperparameterError."""
     if value is None:
@@ -64,6 +68,9 @@ def bounds_pair(value: Any) -> tuple[float, float] | None:
     lo, hi = number("bounds[0]", lo), number("bounds[1]", hi)
     if math.isnan(lo) or math.isnan(hi) or not lo < hi:
         raise HyperparameterError(f"bounds must satisfy lo < hi, got bounds={value!r}")
+    for name, v in (("bounds[0]", lo), ("bounds[1]", hi)):
+        if math.isfinite(v) and abs(v) > FLOAT32_MAX:  # the clip of float32 parameters cannot take it
+            raise HyperparameterError(f"{name}={v:g}: beyond float32's range (3.4e+38); -inf or inf is no bound")
     return lo, hi
 
 

@@ -27,6 +27,12 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 MAX_NAME = 100
 """The longest experiment_id (a folder name: the file system takes 255 bytes; run ids are cut at 120)."""
 
+MAX_WORKERS = 4096
+"""The most workers a run takes: the simulated engine keeps a parameter snapshot per worker in flight, and a number
+past it (``workers=99999999999999999999``) failed inside the engine with an OverflowError traceback."""
+MAX_THREADS = 1024
+"""The most math threads a process takes (``threads``): torch's pool ran out of memory at 100000."""
+
 PositiveInt = Annotated[int, Field(ge=1)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
 PositiveFloat = Annotated[float, Field(gt=0)]

@@ -37,6 +37,8 @@ from experiments.settings.engine import (
 )
 from experiments.settings.fields import (
     MAX_NAME,
+    MAX_THREADS,
+    MAX_WORKERS,
     NAME,
     POLICIES,
     POLICY_KEYS,
@@ -118,7 +120,7 @@ class RunSettings(Frozen):
     experiment_id: str
     """The experiment's folder under results_dir: a plain name (letters, digits, ``._+-``), never a path, of at most
     :data:`~experiments.settings.fields.MAX_NAME` characters."""
-    workers: NonNegativeInt
+    workers: Annotated[int, Field(ge=0, le=MAX_WORKERS)]
     """Worker processes P (0 only with ``algorithm.master_computes``: the master alone, the paper's one thread)."""
     seed: int = Field(ge=0, lt=SEED_LIMIT)
     epochs: PositiveFloat
@@ -128,7 +130,7 @@ class RunSettings(Frozen):
     eval_every: PositiveFloat
     results_dir: str
     device: Literal["auto", "cpu", "cuda"]
-    threads: PositiveInt
+    threads: Annotated[int, Field(ge=1, le=MAX_THREADS)]
     force: bool
     progress: bool | None
     divergence_factor: float = Field(gt=0, allow_inf_nan=True)

@@ -50,6 +50,10 @@ CASES = [
     # a byte the locale cannot decode (0xff in a file name): a UnicodeEncodeError traceback in the run id
     (["problem=logreg_libsvm", "problem.path=/tmp/bad\udcff.svm"], "problem.path=/tmp/bad\ufffd.svm: not UTF-8 text"),
     (["experiment_id=x\udcff"], "experiment_id=x\ufffd: not UTF-8 text"),
+    # past what a process can hold: an OverflowError, a MemoryError or torch's overflow traceback at run time
+    (["workers=99999999999999999999"], "workers=99999999999999999999: must be an integer <= 4096"),
+    (["threads=100000"], "threads=100000: must be an integer <= 1024"),
+    (["algorithm.bounds=[-1e39,1e39]"], "bounds[0]=-1e+39: beyond float32's range"),
     (["workers=${epochs}", "epochs=0.5"], "workers=${epochs} (= 0.5): must be an integer"),  # was "workers=0.5"
     (["delay.sigma=00.5"], "delay.sigma=00.5: must be a number (Hydra reads a number with a leading zero as text"),
     (["workers=-3"], "workers=-3"),
