@@ -155,9 +155,16 @@ def profile_sweep(overrides: list[str], source: Source = DEFAULT) -> list[str]:
     ]  # wall: the wall-clock sweep's own keys (experiments/reproduce.py)
 
 
-HARNESS_HYDRA_KEYS = ("hydra.run", "hydra.sweep", "hydra.output_subdir", "hydra.job.chdir", "hydra.runtime")
+HARNESS_HYDRA_KEYS = (
+    "hydra.run",
+    "hydra.sweep",
+    "hydra.output_subdir",
+    "hydra.job.chdir",
+    "hydra.runtime",
+    "hydra.mode",
+)
 """Hydra keys that place files or change the working folder: conf/config.yaml sets them so that every file the
-harness writes stays under ``results_dir``; a command line may not set them."""
+harness writes stays under ``results_dir``; a command line may not set them. ``hydra.mode`` is set by ``-m``."""
 
 
 def _checked(overrides: list[str], multirun: bool) -> list[list[str]]:
@@ -175,6 +182,8 @@ def _checked(overrides: list[str], multirun: bool) -> list[list[str]]:
     expanded = expand_overrides(overrides)
     for key, values in expanded.items():
         bare = key.lstrip("+~")
+        if bare == "hydra.mode":
+            raise ConfigError(f"{values[0]}: set by the command line's -m (a sweep) or its absence (one run)")
         if bare.startswith(HARNESS_HYDRA_KEYS):
             raise ConfigError(
                 f"{values[0]}: set by the harness (Hydra's scratch folders stay under results_dir/.hydra and jobs "
@@ -381,6 +390,12 @@ def group_values(overrides: list[str], source: Source = DEFAULT) -> None:
         value = o.value()
         values = getattr(value, "list", None) if o.is_sweep_override() else [value]
         for v in values or []:
+            if v is None:  # Hydra: "Config group override must be a string or a list. Got NoneType"
+                key = o.get_key_element().lstrip("+~")
+                raise ConfigError(
+                    f"{o.input_line}: a config group takes one of its options; to choose none, leave {key}= out "
+                    f"(or write ~{key})"
+                )
             if isinstance(v, list):
                 key = o.get_key_element()
                 raise ConfigError(

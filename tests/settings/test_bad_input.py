@@ -54,6 +54,8 @@ CASES = [
     (["workers=99999999999999999999"], "workers=99999999999999999999: must be an integer <= 4096"),
     (["threads=100000"], "threads=100000: must be an integer <= 1024"),
     (["algorithm.bounds=[-1e39,1e39]"], "bounds[0]=-1e+39: beyond float32's range"),
+    (["hydra.mode=MULTIRUN"], "hydra.mode=MULTIRUN: set by the command line's -m"),  # a 1-job sweep without -m
+    (["experiment=null"], "experiment=null: a config group takes one of its options; to choose none, leave"),
     (["workers=${epochs}", "epochs=0.5"], "workers=${epochs} (= 0.5): must be an integer"),  # was "workers=0.5"
     (["delay.sigma=00.5"], "delay.sigma=00.5: must be a number (Hydra reads a number with a leading zero as text"),
     (["workers=-3"], "workers=-3"),
