@@ -203,6 +203,7 @@ CASES = [
         ("hydra/launcher=parallel", "engine=shared_memory"),
     ),  # wall-clock runs must run alone
     (["-m", "hydra.launcher.n_jobs=0", "hydra/launcher=parallel", "workers=1,2"], "hydra.launcher.n_jobs=0"),
+    (["-m", "hydra.launcher.n_jobs=1000", "hydra/launcher=parallel", "workers=1,2"], "per core of this machine"),
     (
         ["-m", "hydra.launcher.n_jobs=abc", "hydra/launcher=parallel", "workers=1,2"],
         "hydra.launcher.n_jobs=abc: must be an integer from 1",  # it said "no such config key"
