@@ -174,7 +174,11 @@ LAUNCHER_CHECKS = {
     ),
     "prefer": (lambda v: v in ("processes", "threads"), "must be processes or threads"),
     "backend": (lambda v: v in ("null", *JOBLIB_BACKENDS), f"must be null or one of {', '.join(JOBLIB_BACKENDS)}"),
-    "require": (lambda v: v in ("null", "sharedmem"), "must be null or sharedmem"),
+    "require": (
+        lambda v: v == "null",
+        "must be null (sharedmem runs jobs as threads of one process: joblib refuses it with prefer=processes, and a "
+        "job's signal handlers need a process of its own)",
+    ),
     "verbose": (lambda v: _whole(v, 0), "must be an integer >= 0 (0: quiet)"),
     "timeout": (
         lambda v: v == "null",
@@ -272,7 +276,8 @@ CFG_KINDS = ("job", "hydra", "all")
 
 def flag_order(argv: list[str]) -> None:
     """Every flag is one of Hydra's (``--cfg`` with one of :data:`CFG_KINDS`, ``--hydra-help`` without overrides,
-    ``--package`` only with ``--cfg``: without it Hydra ignores the flag and runs the job),
+    ``--package`` and ``--resolve`` only with ``--cfg``: without it Hydra ignores the one and runs the job, and fails
+    on the other with a traceback),
     and no override stands after a flag that follows an override: Hydra's parser reads the overrides as one run of
     words, so ``KEY=VALUE -m KEY=VALUE`` or an unknown flag were "unrecognized arguments" and its usage block (a flag
     after all the overrides, ``KEY=VALUE --info``, is read); ``-`` alone was Hydra's LexerNoViableAltException.
@@ -288,6 +293,8 @@ def flag_order(argv: list[str]) -> None:
     if flags & {"--package", "-p"} and not flags & {"--cfg", "-c"}:
         package = "--package" if "--package" in flags else "-p"
         raise ConfigError(f"{package}: picks the part of the config --cfg shows; add --cfg job (without --cfg it runs)")
+    if "--resolve" in flags and not flags & {"--cfg", "-c"}:  # Hydra's ValueError traceback
+        raise ConfigError("--resolve: resolves the interpolations of the config --cfg shows; add --cfg job")
     for i, a in enumerate(argv):
         if skip:
             skip = False

@@ -182,6 +182,13 @@ def _checked(overrides: list[str], multirun: bool) -> list[list[str]]:
     expanded = expand_overrides(overrides)
     for key, values in expanded.items():
         bare = key.lstrip("+~")
+        if key.startswith("~") and "." in bare and not bare.startswith("hydra"):  # a value, not a config group:
+            # Hydra's "Could not delete from config", exit 1
+            raise ConfigError(f"{seen[bare]}: every key of a run is read; set it (null where it may be) instead")
+        if (
+            bare.startswith("hydra") and len(values) > 1
+        ):  # Hydra: "Sweeping over Hydra's configuration is not supported"
+            raise ConfigError(f"{key}: Hydra's own config takes one value per command line, not a sweep")
         if bare == "hydra.mode":
             raise ConfigError(f"{values[0]}: set by the command line's -m (a sweep) or its absence (one run)")
         if bare.startswith(HARNESS_HYDRA_KEYS):
@@ -390,7 +397,7 @@ def group_values(overrides: list[str], source: Source = DEFAULT) -> None:
         value = o.value()
         values = getattr(value, "list", None) if o.is_sweep_override() else [value]
         for v in values or []:
-            if v is None:  # Hydra: "Config group override must be a string or a list. Got NoneType"
+            if v is None and not o.is_delete():  # Hydra: "Config group override must be ... Got NoneType"
                 key = o.get_key_element().lstrip("+~")
                 raise ConfigError(
                     f"{o.input_line}: a config group takes one of its options; to choose none, leave {key}= out "

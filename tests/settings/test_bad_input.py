@@ -54,6 +54,11 @@ CASES = [
     (["workers=99999999999999999999"], "workers=99999999999999999999: must be an integer <= 4096"),
     (["threads=100000"], "threads=100000: must be an integer <= 1024"),
     (["algorithm.bounds=[-1e39,1e39]"], "bounds[0]=-1e+39: beyond float32's range"),
+    # Hydra's own errors, exit 1 or a traceback: now one line each
+    (["--resolve", "updates=5"], "--resolve: resolves the interpolations of the config --cfg shows; add --cfg job"),
+    (["~algorithm.bounds"], "~algorithm.bounds: every key of a run is read; set it (null where it may be) instead"),
+    (["-m", "hydra/launcher=parallel,basic", "workers=1"], "hydra/launcher: Hydra's own config takes one value"),
+    (["-m", "hydra/launcher=parallel", "hydra.launcher.require=sharedmem", "workers=1,2"], "require=sharedmem: must"),
     (["hydra.mode=MULTIRUN"], "hydra.mode=MULTIRUN: set by the command line's -m"),  # a 1-job sweep without -m
     (["experiment=null"], "experiment=null: a config group takes one of its options; to choose none, leave"),
     (["workers=${epochs}", "epochs=0.5"], "workers=${epochs} (= 0.5): must be an integer"),  # was "workers=0.5"
@@ -226,7 +231,7 @@ CASES = [
     (["-m", "hydra/launcher=parallel", "hydra.launcher.mmap_mode=null", "workers=1,2"], "mmap_mode=null: must be one"),
     # the key as on the command line: no member type of a union in it, no mapping shown as a missing key's value
     (["engine=simulated", "engine.cores=0", "workers=2"], "engine.cores=0: must be an integer >= 1 or must be"),
-    (["~problem.target_loss"], "error: problem.target_loss: is required"),
+    (["~problem.target_loss"], "error: ~problem.target_loss: every key of a run is read"),
     (["problem.target_loss=-1"], "problem.target_loss=-1: must be a number >= 0"),  # a loss here is never below 0
     # Hydra keys that would put files outside results_dir or change the working folder
     (["hydra.run.dir=/tmp/apam-test-hydra-run"], "hydra.run.dir=/tmp/apam-test-hydra-run"),
