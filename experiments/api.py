@@ -29,6 +29,10 @@ from experiments.store.run_id import make_run_id
 from experiments.store.sink import RunSink
 from experiments.store.table import read_summary_frame
 
+OVERRIDE_SYNTAX = ",$'\"[]{}()=\\"
+"""Characters of Hydra's override grammar that a ``results_dir`` given to :func:`run` may not hold (it is passed on
+as ``results_dir=<path>``)."""
+
 
 @dataclass(frozen=True)
 class RunResult:
@@ -61,7 +65,7 @@ def run(overrides: list[str] | tuple[str, ...] = (), results_dir: str | Path | N
     Raises:
         ConfigError: a bad key or value, or missing data (the message names it; nothing is written); overrides
             that are not a list of ``KEY=VALUE`` strings, or that ask for a sweep (``-m``: a sweep's values, an
-            ``experiment=``, a launcher's or sweeper's key).
+            ``experiment=``, a launcher's or sweeper's key); a ``results_dir`` holding :data:`OVERRIDE_SYNTAX`.
     """
     if (
         isinstance(overrides, (str, bytes))
@@ -80,6 +84,11 @@ def run(overrides: list[str] | tuple[str, ...] = (), results_dir: str | Path | N
         ):
             raise ConfigError(f"{o}: run() is one run in this process; launchers and sweepers run sweeps (-m)")
     experiment_multirun(list(overrides), multirun=False)
+    if results_dir is not None and (bad := sorted(set(str(results_dir)) & set(OVERRIDE_SYNTAX))):
+        raise ConfigError(  # it goes to Hydra as an override: a comma made a sweep, ${...} an interpolation
+            f"results_dir={results_dir}: {' '.join(bad)} in a path is override syntax to Hydra; name a folder "
+            "without it"
+        )
     overrides = list(overrides) + ([f"results_dir={results_dir}"] if results_dir is not None else [])
     settings = precheck(overrides, multirun=False)[0]
     cfg = compose_jobs([overrides])[0]

@@ -120,6 +120,9 @@ def test_bad_input_raises_config_error_and_writes_nothing(tmp_path):
     for key in ("hydra/launcher=parallel", "hydra.launcher.n_jobs=2", "hydra/sweeper=apam", "+hydra.sweeper.x=1"):
         with pytest.raises(ConfigError, match=f"{re.escape(key)}: run\\(\\) is one run in this process"):
             run([key, *COSTS], results_dir=tmp_path / "out")
+    for folder in ("out,x", "${oc.env:HOME}/out"):  # a sweep, an interpolation: a Python path is taken as written
+        with pytest.raises(ConfigError, match="in a path is override syntax to Hydra"):
+            run(COSTS, results_dir=tmp_path / folder)
     assert not (tmp_path / "out").exists()
 
 
