@@ -59,24 +59,39 @@ def _lossless(override: str) -> bool:
 
 @functools.lru_cache(maxsize=4096)
 def _canonical(override: str) -> str:
-    """``key=value`` with a number written the one way Hydra writes it back (``str`` of the int or float its grammar
-    reads): ``lr=1e-3`` and ``lr=0.001`` are one run, as are ``workers=+2`` and ``workers=2``, and a plain run names
-    its number as a ``-m`` sweep's job does (``1e-5`` is ``1e-05`` there). ``-0.0`` is ``0.0``. Anything else (a
-    string, a quoted number, a bool, a list, a sweep, text Hydra cannot read) is kept as given. An int and a float
-    stay apart (``epochs=2`` and ``epochs=2.0``), as the committed ids hold both kinds. A path of a file a run reads
-    is normalized (``os.path.normpath``)."""
+    """``key=value`` with the value written the one way Hydra writes a sweep's job back (its override grammar's
+    reading, rendered as ``-m`` renders it): ``lr=1e-3`` and ``lr=0.001`` are one run, as are ``workers=+2`` and
+    ``2``, ``x= 1.0`` and ``x=1.0``, ``false``, ``False`` and ``FALSE``, ``NULL`` and ``null``, ``'abc'`` and ``abc``,
+    ``[-10, 10]`` and ``[-10,10]``; a plain run names a value as a sweep's job does (``1e-5`` is ``1e-05``, ``false``
+    is ``False`` there). ``-0.0`` is ``0.0``. An int and a float stay apart (``epochs=2`` and ``epochs=2.0``), as the
+    committed ids hold both kinds; inf, nan, a sweep and text Hydra cannot read are kept as given. A path of a file a
+    run reads is normalized (``os.path.normpath``)."""
     key, sep, text = override.partition("=")
     if sep and key in INPUT_KEYS and text and text != "null":  # a file: /d/./a.svm and /d//a.svm are /d/a.svm
         return f"{key}={os.path.normpath(text)}"
-    if not sep or not re.fullmatch(r"[+-]?[0-9_.]*(?:[eE][+-]?[0-9_]+)?", text) or not any(c.isdigit() for c in text):
-        return override  # the fast path: no number literal (most overrides name a group option or a path)
+    if not sep:
+        return override
     try:
-        value = OverridesParser.create().parse_override(f"k={text}").value()
+        parsed = OverridesParser.create().parse_override(f"k={text}")
     except Exception:  # noqa: BLE001 -- hydra's OverrideParseException: left to the checks that name it
         return override
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    value = parsed.value()
+    if parsed.is_sweep_override() or (isinstance(value, float) and not math.isfinite(value)):
         return override
-    return f"{key}={value + 0.0 if isinstance(value, float) else value}"
+    if isinstance(value, float):
+        return f"{key}={value + 0.0}"
+    if isinstance(value, str) and _plain(value):  # 'abc' is abc; a quoted number or path stays quoted
+        return f"{key}={value}"
+    return f"{key}={parsed.get_value_element_as_str()}"
+
+
+def _plain(text: str) -> bool:
+    """Whether Hydra reads ``text`` unquoted as that very string."""
+    try:
+        parsed = OverridesParser.create().parse_override(f"k={text}")
+    except Exception:  # noqa: BLE001 -- hydra's OverrideParseException: it needs its quotes
+        return False
+    return not parsed.is_sweep_override() and parsed.value() == text
 
 
 def _names_file(override: str) -> bool:

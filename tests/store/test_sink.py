@@ -324,12 +324,22 @@ def test_run_id_changes_only_where_sanitising_loses_information():
         ("delay.sigma=.5", "delay.sigma=0.5"),
         ("delay.sigma=-0.0", "delay.sigma=0.0"),
         ("algorithm.lr=1e-5", "algorithm.lr=1e-05"),  # what a -m sweep's job override holds for 1e-5
+        ("algorithm.lr_factor= 1.0", "algorithm.lr_factor=1.0"),  # spaces Hydra drops (the id read "--1.0")
+        ("algorithm.master_computes=false", "algorithm.master_computes=False"),  # a sweep's job writes False
+        ("algorithm.master_computes=FALSE", "algorithm.master_computes=False"),
+        ("algorithm.bounds=NULL", "algorithm.bounds=null"),
+        ("engine.cores='dedicated'", "engine.cores=dedicated"),  # quotes a plain word does not need
     ],
 )
 def test_a_number_names_its_run_as_hydra_reads_it(written, as_read):
     """Two spellings of one number are one run (one folder, one summary row): the id is of the value Hydra reads."""
     assert make_run_id([written, "workers=4"], 0) == make_run_id([as_read, "workers=4"], 0)
     assert make_run_id([as_read], 0) == as_read.replace("=", "-").replace("_", "-") + "_seed-0"
+
+
+def test_a_list_names_its_run_as_a_sweep_writes_it():
+    assert make_run_id(["algorithm.bounds=[-10, 10]"], 0) == make_run_id(["algorithm.bounds=[-10,10]"], 0)
+    assert make_run_id(["algorithm.bounds=[-10,10]"], 0) != make_run_id(["algorithm.bounds=[-10,1]"], 0)
 
 
 def test_numbers_that_differ_and_text_that_is_no_number_keep_their_ids():
