@@ -47,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         if not writable(p):
             log.error(f"error: {p}: not writable (speedup.csv is written there)")
             return 2
+        target = p / "speedup.csv"
+        if (target.exists() or target.is_symlink()) and not target.is_file():  # a folder there: as plots and report
+            log.error(f"error: {target}: {file_problem(target) or 'not a regular file'}; move it away")
+            return 2
         try:
             read_summary_frame(p / "summary.csv")
         except ConfigError as exc:  # a damaged summary: one line naming it

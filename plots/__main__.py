@@ -8,6 +8,7 @@ why, on stderr. Exit status: 0 every figure drawn; 2 bad input only (a missing f
 import sys
 
 from experiments.cli import Parser
+from experiments.settings.fields import folder_problem
 
 from .draw import FORMATS, draw_experiment, find_experiments, trace_gaps
 from .errors import FigureError, PlotError
@@ -26,6 +27,9 @@ def main(argv=None):
         "--paper-dir", default=None, help="folder with <experiment>.csv of the paper's numbers (default PATH/../paper)"
     )
     args = parser.parse_args(argv)
+    if args.paper_dir is not None and (why := folder_problem(args.paper_dir)):  # a typo drew no paper curves, exit 0
+        print(f"error: --paper-dir {args.paper_dir}: {why}", file=sys.stderr)
+        return 2
     try:
         folders = find_experiments(args.path)
     except PlotError as exc:

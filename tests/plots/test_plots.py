@@ -793,3 +793,24 @@ def test_plain_log_axis_labels_minor_ticks_only_on_a_short_range(lo, hi, labelle
     finally:
         plt.close(fig)
     assert shown == labelled
+
+
+def test_a_paper_dir_that_is_no_folder_is_one_line_and_exit_2(tmp_path, capsys):
+    """A typo in --paper-dir drew the figures without the paper's curves and exited 0."""
+    from plots.__main__ import main
+
+    root = copy_fixtures(tmp_path, ["large_time_per_epoch"])
+    assert main([str(root / "large_time_per_epoch"), "--paper-dir", str(tmp_path / "nope")]) == 2
+    assert capsys.readouterr().err == f"error: --paper-dir {tmp_path / 'nope'}: no such folder\n"
+    assert not list((root / "large_time_per_epoch").rglob("*.png.tmp"))
+
+
+def test_aggregate_refuses_a_folder_in_speedup_csvs_place_before_writing(tmp_path, capsys):
+    from experiments.aggregate import main
+
+    root = copy_fixtures(tmp_path, ["lenet5_speedup"])
+    exp = root / "lenet5_speedup"
+    (exp / "speedup.csv").unlink()
+    (exp / "speedup.csv").mkdir()
+    assert main([str(exp)]) == 2  # plots and the report say 2 for it too (it was 1)
+    assert "speedup.csv: not a regular file (folder); move it away" in capsys.readouterr().err
