@@ -329,7 +329,7 @@ def test_cfg_with_multirun_is_one_line(tmp_path):
     [
         (["seed=${nowhere}"], "error: seed=${nowhere}: Interpolation key 'nowhere' not found"),
         (["~problem"], "error: ~problem: a key the config needs (key 'problem.batch_size' not found)"),
-        (["~algorithm.lr"], "error: algorithm.lr: is required"),
+        (["~algorithm.lr"], "error: ~algorithm.lr: every key of a run is read; set it"),
     ],
 )
 def test_unresolved_and_deleted_keys_are_named_as_written(tmp_path, overrides, said):
