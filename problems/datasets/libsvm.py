@@ -8,20 +8,18 @@ Format: https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/ -- one example 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import json
 import os
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
-from .files import DataError, file_sha256, one_line
+from .files import DataError, atomic_path, file_sha256, one_line
 
 LABEL_SETS = ((-1, 1), (0, 1), (1, 2))  # accepted binary label pairs, each mapped to (0, 1)
 LOCATE_LINE_MAX_BYTES = 64 << 20  # look for the bad line (by bisection) only in files up to this size
@@ -210,8 +208,9 @@ def _parse(files: list[Path], kw: dict, cache: Path | None) -> tuple[list, bool]
 
 
 def _write_cache(cache: Path, loaded: list) -> None:
-    """Keep a parse (``[X0, y0, ...]``) at ``cache``: written to a temporary name, then renamed (concurrent jobs
-    agree, a crash leaves no half file); a read-only cache folder is not an error (the files are parsed every time)."""
+    """Keep a parse (``[X0, y0, ...]``) at ``cache``: written to a unique temporary name, then renamed
+    (:func:`~problems.datasets.files.atomic_path`: concurrent jobs agree, a crash leaves no half file); a read-only
+    cache folder is not an error (the files are parsed every time)."""
     arrays = {}
     for i, (x, y) in enumerate(zip(loaded[0::2], loaded[1::2])):
         x = sp.csr_matrix(x)
@@ -224,17 +223,11 @@ def _write_cache(cache: Path, loaded: list) -> None:
                 f"y{i}": y,
             }
         )
-    tmp = None
     try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=cache.parent, prefix=f".{cache.stem}.", suffix=".tmp.npz")  # unique, no link
-        with os.fdopen(fd, "wb") as f:
+        with atomic_path(cache) as tmp, open(tmp, "wb") as f:  # a unique temporary name: a link there is not followed
             np.savez(f, **arrays)
-        os.replace(tmp, cache)
     except OSError:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+        pass
 
 
 def load_libsvm(
