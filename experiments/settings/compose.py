@@ -182,12 +182,11 @@ def _checked(overrides: list[str], multirun: bool) -> list[list[str]]:
     expanded = expand_overrides(overrides)
     for key, values in expanded.items():
         bare = key.lstrip("+~")
-        if key.startswith("~") and "." in bare and not bare.startswith("hydra"):  # a value, not a config group:
-            # Hydra's "Could not delete from config", exit 1
+        # deleting a value (not a config group): Hydra's "Could not delete from config", exit 1
+        if key.startswith("~") and "." in bare and not bare.startswith("hydra"):
             raise ConfigError(f"{seen[bare]}: every key of a run is read; set it (null where it may be) instead")
-        if (
-            bare.startswith("hydra") and len(values) > 1
-        ):  # Hydra: "Sweeping over Hydra's configuration is not supported"
+        # Hydra: "Sweeping over Hydra's configuration is not supported", exit 1
+        if bare.startswith("hydra") and len(values) > 1:
             raise ConfigError(f"{key}: Hydra's own config takes one value per command line, not a sweep")
         if bare == "hydra.mode":
             raise ConfigError(f"{values[0]}: set by the command line's -m (a sweep) or its absence (one run)")

@@ -69,11 +69,8 @@ def _canonical(override: str) -> str:
     key, sep, text = override.partition("=")
     if sep and key in INPUT_KEYS and text and text != "null":  # a file: /d/./a.svm and /d//a.svm are /d/a.svm
         return f"{key}={os.path.normpath(text)}"
-    if not sep:
-        return override
-    try:
-        parsed = OverridesParser.create().parse_override(f"k={text}")
-    except Exception:  # noqa: BLE001 -- hydra's OverrideParseException: left to the checks that name it
+    parsed = _read(text) if sep else None
+    if parsed is None:  # text Hydra cannot read: left to the checks that name it
         return override
     value = parsed.value()
     if parsed.is_sweep_override() or (isinstance(value, float) and not math.isfinite(value)):
@@ -85,13 +82,18 @@ def _canonical(override: str) -> str:
     return f"{key}={parsed.get_value_element_as_str()}"
 
 
+def _read(text: str):
+    """Hydra's reading of ``text`` as an override's value (an ``Override``), None when its grammar cannot read it."""
+    try:
+        return OverridesParser.create().parse_override(f"k={text}")
+    except Exception:  # noqa: BLE001 -- hydra's OverrideParseException
+        return None
+
+
 def _plain(text: str) -> bool:
     """Whether Hydra reads ``text`` unquoted as that very string."""
-    try:
-        parsed = OverridesParser.create().parse_override(f"k={text}")
-    except Exception:  # noqa: BLE001 -- hydra's OverrideParseException: it needs its quotes
-        return False
-    return not parsed.is_sweep_override() and parsed.value() == text
+    parsed = _read(text)
+    return parsed is not None and not parsed.is_sweep_override() and parsed.value() == text
 
 
 def _names_file(override: str) -> bool:
