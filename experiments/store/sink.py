@@ -8,11 +8,12 @@ lock, so several runs finishing at once leave one header and whole rows, and a r
 one row per run).
 
 A summary that does not parse cleanly -- no ``run_id`` column, a row of another width than the header, a last row
-without its newline, an empty or duplicate run id, a row whose run folder is missing, bytes that are not UTF-8 CSV
--- is set aside as ``summary.csv.damaged-<n>`` and rebuilt from the run folders, with one line on stderr naming
-it: each folder's ``summary_row.json``, else (runs written before that file existed) the folder's row if the
-damaged file holds it whole; a run with neither has no row and counts as unfinished (it runs again). A summary that
-cannot be read at all (permissions, not a regular file) is a :class:`experiments.errors.ConfigError` naming it.
+without its newline, an empty or duplicate run id, a row whose run folder is missing, a cell the runner cannot have
+written (``workers=-5``: experiments/store/table.py ``row_problem``), bytes that are not UTF-8 CSV -- is set aside
+as ``summary.csv.damaged-<n>`` and rebuilt from the run folders, with one line on stderr naming it: each folder's
+``summary_row.json``, else (runs written before that file existed) the folder's row if the damaged file holds it
+whole; a run with neither has no row and counts as unfinished (it runs again). A summary that cannot be read at all
+(permissions, not a regular file) is a :class:`experiments.errors.ConfigError` naming it.
 """
 
 from __future__ import annotations
@@ -29,7 +30,15 @@ from experiments.log import get_logger
 from experiments.store.damage import provenance_problem, staleness_problem, trace_problem
 from experiments.store.inputs import input_changes
 from experiments.store.run_id import IGNORED_IN_RUN_ID, LOOKUP_TABLES
-from experiments.store.table import csv_cell, csv_text, file_problem, parse_summary, set_aside, write_atomically
+from experiments.store.table import (
+    csv_cell,
+    csv_text,
+    file_problem,
+    parse_summary,
+    row_problem,
+    set_aside,
+    write_atomically,
+)
 
 log = get_logger(__name__)
 
@@ -280,7 +289,11 @@ class RunSink:
         whole = {}  # rows of the damaged file that can stand for their runs: full width, named run id
         if "run_id" in header:
             at = header.index("run_id")
-            whole = {r[at]: dict(zip(header, r)) for r in rows if len(r) == len(header) and r[at]}
+            whole = {
+                r[at]: dict(zip(header, r))
+                for r in rows
+                if len(r) == len(header) and r[at] and row_problem(header, r) is None
+            }
         order = [r[header.index("run_id")] for r in rows if "run_id" in header and len(r) > header.index("run_id")]
         runs_dir = self.exp_dir / "runs"
         folders = sorted(p.name for p in runs_dir.iterdir() if p.is_dir()) if runs_dir.is_dir() else []

@@ -8,6 +8,7 @@ import csv
 import io
 import math
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from filelock import FileLock
 
 from experiments.errors import ConfigError
 from experiments.log import get_logger
+from experiments.settings.fields import MAX_WORKERS, SEED_LIMIT
 from experiments.store.atomic import atomic_write_text
 
 
@@ -126,6 +128,55 @@ def run_files(exp_dir: Path, name: str) -> list[Path]:
     return out
 
 
+SUMMARY_REQUIRED = ("run_id", "problem", "algorithm", "workers", "seed", "status")
+"""The columns a read-only tool (aggregate, report, ``experiments.load``) needs in a summary it reads."""
+SUMMARY_INTEGERS = {"workers": MAX_WORKERS, "seed": SEED_LIMIT - 1}
+"""Columns of :data:`SUMMARY_REQUIRED` that every row fills with a whole number from 0 to the value given here (the
+bounds of the run settings, experiments/settings/schema.py); tables group and divide by them."""
+SUMMARY_NUMBERS = (
+    "epochs", "updates", "gradients", "time_s", "time_per_epoch_s", "target_loss", "time_to_target_s",
+    "updates_to_target", "final_train_loss", "final_train_acc", "final_test_loss", "final_test_acc", "final_opt_gap",
+    "staleness_mean", "staleness_max",
+)  # fmt: skip
+"""Columns that hold a number where they hold anything (an empty cell: not measured); tables compute with them."""
+SUMMARY_NON_NEGATIVE = (
+    "epochs", "updates", "gradients", "time_s", "time_per_epoch_s", "time_to_target_s", "updates_to_target",
+    "staleness_mean", "staleness_max",
+)  # fmt: skip
+"""Numbers of :data:`SUMMARY_NUMBERS` that are counts or seconds: never below 0."""
+SUMMARY_FRACTIONS = ("final_train_acc", "final_test_acc")
+"""Numbers of :data:`SUMMARY_NUMBERS` that are fractions: from 0 to 1."""
+SUMMARY_STATUSES = ("ok", "diverged", "failed")
+"""The statuses a run's row can have (experiments/runner.py)."""
+
+
+def row_problem(header: list[str], row: list[str]) -> str | None:
+    """Why the cells of one summary row (``row``, as wide as ``header``) cannot be what the runner wrote: a whole number
+    out of its range (:data:`SUMMARY_INTEGERS`), a cell that is not a number where one belongs
+    (:data:`SUMMARY_NUMBERS`; empty and ``nan`` mean not measured; an empty whole number is left to the readers), a
+    count or seconds below 0, an accuracy outside [0, 1], a status not in :data:`SUMMARY_STATUSES`; None when none
+    is. A hand edit such as ``workers=-5`` is damage the runner repairs (experiments/store/sink.py) and a reader
+    names (:func:`read_summary_frame`)."""
+    cells = dict(zip(header, row))
+    for column, top in SUMMARY_INTEGERS.items():
+        if cells.get(column, "") != "":  # empty: a reader that needs it says so (read_summary_frame)
+            text = cells[column]
+            if not re.fullmatch(r"\s*\+?[0-9]+\s*", text) or not 0 <= int(text) <= top:
+                return f"column {column}: {text!r} is not a whole number from 0 to {top}"
+    for column in (c for c in SUMMARY_NUMBERS if cells.get(c, "") != ""):
+        try:
+            value = float(cells[column])
+        except ValueError:
+            return f"column {column}: {cells[column]!r} is not a number"
+        if column in SUMMARY_NON_NEGATIVE and value < 0:
+            return f"column {column}: {cells[column]!r} is below 0 (a count or seconds)"
+        if column in SUMMARY_FRACTIONS and not (math.isnan(value) or 0 <= value <= 1):
+            return f"column {column}: {cells[column]!r} is not an accuracy from 0 to 1"
+    if "status" in cells and cells["status"] not in SUMMARY_STATUSES:
+        return f"column status: {cells['status']!r} is not one of {', '.join(SUMMARY_STATUSES)}"
+    return None
+
+
 def parse_summary(path: Path, runs_dir: Path | None = None) -> tuple[list[str], list[list[str]], str | None]:
     """Read ``summary.csv`` strictly: its header, its data rows (blank lines skipped; a last row cut before its
     newline left out), and why it is damaged (None when it parses cleanly: a header with ``run_id``, every row as
@@ -167,6 +218,8 @@ def parse_summary(path: Path, runs_dir: Path | None = None) -> tuple[list[str], 
         if not rid or rid in seen:
             return header, rows, f"row {n}: {'empty' if not rid else 'duplicate'} run id {rid!r}"
         seen.add(rid)
+        if why := row_problem(header, r):
+            return header, rows, f"row {n}, {why}"
         if runs_dir is not None and not (runs_dir / rid).is_dir():
             return header, rows, f"row {n}: no run folder for run id {rid!r}"
     return header, rows, None
@@ -194,20 +247,6 @@ def set_aside(path: Path, tag: str = "damaged") -> Path:
     return dest
 
 
-SUMMARY_REQUIRED = ("run_id", "problem", "algorithm", "workers", "seed", "status")
-"""The columns a read-only tool (aggregate, report, ``experiments.load``) needs in a summary it reads."""
-SUMMARY_INTEGERS = ("workers", "seed")
-"""Columns of :data:`SUMMARY_REQUIRED` that every row fills with a whole number (tables group and divide by them)."""
-SUMMARY_NUMBERS = (
-    "epochs", "updates", "gradients", "time_s", "time_per_epoch_s", "target_loss", "time_to_target_s",
-    "updates_to_target", "final_train_loss", "final_train_acc", "final_test_loss", "final_test_acc", "final_opt_gap",
-    "staleness_mean", "staleness_max",
-)  # fmt: skip
-"""Columns that hold a number where they hold anything (an empty cell: not measured); tables compute with them."""
-SUMMARY_STATUSES = ("ok", "diverged", "failed")
-"""The statuses a run's row can have (experiments/runner.py)."""
-
-
 def read_summary_frame(path: Path):
     """``summary.csv`` at ``path`` as a ``pandas.DataFrame`` for the tools that only read it (speed-up tables, the
     report, ``experiments.load``); an empty frame when there is none. Checked as the runner checks it
@@ -215,9 +254,8 @@ def read_summary_frame(path: Path):
 
     Raises:
         ConfigError: one line naming the file and what is wrong with it: a row of another width, a last row cut
-            short, no ``run_id``, bytes that are not CSV, a missing column, a cell that is not a number where one
-            belongs (:data:`SUMMARY_INTEGERS`, :data:`SUMMARY_NUMBERS`), a status not in :data:`SUMMARY_STATUSES`, or
-            a file that cannot be read.
+            short, no ``run_id``, bytes that are not CSV, a missing column, a cell the runner cannot have written
+            (:func:`row_problem`), or a file that cannot be read.
     """
     import pandas as pd
 
@@ -232,26 +270,10 @@ def read_summary_frame(path: Path):
     if not header:
         return pd.DataFrame()
     frame = pd.read_csv(path)
-    for column in SUMMARY_INTEGERS:  # a cell edited by hand: named here rather than failing deep in a table
-        values = pd.to_numeric(frame[column], errors="coerce")
-        bad = frame[column][values.isna() | (values != values.round())]
-        if len(bad):
-            raise ConfigError(
-                f"{path}: damaged summary (column {column}: {bad.iloc[0]!r} in row {int(bad.index[0]) + 1} is not a "
-                "whole number)"
-            )
-    for column in (c for c in SUMMARY_NUMBERS if c in frame):
-        values = pd.to_numeric(frame[column], errors="coerce")
-        bad = frame[column][values.isna() & frame[column].notna()]
-        if len(bad):
-            raise ConfigError(
-                f"{path}: damaged summary (column {column}: {bad.iloc[0]!r} in row {int(bad.index[0]) + 1} is not a "
-                "number)"
-            )
-    bad = frame["status"][~frame["status"].isin(SUMMARY_STATUSES)]
-    if len(bad):
+    empty = frame[list(SUMMARY_REQUIRED)].isna()
+    if empty.any().any():
+        row, column = next((r, c) for r, c in zip(*empty.to_numpy().nonzero()))
         raise ConfigError(
-            f"{path}: damaged summary (column status: {bad.iloc[0]!r} in row {int(bad.index[0]) + 1} is not one of "
-            f"{', '.join(SUMMARY_STATUSES)})"
+            f"{path}: damaged summary (row {row + 2}, column {SUMMARY_REQUIRED[column]}: empty, and every run fills it)"
         )
     return frame

@@ -77,15 +77,23 @@ SUMMARY = REPO / "results" / "tau_threshold" / "summary.csv"
         (b"run_id,status\na,ok\n", "not a summary this harness writes (no column problem, algorithm, workers, seed)"),
         (
             b"run_id,problem,algorithm,workers,seed,status\na,p,apam,1,0,ok\nb,p,apam,abc,0,ok\n",
-            "damaged summary (column workers: 'abc' in row 2 is not a whole number)",
+            "damaged summary (row 3, column workers: 'abc' is not a whole number from 0 to 4096)",
         ),
         (
             b"run_id,problem,algorithm,workers,seed,status,time_per_epoch_s\na,p,apam,1,0,ok,1.5\nb,p,apam,2,0,ok,fast\n",
-            "damaged summary (column time_per_epoch_s: 'fast' in row 2 is not a number)",
+            "damaged summary (row 3, column time_per_epoch_s: 'fast' is not a number)",
+        ),
+        (
+            b"run_id,problem,algorithm,workers,seed,status\na,p,apam,1,0,ok\nb,p,apam,,0,ok\n",
+            "damaged summary (row 3, column workers: empty, and every run fills it)",
+        ),
+        (
+            b"run_id,problem,algorithm,workers,seed,status\na,p,apam,1,0,ok\nb,p,apam,-5,0,ok\n",
+            "damaged summary (row 3, column workers: '-5' is not a whole number from 0 to 4096)",
         ),
         (
             b"run_id,problem,algorithm,workers,seed,status\na,p,apam,1,0,ok\nb,p,apam,2,0,weird\n",
-            "damaged summary (column status: 'weird' in row 2 is not one of ok, diverged, failed)",
+            "damaged summary (row 3, column status: 'weird' is not one of ok, diverged, failed)",
         ),
     ],
 )

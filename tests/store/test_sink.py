@@ -8,6 +8,7 @@ from collections import Counter
 import pytest
 
 from conftest import REPO
+from experiments.store import table
 from experiments.store.run_id import make_run_id
 from experiments.store.sink import SUMMARY_COLUMNS, TRACE_COLUMNS, RunSink
 
@@ -146,8 +147,9 @@ def _ids(path):
         return [r["run_id"] for r in csv.DictReader(f)]
 
 
-def _two_runs(tmp_path):
-    a, b = _finished(tmp_path, "r1", final_train_loss=0.25), _finished(tmp_path, "r2", final_train_loss=0.125)
+def _two_runs(tmp_path, **row):
+    a = _finished(tmp_path, "r1", final_train_loss=0.25, **row)
+    b = _finished(tmp_path, "r2", final_train_loss=0.125, **row)
     return a, b, a.summary_path.read_text()
 
 
@@ -216,6 +218,36 @@ def test_runs_without_summary_row_json_keep_their_whole_rows(tmp_path):
     a.summary_path.write_text(good[:-5])
     assert a.finished() and not b.finished()
     assert a.summary_path.read_text() == good.splitlines(keepends=True)[0] + good.splitlines(keepends=True)[1]
+
+
+@pytest.mark.parametrize(
+    ("column", "bad", "why"),
+    [
+        ("workers", "-5", "column workers: '-5' is not a whole number from 0 to 4096"),
+        ("workers", "2.5", "column workers: '2.5' is not a whole number from 0 to 4096"),
+        ("seed", "\u00b2", "column seed: '\u00b2' is not a whole number from 0 to"),
+        ("time_s", "-0.5", "column time_s: '-0.5' is below 0 (a count or seconds)"),
+        ("final_train_acc", "1.5", "column final_train_acc: '1.5' is not an accuracy from 0 to 1"),
+        ("status", "okay", "column status: 'okay' is not one of ok, diverged, failed"),
+    ],
+)
+def test_a_value_the_runner_cannot_have_written_is_repaired_from_the_run_folder(tmp_path, capsys, column, bad, why):
+    """A hand-edited cell (``workers=-5``) is damage: the runner sets the summary aside and rebuilds the row from
+    the run's summary_row.json; without that file the row is dropped (the run runs again), never kept as written."""
+    a, b, good = _two_runs(tmp_path, workers=2, seed=0, final_train_acc=0.5)
+    header, first, second = good.splitlines(keepends=True)
+    at = header.rstrip("\n").split(",").index(column)
+    cells = second.rstrip("\n").split(",")
+    cells[at] = bad
+    a.summary_path.write_text(header + first + ",".join(cells) + "\n")
+    assert table.parse_summary(a.summary_path)[2].startswith(f"row 3, {why}")
+    assert a.finished() and b.finished()
+    assert a.summary_path.read_text() == good and _damaged(a) == ["summary.csv.damaged-1"]
+    assert why in capsys.readouterr().err
+    (b.run_dir / "summary_row.json").unlink()
+    a.summary_path.write_text(header + first + ",".join(cells) + "\n")
+    assert a.finished() and not b.finished()
+    assert _ids(a.summary_path) == ["r1"]
 
 
 def test_an_unreadable_summary_is_a_config_error_naming_it(tmp_path, monkeypatch):
