@@ -454,6 +454,28 @@ def test_every_committed_run_id_is_reproduced_from_its_overrides():
     assert checked >= 500, (checked, cut)
 
 
+def test_every_committed_run_keeps_its_summary_row_so_a_lost_summary_is_rebuilt_whole():
+    """Every committed run folder holds its row as summary_row.json (runs older than that file had it written from
+    the committed summary): the row reads back cell for cell as summary.csv holds it, so a summary cut to its header
+    or lost is rebuilt with every row and no run is redone."""
+    import glob
+    import json
+    from pathlib import Path
+
+    from experiments.store.table import csv_cell
+
+    rows = 0
+    for summary in sorted(glob.glob(str(REPO / "results*" / "*" / "summary.csv"))):
+        with open(summary, newline="") as f:
+            for row in csv.DictReader(f):
+                kept = json.loads((Path(summary).parent / "runs" / row["run_id"] / "summary_row.json").read_text())
+                assert {k: str(csv_cell(v)) for k, v in kept.items() if csv_cell(v) != ""} == {
+                    k: v for k, v in row.items() if v != ""
+                }, (summary, row["run_id"])
+                rows += 1
+    assert rows >= 2000
+
+
 def test_atomic_write_leaves_nothing_on_a_full_disk(tmp_path, monkeypatch):
     import errno
     import os
