@@ -316,3 +316,36 @@ def flag_order(argv: list[str]) -> None:
         if flag_between is not None:
             raise ConfigError(f"{flag_between}: put it before the overrides (the overrides after it are not read)")
         seen_override = True
+
+
+def _flag_value(argv: list[str], names: tuple[str, ...]) -> str | None:
+    """The value given to the first of ``names`` in ``argv`` (``--flag VALUE``, ``--flag=VALUE``); None: absent."""
+    for i, a in enumerate(argv):
+        flag, eq, value = a.partition("=")
+        if flag in names:
+            return value if eq else (argv[i + 1] if i + 1 < len(argv) else None)
+    return None
+
+
+def shown_package(argv: list[str], job_config) -> None:
+    """``--package P`` names a node of the config ``--cfg`` shows (Hydra's ``OmegaConf.select``): checked against
+    ``job_config`` (the composed job config, DictConfig) for ``--cfg job``, and for ``--cfg all`` where P is not under
+    ``hydra``; with ``--cfg hydra`` P must be under ``hydra`` (what is under it is Hydra's to check). ``_global_`` is
+    the whole config. Hydra printed "package 'P' not found in config" and exited 1.
+
+    Raises:
+        ConfigError: ``--package P: no such key in the job's config (its top-level keys: ...)``.
+    """
+    from omegaconf import OmegaConf
+
+    package = _flag_value(argv, ("--package", "-p"))
+    kind = _flag_value(argv, ("--cfg", "-c"))
+    in_hydra = package is not None and package.split(".")[0] == "hydra"
+    if package in (None, "", "_global_") or (in_hydra and kind != "job"):
+        return
+    if kind == "hydra":
+        raise ConfigError(f"--package {package}: --cfg hydra shows Hydra's own config, under hydra (hydra.job, ...)")
+    if OmegaConf.select(job_config, package, default=None) is None:
+        raise ConfigError(
+            f"--package {package}: no such key in the job's config (its top-level keys: {', '.join(job_config)})"
+        )

@@ -206,6 +206,8 @@ def main() -> None:
                 # says so in a 2-line UserWarning on stderr; nothing is lost, and the interrupt has its own line
                 sys.warnoptions.append("ignore::UserWarning:multiprocessing.resource_tracker")
             settings = precheck(overrides, multirun, source)
+            if shows and any(a.split("=")[0] in ("--package", "-p") for a in argv):
+                command_line.shown_package(argv, compose_jobs([overrides], source, resolve=False)[0])
             _RESULTS_DIRS.update(Path(str(s.results_dir)) for s in settings)
             _check_launcher(overrides, settings)
             os.environ["APAM_SWEEP_JOBS"] = str(len(settings))

@@ -35,6 +35,10 @@ CASES = [
     (["--hydra-help", "updates=5"], "--hydra-help: shows Hydra's own help and takes no overrides"),  # a traceback
     (["--cfg", "bogus"], "--cfg bogus: --cfg takes one of job, hydra, all"),  # argparse's usage block
     (["--package", "foo"], "--package: picks the part of the config --cfg shows; add --cfg job"),  # it ran the job
+    # a package the shown config lacks: Hydra's "package 'nonexist' not found in config", exit 1
+    (["--package", "nonexist", "--cfg", "job"], "--package nonexist: no such key in the job's config"),
+    (["--cfg", "job", "-p", "hydra.job"], "--package hydra.job: no such key in the job's config"),
+    (["--cfg", "hydra", "-p", "problem"], "--package problem: --cfg hydra shows Hydra's own config, under hydra"),
     (["-"], "-: not an option of python -m experiments.run"),  # Hydra's LexerNoViableAltException
     (["-sc", "install=foo"], "install=foo: the shell must be one of bash"),
     (["-sc", "install=bash", "uninstall=bash"], "not install=bash uninstall=bash"),
@@ -254,7 +258,10 @@ def _argv(args, first):
     """``args`` with ``first`` put before its overrides: flags (and the values of flags that take one) first."""
     flags, overrides, i = [], [], 0
     while i < len(args):
-        n = 1 + (args[i] in ("--config-dir", "-cd", "--config-name", "-cn", "--config-path", "-cp", "--cfg", "-c"))
+        n = 1 + (
+            args[i] in ("--config-dir", "-cd", "--config-name", "-cn", "--config-path", "-cp", "--cfg", "-c", "-p")
+        )
+        n += args[i] == "--package"
         n += args[i] == "--info" and i + 1 < len(args) and args[i + 1] == "defaults-tree"
         (flags if args[i].startswith("-") else overrides).extend(args[i : i + n])
         i += n
