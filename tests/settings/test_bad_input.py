@@ -68,14 +68,24 @@ CASES = [
     (["workers=${epochs}", "epochs=0.5"], "workers=${epochs} (= 0.5): must be an integer"),  # was "workers=0.5"
     (["delay.sigma=00.5"], "delay.sigma=00.5: must be a number (Hydra reads a number with a leading zero as text"),
     (["workers=-3"], "workers=-3"),
+    # named as typed, not as Hydra read it (workers=2.0, problem.path=0.001)
+    (["workers=2."], "workers=2.: must be an integer"),
+    (
+        ["problem=logreg_libsvm", "problem.path=1e-3"],
+        "problem.path=1e-3: must be a string (Hydra reads 1e-3 as another type: quote it, problem.path='1e-3')",
+    ),
+    (["experiment_id=12"], "experiment_id=12: must be a string (Hydra reads 12 as another type: quote it"),
     ([f"seed={2**64}"], f"seed={2**64}"),
     (["divergence_factor=-1"], "divergence_factor=-1"),
     (["divergence_factor=0"], "divergence_factor=0"),
     (["epochs=inf"], "epochs=inf"),
     (["workers=1e400"], "workers=1e400: a number beyond a float's range"),  # was "workers=inf: must be an integer"
-    (["engine.costs.grad_s=1e308"], "engine.costs.grad_s=1e+308: must be a number <= 86400"),  # an inf clock, ok
+    (
+        ["engine.costs.grad_s=1e308"],
+        "engine.costs.grad_s=1e308: must be a number <= 86400",
+    ),  # an inf clock, ok; as typed (not 1e+308)
     (["engine.costs.grad_s=0"], "engine.costs.grad_s=0: must be a number > 0"),  # every time 0, no speed-up
-    (["delay.slow_workers=1", "delay.slowdown=1e308"], "delay.slowdown=1e+308: must be a number <= 1e+06"),
+    (["delay.slow_workers=1", "delay.slowdown=1e308"], "delay.slowdown=1e308: must be a number <= 1e+06"),
     (["-m", "delay.sigma=0.5,-1e999"], "delay.sigma=0.5,-1e999: a number beyond a float's range"),
     # a list for a config group: Hydra merged the options (two algorithms ran as one, exit 0)
     (
@@ -101,8 +111,8 @@ CASES = [
     (["results_dir=/etc/hostname/x"], "results_dir=/etc/hostname/x"),
     (["results_dir=/etc/hostname"], "results_dir=/etc/hostname"),
     # --------------------------------------------------------------- problem
-    (["problem.classes=[0,10]"], "problem.classes=[0, 10]"),
-    (["problem.classes=[3,3]"], "problem.classes=[3, 3]"),
+    (["problem.classes=[0,10]"], "problem.classes=[0,10]: must be two different class indices"),
+    (["problem.classes=[3,3]"], "problem.classes=[3,3]: must be two different class indices"),
     (["problem.l2=-1"], "problem.l2=-1"),
     (["problem.row_norm=foo"], "problem.row_norm=foo"),
     (["problem=logreg_libsvm", "problem.path=/no/such/file.svm"], "problem.path=/no/such/file.svm"),
