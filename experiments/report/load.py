@@ -24,6 +24,7 @@ from experiments.analysis.speedup import speedup_frame
 from experiments.errors import ConfigError
 from experiments.log import get_logger
 from experiments.report.clock import read_validation, validation_rows
+from experiments.store.damage import read_provenance
 from experiments.store.table import read_summary_frame, run_files
 
 REPO = Path(__file__).resolve().parents[2]
@@ -310,11 +311,7 @@ def provenances(results_dir: Path, names: list[str] | None = None):
     names = experiment_folders(results_dir) if names is None else names
     for name in names:
         for f in run_files(Path(results_dir) / name, "provenance.json"):
-            try:
-                prov = json.loads(f.read_text())
-            except (OSError, ValueError):
-                prov = None
-            yield name, prov if isinstance(prov, dict) else None
+            yield name, read_provenance(f)[0]
 
 
 def calibration_spreads(results_dir: Path, names: list[str] | None = None) -> str:

@@ -186,13 +186,10 @@ def describe(error: dict) -> str:
 def _looks_typed(text: str) -> bool:
     """A string that Hydra would have read as a number or a boolean without its quotes (``'4'``, ``'true'``; not
     ``02``, which its grammar reads as text)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from experiments.settings.grammar import read_value
 
-    try:
-        value = OverridesParser.create().parse_override(f"k={text}").value()
-    except Exception:  # noqa: BLE001 -- hydra's OverrideParseException: text it cannot read unquoted
-        return False
-    return isinstance(value, (bool, int, float))
+    parsed = read_value(text)
+    return parsed is not None and isinstance(parsed.value(), (bool, int, float))
 
 
 def _decimal(text: str) -> str | None:

@@ -64,13 +64,20 @@ def staleness_problem(path: Path) -> str | None:
 def provenance_problem(path: Path) -> str | None:
     """Why a finished run's ``provenance.json`` at ``path`` (a JSON object) cannot be read back: missing, unreadable
     (:func:`_text`), not JSON or not an object; None when it reads whole. Every run writes one at its start."""
+    return read_provenance(path)[1]
+
+
+def read_provenance(path: Path) -> tuple[dict | None, str | None]:
+    """A run's ``provenance.json`` at ``path`` as a mapping, and why it cannot be read back (as
+    :func:`provenance_problem`); the mapping is None when there is a reason. The one reader of that file."""
     text, why = _text(Path(path))
     if why is not None:
-        return why
+        return None, why
     try:
-        return None if isinstance(json.loads(text), dict) else "is not a JSON object"
+        data = json.loads(text)
     except ValueError:
-        return "is not valid JSON (truncated?)"
+        return None, "is not valid JSON (truncated?)"
+    return (data, None) if isinstance(data, dict) else (None, "is not a JSON object")
 
 
 def _text(path: Path) -> tuple[str, str | None]:

@@ -9,8 +9,7 @@ import math
 import os
 import re
 
-from hydra.core.override_parser.overrides_parser import OverridesParser
-
+from experiments.settings.grammar import read_value
 from experiments.store.inputs import INPUT_KEYS
 
 IGNORED_IN_RUN_ID = {
@@ -69,7 +68,7 @@ def _canonical(override: str) -> str:
     key, sep, text = override.partition("=")
     if sep and key in INPUT_KEYS and text and text != "null":  # a file: /d/./a.svm and /d//a.svm are /d/a.svm
         return f"{key}={os.path.normpath(text)}"
-    parsed = _read(text) if sep else None
+    parsed = read_value(text) if sep else None
     if parsed is None:  # text Hydra cannot read: left to the checks that name it
         return override
     value = parsed.value()
@@ -82,17 +81,9 @@ def _canonical(override: str) -> str:
     return f"{key}={parsed.get_value_element_as_str()}"
 
 
-def _read(text: str):
-    """Hydra's reading of ``text`` as an override's value (an ``Override``), None when its grammar cannot read it."""
-    try:
-        return OverridesParser.create().parse_override(f"k={text}")
-    except Exception:  # noqa: BLE001 -- hydra's OverrideParseException
-        return None
-
-
 def _plain(text: str) -> bool:
     """Whether Hydra reads ``text`` unquoted as that very string."""
-    parsed = _read(text)
+    parsed = read_value(text)
     return parsed is not None and not parsed.is_sweep_override() and parsed.value() == text
 
 

@@ -27,7 +27,7 @@ import yaml
 from filelock import FileLock
 
 from experiments.log import get_logger
-from experiments.store.damage import provenance_problem, staleness_problem, trace_problem
+from experiments.store.damage import provenance_problem, read_provenance, staleness_problem, trace_problem
 from experiments.store.inputs import input_changes
 from experiments.store.run_id import IGNORED_IN_RUN_ID, LOOKUP_TABLES
 from experiments.store.table import (
@@ -212,12 +212,8 @@ class RunSink:
             return None, f"is not a mapping of settings (a {type(data).__name__})"
         if not raw.endswith(b"\n"):  # a YAML dump ends its last line; a file cut short mostly does not
             return None, "does not end with a newline (truncated)"
-        prov = self.run_dir / "provenance.json"
-        try:
-            written = json.loads(prov.read_text(encoding="utf-8")) if prov.is_file() else {}
-            want, size = written.get("config_sha256"), written.get("config_bytes")
-        except (OSError, ValueError, AttributeError):
-            want = size = None
+        written = self._provenance()
+        want, size = written.get("config_sha256"), written.get("config_bytes")
         if want is not None and isinstance(size, int) and len(raw) < size and hashlib.sha256(raw).hexdigest() != want:
             return None, f"is shorter than written ({len(raw)} of {size} bytes: truncated)"
         return data, None
@@ -253,11 +249,7 @@ class RunSink:
 
     def _provenance(self) -> dict:
         """The run's ``provenance.json`` as a mapping; {} when it is missing or damaged (:meth:`finished` tells)."""
-        try:
-            data = json.loads((self.run_dir / "provenance.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
+        return read_provenance(self.run_dir / "provenance.json")[0] or {}
 
     def summary_row(self) -> dict | None:
         """This run's row of ``summary.csv`` (column -> text), None when it has none. A damaged summary is repaired
@@ -328,10 +320,8 @@ class RunSink:
 
     def add_provenance(self, extra: dict) -> None:
         """Merge ``extra`` (e.g. the costs the run's clock used) into the run's ``provenance.json``."""
-        path = self.run_dir / "provenance.json"
-        data = json.loads(path.read_text()) if path.exists() else {}
-        data.update(extra)
-        write_atomically(path, json.dumps(data, indent=1, default=str))
+        data = {**self._provenance(), **extra}
+        write_atomically(self.run_dir / "provenance.json", json.dumps(data, indent=1, default=str))
 
     def write_compute_times(self, rows: list[dict], columns: list[str]) -> None:
         """``compute_times.csv``: one row per gradient of a real engine (experiments/engines/emulation.py)."""
