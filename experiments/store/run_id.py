@@ -48,9 +48,22 @@ def _fragment(override: str) -> str:
     return _UNSAFE.sub("-", override.replace("=", "-")).strip("-")
 
 
+FREE_TEXT_KEYS = frozenset(
+    {"problem.name", "problem.model", "problem.dataset", "algorithm.name", "algorithm.rule", "engine.calibration",
+     "engine.master_addr"}
+)  # fmt: skip
+"""Keys whose value is text of the user's choosing (a ``str`` setting, not one of a closed set of options: the test
+``test_free_text_keys_are_the_string_settings`` reads them off the schema). In such a value ``_`` and ``-`` are
+different names (``problem.name=p_q`` and ``p-q``), so a ``_`` in it is information the fragment would lose."""
+
+
 def _lossless(override: str) -> bool:
     """True when :func:`_fragment` keeps everything that tells ``override`` apart from another: only ``=`` and
-    ``_`` are replaced (one character each by one ``-``) and nothing is cut at the ends."""
+    ``_`` are replaced (one character each by one ``-``; a ``_`` only outside the value of a :data:`FREE_TEXT_KEYS`
+    key) and nothing is cut at the ends."""
+    key, _, value = override.partition("=")
+    if key in FREE_TEXT_KEYS and "_" in value:
+        return False
     return _KEPT_AS_HYPHEN.fullmatch(override) is not None and _fragment(override) == override.replace(
         "=", "-"
     ).replace("_", "-")
@@ -108,13 +121,13 @@ def make_run_id(overrides: list[str], seed: int) -> str:
     A number is written as Hydra reads it (:func:`_canonical`: ``lr=1e-3`` and ``lr=0.001`` give one id). A value
     equal to the default but given anyway still names the run (``algorithm=apam`` where apam is the default): the id
     is of the command line, not of the composed config.
-    An override whose fragment loses information (a path's ``/``, spaces, brackets, commas, quotes, runs of
-    replaced characters: :func:`_lossless`) would let two different inputs share an id (``problem.path=/d/a/b`` and
-    ``problem.path=/d/a-b``): then the id ends in ``_h-`` and 10 hex digits of the sha1 of those overrides' exact
-    text, sorted; an override naming a file a run reads (``problem.path``, ``delay.replay``, ...) always adds the
-    hash, of its absolute path (``a_b.svm`` and ``a-b.svm``, or ``a.svm`` from two folders, are other files). Ids of
-    overrides that lose nothing are as they always were (the committed results are keyed by
-    them). Ids longer than 120 characters are cut and end in a hash of the whole.
+    An override whose fragment loses information (a path's ``/``, spaces, brackets, commas, quotes, runs of replaced
+    characters, a ``_`` in a name of the user's choosing: :func:`_lossless`) would let two different inputs share an
+    id (``problem.path=/d/a/b`` and ``problem.path=/d/a-b``): then the id ends in ``_h-`` and 10 hex digits of the
+    sha1 of those overrides' exact text, sorted; an override naming a file a run reads (``problem.path``,
+    ``delay.replay``, ...) always adds the hash, of its absolute path (``a_b.svm`` and ``a-b.svm``, or ``a.svm``
+    from two folders, are other files). Ids of overrides that lose nothing are as they always were (the committed
+    results are keyed by them). Ids longer than 120 characters are cut and end in a hash of the whole.
     """
     kept = []
     for o in overrides:

@@ -347,6 +347,38 @@ def test_run_id_changes_only_where_sanitising_loses_information():
     )
 
 
+@pytest.mark.parametrize("key", ["problem.name", "algorithm.name", "engine.master_addr"])
+def test_a_name_of_the_users_choosing_keeps_its_underscore_apart_from_a_hyphen(key):
+    """``problem.name=p_q`` and ``p-q`` are two names (a sweep of both kept one summary row and one folder): the
+    one with ``_`` gets the hash suffix, the other keeps its plain id."""
+    under, hyphen = make_run_id([f"{key}=p_q"], 0), make_run_id([f"{key}=p-q"], 0)
+    assert under != hyphen and "_h-" in under and hyphen == f"{key.replace('_', '-')}-p-q_seed-0"
+
+
+def test_free_text_keys_are_the_string_settings():
+    """FREE_TEXT_KEYS are the settings typed ``str`` (not a Literal of options) that name a run: every one the
+    schema has, outside the keys the id ignores and the files it names by path."""
+    import typing
+
+    from pydantic import BaseModel
+
+    from experiments.settings.schema import RunSettings
+    from experiments.store.inputs import INPUT_KEYS
+    from experiments.store.run_id import FREE_TEXT_KEYS, IGNORED_IN_RUN_ID
+
+    def strings(model, prefix=""):
+        for name, field in model.model_fields.items():
+            kinds = typing.get_args(field.annotation) or (field.annotation,)
+            if typing.get_origin(field.annotation) is not dict and str in kinds:  # str, str | None, str | dict
+                yield prefix + name
+            for kind in kinds:
+                if isinstance(kind, type) and issubclass(kind, BaseModel):
+                    yield from strings(kind, f"{prefix}{name}.")
+
+    found = {k for k in strings(RunSettings) if k.split(".")[0] not in IGNORED_IN_RUN_ID and k not in INPUT_KEYS}
+    assert found == FREE_TEXT_KEYS
+
+
 @pytest.mark.parametrize(
     "written, as_read",
     [
