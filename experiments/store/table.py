@@ -130,9 +130,10 @@ def run_files(exp_dir: Path, name: str) -> list[Path]:
 
 SUMMARY_REQUIRED = ("run_id", "problem", "algorithm", "workers", "seed", "status")
 """The columns a read-only tool (aggregate, report, ``experiments.load``) needs in a summary it reads."""
-SUMMARY_INTEGERS = {"workers": MAX_WORKERS, "seed": SEED_LIMIT - 1}
-"""Columns of :data:`SUMMARY_REQUIRED` that every row fills with a whole number from 0 to the value given here (the
-bounds of the run settings, experiments/settings/schema.py); tables group and divide by them."""
+SUMMARY_INTEGERS = {"workers": (0, MAX_WORKERS), "agents": (1, MAX_WORKERS + 1), "seed": (0, SEED_LIMIT - 1)}
+"""Columns that every row fills with a whole number in the range given here (the bounds of the run settings,
+experiments/settings/schema.py; ``agents``: the workers and a master that computes); tables group and divide by
+them."""
 SUMMARY_NUMBERS = (
     "epochs", "updates", "gradients", "time_s", "time_per_epoch_s", "target_loss", "time_to_target_s",
     "updates_to_target", "final_train_loss", "final_train_acc", "final_test_loss", "final_test_acc", "final_opt_gap",
@@ -143,7 +144,8 @@ SUMMARY_NON_NEGATIVE = (
     "epochs", "updates", "gradients", "time_s", "time_per_epoch_s", "time_to_target_s", "updates_to_target",
     "staleness_mean", "staleness_max",
 )  # fmt: skip
-"""Numbers of :data:`SUMMARY_NUMBERS` that are counts or seconds: never below 0."""
+"""Numbers of :data:`SUMMARY_NUMBERS` that are counts or seconds: finite and never below 0 (a run whose clock
+overflows is failed, with its time left empty)."""
 SUMMARY_FRACTIONS = ("final_train_acc", "final_test_acc")
 """Numbers of :data:`SUMMARY_NUMBERS` that are fractions: from 0 to 1."""
 SUMMARY_STATUSES = ("ok", "diverged", "failed")
@@ -158,18 +160,18 @@ def row_problem(header: list[str], row: list[str]) -> str | None:
     is. A hand edit such as ``workers=-5`` is damage the runner repairs (experiments/store/sink.py) and a reader
     names (:func:`read_summary_frame`)."""
     cells = dict(zip(header, row))
-    for column, top in SUMMARY_INTEGERS.items():
+    for column, (low, top) in SUMMARY_INTEGERS.items():
         if cells.get(column, "") != "":  # empty: a reader that needs it says so (read_summary_frame)
             text = cells[column]
-            if not re.fullmatch(r"\s*\+?[0-9]+\s*", text) or not 0 <= int(text) <= top:
-                return f"column {column}: {text!r} is not a whole number from 0 to {top}"
+            if not re.fullmatch(r"\s*\+?[0-9]+\s*", text) or not low <= int(text) <= top:
+                return f"column {column}: {text!r} is not a whole number from {low} to {top}"
     for column in (c for c in SUMMARY_NUMBERS if cells.get(c, "") != ""):
         try:
             value = float(cells[column])
         except ValueError:
             return f"column {column}: {cells[column]!r} is not a number"
-        if column in SUMMARY_NON_NEGATIVE and value < 0:
-            return f"column {column}: {cells[column]!r} is below 0 (a count or seconds)"
+        if column in SUMMARY_NON_NEGATIVE and not (math.isnan(value) or 0 <= value < math.inf):
+            return f"column {column}: {cells[column]!r} is not a count or seconds (a finite number >= 0)"
         if column in SUMMARY_FRACTIONS and not (math.isnan(value) or 0 <= value <= 1):
             return f"column {column}: {cells[column]!r} is not an accuracy from 0 to 1"
     if "status" in cells and cells["status"] not in SUMMARY_STATUSES:
