@@ -157,7 +157,10 @@ def _rcv1like_logreg(cfg, root: Path, device: torch.device) -> LogisticRegressio
     """`logreg_libsvm` on the synthetic rcv1-like files (problems.rcv1like), generated once into `<root>/cache`."""
     from problems.rcv1like import Rcv1LikeSpec, rcv1like_files  # lazy: scikit-learn only for this problem
 
-    spec = Rcv1LikeSpec(**{f.name: _get(cfg, f.name) for f in fields(Rcv1LikeSpec) if _get(cfg, f.name) is not None})
+    given = {f.name: _get(cfg, f.name) for f in fields(Rcv1LikeSpec) if _get(cfg, f.name) is not None}
+    if "informative" not in given:  # rcv1's 5000 most frequent features, or every feature of a smaller set
+        given["informative"] = min(Rcv1LikeSpec.informative, given.get("n_features", Rcv1LikeSpec.n_features))
+    spec = Rcv1LikeSpec(**given)
     train, test = rcv1like_files(optimum_cache_dir(root), spec)
     libsvm = {k: _get(cfg, k) for k in ("l2", "max_train", "init_std", "name")}
     return _libsvm_logreg(

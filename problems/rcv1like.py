@@ -28,8 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
+import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -37,6 +36,8 @@ import numpy as np
 import scipy.sparse as sp
 
 __all__ = ["RCV1", "Rcv1LikeSpec", "generate", "rcv1like_files"]
+
+log = logging.getLogger(__name__)
 
 # rcv1.binary (training part) as published on the LIBSVM site
 TOP_UPS = 6  # rounds of redrawing a row's repeated features (see _rows)
@@ -165,36 +166,59 @@ def _key(spec: Rcv1LikeSpec) -> str:
 def rcv1like_files(cache_dir: str | Path, spec: Rcv1LikeSpec = Rcv1LikeSpec()) -> tuple[Path, Path]:
     """(train file, test file): LIBSVM files of ``generate(spec)`` under ``cache_dir/rcv1like/``, written once.
 
-    Files are named by a hash of every argument (and a JSON of the arguments is written beside them), written to a
-    temporary name and renamed, so a crash leaves no half file and concurrent callers agree. Labels are written as
-    -1/+1 (rcv1.binary's), features 1-based (the LIBSVM convention), values to 8 significant digits.
+    Files are named by a hash of every argument; a JSON beside them holds the arguments and the sha256 of each file,
+    written last. A cached pair is used only when that JSON names these arguments and both files still hold those
+    bytes: a pair that was edited, cut short or left without its JSON (a crash between the writes) is generated and
+    written again, with one line saying so. Each file is written under a unique temporary name and renamed
+    (problems/datasets/files.py ``atomic_path``), so concurrent callers agree. Labels are written as -1/+1
+    (rcv1.binary's), features 1-based (the LIBSVM convention), values to 8 significant digits.
+
+    Raises:
+        OSError: a file could not be written.
     """
+    from problems.datasets.files import atomic_path, file_sha256
+
     folder = Path(cache_dir) / "rcv1like"
     stem = f"rcv1like_{spec.n_train}x{spec.n_features}_seed{spec.seed}_{_key(spec)}"
-    train, test = folder / f"{stem}.train.svm", folder / f"{stem}.test.svm"
-    if train.is_file() and test.is_file():
-        return train, test
+    train, test, record = folder / f"{stem}.train.svm", folder / f"{stem}.test.svm", folder / f"{stem}.json"
+    if train.exists() or test.exists():
+        why = _cache_problem(train, test, record, spec)
+        if why is None:
+            return train, test
+        log.warning("%s/%s: %s; generating the files again", folder, stem, why)
     from sklearn.datasets import dump_svmlight_file  # here, not above: a cached call needs no sklearn import
 
-    folder.mkdir(parents=True, exist_ok=True)
     Xtr, ytr, Xte, yte = generate(spec)
     for X, y, path in ((Xtr, ytr, train), (Xte, yte, test)):
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")  # unique, never a link
-        try:
-            with os.fdopen(fd, "wb") as f:
-                dump_svmlight_file(
-                    X,
-                    2 * y - 1,
-                    f,
-                    zero_based=False,
-                    comment=f"synthetic rcv1-like data (problems/rcv1like.py): {json.dumps(asdict(spec))}",
-                )
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{stem}.json.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(json.dumps(asdict(spec), indent=1, sort_keys=True))
-    os.replace(tmp, folder / f"{stem}.json")
+        with atomic_path(path) as tmp, open(tmp, "wb") as f:  # unique, never a link
+            dump_svmlight_file(
+                X,
+                2 * y - 1,
+                f,
+                zero_based=False,
+                comment=f"synthetic rcv1-like data (problems/rcv1like.py): {json.dumps(asdict(spec))}",
+            )
+    sums = {"sha256": {"train": file_sha256(train), "test": file_sha256(test)}}
+    with atomic_path(record) as tmp:
+        tmp.write_text(json.dumps({**asdict(spec), **sums}, indent=1, sort_keys=True))
     return train, test
+
+
+def _cache_problem(train: Path, test: Path, record: Path, spec: Rcv1LikeSpec) -> str | None:
+    """Why the cached pair cannot be used (a file or the JSON missing or unreadable, other arguments, other bytes
+    than written), None when it can."""
+    from problems.datasets.files import file_sha256
+
+    try:
+        kept = json.loads(record.read_text(encoding="utf-8"))
+        sums = kept.get("sha256") if isinstance(kept, dict) else None
+        if not isinstance(sums, dict):
+            return f"{record.name} is missing or names no sha256 (a write that did not finish)"
+        if {k: kept.get(k) for k in asdict(spec)} != asdict(spec):
+            return f"{record.name} names other arguments"
+        for part, path in (("train", train), ("test", test)):
+            if sums.get(part) != file_sha256(path):
+                return f"{path.name} does not hold the bytes written (edited or cut short)"
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        return f"cannot be read ({getattr(exc, 'strerror', None) or type(exc).__name__})"
+    return None

@@ -88,6 +88,8 @@ class LogregRcv1like(ProblemBase):
     n_test: PositiveInt
     n_features: PositiveInt
     nnz_per_row: PositiveFloat
+    informative: PositiveInt | None = None
+    """Features that carry planted weight (the most frequent ones); None: min(5000, n_features)."""
     l2: NonNegativeFloat
 
 

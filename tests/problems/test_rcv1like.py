@@ -1,5 +1,7 @@
 """The synthetic rcv1-like set (problems/rcv1like.py): shape, density, unit rows, heavy tail, determinism, files."""
 
+import json
+
 import numpy as np
 import pytest
 from sklearn.datasets import load_svmlight_file
@@ -73,3 +75,40 @@ def test_files_are_libsvm_cached_and_read_by_the_problem(tmp_path, small):
     }
     prob = build_problem(cfg, tmp_path)
     assert prob.dim == 4000 and prob.num_train == 1500
+
+
+@pytest.mark.parametrize("damage", ["edited", "cut", "no record"])
+def test_a_damaged_cached_pair_is_generated_again(tmp_path, caplog, damage):
+    """The cache's JSON holds each file's sha256: a training file replaced by other rows (it trained on 16 of 200
+    examples), cut short, or left without its JSON (a crash between the writes) is written again, with one line."""
+    train, test = rcv1like_files(tmp_path / "cache", SMALL)
+    good = train.read_bytes(), test.read_bytes()
+    record = train.with_name(train.name.replace(".train.svm", ".json"))
+    if damage == "edited":
+        train.write_bytes(b"".join(good[0].splitlines(keepends=True)[:17]))
+    elif damage == "cut":
+        test.write_bytes(good[1][:-100])
+    else:
+        record.unlink()
+    with caplog.at_level("WARNING", logger="problems.rcv1like"):
+        assert rcv1like_files(tmp_path / "cache", SMALL) == (train, test)
+    assert (train.read_bytes(), test.read_bytes()) == good and record.is_file()
+    assert len(caplog.records) == 1 and "generating the files again" in caplog.records[0].getMessage()
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="problems.rcv1like"):
+        rcv1like_files(tmp_path / "cache", SMALL)  # whole again: used as it is
+    assert not caplog.records
+
+
+def test_a_set_narrower_than_5000_features_plants_weight_on_every_feature(tmp_path):
+    """``problem.informative`` (null: min(5000, n_features)) follows a small ``n_features``: the default could
+    never run below 5000 features, and the key could not be set."""
+    from problems import build_problem
+
+    cfg = {"kind": "logreg_rcv1like", "name": "r", "l2": 0.0, "n_train": 60, "n_test": 20, "n_features": 10}
+    prob = build_problem({**cfg, "nnz_per_row": 2.0, "seed": 0, "informative": None}, tmp_path)
+    assert prob.dim == 10 and prob.num_train == 60
+    (record,) = (tmp_path / "cache" / "rcv1like").glob("*.json")
+    assert json.loads(record.read_text())["informative"] == 10
+    with pytest.raises(ValueError, match=r"problem.informative=11: must be in \[1, n_features\]"):
+        build_problem({**cfg, "nnz_per_row": 2.0, "seed": 0, "informative": 11}, tmp_path)
