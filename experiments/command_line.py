@@ -349,3 +349,36 @@ def shown_package(argv: list[str], job_config) -> None:
         raise ConfigError(
             f"--package {package}: no such key in the job's config (its top-level keys: {', '.join(job_config)})"
         )
+
+
+FILE_VARIABLES = ("APAM_ERROR_FILE", "APAM_JOB_EVENTS")
+"""Environment variables that name a file a run writes (experiments/run.py ``_report_error``: the one-line error
+for ``make reproduce``; experiments/runner.py ``job_event``: the scheduler's event log)."""
+
+
+def env_files(environ) -> None:
+    """Each of :data:`FILE_VARIABLES` that is set names a file that can be written: not a folder, in a folder that
+    exists (a folder was an IsADirectoryError line after the results folder was made; a missing folder, a traceback
+    after the one-line error).
+
+    Raises:
+        ConfigError: ``APAM_ERROR_FILE=<value>: ...`` naming the variable.
+    """
+    import os
+
+    for name in FILE_VARIABLES:
+        value = environ.get(name)
+        if not value:
+            continue
+        path = Path(value)
+        why = (
+            "a folder"
+            if path.is_dir()
+            else f"its folder {path.parent} does not exist"
+            if not path.parent.is_dir()
+            else "not writable"
+            if path.exists() and not os.access(path, os.W_OK)
+            else None
+        )
+        if why:
+            raise ConfigError(f"{name}={value}: {why} (it names a file the harness writes)")

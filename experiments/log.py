@@ -32,11 +32,23 @@ class _CurrentStderr(logging.StreamHandler):
         pass
 
 
+class _OneLine(logging.Formatter):
+    """The bare message; a warning or an error stays one line whatever it quotes (a value typed with a newline,
+    ``experiment_id=$'a\\nb'``, is shown with ``\\n``): a reader, or ``make reproduce``, takes the line as the
+    whole error."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        if record.levelno >= logging.WARNING:
+            text = text.replace("\r", "\\r").replace("\n", "\\n")
+        return text
+
+
 def _root() -> logging.Logger:
     root = logging.getLogger(ROOT)
     if not any(isinstance(h, _CurrentStderr) for h in root.handlers):
         handler = _CurrentStderr()
-        handler.setFormatter(logging.Formatter("%(message)s"))
+        handler.setFormatter(_OneLine("%(message)s"))
         root.addHandler(handler)
         root.setLevel(logging.INFO)
         root.propagate = False  # messages are the user's output: not repeated by a root logger's handlers

@@ -12,6 +12,7 @@ SIGTERM, 129 SIGHUP; the run in flight is recorded as failed with its partial tr
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from tqdm.auto import tqdm
@@ -156,7 +157,8 @@ def _report_error(exc: ConfigError) -> None:
     """Print the one-line error; also into ``$APAM_ERROR_FILE`` when set (how ``make reproduce`` learns why)."""
     log.error(f"error: {exc}")
     if os.environ.get("APAM_ERROR_FILE"):
-        Path(os.environ["APAM_ERROR_FILE"]).write_text(str(exc) + "\n")
+        with contextlib.suppress(OSError):  # a file that cannot be written is itself the error named above
+            Path(os.environ["APAM_ERROR_FILE"]).write_text(str(exc) + "\n")
 
 
 def _check_launcher(overrides: list[str], settings: list) -> None:
@@ -184,6 +186,7 @@ def main() -> None:
         _report_error(ConfigError("--cfg and --info show one job's config: drop -m (and give one value per key)"))
         sys.exit(2)
     try:
+        command_line.env_files(os.environ)
         command_line.flag_order(argv)
         command_line.completion_values(argv)
     except ConfigError as exc:

@@ -54,6 +54,9 @@ CASES = [
     # a byte the locale cannot decode (0xff in a file name): a UnicodeEncodeError traceback in the run id
     (["problem=logreg_libsvm", "problem.path=/tmp/bad\udcff.svm"], "problem.path=/tmp/bad\ufffd.svm: not UTF-8 text"),
     (["experiment_id=x\udcff"], "experiment_id=x\ufffd: not UTF-8 text"),
+    # a newline typed in a value: shown as \n, the error stays one line (it was two)
+    (["experiment_id=a\nb"], "experiment_id=a\\nb: not an override Hydra can read"),
+    (["problem=logreg_libsvm", "problem.path='/tmp/a\nb'"], "problem.path=/tmp/a\\nb: no such file"),
     # past what a process can hold: an OverflowError, a MemoryError or torch's overflow traceback at run time
     (["workers=99999999999999999999"], "workers=99999999999999999999: must be an integer <= 4096"),
     (["threads=100000"], "threads=100000: must be an integer <= 1024"),
@@ -376,3 +379,17 @@ def test_only_choosing_an_experiment_needs_multirun():
     experiment_multirun(["experiment=tau_threshold"], multirun=True)
     with pytest.raises(ConfigError, match=r"^experiment=tau_threshold: an experiment is a sweep"):
         experiment_multirun(["experiment=tau_threshold"], multirun=False)
+
+
+@pytest.mark.parametrize("variable", ["APAM_ERROR_FILE", "APAM_JOB_EVENTS"])
+@pytest.mark.parametrize("where", ["folder", "missing folder"])
+def test_a_file_variable_that_names_no_writable_file_is_one_line(tmp_path, entry_point, variable, where):
+    """The variables that name a file a run writes: a folder (IsADirectoryError after the results folder was made)
+    or a file in a folder that is not there (a traceback after the error line) is named in one line, exit 2."""
+    value = tmp_path if where == "folder" else tmp_path / "nowhere" / "file"
+    code, stderr = entry_point([f"results_dir={tmp_path}/res", "workers=0"], env={variable: str(value)})
+    why = "a folder" if where == "folder" else f"its folder {tmp_path / 'nowhere'} does not exist"
+    assert code == 2 and stderr.strip().splitlines() == [
+        f"error: {variable}={value}: {why} (it names a file the harness writes)"
+    ]
+    assert not (tmp_path / "res").exists()
