@@ -29,9 +29,10 @@ from experiments.store.run_id import make_run_id
 from experiments.store.sink import RunSink
 from experiments.store.table import read_summary_frame
 
-OVERRIDE_SYNTAX = ",$'\"[]{}()=\\"
-"""Characters of Hydra's override grammar that a ``results_dir`` given to :func:`run` may not hold (it is passed on
-as ``results_dir=<path>``)."""
+OVERRIDE_SYNTAX = "$'\\"
+"""Characters a ``results_dir`` given to :func:`run` may not hold. It is passed on quoted, ``results_dir='<path>'``
+(so ``é``, ``#``, spaces, commas and brackets are taken as written), and inside quotes Hydra's grammar still reads
+``'`` and ``\\`` as quoting and ``${...}`` as an interpolation."""
 
 
 @dataclass(frozen=True)
@@ -86,10 +87,10 @@ def run(overrides: list[str] | tuple[str, ...] = (), results_dir: str | Path | N
     experiment_multirun(list(overrides), multirun=False)
     if results_dir is not None and (bad := sorted(set(str(results_dir)) & set(OVERRIDE_SYNTAX))):
         raise ConfigError(  # it goes to Hydra as an override: a comma made a sweep, ${...} an interpolation
-            f"results_dir={results_dir}: {' '.join(bad)} in a path is override syntax to Hydra; name a folder "
-            "without it"
+            f"results_dir={results_dir}: {' '.join(bad)} in a path is quoting or interpolation to Hydra; name a "
+            "folder without it"
         )
-    overrides = list(overrides) + ([f"results_dir={results_dir}"] if results_dir is not None else [])
+    overrides = list(overrides) + ([f"results_dir='{results_dir}'"] if results_dir is not None else [])
     settings = precheck(overrides, multirun=False)[0]
     cfg = compose_jobs([overrides])[0]
     status = execute(cfg, overrides)

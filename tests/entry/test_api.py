@@ -120,10 +120,21 @@ def test_bad_input_raises_config_error_and_writes_nothing(tmp_path):
     for key in ("hydra/launcher=parallel", "hydra.launcher.n_jobs=2", "hydra/sweeper=apam", "+hydra.sweeper.x=1"):
         with pytest.raises(ConfigError, match=f"{re.escape(key)}: run\\(\\) is one run in this process"):
             run([key, *COSTS], results_dir=tmp_path / "out")
-    for folder in ("out,x", "${oc.env:HOME}/out"):  # a sweep, an interpolation: a Python path is taken as written
-        with pytest.raises(ConfigError, match="in a path is override syntax to Hydra"):
+    for folder in ("${oc.env:HOME}/out", "it's", "a\\b"):  # an interpolation or quoting even inside quotes
+        with pytest.raises(ConfigError, match="in a path is quoting or interpolation to Hydra"):
             run(COSTS, results_dir=tmp_path / folder)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_results_dir_is_taken_as_written(tmp_path):
+    """The API passes ``results_dir`` quoted: a comma (a sweep to Hydra), an accent or ``#`` (characters its
+    grammar cannot read unquoted) name the folder they spell."""
+    from experiments import run
+
+    for name in ("out,x", "jos\u00e9 #2 [a]"):
+        result = run(["updates=5", *COSTS], results_dir=tmp_path / name)
+        assert result.status == "ok" and result.run_dir.is_relative_to(tmp_path / name), result.run_dir
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["out,x", "jos\u00e9 #2 [a]"])
 
 
 def test_load_of_a_missing_folder_raises(tmp_path):
