@@ -253,8 +253,8 @@ def load_compute_times(path, workers: int) -> list[list[float]]:
 
     Raises:
         ValueError naming the file: unreadable, missing columns or one given twice, a worker or index that is not a
-        whole number, a compute_s that is not seconds from 0 to :data:`MAX_COMPUTE_S`, or a worker in
-        [0, workers) without rows.
+        whole number >= 0, a (worker, index) recorded twice, a compute_s that is not seconds from 0 to
+        :data:`MAX_COMPUTE_S`, or a worker in [0, workers) without rows.
     """
     import pandas as pd  # lazy: pandas only to read a compute-times file; worker processes import this module
 
@@ -272,8 +272,12 @@ def load_compute_times(path, workers: int) -> list[list[float]]:
         raise ValueError(f"delay.replay={path}: column {twice[0][:-2]} given twice")
     for col in ("worker", "index"):
         v = pd.to_numeric(df[col], errors="coerce")
-        if not (np.isfinite(v) & (v == np.round(v))).all():
-            raise ValueError(f"delay.replay={path}: {col} must be whole numbers on every row")
+        if not (np.isfinite(v) & (v == np.round(v)) & (v >= 0)).all():
+            raise ValueError(f"delay.replay={path}: {col} must be whole numbers >= 0 on every row")
+    twice = df[df.duplicated(["worker", "index"])]
+    if len(twice):  # two times for one gradient: which one the run replays would be a guess
+        w, i = (int(twice.iloc[0][c]) for c in ("worker", "index"))
+        raise ValueError(f"delay.replay={path}: worker {w}'s gradient {i} is recorded twice")
     t = pd.to_numeric(df["compute_s"], errors="coerce")
     if not (np.isfinite(t) & (t >= 0) & (t <= MAX_COMPUTE_S)).all():
         raise ValueError(f"delay.replay={path}: compute_s must be seconds from 0 to {MAX_COMPUTE_S:g} (a day)")

@@ -179,6 +179,14 @@ CASES = [
     (["delay.law=replay", f"delay.replay={REPLAY}/text_index.csv", "workers=1"], "index must be whole numbers"),
     (["delay.law=replay", f"delay.replay={REPLAY}/fractional_worker.csv", "workers=1"], "worker must be whole"),
     (["delay.law=replay", f"delay.replay={REPLAY}/twice.csv", "workers=1"], "column compute_s given twice"),
+    (
+        ["delay.law=replay", f"delay.replay={REPLAY}/negative_worker.csv", "workers=1"],
+        "worker must be whole numbers >= 0",
+    ),
+    (
+        ["delay.law=replay", f"delay.replay={REPLAY}/gradient_twice.csv", "workers=1"],
+        "worker 0's gradient 1 is recorded twice",
+    ),
     (["algorithm=sync_amsgrad", "delay=fixed"], "delay=fixed"),
     (["algorithm=sync_amsgrad", "delay=uniform"], "delay=uniform"),
     # --------------------------------------------------------------- engine
