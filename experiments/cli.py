@@ -17,7 +17,20 @@ class Parser(argparse.ArgumentParser):
             kw["description"] = " ".join(doc.split("\n\n")[0].split())
         super().__init__(prog=prog, **kw)
 
+    def parse_args(self, args=None, namespace=None):  # noqa: D102 -- argparse's; keeps the words for error()
+        import sys
+
+        self._words = list(sys.argv[1:] if args is None else args)
+        return super().parse_args(args, namespace)
+
     def error(self, message: str):  # noqa: D102 -- argparse's hook
+        lists = [
+            a.option_strings[0]
+            for a in self._actions
+            if a.nargs in ("*", "+") and a.option_strings and set(a.option_strings) & set(getattr(self, "_words", ()))
+        ]
+        if message.startswith("the following arguments are required") and lists:  # --only A B DIR took DIR too
+            message += f" ({lists[0]} takes every word after it: put the folder before {lists[0]})"
         self.exit(2, f"error: {self.prog}: {message} (--help lists the options)\n")
 
 

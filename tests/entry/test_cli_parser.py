@@ -29,6 +29,10 @@ from conftest import REPO
         (["experiments.prune", "", "--profile", "smoke"], "argument results_dir: '': must name a folder"),
         (["experiments.aggregate"], "the following arguments are required: paths"),
         (["experiments.prune", "results"], "the following arguments are required: --profile"),
+        (  # the list took the folder too: say so
+            ["experiments.prune", "--profile", "smoke", "--only", "zzz", "results"],
+            "required: results_dir (--only takes every word after it: put the folder before --only)",
+        ),
         (["plots"], "the following arguments are required: path"),
     ],
 )
