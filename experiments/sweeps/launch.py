@@ -25,10 +25,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
+STOP = signal.SIGTERM
+"""The signal a stopped gate sends its sweeps. Not SIGINT: a job started in the background (``cmd &`` in a script,
+``nohup``) starts with SIGINT ignored, and so does every process it starts until one installs its own handler, so a
+sweep in its first seconds (the interpreter starting, its imports: seconds on a loaded machine) ignored the gate's
+SIGINT and ran on to its end while the stopped ``reproduce`` waited for it. No shell ignores SIGTERM for background
+jobs; the sweep takes it as Ctrl-C (experiments/stops.py), and before its handlers exist it simply ends."""
+
+
 class ClockGate:
     """Who may run now: any number of simulated-clock sweeps together, a wall-clock sweep alone (a readers-writer
     lock, the writer first: a waiting wall-clock sweep holds back simulated sweeps that have not started).
-    ``stop()`` makes every later :meth:`hold` raise :class:`Stopped` and sends SIGINT to the children it knows."""
+    ``stop()`` makes every later :meth:`hold` raise :class:`Stopped` and sends SIGTERM to the children it knows."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
@@ -75,7 +83,7 @@ class ClockGate:
                 self._children.add(proc)
                 stopped = self.stopped
             if stopped:
-                proc.send_signal(signal.SIGINT)
+                proc.send_signal(STOP)
             try:
                 return proc.wait()
             finally:
@@ -83,15 +91,15 @@ class ClockGate:
                     self._children.discard(proc)
 
     def stop(self) -> None:
-        """No sweep starts from now on; the running children get SIGINT (each records its run in flight as
-        interrupted and exits), as from Ctrl-C in a terminal."""
+        """No sweep starts from now on; the running children get :data:`STOP` (each records its run in flight as
+        interrupted and exits, as from Ctrl-C in a terminal)."""
         with self._cond:
             self.stopped = True
             children = list(self._children)
             self._cond.notify_all()
         for proc in children:
             try:
-                proc.send_signal(signal.SIGINT)
+                proc.send_signal(STOP)
             except OSError:
                 pass
 

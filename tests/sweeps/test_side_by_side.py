@@ -132,3 +132,29 @@ def test_an_interrupt_stops_the_gate_and_propagates(monkeypatch):
     with pytest.raises(Stopped):
         with gate.hold(False):
             pass
+
+
+def test_a_stop_reaches_a_sweep_that_started_with_sigint_ignored():
+    """A job started in the background (``cmd &`` in a script, ``nohup``: how tests/stress.sh and many schedulers
+    start work) begins with SIGINT ignored, and so does each process it starts until one installs a handler. The
+    gate's SIGINT reached a sweep still starting up, was ignored, and the stopped reproduce waited for the whole
+    sweep (the stress run's flaky failure). The gate's signal must end such a child."""
+    import signal
+    import sys
+    import time
+
+    gate, codes = ClockGate(), []
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited by the child, as from a background shell
+    try:
+        runner = threading.Thread(
+            target=lambda: codes.append(gate.run([sys.executable, "-c", "import time; time.sleep(60)"]))
+        )
+        runner.start()
+        deadline = time.monotonic() + 30
+        while not gate._children and time.monotonic() < deadline:
+            time.sleep(0.01)
+        gate.stop()
+        runner.join(20)
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert not runner.is_alive() and codes == [-launch.STOP] and launch.STOP != signal.SIGINT
