@@ -358,13 +358,15 @@ for ``make reproduce``; experiments/runner.py ``job_event``: the scheduler's eve
 
 def env_files(environ) -> None:
     """Each of :data:`FILE_VARIABLES` that is set names a file that can be written: not a folder, in a folder that
-    exists (a folder was an IsADirectoryError line after the results folder was made; a missing folder, a traceback
-    after the one-line error).
+    exists, a regular file where it exists (a folder was an IsADirectoryError line after the results folder was made;
+    a missing folder, a traceback after the one-line error; a named pipe, a hang; ``/dev/full``, an unnamed error).
 
     Raises:
         ConfigError: ``APAM_ERROR_FILE=<value>: ...`` naming the variable.
     """
     import os
+
+    from experiments.store.table import file_problem
 
     for name in FILE_VARIABLES:
         value = environ.get(name)
@@ -376,9 +378,8 @@ def env_files(environ) -> None:
             if path.is_dir()
             else f"its folder {path.parent} does not exist"
             if not path.parent.is_dir()
-            else "not writable"
-            if path.exists() and not os.access(path, os.W_OK)
-            else None
+            else file_problem(path)  # a named pipe (the write would block), a device, a link to nothing
+            or ("not writable" if path.exists() and not os.access(path, os.W_OK) else None)
         )
         if why:
             raise ConfigError(f"{name}={value}: {why} (it names a file the harness writes)")

@@ -60,6 +60,7 @@ from experiments.runner import execute  # noqa: E402
 from experiments.settings.compose import compose_jobs, expand_overrides, precheck, profile_sweep  # noqa: E402
 from experiments.settings.source import Source  # noqa: E402
 from experiments.stops import exit_if_late as _exit_if_late  # noqa: E402, F401 - the exit hook above calls it
+from experiments.store.table import file_problem  # noqa: E402
 from experiments.sweeps import OUTCOME  # noqa: E402
 from hydra_plugins.apam_sweeper import ENV, fingerprint  # noqa: E402
 
@@ -156,9 +157,10 @@ _RESULTS_DIRS: set[Path] = set()  # the results folders of the jobs the command 
 def _report_error(exc: ConfigError) -> None:
     """Print the one-line error; also into ``$APAM_ERROR_FILE`` when set (how ``make reproduce`` learns why)."""
     log.error(f"error: {exc}")
-    if os.environ.get("APAM_ERROR_FILE"):
+    path = os.environ.get("APAM_ERROR_FILE")
+    if path and file_problem(Path(path)) is None:  # never opened when not a regular file: a named pipe blocks
         with contextlib.suppress(OSError):  # a file that cannot be written is itself the error named above
-            Path(os.environ["APAM_ERROR_FILE"]).write_text(str(exc) + "\n")
+            Path(path).write_text(str(exc) + "\n")
 
 
 def _check_launcher(overrides: list[str], settings: list) -> None:

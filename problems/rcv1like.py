@@ -174,13 +174,20 @@ def rcv1like_files(cache_dir: str | Path, spec: Rcv1LikeSpec = Rcv1LikeSpec()) -
     (rcv1.binary's), features 1-based (the LIBSVM convention), values to 8 significant digits.
 
     Raises:
+        DataError: a file of the cache is not a regular file (a folder, a named pipe), or the width does not fit in
+            this machine's memory (problems/datasets/libsvm.py ``check_fits``).
+        ValueError: a bad argument (:meth:`Rcv1LikeSpec.check`).
         OSError: a file could not be written.
     """
-    from problems.datasets.files import atomic_path, file_sha256
+    from problems.datasets.files import DataError, atomic_path, file_sha256
+    from problems.datasets.libsvm import check_fits
 
     folder = Path(cache_dir) / "rcv1like"
     stem = f"rcv1like_{spec.n_train}x{spec.n_features}_seed{spec.seed}_{_key(spec)}"
     train, test, record = folder / f"{stem}.train.svm", folder / f"{stem}.test.svm", folder / f"{stem}.json"
+    for path in (train, test, record):  # never opened: a named pipe would block the reader
+        if (path.exists() or path.is_symlink()) and not path.is_file():
+            raise DataError(f"{path}: not a regular file (the rcv1-like cache writes a file there); remove it")
     if train.exists() or test.exists():
         why = _cache_problem(train, test, record, spec)
         if why is None:
@@ -188,6 +195,9 @@ def rcv1like_files(cache_dir: str | Path, spec: Rcv1LikeSpec = Rcv1LikeSpec()) -
         log.warning("%s/%s: %s; generating the files again", folder, stem, why)
     from sklearn.datasets import dump_svmlight_file  # here, not above: a cached call needs no sklearn import
 
+    spec.check()
+    rows = spec.n_train + spec.n_test  # CSR bytes: a float32 value and an int32 index a non-zero, a pointer a row
+    check_fits(f"problem.n_features={spec.n_features}", spec.n_features, int(rows * spec.nnz_per_row * 8 + rows * 8))
     Xtr, ytr, Xte, yte = generate(spec)
     for X, y, path in ((Xtr, ytr, train), (Xte, yte, test)):
         with atomic_path(path) as tmp, open(tmp, "wb") as f:  # unique, never a link

@@ -325,10 +325,19 @@ class RunSettings(Frozen):
         return sum(self.worker_batches) if self.algorithm.protocol == "sync" else self.batch_size
 
     def planned_updates(self, num_train: int) -> int:
-        """The run's length in updates: ``updates`` when set, else ``ceil(epochs x N / samples_per_update)``."""
+        """The run's length in updates: ``updates`` when set, else ``ceil(epochs x N / samples_per_update)``.
+
+        Raises:
+            ValueError: ``epochs`` asks for 2^62 updates or more (``epochs=1e308``)."""
         if self.updates is not None:
             return int(self.updates)
-        return math.ceil(self.epochs * num_train / self.samples_per_update)
+        updates = self.epochs * num_train / self.samples_per_update
+        if not updates < SEED_LIMIT:  # math.ceil(inf) is an OverflowError; the engines count in 64 bits
+            raise ValueError(
+                f"epochs={self.epochs:g}: more updates of {self.samples_per_update} samples than the engines' counters "
+                "hold (below 2^62)"
+            )
+        return math.ceil(updates)
 
     def run_limits(self, num_train: int) -> tuple[float, float]:
         """(updates, samples) the run stops at, one of them infinite: ``updates`` when set, else ``epochs`` x N

@@ -130,7 +130,12 @@ def run_files(exp_dir: Path, name: str) -> list[Path]:
 
 SUMMARY_REQUIRED = ("run_id", "problem", "algorithm", "workers", "seed", "status")
 """The columns a read-only tool (aggregate, report, ``experiments.load``) needs in a summary it reads."""
-SUMMARY_INTEGERS = {"workers": (0, MAX_WORKERS), "agents": (1, MAX_WORKERS + 1), "seed": (0, SEED_LIMIT - 1)}
+SUMMARY_INTEGERS = {
+    "workers": (0, MAX_WORKERS),
+    "agents": (1, MAX_WORKERS + 1),
+    "seed": (0, SEED_LIMIT - 1),
+    "batch_size": (1, SEED_LIMIT - 1),
+}
 """Columns that every row fills with a whole number in the range given here (the bounds of the run settings,
 experiments/settings/schema.py; ``agents``: the workers and a master that computes); tables group and divide by
 them."""

@@ -112,3 +112,27 @@ def test_a_set_narrower_than_5000_features_plants_weight_on_every_feature(tmp_pa
     assert json.loads(record.read_text())["informative"] == 10
     with pytest.raises(ValueError, match=r"problem.informative=11: must be in \[1, n_features\]"):
         build_problem({**cfg, "nnz_per_row": 2.0, "seed": 0, "informative": 11}, tmp_path)
+
+
+@pytest.mark.parametrize("part", ["train", "json"])
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_cache_file_that_is_no_regular_file_is_named_never_opened(tmp_path, part, kind):
+    """A named pipe in the cache's place hung the run; a folder was a raw IsADirectoryError."""
+    import os
+
+    from problems.datasets.files import DataError
+
+    train, _ = rcv1like_files(tmp_path / "cache", SMALL)
+    path = train if part == "train" else train.with_name(train.name.replace(".train.svm", ".json"))
+    path.unlink()
+    os.mkfifo(path) if kind == "fifo" else path.mkdir()
+    with pytest.raises(DataError, match=f"{path.name}: not a regular file .*; remove it"):
+        rcv1like_files(tmp_path / "cache", SMALL)
+
+
+def test_a_width_beyond_memory_is_refused_before_anything_is_drawn(tmp_path):
+    from problems.datasets.files import DataError
+
+    with pytest.raises(DataError, match=r"problem.n_features=100000000000: 100,000,000,000 features"):
+        rcv1like_files(tmp_path / "cache", Rcv1LikeSpec(n_train=10, n_test=5, n_features=10**11, nnz_per_row=2))
+    assert not (tmp_path / "cache" / "rcv1like").exists() or not any((tmp_path / "cache" / "rcv1like").iterdir())

@@ -82,6 +82,7 @@ CASES = [
     (["divergence_factor=-1"], "divergence_factor=-1"),
     (["divergence_factor=0"], "divergence_factor=0"),
     (["epochs=inf"], "epochs=inf"),
+    (["epochs=1e308"], "epochs=1e+308: more updates of 64 samples than the engines' counters hold (below 2^62)"),
     (["workers=1e400"], "workers=1e400: a number beyond a float's range"),  # was "workers=inf: must be an integer"
     (
         ["engine.costs.grad_s=1e308"],
@@ -390,13 +391,25 @@ def test_only_choosing_an_experiment_needs_multirun():
 
 
 @pytest.mark.parametrize("variable", ["APAM_ERROR_FILE", "APAM_JOB_EVENTS"])
-@pytest.mark.parametrize("where", ["folder", "missing folder"])
+@pytest.mark.parametrize("where", ["folder", "missing folder", "fifo", "device"])
 def test_a_file_variable_that_names_no_writable_file_is_one_line(tmp_path, entry_point, variable, where):
-    """The variables that name a file a run writes: a folder (IsADirectoryError after the results folder was made)
-    or a file in a folder that is not there (a traceback after the error line) is named in one line, exit 2."""
-    value = tmp_path if where == "folder" else tmp_path / "nowhere" / "file"
+    """The variables that name a file a run writes: a folder (IsADirectoryError after the results folder was made),
+    a file in a folder that is not there (a traceback after the error line), a named pipe (a hang) or a device
+    (``/dev/full``: an unnamed error) is named in one line, exit 2."""
+    import os
+
+    value = {"folder": tmp_path, "missing folder": tmp_path / "nowhere" / "file", "device": "/dev/full"}.get(
+        where, tmp_path / "pipe"
+    )
+    if where == "fifo":
+        os.mkfifo(value)
     code, stderr = entry_point([f"results_dir={tmp_path}/res", "workers=0"], env={variable: str(value)})
-    why = "a folder" if where == "folder" else f"its folder {tmp_path / 'nowhere'} does not exist"
+    why = {
+        "folder": "a folder",
+        "missing folder": f"its folder {tmp_path / 'nowhere'} does not exist",
+        "fifo": "not a regular file (fifo)",
+        "device": "not a regular file (device)",
+    }[where]
     assert code == 2 and stderr.strip().splitlines() == [
         f"error: {variable}={value}: {why} (it names a file the harness writes)"
     ]

@@ -229,6 +229,7 @@ def test_runs_without_summary_row_json_keep_their_whole_rows(tmp_path):
         ("time_s", "-0.5", "column time_s: '-0.5' is not a count or seconds (a finite number >= 0)"),
         ("time_s", "inf", "column time_s: 'inf' is not a count or seconds (a finite number >= 0)"),
         ("agents", "0", "column agents: '0' is not a whole number from 1 to 4097"),
+        ("batch_size", "-64", "column batch_size: '-64' is not a whole number from 1 to"),
         ("final_train_acc", "1.5", "column final_train_acc: '1.5' is not an accuracy from 0 to 1"),
         ("status", "okay", "column status: 'okay' is not one of ok, diverged, failed"),
     ],
@@ -236,7 +237,7 @@ def test_runs_without_summary_row_json_keep_their_whole_rows(tmp_path):
 def test_a_value_the_runner_cannot_have_written_is_repaired_from_the_run_folder(tmp_path, capsys, column, bad, why):
     """A hand-edited cell (``workers=-5``) is damage: the runner sets the summary aside and rebuilds the row from
     the run's summary_row.json; without that file the row is dropped (the run runs again), never kept as written."""
-    a, b, good = _two_runs(tmp_path, workers=2, agents=2, seed=0, final_train_acc=0.5)
+    a, b, good = _two_runs(tmp_path, workers=2, agents=2, seed=0, batch_size=64, final_train_acc=0.5)
     header, first, second = good.splitlines(keepends=True)
     at = header.rstrip("\n").split(",").index(column)
     cells = second.rstrip("\n").split(",")
