@@ -107,7 +107,8 @@ class EngineBase(Frozen):
 
     warmup_updates: NonNegativeInt
     compute: Literal["real", "emulated"]
-    compute_base_s: PositiveFloat | None
+    compute_base_s: Annotated[float, Field(gt=0, le=MAX_COST_S)] | None
+    """An emulated gradient's base seconds: above 0, at most a day (as the simulated clock's costs)."""
 
     @model_validator(mode="after")
     def _base_only_emulated(self) -> EngineBase:

@@ -149,8 +149,8 @@ SUMMARY_NON_NEGATIVE = (
     "epochs", "updates", "gradients", "time_s", "time_per_epoch_s", "time_to_target_s", "updates_to_target",
     "staleness_mean", "staleness_max",
 )  # fmt: skip
-"""Numbers of :data:`SUMMARY_NUMBERS` that are counts or seconds: finite and never below 0 (a run whose clock
-overflows is failed, with its time left empty)."""
+"""Numbers of :data:`SUMMARY_NUMBERS` that are counts or seconds: never below 0, and finite except in a ``failed``
+row (a run whose clock overflowed is failed with the time it reached, inf)."""
 SUMMARY_FRACTIONS = ("final_train_acc", "final_test_acc")
 """Numbers of :data:`SUMMARY_NUMBERS` that are fractions: from 0 to 1."""
 SUMMARY_STATUSES = ("ok", "diverged", "failed")
@@ -175,7 +175,8 @@ def row_problem(header: list[str], row: list[str]) -> str | None:
             value = float(cells[column])
         except ValueError:
             return f"column {column}: {cells[column]!r} is not a number"
-        if column in SUMMARY_NON_NEGATIVE and not (math.isnan(value) or 0 <= value < math.inf):
+        top = math.inf if cells.get("status") == "failed" else math.nan  # a failed run's clock may have overflowed
+        if column in SUMMARY_NON_NEGATIVE and not (math.isnan(value) or 0 <= value < math.inf or value == top):
             return f"column {column}: {cells[column]!r} is not a count or seconds (a finite number >= 0)"
         if column in SUMMARY_FRACTIONS and not (math.isnan(value) or 0 <= value <= 1):
             return f"column {column}: {cells[column]!r} is not an accuracy from 0 to 1"

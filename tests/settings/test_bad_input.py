@@ -82,6 +82,7 @@ CASES = [
     (["divergence_factor=-1"], "divergence_factor=-1"),
     (["divergence_factor=0"], "divergence_factor=0"),
     (["epochs=inf"], "epochs=inf"),
+    (["engine=shared_memory", "engine.compute=emulated", "engine.compute_base_s=1e308"], "must be a number <= 86400"),
     (["epochs=1e308"], "epochs=1e+308: more updates of 64 samples than the engines' counters hold (below 2^62)"),
     (["workers=1e400"], "workers=1e400: a number beyond a float's range"),  # was "workers=inf: must be an integer"
     (

@@ -253,6 +253,15 @@ def test_a_value_the_runner_cannot_have_written_is_repaired_from_the_run_folder(
     assert _ids(a.summary_path) == ["r1"]
 
 
+def test_a_failed_run_whose_clock_overflowed_keeps_its_infinite_time(tmp_path, capsys):
+    """The runner fails a run whose clock overflowed and writes the time it reached, inf: not damage (every later run
+    set the summary aside and rebuilt it with that row again, and every reader refused it)."""
+    a = _finished(tmp_path, "r1", workers=2, agents=2, seed=0, batch_size=64)
+    a.append_summary({"experiment": "exp", "run_id": "r1", "status": "failed", "time_s": float("inf")})
+    assert table.parse_summary(a.summary_path)[2] is None and a.summary_row()["time_s"] == "inf"
+    assert _damaged(a) == [] and "[repair]" not in capsys.readouterr().err
+
+
 def test_an_unreadable_summary_is_a_config_error_naming_it(tmp_path, monkeypatch):
     import os
 
