@@ -133,7 +133,11 @@ def _write_speedups() -> None:
     """After a multirun: ``speedup.csv`` (speed-up and efficiency against P = 1) in each experiment folder its
     jobs wrote to, from that folder's whole ``summary.csv`` (experiments.aggregate)."""
     for exp_dir in sorted(d for d in _SWEEP_DIRS if (d / "summary.csv").exists()):
-        path = write_speedup(exp_dir)
+        try:
+            path = write_speedup(exp_dir)
+        except ConfigError as exc:  # a summary damaged meanwhile (by hand, another tool): named, the runs stand
+            log.warning(f"warning: {exc}; speedup.csv of {exp_dir} not written")
+            continue
         if path is not None:
             log.info(f"wrote {path}")
 

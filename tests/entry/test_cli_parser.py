@@ -79,3 +79,25 @@ def test_a_finished_run_and_sweep_leave_no_empty_hydra_folders(tmp_path):
         )
         assert proc.returncode == 0, proc.stderr
         assert not (tmp_path / ".hydra").exists() and (tmp_path / "adhoc" / "summary.csv").exists()
+
+
+def test_a_summary_damaged_after_a_sweep_is_a_warning_not_a_traceback(tmp_path, monkeypatch, capsys):
+    """After a sweep, speedup.csv is written from each folder's summary; one damaged meanwhile is named in one
+    warning line and the sweep's runs stand (it was a 20-line traceback, exit 1)."""
+    import experiments.run as entry
+    from experiments.errors import ConfigError
+
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    (exp / "summary.csv").write_text("run_id\n")
+
+    def damaged(folder):
+        raise ConfigError(f"{folder / 'summary.csv'}: damaged summary (row 2, column workers: '-5' is not ...)")
+
+    monkeypatch.setattr(entry, "write_speedup", damaged)
+    monkeypatch.setattr(entry, "_SWEEP_DIRS", {exp})
+    entry._write_speedups()
+    assert capsys.readouterr().err.splitlines() == [
+        f"warning: {exp / 'summary.csv'}: damaged summary (row 2, column workers: '-5' is not ...); speedup.csv of "
+        f"{exp} not written"
+    ]
