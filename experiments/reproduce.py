@@ -260,6 +260,12 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--only: name at least one experiment id (known: " + ", ".join(EXPERIMENTS) + ")")
     if args.keep_calibration and not args.force:
         ap.error("--keep-calibration: only with --force (without it the calibration is kept anyway)")
+    from experiments.command_line import JOBS_PER_CORE, MAX_N_JOBS
+
+    if args.jobs > MAX_N_JOBS:  # each job a process: past the cores they only share them (and their memory)
+        ap.error(f"--jobs {args.jobs}: at most {MAX_N_JOBS} ({JOBS_PER_CORE} per core of this machine)")
+    if args.only:
+        args.only = list(dict.fromkeys(args.only))  # an id named twice is one experiment (it ran twice)
     results_dir = args.results_dir or Path("results" if args.profile == "quick" else f"results-{args.profile}")
     left_out = () if args.extended or args.only else EXTENDED.get(args.profile, ())
     experiments = args.only or [e for e in EXPERIMENTS if e not in left_out]

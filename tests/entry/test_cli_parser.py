@@ -14,6 +14,7 @@ from conftest import REPO
         (["experiments.reproduce", "--profile", "nosuch"], "argument --profile: invalid choice: 'nosuch'"),
         (["experiments.reproduce", "--jobs", "abc"], "argument --jobs: 'abc': must be an integer >= 1"),
         (["experiments.reproduce", "--jobs", "0"], "argument --jobs: '0': must be an integer >= 1"),
+        (["experiments.reproduce", "--jobs", "100000"], "--jobs 100000: at most"),  # a process each
         (["experiments.reproduce", "--only"], "--only: name at least one experiment id"),
         (["experiments.reproduce", "--keep-calibration"], "--keep-calibration: only with --force"),  # was accepted
         (["experiments.reproduce", "--results-dir", ""], "argument --results-dir: '': must name a folder"),

@@ -203,6 +203,8 @@ def test_finished_runs_start_nothing_and_change_no_file(tmp_path, nothing_may_st
     assert f"== [1/1] tau_threshold: nothing to run: {rows} runs already finished" in err
     assert err[0].startswith("checked 1 experiment(s) in ") and err[0].endswith("every planned run finished")
     assert err[-1].startswith(f"left unchanged {out / 'REPORT.md'} (") and not any(" ran in " in line for line in err)
+    assert reproduce.main([*args, "--only", "tau_threshold", "tau_threshold"]) == 0  # named twice: one experiment
+    assert capsys.readouterr().err.splitlines()[0].startswith("checked 1 experiment(s) in ")
 
 
 def test_a_missing_figure_is_drawn_again_without_running_anything(tmp_path, nothing_may_start, monkeypatch):
