@@ -41,6 +41,7 @@ from experiments.store.summary import constant_columns, summary_row
 from experiments.sweeps.tuning import (
     CHOICES_FILE,
     TRIALS_DIR,
+    check_choice,
     check_overrides,
     choice_row,
     fmt,
@@ -156,6 +157,7 @@ def execute(cfg, overrides: list[str]) -> str:
             f"lr_tuning_seed={settings.lr_tuning_seed}: {exp_dir / CHOICES_FILE} has no choice for "
             f"{key}: run the tuning seed first"
         )
+    check_choice(values, settings.tuning, exp_dir / CHOICES_FILE)
     cfg = _with_values(cfg, values)
     return _execute_one(cfg, build_settings(cfg), overrides, settings.experiment_id, key)
 

@@ -250,6 +250,23 @@ def read_choice(exp_dir: Path, setting: str) -> dict | None:
     return None if row is None else _choice_values(row)
 
 
+def check_choice(values: dict, tuning, path: Path) -> None:
+    """A choice read from tuning.csv (:func:`read_choice`) is one the tuner can make with ``tuning`` (the run's
+    ``tuning`` settings): a step factor ratio^k, |k| <= steps + extend (an edited ``lr_factor=1e300`` ran the other
+    seeds at it and each diverged, exit 0).
+
+    Raises:
+        ConfigError: naming the file, the value and the factors the tuner tries.
+    """
+    factor, reach = values[FACTOR_KEY], tuning.steps + tuning.extend
+    k = math.log(factor) / math.log(tuning.ratio)
+    if abs(k) > reach + 1e-9:
+        raise ConfigError(
+            f"{path}: lr_factor={factor:g} is not a factor the tuner tries ({tuning.ratio:g}^-{reach} .. "
+            f"{tuning.ratio:g}^{reach}); a damaged or foreign row: remove it, or force=true tunes again"
+        )
+
+
 def _choice_values(row: dict) -> dict:
     """A tuning.csv row's tuned values; ValueError when a value is no positive finite number (a damaged file)."""
     factor = float(row["lr_factor"])

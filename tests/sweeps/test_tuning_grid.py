@@ -258,3 +258,18 @@ def test_a_damaged_tuning_file_is_set_aside_and_written_again(tmp_path, capfd, c
     (tmp_path / "tuning.csv").mkdir()
     with pytest.raises(ConfigError, match=r"tuning.csv: not a regular file \(folder\); remove it"):
         read_choice(tmp_path, "k")
+
+
+def test_a_choice_the_tuner_cannot_make_is_refused(tmp_path):
+    """An lr_factor beyond ratio^(steps + extend) in tuning.csv (edited to 1e300: the other seeds ran at it, each
+    diverged, exit 0) is named; the factors the tuner tries pass, to the ends of the extended grid."""
+    from types import SimpleNamespace
+
+    from experiments.sweeps.tuning import check_choice
+
+    tuning = SimpleNamespace(ratio=4.0, steps=3, extend=2)
+    for factor in (4.0**-5, 0.25, 1.0, 4.0**5):
+        check_choice({FACTOR_KEY: factor}, tuning, tmp_path / "tuning.csv")
+    for factor in (1e300, 4.0**6, 4.0**-6):
+        with pytest.raises(ConfigError, match=r"tuning.csv: lr_factor=.* is not a factor the tuner tries \(4\^-5"):
+            check_choice({FACTOR_KEY: factor}, tuning, tmp_path / "tuning.csv")
