@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -225,18 +226,30 @@ def statuses(results_dir: Path) -> dict:
     return data
 
 
+SWEEP_STATUSES = ("ran", "skipped", "crashed", "interrupted", "left out")
+"""What ``make reproduce`` records of an experiment's last sweep (experiments/sweeps/launch.py ``run_sweep``,
+experiments/reproduce.py)."""
+PROFILES = ("smoke", "quick", "long", "paper")
+
+
 def _status_entry_problem(entry: dict) -> str | None:
     """What is wrong with one experiment's entry of the status file (None when nothing): ``status`` text (always
     there), ``message`` and ``profile`` text, ``wall_s`` a number or null, ``figures`` and ``figures_missing`` lists
     of text, where the entry has them (experiments/reproduce.py writes them so)."""
     if not isinstance(entry.get("status"), str):
         return "no status text" if "status" not in entry else f"status {entry['status']!r} is not text"
+    if entry["status"] not in SWEEP_STATUSES:
+        return f"status {entry['status']!r} is not one of {', '.join(SWEEP_STATUSES)}"
     for key in ("message", "profile"):
         if key in entry and not isinstance(entry[key], str):
             return f"{key} {entry[key]!r} is not text"
+    if entry.get("profile", "quick") not in PROFILES:
+        return f"profile {entry['profile']!r} is not one of {', '.join(PROFILES)}"
     wall = entry.get("wall_s")
     if wall is not None and (isinstance(wall, bool) or not isinstance(wall, (int, float))):
         return f"wall_s {wall!r} is not a number"
+    if wall is not None and not 0 <= wall < math.inf:
+        return f"wall_s {wall!r} is not seconds (a finite number >= 0)"
     for key in ("figures", "figures_missing"):
         if key in entry and not (isinstance(entry[key], list) and all(isinstance(f, str) for f in entry[key])):
             return f"{key} is not a list of file names"

@@ -211,6 +211,10 @@ def test_figures_read_only_the_runs_the_summary_lists(tmp_path):
         b'{"tau_threshold": {"status": 3, "message": "", "wall_s": 1.0}}',
         b'{"tau_threshold": {"status": "ran", "message": "", "wall_s": "12"}}',
         b'{"tau_threshold": {"status": "ran", "message": "", "wall_s": 1.0, "profile": null}}',
+        # values reproduce never writes: shown in the report's table ("spent -inf s on its sweep"), exit 0
+        b'{"tau_threshold": {"status": "bogus", "message": "", "wall_s": 1.0}}',
+        b'{"tau_threshold": {"status": "ran", "message": "", "wall_s": -Infinity}}',
+        b'{"tau_threshold": {"status": "ran", "message": "", "wall_s": 1.0, "profile": "bogus"}}',
     ],
 )
 def test_a_damaged_status_file_is_one_line_and_exit_2_for_report_prune_and_reproduce(tmp_path, capsys, content):
