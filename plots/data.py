@@ -296,6 +296,10 @@ def load_experiment(path, paper_dir=None):
         exp.predicted_staleness = pd.concat(predicted, ignore_index=True)
     paper_dir = Path(paper_dir) if paper_dir is not None else path.parent / "paper"
     paper_path = paper_dir / f"{exp.name}.csv"
+    from experiments.store.table import file_problem
+
+    if why := file_problem(paper_path):  # never opened: a named pipe blocks; a folder drew no paper points unsaid
+        raise PlotError(f"{paper_path}: {why} (the paper's numbers for {exp.name}); remove it or give a file")
     if paper_path.is_file():
         exp.paper = _nonempty(read_csv(paper_path, REQUIRED["paper"]))
         exp.files["paper"] = paper_path

@@ -304,6 +304,20 @@ def test_missing_paper_file_is_fine_and_paper_dir_option(tmp_path):
     assert len(plots.draw_time_per_epoch(exp)) == 1
 
 
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_paper_file_that_is_no_regular_file_is_named(tmp_path, kind):
+    """A named pipe or a folder in the place of ``paper/<experiment>.csv``: named (the paper's points vanished from
+    the figures without a word; a pipe would block the reader)."""
+    import os
+
+    root = copy_fixtures(tmp_path, ["large_time_per_epoch"])
+    paper = root / "paper" / "large_time_per_epoch.csv"
+    paper.unlink()
+    os.mkfifo(paper) if kind == "fifo" else paper.mkdir()
+    with pytest.raises(plots.PlotError, match=f"large_time_per_epoch.csv: not a regular file \\({kind}\\)"):
+        load_experiment(root / "large_time_per_epoch")
+
+
 def test_unknown_format_is_an_error(tmp_path):
     root = copy_fixtures(tmp_path, ["stragglers"])
     with pytest.raises(plots.PlotError, match="svg"):
