@@ -225,6 +225,8 @@ def parse_summary(path: Path, runs_dir: Path | None = None) -> tuple[list[str], 
         rid = r[at]
         if not rid or rid in seen:
             return header, rows, f"row {n}: {'empty' if not rid else 'duplicate'} run id {rid!r}"
+        if "/" in rid or rid in (".", ".."):  # a run id is a folder's name under runs/, never a path
+            return header, rows, f"row {n}: run id {rid!r} is a path, not a run folder's name"
         seen.add(rid)
         if why := row_problem(header, r):
             return header, rows, f"row {n}, {why}"

@@ -88,6 +88,10 @@ SUMMARY = REPO / "results" / "tau_threshold" / "summary.csv"
             "damaged summary (row 3, column workers: empty, and every run fills it)",
         ),
         (
+            b"run_id,problem,algorithm,workers,seed,status\na,p,apam,1,0,ok\n../../x,p,apam,2,0,ok\n",
+            "damaged summary (row 3: run id '../../x' is a path, not a run folder's name)",
+        ),
+        (
             b"run_id,problem,algorithm,workers,seed,status\na,p,apam,1,0,ok\nb,p,apam,-5,0,ok\n",
             "damaged summary (row 3, column workers: '-5' is not a whole number from 0 to 4096)",
         ),
