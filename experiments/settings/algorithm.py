@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, model_validator
 
-from experiments.settings.fields import POLICIES, POLICY_KEYS, Frozen, PositiveFloat, PositiveInt
+from experiments.settings.fields import POLICIES, POLICY_KEYS, Frozen, Name, PositiveFloat, PositiveInt
 
 
 class Policy(Frozen):
@@ -57,7 +57,7 @@ class Algorithm(Frozen):
 
     model_config = ConfigDict(frozen=True, extra="allow", strict=True, allow_inf_nan=False)
 
-    name: str
+    name: Name
     protocol: Literal["async", "sync"]
     rule: str
     lr_factor: PositiveFloat

@@ -109,6 +109,7 @@ _PLAIN = {
     "bool_type": "must be true or false",
     "bool_parsing": "must be true or false",
     "string_type": "must be a string",
+    "string_pattern_mismatch": "must be one line of printable text (no newline, tab or other control character)",
     "extra_forbidden": "no such config key",
     "missing": "is required",
     "dict_type": "must be a mapping",

@@ -37,6 +37,9 @@ PositiveInt = Annotated[int, Field(ge=1)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
 PositiveFloat = Annotated[float, Field(gt=0)]
 NonNegativeFloat = Annotated[float, Field(ge=0)]
+Name = Annotated[str, Field(pattern=r"^[^\x00-\x1f\x7f]*$")]
+"""A name of the user's choosing (``problem.name``, ``algorithm.name``): one line, no control character (a newline
+split a line of REPORT.md and a one-line message)."""
 MAX_COST_S = 86400.0
 """The longest cost a simulated clock takes for one step (a gradient, an update, a message): a day. Beyond it nothing
 is modelled, and sums over a run's updates may overflow to inf."""

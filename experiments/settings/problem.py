@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 from experiments.settings.fields import (
     VISION_CLASSES,
     Frozen,
+    Name,
     NonNegativeFloat,
     NonNegativeInt,
     PositiveFloat,
@@ -20,7 +21,7 @@ from experiments.settings.fields import (
 class ProblemBase(Frozen):
     """Keys every problem has (conf/problem/*.yaml)."""
 
-    name: str
+    name: Name
     batch_size: PositiveInt
     target_loss: NonNegativeFloat | None  # every loss here is >= 0: a negative target is never reached
     hparams: dict[str, dict[str, Any]] = Field(strict=False)

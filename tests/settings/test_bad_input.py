@@ -78,6 +78,9 @@ CASES = [
         "problem.path=1e-3: must be a string (Hydra reads 1e-3 as another type: quote it, problem.path='1e-3')",
     ),
     (["experiment_id=12"], "experiment_id=12: must be a string (Hydra reads 12 as another type: quote it"),
+    # a name is one line (a newline split a line of REPORT.md)
+    (["problem.name='a\nb'"], "problem.name=a\\nb: must be one line of printable text"),
+    (["algorithm.name='x\ty'"], "algorithm.name=x\ty: must be one line of printable text"),
     ([f"seed={2**64}"], f"seed={2**64}"),
     (["divergence_factor=-1"], "divergence_factor=-1"),
     (["divergence_factor=0"], "divergence_factor=0"),
