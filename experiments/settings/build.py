@@ -215,3 +215,34 @@ def _show(value) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_show(v) for v in value) + "]"
     return str(value)
+
+
+def as_typed(exc: ConfigError, combo: list[str]) -> ConfigError:
+    """A message about ``key=<value as Hydra read it>`` for a key the command line set names the value as typed:
+    ``workers=2.: must be an integer`` (not ``2.0``), ``algorithm.lr=1e308`` (not ``1e+308``); an interpolation also
+    says what it resolved to (``workers=${epochs} (= 0.5): ...``); a string key given what Hydra reads as another type
+    (``problem.path=1e-3``, a float) says how to quote it."""
+    message = str(exc)
+    for o in combo:
+        key, _, typed = o.lstrip("+~").partition("=")
+        if not message.startswith(f"{key}="):
+            continue
+        shown, sep, why = message[len(key) + 1 :].partition(": ")
+        if "${" in typed:
+            return ConfigError(f"{key}={typed} (= {shown}){sep}{why}")
+        if (shown == typed and why != "must be a string") or typed[:1] in ("'", '"'):  # a quoted string: as read
+            return exc
+        if shown != typed and shown != _as_read(typed):  # the message says more than the value ("none with ...")
+            return exc
+        if why == "must be a string":
+            why += f" (Hydra reads {typed} as another type: quote it, {key}='{typed}')"
+        return ConfigError(f"{key}={typed}{sep}{why}")
+    return exc
+
+
+def _as_read(typed: str) -> str | None:
+    """How a message shows the value Hydra reads from ``typed`` (experiments/settings/build.py ``_show``)."""
+    from experiments.settings.grammar import read_value
+
+    parsed = read_value(typed)
+    return None if parsed is None or parsed.is_sweep_override() else _show(parsed.value())

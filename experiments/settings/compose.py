@@ -26,7 +26,7 @@ from hydra.core.override_parser.types import Override
 from omegaconf import OmegaConf, open_dict
 
 from experiments.errors import ConfigError
-from experiments.settings.build import build_settings
+from experiments.settings.build import as_typed, build_settings
 from experiments.settings.preflight import (
     check_backend,
     check_calibration,
@@ -312,29 +312,8 @@ def _all(combos: list[list[str]], source: Source, resolve: bool, each=None) -> l
         try:
             out.append(cfg if each is None else each(cfg))
         except ConfigError as exc:
-            raise _as_typed(exc, combo) from None
+            raise as_typed(exc, combo) from None
     return out
-
-
-def _as_typed(exc: ConfigError, combo: list[str]) -> ConfigError:
-    """A message about ``key=<value as Hydra read it>`` for a key the command line set names the value as typed:
-    ``workers=2.: must be an integer`` (not ``2.0``), ``algorithm.lr=1e308`` (not ``1e+308``); an interpolation also
-    says what it resolved to (``workers=${epochs} (= 0.5): ...``); a string key given what Hydra reads as another type
-    (``problem.path=1e-3``, a float) says how to quote it."""
-    message = str(exc)
-    for o in combo:
-        key, _, typed = o.lstrip("+~").partition("=")
-        if not message.startswith(f"{key}="):
-            continue
-        shown, sep, why = message[len(key) + 1 :].partition(": ")
-        if (shown == typed and why != "must be a string") or typed[:1] in ("'", '"'):  # a quoted string: as read
-            return exc
-        if "${" in typed:
-            return ConfigError(f"{key}={typed} (= {shown}){sep}{why}")
-        if why == "must be a string":
-            why += f" (Hydra reads {typed} as another type: quote it, {key}='{typed}')"
-        return ConfigError(f"{key}={typed}{sep}{why}")
-    return exc
 
 
 def _unresolved(combo: list[str], exc: Exception) -> ConfigError:
