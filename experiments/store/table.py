@@ -165,6 +165,7 @@ def row_problem(header: list[str], row: list[str]) -> str | None:
     is. A hand edit such as ``workers=-5`` is damage the runner repairs (experiments/store/sink.py) and a reader
     names (:func:`read_summary_frame`)."""
     cells = dict(zip(header, row))
+    failed = cells.get("status") == "failed"  # a failed run's clock may have overflowed: its time can be inf
     for column, (low, top) in SUMMARY_INTEGERS.items():
         if cells.get(column, "") != "":  # empty: a reader that needs it says so (read_summary_frame)
             text = cells[column]
@@ -175,8 +176,8 @@ def row_problem(header: list[str], row: list[str]) -> str | None:
             value = float(cells[column])
         except ValueError:
             return f"column {column}: {cells[column]!r} is not a number"
-        top = math.inf if cells.get("status") == "failed" else math.nan  # a failed run's clock may have overflowed
-        if column in SUMMARY_NON_NEGATIVE and not (math.isnan(value) or 0 <= value < math.inf or value == top):
+        seconds = math.isnan(value) or 0 <= value < math.inf or (failed and value == math.inf)
+        if column in SUMMARY_NON_NEGATIVE and not seconds:
             return f"column {column}: {cells[column]!r} is not a count or seconds (a finite number >= 0)"
         if column in SUMMARY_FRACTIONS and not (math.isnan(value) or 0 <= value <= 1):
             return f"column {column}: {cells[column]!r} is not an accuracy from 0 to 1"
@@ -282,7 +283,8 @@ def read_summary_frame(path: Path):
     frame = pd.read_csv(path)
     empty = frame[list(SUMMARY_REQUIRED)].isna()
     if empty.any().any():
-        row, column = next((r, c) for r, c in zip(*empty.to_numpy().nonzero()))
+        rows, columns = empty.to_numpy().nonzero()  # row-major: the first empty cell of the file
+        row, column = rows[0], columns[0]
         raise ConfigError(
             f"{path}: damaged summary (row {row + 2}, column {SUMMARY_REQUIRED[column]}: empty, and every run fills it)"
         )
