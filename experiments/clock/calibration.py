@@ -39,6 +39,7 @@ from experiments.clock.spread import (
 )
 from experiments.errors import CalibrationError, Interrupted
 from experiments.log import get_logger
+from problems.datasets.files import special_kind
 
 log = get_logger(__name__)
 
@@ -222,24 +223,13 @@ class Calibration:
         Raises:
             CalibrationError: not a regular file, or not readable.
         """
-        import stat as stat_mod
-
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
             return None, None
         except OSError as exc:
             raise CalibrationError(f"{self.path}: cannot read this calibration file ({exc.strerror})") from None
-        if not stat_mod.S_ISREG(st.st_mode):
-            kind = (
-                "a folder"
-                if stat_mod.S_ISDIR(st.st_mode)
-                else "a named pipe"
-                if stat_mod.S_ISFIFO(st.st_mode)
-                else "a socket"
-                if stat_mod.S_ISSOCK(st.st_mode)
-                else "a device or special file"
-            )
+        if kind := special_kind(st.st_mode):
             raise CalibrationError(
                 f"{self.path}: the calibration file is {kind}, not a regular file "
                 "(engine.calibration / APAM_CALIBRATION must name a JSON file)"

@@ -26,7 +26,7 @@ from experiments.errors import ConfigError
 from experiments.log import get_logger
 from experiments.report.clock import read_validation, validation_rows
 from experiments.store.damage import read_provenance
-from experiments.store.table import read_summary_frame, run_files
+from experiments.store.table import file_problem, read_summary_frame, run_files
 
 REPO = Path(__file__).resolve().parents[2]
 PAPER_DIR = REPO / "results" / "paper"
@@ -211,7 +211,7 @@ def statuses(results_dir: Path) -> dict:
     path = Path(results_dir) / STATUS_FILE
     if not path.exists() and not path.is_symlink():
         return {}
-    why = "not a regular file" if not path.is_file() else None
+    why = file_problem(path)
     try:
         data = json.loads(path.read_text()) if why is None else None
     except (OSError, UnicodeDecodeError, ValueError) as exc:

@@ -9,6 +9,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from problems.datasets.files import special_kind
+
 SEED_LIMIT = 2**62
 """Seeds (plus each worker's stride, experiments/engines/workers.py) stay inside torch's 64-bit range."""
 PROFILES = ("smoke", "quick", "long", "paper")
@@ -61,22 +63,27 @@ def machine_cores() -> int:
 
 def folder_problem(path) -> str | None:
     """Why ``path`` is not a folder: ``"no such folder"``, ``"a link to nothing, not a folder"``, ``"a file, not a
-    folder"``, ``"a named pipe or other special file, not a folder"``, or None when it is one."""
+    folder"``, ``"a named pipe, not a folder"`` (and the other kinds of
+    :func:`problems.datasets.files.special_kind`), or None when it is one."""
     if os.path.isdir(path):
         return None
     if not os.path.lexists(path):
         return "no such folder"
     if not os.path.exists(path):
         return "a link to nothing, not a folder"
-    return "a file, not a folder" if os.path.isfile(path) else "a named pipe or other special file, not a folder"
+    return f"{special_kind(os.stat(path).st_mode) or 'a file'}, not a folder"
 
 
 def file_problem(path: str) -> str | None:
-    """Why ``path`` cannot be read as a data file: ``"no such file"``, ``"a folder, not a file"``, ``"a named pipe or
-    other special file, not a regular file"``, or None when it is a regular file (readability is checked where it is
+    """Why ``path`` cannot be read as a data file: ``"no such file"``, ``"a folder, not a regular file"``, ``"a named
+    pipe, not a regular file"`` (and the other kinds of :func:`problems.datasets.files.special_kind`), the system's
+    reason where it cannot be looked at, or None when it is a regular file (readability is checked where it is
     opened)."""
-    if os.path.isdir(path):
-        return "a folder, not a file"
-    if os.path.isfile(path):
-        return None
-    return "a named pipe or other special file, not a regular file" if os.path.exists(path) else "no such file"
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "no such file"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    kind = special_kind(st.st_mode)
+    return None if kind is None else f"{kind}, not a regular file"

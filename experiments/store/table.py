@@ -9,7 +9,6 @@ import io
 import math
 import os
 import re
-import stat
 from pathlib import Path
 
 from filelock import FileLock
@@ -18,6 +17,7 @@ from experiments.errors import ConfigError
 from experiments.log import get_logger
 from experiments.settings.fields import MAX_WORKERS, SEED_LIMIT
 from experiments.store.atomic import atomic_write_text
+from problems.datasets.files import special_kind
 
 
 def upsert_row(path: Path, key: str, row: dict, columns: list[str], check=None) -> None:
@@ -83,7 +83,7 @@ def csv_cell(v):
 
 
 def file_problem(path: Path) -> str | None:
-    """Why ``path`` cannot be read as a file (``not a regular file (fifo)``, ``permission denied``, ``a link to
+    """Why ``path`` cannot be read as a file (``a named pipe, not a regular file``, ``permission denied``, ``a link to
     nothing``: a symlink whose target is gone), None when it can or when it does not exist. Checked before opening, so
     a named pipe never blocks the reader."""
     try:
@@ -92,19 +92,8 @@ def file_problem(path: Path) -> str | None:
         return "a link to nothing (its target is gone)" if os.path.islink(path) else None
     except OSError as exc:
         return exc.strerror or str(exc)
-    if not stat.S_ISREG(st.st_mode):
-        kind = (
-            "folder"
-            if stat.S_ISDIR(st.st_mode)
-            else "fifo"
-            if stat.S_ISFIFO(st.st_mode)
-            else "socket"
-            if stat.S_ISSOCK(st.st_mode)
-            else "device"
-            if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
-            else "special file"
-        )
-        return f"not a regular file ({kind})"
+    if kind := special_kind(st.st_mode):
+        return f"{kind}, not a regular file"
     if not os.access(path, os.R_OK):
         return "permission denied"
     return None
@@ -186,11 +175,9 @@ def row_problem(header: list[str], row: list[str]) -> str | None:
     return None
 
 
-def parse_summary(path: Path, runs_dir: Path | None = None) -> tuple[list[str], list[list[str]], str | None]:
-    """Read ``summary.csv`` strictly: its header, its data rows (blank lines skipped; a last row cut before its
-    newline left out), and why it is damaged (None when it parses cleanly: a header with ``run_id``, every row as
-    wide as the header and ended by a newline, each run id non-empty and once, and -- with ``runs_dir`` -- each
-    row's run folder present). A missing file is clean and empty.
+def _summary_text(path: Path) -> tuple[str | None, str | None]:
+    """The text of ``summary.csv`` at ``path`` (read once: the checks and the frame see the same bytes), and why it
+    cannot be decoded (the text then None); ``(None, None)`` when there is no file.
 
     Raises:
         ConfigError: the file exists but cannot be read (permissions, a folder or a named pipe at its name).
@@ -200,15 +187,35 @@ def parse_summary(path: Path, runs_dir: Path | None = None) -> tuple[list[str], 
         raise ConfigError(f"{path}: cannot read this summary ({why}); fix its permissions or move it away")
     try:
         with open(path, newline="", encoding="utf-8") as f:
-            text = f.read()
-        table = [r for r in csv.reader(io.StringIO(text)) if r]
+            return f.read(), None
     except FileNotFoundError:
-        return [], [], None
+        return None, None
     except PermissionError as exc:
         raise ConfigError(
             f"{path}: cannot read this summary ({exc.strerror}); fix its permissions or move it away"
         ) from None
-    except (UnicodeDecodeError, csv.Error) as exc:
+    except UnicodeDecodeError as exc:
+        return None, f"not UTF-8 CSV ({' '.join(str(exc).split())[:120]})"
+
+
+def parse_summary(path: Path, runs_dir: Path | None = None) -> tuple[list[str], list[list[str]], str | None]:
+    """Read ``summary.csv`` strictly: its header, its data rows (blank lines skipped; a last row cut before its
+    newline left out), and why it is damaged (None when it parses cleanly: a header with ``run_id``, every row as
+    wide as the header and ended by a newline, each run id non-empty and once, and -- with ``runs_dir`` -- each
+    row's run folder present). A missing file is clean and empty.
+
+    Raises:
+        ConfigError: the file exists but cannot be read (permissions, a folder or a named pipe at its name).
+    """
+    text, why = _summary_text(path)
+    return ([], [], why) if text is None else _parse_summary_text(text, runs_dir)
+
+
+def _parse_summary_text(text: str, runs_dir: Path | None) -> tuple[list[str], list[list[str]], str | None]:
+    """:func:`parse_summary` on the file's text."""
+    try:
+        table = [r for r in csv.reader(io.StringIO(text)) if r]
+    except csv.Error as exc:
         return [], [], f"not UTF-8 CSV ({' '.join(str(exc).split())[:120]})"
     if not table:
         return [], [], "empty (no header)"
@@ -270,7 +277,8 @@ def read_summary_frame(path: Path):
     """
     import pandas as pd
 
-    header, _, why = parse_summary(path)
+    text, why = _summary_text(path)
+    header, _, why = ([], [], why) if text is None else _parse_summary_text(text, None)
     if why is not None:
         raise ConfigError(
             f"{path}: damaged summary ({why}); rerunning its sweep sets it aside and rebuilds it from the run folders"
@@ -280,7 +288,7 @@ def read_summary_frame(path: Path):
         raise ConfigError(f"{path}: not a summary this harness writes (no column {', '.join(missing)})")
     if not header:
         return pd.DataFrame()
-    frame = pd.read_csv(path)
+    frame = pd.read_csv(io.StringIO(text))
     empty = frame[list(SUMMARY_REQUIRED)].isna()
     if empty.any().any():
         rows, columns = empty.to_numpy().nonzero()  # row-major: the first empty cell of the file

@@ -8,6 +8,7 @@ import functools
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,21 @@ class DataError(ValueError):
 
     The message is one line; it names the file and, where it can, says how to get a good copy.
     """
+
+
+def special_kind(mode: int) -> str | None:
+    """What the ``st_mode`` of an ``os.stat`` names when it is not a regular file: ``"a folder"``, ``"a named pipe"``,
+    ``"a socket"``, ``"a device"`` or ``"a special file"``; None for a regular file. The one wording of every
+    "<path>: a named pipe, not a regular file" message (data files, calibration, summaries, status files)."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file"
 
 
 def stat_signature(paths) -> tuple:

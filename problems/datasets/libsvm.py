@@ -12,14 +12,13 @@ import hashlib
 import io
 import json
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
-from .files import DataError, atomic_path, file_sha256, one_line
+from .files import DataError, atomic_path, file_sha256, one_line, special_kind
 
 LABEL_SETS = ((-1, 1), (0, 1), (1, 2))  # accepted binary label pairs, each mapped to (0, 1)
 LOCATE_LINE_MAX_BYTES = 64 << 20  # look for the bad line (by bisection) only in files up to this size
@@ -144,14 +143,7 @@ def _check_readable(f: Path) -> None:
         raise DataError(f"{f}: no such LIBSVM file; give an existing file (problem.path=...)") from None
     except OSError as e:
         raise DataError(f"{f}: cannot read this LIBSVM file ({e.strerror})") from None
-    if not stat.S_ISREG(st.st_mode):
-        kind = (
-            "a folder"
-            if stat.S_ISDIR(st.st_mode)
-            else "a named pipe"
-            if stat.S_ISFIFO(st.st_mode)
-            else "a special file"
-        )
+    if kind := special_kind(st.st_mode):
         raise DataError(f"{f}: {kind}, not a LIBSVM file; give a regular file (problem.path=...)")
     if not os.access(f, os.R_OK):
         raise DataError(f"{f}: cannot read this LIBSVM file (permission denied)")

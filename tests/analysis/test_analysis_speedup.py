@@ -79,6 +79,6 @@ def test_mean_speedup_by_workers_and_the_aggregate_command(tmp_path, capsys):
     assert aggregate.main([str(tmp_path / "missing")]) == 2 and "no such file" in capsys.readouterr().err
     (tmp_path / "odd" / "summary.csv").mkdir(parents=True)  # a folder where the summary goes: said as it is
     assert aggregate.main([str(tmp_path / "odd")]) == 2
-    assert capsys.readouterr().err.strip() == f"error: {tmp_path / 'odd' / 'summary.csv'}: not a regular file (folder)"
+    assert capsys.readouterr().err.strip() == f"error: {tmp_path / 'odd' / 'summary.csv'}: a folder, not a regular file"
     (exp / "speedup.csv").unlink()  # one bad folder among good ones: every folder is checked before any is written
     assert aggregate.main([str(exp), str(tmp_path / "missing")]) == 2 and not (exp / "speedup.csv").exists()

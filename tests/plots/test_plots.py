@@ -279,8 +279,8 @@ def test_cli_writes_a_damaged_speedup_table_again_as_the_report_does(tmp_path, d
     [
         (lambda p: p.write_bytes(bytes(range(256)) * 4 + b"\n"), "not a readable CSV file"),  # was exit 2, no figure
         (_cut_inside_last_row, "the last row does not end with a newline (truncated)"),  # these were drawn silently
-        (lambda p: (p.unlink(), p.mkdir()), "not a regular file (folder)"),
-        (lambda p: (p.unlink(), os.mkfifo(p)), "not a regular file (fifo)"),
+        (lambda p: (p.unlink(), p.mkdir()), "a folder, not a regular file"),
+        (lambda p: (p.unlink(), os.mkfifo(p)), "a named pipe, not a regular file"),
     ],
 )
 def test_a_damaged_staleness_histogram_leaves_its_run_out_with_one_line(tmp_path, damage, why):
@@ -314,7 +314,8 @@ def test_a_paper_file_that_is_no_regular_file_is_named(tmp_path, kind):
     paper = root / "paper" / "large_time_per_epoch.csv"
     paper.unlink()
     os.mkfifo(paper) if kind == "fifo" else paper.mkdir()
-    with pytest.raises(plots.PlotError, match=f"large_time_per_epoch.csv: not a regular file \\({kind}\\)"):
+    shown = "a named pipe" if kind == "fifo" else "a folder"
+    with pytest.raises(plots.PlotError, match=f"large_time_per_epoch.csv: {shown}, not a regular file"):
         load_experiment(root / "large_time_per_epoch")
 
 
@@ -827,4 +828,4 @@ def test_aggregate_refuses_a_folder_in_speedup_csvs_place_before_writing(tmp_pat
     (exp / "speedup.csv").unlink()
     (exp / "speedup.csv").mkdir()
     assert main([str(exp)]) == 2  # plots and the report say 2 for it too (it was 1)
-    assert "speedup.csv: not a regular file (folder); move it away" in capsys.readouterr().err
+    assert "speedup.csv: a folder, not a regular file; move it away" in capsys.readouterr().err

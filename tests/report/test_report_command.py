@@ -379,7 +379,7 @@ def test_a_speedup_table_that_is_a_folder_is_one_line(own_runs, capsys):
     assert main([str(own_runs), "--no-figures"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
-        f"error: {own_runs / SMALL / 'speedup.csv'}: not a regular file (folder); remove it "
+        f"error: {own_runs / SMALL / 'speedup.csv'}: a folder, not a regular file; remove it "
         "(experiments.aggregate writes it again from summary.csv)"
     ]
 
@@ -407,7 +407,7 @@ def test_a_named_pipe_in_place_of_a_run_file_is_named_and_never_opened(tmp_path,
 
     assert main([str(tmp_path), "--no-figures"]) == 0  # it hung in open()
     err = capsys.readouterr().err
-    assert err.count(f"{path}: not a regular file (fifo)") == 1, err
+    assert err.count(f"{path}: a named pipe, not a regular file") == 1, err
 
 
 @pytest.mark.parametrize("damage", ["removed", "header alone"])

@@ -125,8 +125,8 @@ CASES = [
     (["problem.row_norm=foo"], "problem.row_norm=foo"),
     (["problem=logreg_libsvm", "problem.path=/no/such/file.svm"], "problem.path=/no/such/file.svm"),
     (["problem=logreg_libsvm"], "problem.path=null"),
-    (["problem=logreg_libsvm", f"problem.path={REPLAY}"], (f"problem.path={REPLAY}: a folder, not a file",)),
-    (["delay.law=replay", f"delay.replay={REPLAY}"], (f"delay.replay={REPLAY}: a folder, not a file",)),
+    (["problem=logreg_libsvm", f"problem.path={REPLAY}"], (f"problem.path={REPLAY}: a folder, not a regular file",)),
+    (["delay.law=replay", f"delay.replay={REPLAY}"], (f"delay.replay={REPLAY}: a folder, not a regular file",)),
     (["delay.law=replay", "delay.replay=/no/such.csv"], ("delay.replay=/no/such.csv: no such file",)),
     (["delay.law=replay"], ("delay.replay=null: law=replay needs one",)),
     (["+problem.eval_batch_size=0"], "problem.eval_batch_size=0"),
@@ -411,8 +411,8 @@ def test_a_file_variable_that_names_no_writable_file_is_one_line(tmp_path, entry
     why = {
         "folder": "a folder",
         "missing folder": f"its folder {tmp_path / 'nowhere'} does not exist",
-        "fifo": "not a regular file (fifo)",
-        "device": "not a regular file (device)",
+        "fifo": "a named pipe, not a regular file",
+        "device": "a device, not a regular file",
     }[where]
     assert code == 2 and stderr.strip().splitlines() == [
         f"error: {variable}={value}: {why} (it names a file the harness writes)"

@@ -113,7 +113,7 @@ def test_a_data_path_says_what_it_is_when_it_is_no_regular_file(tmp_path):
 
     os.mkfifo(tmp_path / "pipe")
     (tmp_path / "file").write_text("1 1:1\n")
-    assert file_problem(str(tmp_path / "pipe")) == "a named pipe or other special file, not a regular file"
-    assert file_problem(str(tmp_path)) == "a folder, not a file"
+    assert file_problem(str(tmp_path / "pipe")) == "a named pipe, not a regular file"
+    assert file_problem(str(tmp_path)) == "a folder, not a regular file"
     assert file_problem(str(tmp_path / "nothing")) == "no such file"
     assert file_problem(str(tmp_path / "file")) is None

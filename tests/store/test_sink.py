@@ -253,6 +253,21 @@ def test_a_value_the_runner_cannot_have_written_is_repaired_from_the_run_folder(
     assert _ids(a.summary_path) == ["r1"]
 
 
+def test_no_summary_is_clean_and_empty_and_a_reader_sees_the_bytes_it_checked(tmp_path, monkeypatch):
+    """No summary.csv (a first run) is clean and empty, not "empty (no header)" (that set a missing file aside as
+    damaged); read_summary_frame opens the file once, so the frame is the text that passed the checks."""
+    import builtins
+
+    missing = tmp_path / "summary.csv"
+    assert table.parse_summary(missing) == ([], [], None) and table.read_summary_frame(missing).empty
+    a = _finished(tmp_path, "r1", problem="p", algorithm="apam", workers=2, seed=0)
+    opened, real_open = [], builtins.open
+    monkeypatch.setattr(builtins, "open", lambda f, *args, **kw: opened.append(str(f)) or real_open(f, *args, **kw))
+    frame = table.read_summary_frame(a.summary_path)
+    monkeypatch.undo()
+    assert opened.count(str(a.summary_path)) == 1 and list(frame["run_id"]) == ["r1"] and int(frame["workers"][0]) == 2
+
+
 def test_a_failed_run_whose_clock_overflowed_keeps_its_infinite_time(tmp_path, capsys):
     """The runner fails a run whose clock overflowed and writes the time it reached, inf: not damage (every later run
     set the summary aside and rebuilt it with that row again, and every reader refused it)."""
@@ -275,11 +290,13 @@ def test_an_unreadable_summary_is_a_config_error_naming_it(tmp_path, monkeypatch
     monkeypatch.undo()
     a.summary_path.unlink()
     os.mkfifo(a.summary_path)  # a named pipe must not block the reader
-    with pytest.raises(ConfigError, match=r"summary.csv: cannot read this summary \(not a regular file \(fifo\)\)"):
+    with pytest.raises(
+        ConfigError, match=r"summary.csv: cannot read this summary \(a named pipe, not a regular file\)"
+    ):
         a.append_summary({"run_id": "r1", "status": "ok"})
     a.summary_path.unlink()
     a.summary_path.mkdir()
-    with pytest.raises(ConfigError, match=r"not a regular file \(folder\)"):
+    with pytest.raises(ConfigError, match=r"a folder, not a regular file"):
         a.summary_row()
 
 
@@ -312,7 +329,7 @@ def test_a_damaged_config_makes_a_finished_run_unfinished(tmp_path, capsys, text
         ("staleness.csv", b"staleness,count\n0,", "is not a staleness histogram"),
         ("staleness.csv", b"staleness,count\n0,abc\n", "has a row that is not two whole numbers"),
         ("staleness.csv", None, "is missing"),
-        ("staleness.csv", "fifo", "cannot be read (not a regular file (fifo))"),  # must not block
+        ("staleness.csv", "fifo", "cannot be read (a named pipe, not a regular file)"),  # must not block
         ("provenance.json", b'{"host": "h"', "is not valid JSON"),
         ("provenance.json", None, "is missing"),
     ],
@@ -635,7 +652,10 @@ def test_the_runner_repairs_a_damaged_summary_reruns_a_damaged_config_and_refuse
     os.mkfifo(summary)
     rc, lines = run()
     assert rc == 2 and lines == [
-        (f"error: {summary}: cannot read this summary (not a regular file (fifo)); fix its permissions or move it away")
+        (
+            f"error: {summary}: cannot read this summary (a named pipe, not a regular file); fix its permissions or "
+            "move it away"
+        )
     ]
 
 

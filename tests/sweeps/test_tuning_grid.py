@@ -256,7 +256,7 @@ def test_a_damaged_tuning_file_is_set_aside_and_written_again(tmp_path, capfd, c
     assert (tmp_path / "tuning.csv.damaged-2").exists()
     (tmp_path / "tuning.csv").unlink()
     (tmp_path / "tuning.csv").mkdir()
-    with pytest.raises(ConfigError, match=r"tuning.csv: not a regular file \(folder\); remove it"):
+    with pytest.raises(ConfigError, match=r"tuning.csv: a folder, not a regular file; remove it"):
         read_choice(tmp_path, "k")
 
 
