@@ -8,11 +8,17 @@ from pathlib import Path
 
 import pandas as pd
 
+from experiments.log import get_logger
 from experiments.report.load import CONF_DIR, folder_profiles, profiles_of, report_block
 from experiments.report.markdown import table
 from experiments.report.verdict import FINDING, Verdict
+from experiments.store.table import file_problem
+
+log = get_logger(__name__)
 
 PROFILE_DIRS = {"quick": "results", "long": "results-long", "paper": "results-paper"}
+VERDICTS_REQUIRED = ("experiment", "claim", "verdict")
+"""The columns of a verdicts.csv that the verdicts per profile read."""
 
 
 def same_settings(a: str, b: str) -> list[str]:
@@ -38,6 +44,34 @@ def short(row) -> str:
     return f"{verdict.cls} ({gist})" if verdict.cls == FINDING and gist else verdict.cls
 
 
+def sibling_verdicts(path: Path, profile: str) -> pd.DataFrame | None:
+    """Another profile's verdicts.csv at ``path`` for the verdicts per profile, or None when it cannot be read (not a
+    regular file, not UTF-8 CSV, no :data:`VERDICTS_REQUIRED` column, a verdict of no known class): one warning
+    naming it, and that profile's column is left out. It belongs to another folder, so this folder's report is
+    written all the same (a damaged one was a traceback; a named pipe there hung the report)."""
+    why = file_problem(path)
+    df = None
+    if why is None:
+        try:
+            df = pd.read_csv(path, encoding="utf-8")
+        except (OSError, UnicodeDecodeError, ValueError, pd.errors.ParserError) as exc:
+            why = getattr(exc, "strerror", None) or f"not UTF-8 CSV ({' '.join(str(exc).split())[:80]})"
+    if df is not None and (missing := [c for c in VERDICTS_REQUIRED if c not in df]):
+        why = f"no column {', '.join(missing)}"
+    if why is None:
+        try:
+            [short(r) for r in df.to_dict("records")]
+        except ValueError as exc:
+            why = " ".join(str(exc).split())[:120]
+    if why is None:
+        return df
+    log.warning(
+        f"warning: {path}: damaged verdicts ({why}); the verdicts per profile leave its {profile} column out "
+        f"(make reproduce PROFILE={profile} writes it again)"
+    )
+    return None
+
+
 def side_by_side(results_dir: Path, profile: str, current: pd.DataFrame, order: list[str]) -> tuple[str, list, str]:
     """(table, folders, note) of the verdicts per profile, read from the sibling folders' verdicts.csv (this
     profile's from ``current``), rows in the experiments' ``order``; profiles never run have no column; ("", [], "")
@@ -48,8 +82,9 @@ def side_by_side(results_dir: Path, profile: str, current: pd.DataFrame, order: 
             frames[prof] = current
             continue
         path = Path(results_dir).parent / folder / "verdicts.csv"
-        if path.exists() and path.resolve() != (Path(results_dir) / "verdicts.csv").resolve():
-            frames[prof] = pd.read_csv(path)
+        if (path.exists() or path.is_symlink()) and path.resolve() != (Path(results_dir) / "verdicts.csv").resolve():
+            if (df := sibling_verdicts(path, prof)) is not None:
+                frames[prof] = df
     if profile not in PROFILE_DIRS:
         frames[profile] = current
     names, table_ = {}, None

@@ -1,7 +1,10 @@
 """The report's page: the first screen (one table, then a paragraph from the verdicts), the sections rendered from
 the Jinja2 templates, the verdicts per profile, verdicts.csv's columns."""
 
+import os
+
 import pandas as pd
+import pytest
 
 from experiments.report.first_screen import Row, first_table, paragraph
 from experiments.report.load import report_block
@@ -191,6 +194,39 @@ def test_side_by_side_verdicts_per_profile(tmp_path):
     assert better["conditions"] == "K = 750, tau = 0, 1, 4, 9, 19: P = 1 has not plateaued; 1 seed(s) < 3"
     first = report.split("\n## ")[0]  # the first screen: title, table, paragraph
     assert len(rows(first)) == 1 + len(pd.read_csv(long / "verdicts.csv")) + (len(ORDER) - 1)  # + absent experiments
+
+
+@pytest.mark.parametrize(
+    "damage, why",
+    [
+        (lambda p: p.write_bytes(b"\x98\x01garbage"), "not UTF-8 CSV ('utf-8' codec can't decode byte 0x98"),
+        (lambda p: p.write_text(""), "not UTF-8 CSV (No columns to parse from file)"),
+        (lambda p: p.write_text("a,b\n1,2\n"), "no column experiment, claim, verdict"),
+        (lambda p: p.write_text("experiment,claim,verdict\nx,y,zzz\n"), "verdict 'zzz': no known class"),
+        (lambda p: p.mkdir(), "a folder, not a regular file"),
+        (lambda p: os.mkfifo(p), "a named pipe, not a regular file"),  # never opened: it would hang the report
+    ],
+)
+def test_a_damaged_verdicts_file_of_another_profile_is_named_and_left_out(tmp_path, capsys, damage, why):
+    """results/verdicts.csv is read by results-long's report for its verdicts per profile: damaged, it was a
+    traceback (a named pipe hung the report). Now one warning naming it, and the long report is written without
+    the quick column."""
+    quick, long = tmp_path / "results", tmp_path / "results-long"
+    exp = long / "lenet5_speedup"
+    (exp / "runs").mkdir(parents=True)
+    s = lenet(seeds=3, updates=30000)
+    s.to_csv(exp / "summary.csv", index=False)
+    for rid in s.run_id:
+        (exp / "runs" / rid).mkdir()
+        trace([rid], FLAT).to_csv(exp / "runs" / rid / "trace.csv", index=False)
+    quick.mkdir()
+    damage(quick / "verdicts.csv")
+    write_report(long, "long", {})
+    err = capsys.readouterr().err
+    assert err.count(f"warning: {quick / 'verdicts.csv'}: damaged verdicts ({why}") == 1, err
+    per_profile = (long / "REPORT.md").read_text().split("## Verdicts per profile")[1].split("\n## ")[0]
+    line = next(r for r in rows(per_profile) if r[1] == "APAM more accurate than async SGD")
+    assert line[2:] == [REPRODUCED] and "`results/`" not in per_profile
 
 
 def test_the_report_says_which_calibration_entries_were_above_the_spread_bound(tmp_path):
