@@ -30,7 +30,7 @@ from experiments.engines.emulation import COMPUTE_TIMES_COLUMNS, compute_times_r
 from experiments.engines.timeline import TIMELINE_COLUMNS
 from experiments.errors import ConfigError, Interrupted
 from experiments.log import get_logger
-from experiments.settings.build import build_settings, make_rule, resolved
+from experiments.settings.build import as_typed, build_settings, make_rule, resolved
 from experiments.settings.preflight import check_device, check_writable, make_problem, resolve_device
 from experiments.store import provenance
 from experiments.store.inputs import fingerprints
@@ -130,6 +130,14 @@ def execute(cfg, overrides: list[str]) -> str:
             tuning seed has not tuned yet.
         Interrupted: a signal stopped the run (it is recorded first).
     """
+    try:
+        return _execute(cfg, overrides)
+    except ConfigError as exc:  # a value the job's command line set, shown as typed (a problem's own check: 500.0)
+        raise as_typed(exc, overrides) from None
+
+
+def _execute(cfg, overrides: list[str]) -> str:
+    """:func:`execute`, its messages as the checks word them."""
     settings = build_settings(cfg)
     check_writable(settings.results_dir)
     check_device(settings.device)

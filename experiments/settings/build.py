@@ -221,23 +221,35 @@ def as_typed(exc: ConfigError, combo: list[str]) -> ConfigError:
     """A message about ``key=<value as Hydra read it>`` for a key the command line set names the value as typed:
     ``workers=2.: must be an integer`` (not ``2.0``), ``algorithm.lr=1e308`` (not ``1e+308``); an interpolation also
     says what it resolved to (``workers=${epochs} (= 0.5): ...``); a string key given what Hydra reads as another type
-    (``problem.path=1e-3``, a float) says how to quote it."""
-    message = str(exc)
+    (``problem.path=1e-3``, a float) says how to quote it. A problem's own message behind its name
+    (``problem=logreg_rcv1like: problem.nnz_per_row=500.0: ...``, from :func:`preflight.make_problem`) too."""
+    message, head = str(exc), ""
+    if message.startswith("problem=") and message.partition(": ")[2].startswith("problem."):
+        head, _, message = message.partition(": ")
+        head += ": "
     for o in combo:
         key, _, typed = o.lstrip("+~").partition("=")
         if not message.startswith(f"{key}="):
             continue
         shown, sep, why = message[len(key) + 1 :].partition(": ")
         if "${" in typed:
-            return ConfigError(f"{key}={typed} (= {shown}){sep}{why}")
+            return ConfigError(f"{head}{key}={typed} (= {shown}){sep}{why}")
         if (shown == typed and why != "must be a string") or typed[:1] in ("'", '"'):  # a quoted string: as read
             return exc
-        if shown != typed and shown != _as_read(typed):  # the message says more than the value ("none with ...")
-            return exc
+        if shown != typed and shown != _as_read(typed) and shown != repr(_read_number(typed)):
+            return exc  # the message says more than the value ("none with ..."), or another value
         if why == "must be a string":
             why += f" (Hydra reads {typed} as another type: quote it, {key}='{typed}')"
-        return ConfigError(f"{key}={typed}{sep}{why}")
+        return ConfigError(f"{head}{key}={typed}{sep}{why}")
     return exc
+
+
+def _read_number(typed: str) -> float | None:
+    """``typed`` as the float a problem's own check shows it with (``500`` -> ``500.0``), None when it is no number."""
+    try:
+        return float(typed)
+    except ValueError:
+        return None
 
 
 def _as_read(typed: str) -> str | None:

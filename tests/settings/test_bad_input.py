@@ -86,7 +86,7 @@ CASES = [
     (["divergence_factor=0"], "divergence_factor=0"),
     (["epochs=inf"], "epochs=inf"),
     (["engine=shared_memory", "engine.compute=emulated", "engine.compute_base_s=1e308"], "must be a number <= 86400"),
-    (["epochs=1e308"], "epochs=1e+308: more updates of 64 samples than the engines' counters hold (below 2^62)"),
+    (["epochs=1e308"], "epochs=1e308: more updates of 64 samples than the engines' counters hold (below 2^62)"),
     (["workers=1e400"], "workers=1e400: a number beyond a float's range"),  # was "workers=inf: must be an integer"
     (
         ["engine.costs.grad_s=1e308"],
@@ -123,6 +123,10 @@ CASES = [
     (["problem.classes=[3,3]"], "problem.classes=[3,3]: must be two different class indices"),
     (["problem.l2=-1"], "problem.l2=-1"),
     (["problem.row_norm=foo"], "problem.row_norm=foo"),
+    (  # the problem's own check shows the value as typed, not as the float it read (500.0)
+        ["problem=logreg_rcv1like", "problem.nnz_per_row=500", "problem.n_features=100"],
+        ("problem=logreg_rcv1like: problem.nnz_per_row=500: must be in (0, n_features)",),
+    ),
     (["problem=logreg_libsvm", "problem.path=/no/such/file.svm"], "problem.path=/no/such/file.svm"),
     (["problem=logreg_libsvm"], "problem.path=null"),
     (["problem=logreg_libsvm", f"problem.path={REPLAY}"], (f"problem.path={REPLAY}: a folder, not a regular file",)),
