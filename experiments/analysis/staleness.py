@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments.store.table import run_files
+from experiments.store.table import run_frames
 from plots.validation import KEYS, SETTING, _with_setting
 
 TV_COLUMN = "tau hist TV"
@@ -19,14 +19,10 @@ TV_COLUMN = "tau hist TV"
 
 def histograms(exp_dir: Path) -> pd.DataFrame:
     """Every run's staleness histogram below ``exp_dir/runs``: columns run_id, staleness (updates), count (empty
-    when no run has one). A file that is not a regular one is left out, named (experiments/store/table.py
-    :func:`run_files`)."""
-    files = run_files(exp_dir, "staleness.csv")
-    return (
-        pd.concat([pd.read_csv(f).assign(run_id=f.parent.name) for f in files], ignore_index=True)
-        if files
-        else pd.DataFrame(columns=["run_id", "staleness", "count"])
-    )
+    when no run has one). A file that cannot be read whole is left out, named (experiments/store/table.py
+    :func:`run_frames`)."""
+    frames = run_frames(exp_dir, "staleness.csv", ("staleness", "count"), ("staleness", "count"))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run_id", "staleness", "count"])
 
 
 def staleness_tv(ok: pd.DataFrame, hists: pd.DataFrame) -> pd.DataFrame:

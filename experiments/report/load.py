@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from experiments.analysis import compute_times, configs, staleness
 from experiments.analysis.speedup import speedup_frame
@@ -26,7 +26,7 @@ from experiments.errors import ConfigError
 from experiments.log import get_logger
 from experiments.report.clock import read_validation, validation_rows
 from experiments.store.damage import read_provenance
-from experiments.store.table import file_problem, read_summary_frame, run_files
+from experiments.store.table import file_problem, read_summary_frame, run_files, run_frames
 
 REPO = Path(__file__).resolve().parents[2]
 PAPER_DIR = REPO / "results" / "paper"
@@ -70,11 +70,12 @@ class Experiment:
 
     @functools.cached_property
     def traces(self) -> pd.DataFrame:
-        """Every run's trace.csv, one frame (empty without runs; one that is not a regular file left out, named)."""
+        """Every run's trace.csv, one frame (empty without runs; one that cannot be read whole left out, named:
+        :func:`experiments.store.table.run_frames`)."""
 
         def read(folder):
-            files = run_files(folder, "trace.csv")
-            return pd.concat([pd.read_csv(f) for f in files], ignore_index=True) if files else pd.DataFrame()
+            frames = run_frames(folder, "trace.csv", ("epoch",), ("epoch", "updates", "time_s"))
+            return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
         return self._runs("traces", read, pd.DataFrame())
 
@@ -86,13 +87,14 @@ class Experiment:
     @functools.cached_property
     def predicted(self) -> pd.DataFrame:
         """Every measured run's predicted staleness histograms (runs/<run_id>/predicted_staleness.csv): columns
-        run_id, prediction, staleness (updates), count (empty when no run has one)."""
+        run_id, prediction, staleness (updates), count (empty when no run has one; a damaged file left out, named)."""
 
         def read(folder):
-            files = run_files(folder, "predicted_staleness.csv")
+            columns = ("prediction", "staleness", "count")
+            frames = run_frames(folder, "predicted_staleness.csv", columns, columns[1:])
             return (
-                pd.concat([pd.read_csv(f).assign(run_id=f.parent.name) for f in files], ignore_index=True)
-                if files
+                pd.concat(frames, ignore_index=True)
+                if frames
                 else pd.DataFrame(columns=["run_id", "prediction", "staleness", "count"])
             )
 
@@ -258,14 +260,8 @@ def _status_entry_problem(entry: dict) -> str | None:
 
 def _config_profile(path: Path) -> str | None:
     """The ``profile`` of a run's config.yaml; None when it has none or cannot be read as a mapping (a damaged or
-    odd file is the runner's to name: it reruns such a run)."""
-    if not path.is_file():  # never opens a named pipe or a folder
-        return None
-    try:
-        cfg = OmegaConf.load(path)
-    except Exception:  # noqa: BLE001 -- any YAML or read error: the file does not say
-        return None
-    profile = cfg.get("profile") if isinstance(cfg, DictConfig) else None
+    odd file is the runner's to name: it reruns such a run; :func:`experiments.analysis.configs.run_config`)."""
+    profile = (configs.run_config(path) or {}).get("profile")
     return str(profile) if isinstance(profile, str) and profile else None
 
 

@@ -117,6 +117,48 @@ def run_files(exp_dir: Path, name: str) -> list[Path]:
     return out
 
 
+def run_frames(exp_dir: Path, name: str, columns: tuple[str, ...], numbers: tuple[str, ...] = ()) -> list:
+    """The runs' CSV files ``<exp_dir>/runs/*/<name>`` (trace.csv, staleness.csv, compute_times.csv, ...), each as a
+    ``pandas.DataFrame`` with a ``run_id`` column (the folder's name where the file has none), in path order. A file
+    that cannot be read whole is left out with one warning naming it, as :func:`run_files` leaves out what is not a
+    regular file: not UTF-8 CSV, empty, its last row cut short (no final newline), without one of ``columns``, or a
+    column of ``numbers`` (where present) holding a value that is not a number. The reports and tables read these
+    files after the runs: a damaged one was a traceback there, or numbers read from half a file."""
+    import pandas as pd
+
+    frames = []
+    for path in run_files(exp_dir, name):
+        frame, why = None, None
+        try:
+            data = path.read_bytes()
+            frame = pd.read_csv(io.BytesIO(data), encoding="utf-8")
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+        except (UnicodeDecodeError, ValueError) as exc:  # pandas' ParserError and EmptyDataError are ValueErrors
+            why = f"not UTF-8 CSV ({' '.join(str(exc).split())[:80]})"
+        if why is None and not data.endswith(b"\n"):
+            why = "the last row does not end with a newline (truncated)"
+        if why is None and (missing := [c for c in columns if c not in frame]):
+            why = f"no column {', '.join(missing)}"
+        if why is None:
+            bad = next((c for c in numbers if c in frame and _not_numbers(frame[c])), None)
+            why = None if bad is None else f"column {bad} holds a value that is not a number"
+        if why is not None:
+            if str(path) not in _NAMED:
+                _NAMED.add(str(path))
+                get_logger(__name__).warning(f"{path}: {why}; left out")
+            continue
+        frames.append(frame if "run_id" in frame else frame.assign(run_id=path.parent.name))
+    return frames
+
+
+def _not_numbers(column) -> bool:
+    """Whether a pandas Series holds a cell that is not a number (an empty cell is none)."""
+    import pandas as pd
+
+    return bool((pd.to_numeric(column, errors="coerce").isna() & column.notna()).any())
+
+
 SUMMARY_REQUIRED = ("run_id", "problem", "algorithm", "workers", "seed", "status")
 """The columns a read-only tool (aggregate, report, ``experiments.load``) needs in a summary it reads."""
 SUMMARY_INTEGERS = {

@@ -66,6 +66,54 @@ def test_step_sizes_are_lr_times_lr_factor_of_each_config(tmp_path):
     assert step_sizes(tmp_path) == {"apam": [1e-4], "async_sgd": [0.05, 0.1]}
 
 
+DAMAGE = [
+    (lambda p: p.write_bytes(b"\x98\x01garbage\x00"), "not UTF-8 CSV"),
+    (lambda p: p.write_text(""), "not UTF-8 CSV (No columns to parse from file)"),
+    (lambda p: p.write_text(p.read_text()[:-5]), "the last row does not end with a newline (truncated)"),
+    (lambda p: p.write_text("a,b\n1,2\n"), "no column"),
+    (lambda p: p.write_text(p.read_text().replace("0.002\n", "x\n", 1)), "holds a value that is not a number"),
+    (lambda p: (p.unlink(), p.mkdir()), "a folder, not a regular file"),
+]
+
+
+@pytest.mark.parametrize("damage, why", DAMAGE)
+@pytest.mark.parametrize(
+    "name, read",
+    [("compute_times.csv", lateness), ("staleness.csv", histograms)],
+)
+def test_a_runs_damaged_file_is_left_out_and_named_once(tmp_path, capsys, damage, why, name, read):
+    """The report reads the runs' files after the runs: one that cannot be read whole (garbage, empty, cut short,
+    another format, a cell that is not a number, a folder) is left out with one warning naming it; the other runs
+    are read (it was a traceback, or numbers from half a file)."""
+    for rid in ("r1", "r2"):
+        run = tmp_path / "runs" / rid
+        run.mkdir(parents=True)
+        (run / "compute_times.csv").write_text("worker,index,compute_s,target_s\n0,0,0.0021,0.002\n0,1,0.0023,0.002\n")
+        (run / "staleness.csv").write_text("staleness,count\n0,3\n1,0.002\n")
+    bad = tmp_path / "runs" / "r2" / name
+    damage(bad)
+    frame = read(tmp_path)
+    assert set(frame["run_id"]) == {"r1"}
+    read(tmp_path)  # a second reader of the same file: not named again
+    warnings = [line for line in capsys.readouterr().err.splitlines() if str(bad) in line]
+    assert len(warnings) == 1 and why in warnings[0] and warnings[0].endswith("; left out"), warnings
+
+
+def test_a_damaged_config_says_nothing_of_its_step_size(tmp_path):
+    """A config.yaml that is not YAML, not a mapping, or whose lr is not a number: that run says nothing (it was a
+    traceback); the others' step sizes stand."""
+    for rid, text in [
+        ("a", "algorithm: {name: apam, lr: 0.001}\n"),
+        ("b", "\x00\x01: [garbage\n"),
+        ("c", "- a list\n"),
+        ("d", "algorithm: apam\n"),
+        ("e", "algorithm: {name: apam, lr: abc}\n"),
+    ]:
+        (tmp_path / "runs" / rid).mkdir(parents=True)
+        (tmp_path / "runs" / rid / "config.yaml").write_text(text)
+    assert step_sizes(tmp_path) == {"apam": [0.001]}
+
+
 def test_master_saturation_from_the_cost_columns():
     # P* = (grad + 2 latency + update + idle) / (update + overhead) = (150 + 2*5 + 5 + 35) / (5 + 35) = 5.0
     runs = pd.DataFrame([dict(cost_grad_s=150e-6, cost_update_s=5e-6, cost_latency_s=5e-6, cost_overhead_s=35e-6)])
