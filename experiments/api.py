@@ -66,7 +66,12 @@ def run(overrides: list[str] | tuple[str, ...] = (), results_dir: str | Path | N
     Raises:
         ConfigError: a bad key or value, or missing data (the message names it; nothing is written); overrides
             that are not a list of ``KEY=VALUE`` strings, or that ask for a sweep (``-m``: a sweep's values, an
-            ``experiment=``, a launcher's or sweeper's key); a ``results_dir`` holding :data:`OVERRIDE_SYNTAX`.
+            ``experiment=``, a launcher's or sweeper's key); a ``results_dir`` that is not a path (``5``, ``""``)
+            or holds :data:`OVERRIDE_SYNTAX`; a finished run's trace.csv damaged since it was judged.
+
+    A run that fails (a worker lost, an error inside the run) is recorded and returned, ``status`` ``failed``, its
+    ``summary`` naming why and its ``trace`` what it recorded before it failed (no row when that was before the first
+    evaluation).
     """
     if (
         isinstance(overrides, (str, bytes))
@@ -85,6 +90,8 @@ def run(overrides: list[str] | tuple[str, ...] = (), results_dir: str | Path | N
         ):
             raise ConfigError(f"{o}: run() is one run in this process; launchers and sweepers run sweeps (-m)")
     experiment_multirun(list(overrides), multirun=False)
+    if results_dir is not None and (not isinstance(results_dir, (str, os.PathLike)) or not str(results_dir).strip()):
+        raise ConfigError(f"results_dir={results_dir!r}: the path of a folder (or None: the config's, results)")
     if results_dir is not None and (bad := sorted(set(str(results_dir)) & set(OVERRIDE_SYNTAX))):
         raise ConfigError(  # it goes to Hydra as an override: a comma made a sweep, ${...} an interpolation
             f"results_dir={results_dir}: {' '.join(bad)} in a path is quoting or interpolation to Hydra; name a "
@@ -100,9 +107,13 @@ def run(overrides: list[str] | tuple[str, ...] = (), results_dir: str | Path | N
     rows = rows[rows["run_id"] == run_id] if "run_id" in rows else rows.iloc[0:0]
     row = rows.iloc[[-1]].to_dict("records")[0] if len(rows) else {}
     trace_path = sink.run_dir / "trace.csv"
-    if why := sink.trace_damage():  # damaged since the run was judged (a finished run's is rerun)
+    why = sink.trace_damage()
+    if why is not None and status != "failed":  # damaged since the run was judged (a finished run's is rerun)
         raise ConfigError(f"{trace_path}: {why}; force=true runs it again")
-    trace = pd.read_csv(trace_path) if trace_path.exists() else pd.DataFrame()
+    try:  # a failed run's trace stops where it failed: no row at all when that was before the first evaluation
+        trace = pd.read_csv(trace_path) if trace_path.exists() else pd.DataFrame()
+    except (ValueError, UnicodeDecodeError):
+        trace = pd.DataFrame()
     return RunResult(status, run_id, sink.run_dir, row, trace)
 
 

@@ -151,6 +151,31 @@ def test_run_is_the_apis_function_after_the_entry_module_was_imported(tmp_path):
     assert isinstance(result, RunResult) and result.status == "ok" and result.run_dir.is_relative_to(tmp_path)
 
 
+def test_a_results_dir_that_is_not_a_path_is_refused(tmp_path, monkeypatch):
+    """``results_dir=5`` made a folder ``5`` in the current folder; ``""`` and blanks name no folder."""
+    from experiments import run
+
+    monkeypatch.chdir(tmp_path)
+    for bad in (5, 2.5, "", "  ", b"out", ["out"]):
+        with pytest.raises(ConfigError, match=re.escape(f"results_dir={bad!r}: the path of a folder")):
+            run(["updates=5", *COSTS], results_dir=bad)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_that_fails_before_its_first_evaluation_is_returned_failed(tmp_path, monkeypatch):
+    """A run that failed before its first evaluation (here: its costs cannot be had) has a trace with no row: run()
+    raised "trace.csv: has no evaluation row"; it returns the failed run, as the summary records it."""
+    from experiments import run, runner
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no costs here")
+
+    monkeypatch.setattr(runner, "resolve", broken)
+    result = run(["updates=5", *COSTS], results_dir=tmp_path)
+    assert result.status == "failed" and result.summary["status"] == "failed"
+    assert result.summary["message"] == "RuntimeError: no costs here" and result.trace.empty
+
+
 def test_load_of_a_missing_folder_raises(tmp_path):
     from experiments import load
 
