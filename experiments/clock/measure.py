@@ -200,15 +200,29 @@ def probe_grad_samples(problem, batch_sizes, reps: int = 15, repeats: int = REPE
     each minibatch size ``b``: medians of ``reps`` calls (fewer for a slow gradient, :data:`GRAD_BUDGET_S`), in one
     spawned worker-like process for all the sizes (each start imports torch and builds the
     net). Raises RuntimeError when the probe fails."""
+    import queue as queues
+
     import torch.multiprocessing as tmp
 
+    from experiments.engines.processes import main_script_problem
+
     sizes = list(dict.fromkeys(int(b) for b in batch_sizes))
+    if why := main_script_problem():
+        raise RuntimeError(why)
     ctx = tmp.get_context("spawn")
     queue = ctx.Queue()
     p = ctx.Process(target=_grad_probe, args=(problem, sizes, reps, repeats, queue), daemon=True)
     p.start()
+    deadline = time.monotonic() + 600 * len(sizes)
     try:
-        return queue.get(timeout=600 * len(sizes))
+        while True:  # polled: a probe that died at its start is a failure now, not after the whole budget
+            try:
+                return queue.get(timeout=1.0)
+            except queues.Empty:
+                if time.monotonic() > deadline:
+                    raise
+                if not p.is_alive():
+                    return queue.get(timeout=5.0)  # what it sent before it ended; Empty when it died without
     except Exception as exc:  # noqa: BLE001 - re-raised with the reason
         raise RuntimeError(f"gradient probe process failed ({type(exc).__name__}; exit code {p.exitcode})") from None
     finally:

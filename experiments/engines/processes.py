@@ -9,6 +9,7 @@ import multiprocessing
 import os
 import select
 import signal
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -19,6 +20,25 @@ import torch.multiprocessing as tmp
 from experiments.errors import Interrupted
 
 
+def main_script_problem() -> str | None:
+    """Why worker processes started from here could not start, or None: spawn and forkserver begin each child by
+    running this process's main script again (multiprocessing's rule, ``spawn.get_preparation_data``), and a script
+    read from standard input (``python - < script.py``) is no file a child can run: every worker died at its start
+    (``worker 0 died while starting``). Checked before any process starts: the real engines' workers in the
+    preflight (a ConfigError, nothing written), a calibration's measuring processes when they start (the run fails,
+    recorded with this reason)."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if getattr(main, "__spec__", None) is not None or not isinstance(path, str):
+        return None  # python -m, a notebook, python -c: the children import by name or need nothing
+    if os.path.isfile(os.path.join(multiprocessing.process.ORIGINAL_DIR or os.getcwd(), path)):
+        return None
+    return (
+        f"{path}: worker processes begin by running this process's main script again, and it is not a file they "
+        "can read (a script given on standard input); run it from a file, with python -c or in a notebook"
+    )
+
+
 def process_context(method: str, problem=None):
     """The torch.multiprocessing context for ``engine.start_method`` (``spawn`` or ``forkserver``). For forkserver,
     the server (started once per master process) preloads torch, the engines and the problem's module, so that
@@ -27,9 +47,12 @@ def process_context(method: str, problem=None):
     Raises:
         ValueError: another start method (``fork`` is refused: a forked copy of a process that already ran torch
         threads or CUDA can deadlock).
+        RuntimeError: the children could not run the main script (:func:`main_script_problem`).
     """
     if method not in ("spawn", "forkserver"):
         raise ValueError(f"engine.start_method={method}: must be spawn or forkserver")
+    if why := main_script_problem():
+        raise RuntimeError(why)
     if multiprocessing.get_start_method(allow_none=True) not in (None, *multiprocessing.get_all_start_methods()):
         # inside a parallel launcher's loky worker the default method is 'loky', which a spawned or forked child
         # is told to set and cannot find ("cannot find context for 'loky'"): back to the platform's default

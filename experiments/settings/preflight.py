@@ -190,10 +190,11 @@ table, from P = 8 to 32. A ``forkserver`` worker shares the server's pages (the 
 def check_local_processes(settings_list) -> None:
     """A real engine started here (not under torchrun) runs its P workers as processes of this machine: the master's
     open files (:data:`MASTER_FILES_PER_WORKER` each), the user's process limit and, for ``spawn``, the memory
-    available must allow them; otherwise the run died part-way (too many open files) or kept starting processes.
+    available must allow them; otherwise the run died part-way (too many open files) or kept starting processes. The
+    workers must be able to run the main script again (:func:`experiments.engines.processes.main_script_problem`).
 
     Raises:
-        ConfigError: ``workers=<P>: <what does not fit>``.
+        ConfigError: ``workers=<P>: <what does not fit>``; ``<stdin>: worker processes begin by ...``.
     """
     import resource
 
@@ -205,6 +206,10 @@ def check_local_processes(settings_list) -> None:
     for s in settings_list:
         if s.engine.name not in ("shared_memory", "distributed"):
             continue
+        from experiments.engines.processes import main_script_problem
+
+        if why := main_script_problem():  # a script read from standard input: no worker could start
+            raise ConfigError(why)
         p = s.workers
         need = MASTER_FILES_BASE + MASTER_FILES_PER_WORKER * p
         if files != resource.RLIM_INFINITY and need > files:

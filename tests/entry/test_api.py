@@ -5,6 +5,7 @@ nothing."""
 import math
 import os
 import re
+import sys
 
 import pandas as pd
 import pytest
@@ -174,6 +175,32 @@ def test_a_run_that_fails_before_its_first_evaluation_is_returned_failed(tmp_pat
     result = run(["updates=5", *COSTS], results_dir=tmp_path)
     assert result.status == "failed" and result.summary["status"] == "failed"
     assert result.summary["message"] == "RuntimeError: no costs here" and result.trace.empty
+
+
+def test_a_script_read_from_standard_input_cannot_start_workers(tmp_path, monkeypatch):
+    """``python - < script.py``: spawn and forkserver start each worker by running the main script again, and
+    ``<stdin>`` is no file, so every worker died at its start ("worker 0 died while starting"). A real engine is
+    refused before anything is written; a module run with -m, a notebook (no __file__) or a script file are not."""
+    import types
+
+    from experiments import run
+    from experiments.engines.processes import main_script_problem
+
+    script = tmp_path / "script.py"
+    script.write_text("")
+    for main, expected in [
+        (types.SimpleNamespace(__spec__=None, __file__="<stdin>"), "<stdin>: worker processes begin by running"),
+        (types.SimpleNamespace(__spec__=None, __file__=str(script)), None),
+        (types.SimpleNamespace(__spec__=None), None),  # a notebook, python -c
+        (types.SimpleNamespace(__spec__=types.SimpleNamespace(name="m"), __file__="<stdin>"), None),  # python -m
+    ]:
+        monkeypatch.setitem(sys.modules, "__main__", main)
+        why = main_script_problem()
+        assert (why is None) if expected is None else why.startswith(expected), why
+    monkeypatch.setitem(sys.modules, "__main__", types.SimpleNamespace(__spec__=None, __file__="<stdin>"))
+    with pytest.raises(ConfigError, match="<stdin>: worker processes begin by running this process's main script"):
+        run(["engine=shared_memory", "workers=2", "updates=5"], results_dir=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
 
 
 def test_load_of_a_missing_folder_raises(tmp_path):
