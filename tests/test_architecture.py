@@ -138,3 +138,24 @@ def test_modules_of_experiments_stay_small():
     sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in (ROOT / "experiments").rglob("*.py")}
     big = sorted(f"{p}: {n} lines" for p, n in sizes.items() if n > MAX_LINES)
     assert not big, "split by concern:\n" + "\n".join(big)
+
+
+TOP_LEVEL = {
+    ".ci", ".gitignore", "CHANGELOG.md", "LICENSE", "Makefile", "README.md", "pyproject.toml",
+    "requirements-lock.txt", "algorithms", "benchmarks", "conf", "docs", "experiments", "hydra_plugins", "plots",
+    "problems", "results", "results-long", "tests",
+}  # fmt: skip
+"""The repository's top level as the user fixed its layout (plus the CI script, the lock, the docs, the changelog,
+the sweeper plugin and the long profile's committed results)."""
+
+
+def test_the_top_level_holds_the_layout_and_nothing_else():
+    """A file committed beside the layout by mistake (a tester's scratch ``p2.txt`` once was) is named here."""
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    top = {line.split("/", 1)[0] for line in tracked.splitlines() if line}
+    assert top <= TOP_LEVEL, f"not part of the layout: {sorted(top - TOP_LEVEL)}"
