@@ -15,7 +15,6 @@ Usage: python benchmarks/bench_authors_master.py [--repeats 5] [--epochs 5] [--e
 
 from __future__ import annotations
 
-import argparse
 import csv
 import os
 import statistics
@@ -26,7 +25,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from benchmarks.common import write_csv  # noqa: E402 (after the sys.path line)
+from benchmarks.common import parser, write_csv  # noqa: E402 (after the sys.path line)
+from experiments.cli import amount_arg, count_arg  # noqa: E402
 
 SETTINGS = {"1 agent": ["algorithm.master_computes=false"], "2 agents": ["algorithm.master_computes=true"]}
 GOAL = 1.5
@@ -56,9 +56,9 @@ def one_run(results: Path, engine: str, epochs: float, extra: list[str], seed: i
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--epochs", type=float, default=5.0)
+    ap = parser(__file__, __doc__)
+    ap.add_argument("--repeats", type=count_arg, default=5)
+    ap.add_argument("--epochs", type=amount_arg, default=5.0)
     ap.add_argument("--engine", default="shared_memory", choices=["shared_memory", "distributed"])
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "bench_authors_master.csv")
     args = ap.parse_args(argv)

@@ -13,7 +13,6 @@ Usage: python benchmarks/bench_calibration.py [--only model_validation ...] [--c
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -24,7 +23,8 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from benchmarks.common import write_csv  # noqa: E402 (after the sys.path line)
+from benchmarks.common import parser, write_csv  # noqa: E402 (after the sys.path line)
+from experiments.cli import count_arg  # noqa: E402
 
 GOAL_PCT = 10.0
 COLUMNS_FIXED = (
@@ -46,10 +46,10 @@ def diff_pct(values: list[float]) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__file__, __doc__)
     ap.add_argument("--only", nargs="*", default=["model_validation"], metavar="ID")
     ap.add_argument("--profile", default="quick")
-    ap.add_argument("--calls", type=int, default=2)
+    ap.add_argument("--calls", type=count_arg, default=2)
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "bench_calibration.csv")
     args = ap.parse_args(argv)
     from experiments import calibrate

@@ -43,7 +43,6 @@ Usage: python benchmarks/bench_engines.py [--quick] [--repeats R] [--updates K] 
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -56,7 +55,8 @@ import torch  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from algorithms import build_rule  # noqa: E402
-from benchmarks.common import write_csv  # noqa: E402 (after the sys.path line)
+from benchmarks.common import parser, write_csv  # noqa: E402 (after the sys.path line)
+from experiments.cli import count_arg, seconds_arg  # noqa: E402
 from experiments.engines import distributed, shared_memory, shm_handoff  # noqa: E402
 from experiments.engines.loopback import LoopbackTransport  # noqa: E402
 from experiments.engines.workers import cpu_times  # noqa: E402
@@ -639,18 +639,18 @@ def fmt(v) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__file__, __doc__)
     ap.add_argument("--quick", action="store_true", help="fewer updates and repeats (a smoke test of the script)")
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--updates", type=int, default=600, help="timed updates per epoch-section run")
-    ap.add_argument("--master-updates", type=int, default=5000, help="timed updates per throughput/hand-off run")
-    ap.add_argument("--grad-calls", type=int, default=300, help="gradients per timing in the grad section")
+    ap.add_argument("--repeats", type=count_arg, default=3)
+    ap.add_argument("--updates", type=count_arg, default=600, help="timed updates per epoch-section run")
+    ap.add_argument("--master-updates", type=count_arg, default=5000, help="timed updates per throughput/hand-off run")
+    ap.add_argument("--grad-calls", type=count_arg, default=300, help="gradients per timing in the grad section")
     ap.add_argument(
         "--only", choices=tuple(SECTIONS), action="append", default=None, help="run only this section (repeatable)"
     )
     ap.add_argument(
         "--wait-idle",
-        type=float,
+        type=seconds_arg,
         default=120.0,
         help="before each run wait up to this many seconds for idle CPUs (0: do not wait)",
     )

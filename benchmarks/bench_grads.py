@@ -11,7 +11,6 @@ Writes benchmarks/results/bench_grads.csv (one row per case) and prints it.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -29,6 +28,8 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import problems.logreg as logreg_mod  # noqa: E402
+from benchmarks.common import parser  # noqa: E402
+from experiments.cli import count_arg  # noqa: E402
 from problems import CNNProblem, LeNet5, LogisticRegression  # noqa: E402
 
 
@@ -59,8 +60,8 @@ def rcv1_like(n: int = 20242, d: int = 47236, density: float = 0.0016, seed: int
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=300)
+    ap = parser(__file__, __doc__)
+    ap.add_argument("--reps", type=count_arg, default=300)
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "bench_grads.csv")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)

@@ -11,7 +11,6 @@ gradients, logistic regression, forkserver workers, no predictions) with ``resul
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 import tempfile
@@ -20,7 +19,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from benchmarks.common import peak_memory, write_csv  # noqa: E402 (after the sys.path line)
+from benchmarks.common import parser, peak_memory, write_csv  # noqa: E402 (after the sys.path line)
+from experiments.cli import count_arg  # noqa: E402
 
 
 def measure(engine: str, workers: int, updates: int) -> dict:
@@ -54,9 +54,9 @@ def measure(engine: str, workers: int, updates: int) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workers", type=int, default=32)
-    ap.add_argument("--updates", type=int, default=400)
+    ap = parser(__file__, __doc__)
+    ap.add_argument("--workers", type=count_arg, default=32)
+    ap.add_argument("--updates", type=count_arg, default=400)
     ap.add_argument("--engines", nargs="+", default=["shared_memory", "distributed"])
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "memory.csv")
     args = ap.parse_args()

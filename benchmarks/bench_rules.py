@@ -19,7 +19,6 @@ Usage: python benchmarks/bench_rules.py [--quick] [--out PATH]
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -30,7 +29,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from algorithms import build_rule  # noqa: E402
-from benchmarks.common import write_csv  # noqa: E402 (after the sys.path line)
+from benchmarks.common import parser, write_csv  # noqa: E402 (after the sys.path line)
 
 DIMS = (784, 47_236, 61_706, 1_000_000)
 VARIANTS = ("paper", "torch")
@@ -103,7 +102,7 @@ def bench_dim(d: int, reps: int, rounds: int, warmup: int) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__file__, __doc__)
     ap.add_argument("--quick", action="store_true", help="few repetitions (a smoke run, not a measurement)")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "bench_rules.csv")
     args = ap.parse_args(argv)

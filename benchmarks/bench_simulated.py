@@ -26,7 +26,8 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from benchmarks.common import write_csv  # noqa: E402 (after the sys.path line)
+from benchmarks.common import parser, write_csv  # noqa: E402 (after the sys.path line)
+from experiments.cli import count_arg  # noqa: E402
 
 PROBLEMS = {"logreg_fmnist": 64, "lenet5_fmnist": 40}  # batch size
 UPDATES = {"logreg_fmnist": 5000, "lenet5_fmnist": 600}  # default run length
@@ -121,14 +122,14 @@ def _rss_mb() -> float:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__file__, __doc__)
     ap.add_argument(
         "--updates",
-        type=int,
+        type=count_arg,
         default=None,
         help="updates per run (default: " + ", ".join(f"{p} {n}" for p, n in UPDATES.items()) + ")",
     )
-    ap.add_argument("--repeats", type=int, default=5, help="runs of each case, interleaved; medians reported")
+    ap.add_argument("--repeats", type=count_arg, default=5, help="runs of each case, interleaved; medians reported")
     ap.add_argument(
         "--problems",
         nargs="+",

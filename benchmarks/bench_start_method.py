@@ -19,7 +19,6 @@ Fashion-MNIST staged (``make data``). Run it on a quiet machine: start-up under 
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import os
@@ -31,7 +30,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from benchmarks.common import peak_memory, write_csv  # noqa: E402 (after the sys.path line)
+from benchmarks.common import parser, peak_memory, write_csv  # noqa: E402 (after the sys.path line)
+from experiments.cli import count_arg  # noqa: E402
 
 DEFAULT_OUT = REPO / "benchmarks" / "results" / "start_method.csv"
 COLUMNS = [
@@ -153,11 +153,11 @@ def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         engine, method, workers, updates = sys.argv[2:6]
         return child(engine, method, int(workers), int(updates))
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workers", type=int, nargs="+", default=[8, 32])
+    ap = parser(__file__, __doc__)
+    ap.add_argument("--workers", type=count_arg, nargs="+", default=[8, 32])
     ap.add_argument("--engines", nargs="+", default=["shared_memory", "distributed"])
     ap.add_argument("--methods", nargs="+", default=["spawn", "forkserver"])
-    ap.add_argument("--updates", type=int, default=200)
+    ap.add_argument("--updates", type=count_arg, default=200)
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument(
         "--table",

@@ -21,7 +21,6 @@ Usage: python benchmarks/bench_update_cost.py [--quick] [--dims 784,61706] [--ou
 
 from __future__ import annotations
 
-import argparse
 import platform
 import statistics
 import sys
@@ -32,7 +31,8 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from benchmarks.common import write_csv  # noqa: E402 (after the sys.path line)
+from benchmarks.common import parser, write_csv  # noqa: E402 (after the sys.path line)
+from experiments.cli import counts_arg  # noqa: E402
 from experiments.settings.build import build_settings, make_rule  # noqa: E402 (after the sys.path line)
 from experiments.settings.compose import compose_jobs  # noqa: E402 (after the sys.path line)
 from experiments.training.master import Master  # noqa: E402 (after the sys.path line)
@@ -131,13 +131,13 @@ def measure(algorithm: str, problem: str, d: int, repeats: int) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__file__, __doc__)
     ap.add_argument("--quick", action="store_true", help="a tenth of the repeats")
-    ap.add_argument("--dims", default=",".join(map(str, DIMS)), help="comma-separated dimensions")
+    ap.add_argument("--dims", type=counts_arg, default=list(DIMS), help="comma-separated dimensions")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     torch.set_num_threads(1)
-    dims = [int(v) for v in args.dims.split(",")]
+    dims = args.dims
     rows = []
     for d in dims:
         repeats = REPEATS.get(d, 100)

@@ -13,6 +13,14 @@ import time
 from pathlib import Path
 
 
+def parser(script: str, doc: str | None):
+    """The command line of a benchmark script (``script``: its ``__file__``): :class:`experiments.cli.Parser`, so
+    that a bad value is one line naming it, exit 2; the description is the docstring's first line."""
+    from experiments.cli import Parser
+
+    return Parser(f"benchmarks/{Path(script).name}", description=(doc or "").splitlines()[0] if doc else None)
+
+
 def process_tree(pid: int) -> list[int]:
     """``pid`` and every process below it now (Linux: /proc/PID/task/TID/children); a process that ended meanwhile
     is left out."""

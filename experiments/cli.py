@@ -4,6 +4,7 @@ the program's docstring's first paragraph as its description."""
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 
@@ -51,6 +52,33 @@ def count_arg(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: must be an integer >= 1")
     return value
+
+
+def amount_arg(text: str) -> float:
+    """An argparse ``type`` for an amount (epochs, seconds): a finite number > 0 (``'-1': must be a number > 0``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (0 < value < math.inf):
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a number > 0")
+    return value
+
+
+def seconds_arg(text: str) -> float:
+    """An argparse ``type`` for a duration that may be 0 (a wait that is skipped): a finite number of seconds >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (0 <= value < math.inf):
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a number of seconds >= 0")
+    return value
+
+
+def counts_arg(text: str) -> list[int]:
+    """An argparse ``type`` for comma-separated counts (``784,61706``), each an integer >= 1."""
+    return [count_arg(v) for v in text.split(",")]
 
 
 def file_arg(text: str) -> Path:

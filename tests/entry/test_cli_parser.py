@@ -104,3 +104,48 @@ def test_a_summary_damaged_after_a_sweep_is_a_warning_not_a_traceback(tmp_path, 
         f"warning: {exp / 'summary.csv'}: damaged summary (row 2, column workers: '-5' is not ...); speedup.csv of "
         f"{exp} not written"
     ]
+
+
+def test_the_argument_types_refuse_what_is_not_their_kind():
+    """Counts, amounts and durations of the command lines (the entry points' and the benchmarks'): a value of
+    another kind is argparse's usage error, which experiments.cli.Parser prints as one line (exit 2)."""
+    import argparse
+    import math
+
+    from experiments.cli import amount_arg, count_arg, counts_arg, seconds_arg
+
+    assert (count_arg("3"), amount_arg("0.5"), seconds_arg("0"), counts_arg("784,61706")) == (3, 0.5, 0.0, [784, 61706])
+    for kind, bad in [
+        (count_arg, "0"), (count_arg, "2.5"), (count_arg, "x"),
+        (amount_arg, "0"), (amount_arg, "-1"), (amount_arg, "inf"), (amount_arg, "nan"), (amount_arg, "x"),
+        (seconds_arg, "-0.5"), (seconds_arg, "inf"), (seconds_arg, "nan"),
+        (counts_arg, "5,x"), (counts_arg, ""), (counts_arg, "5,,6"),
+    ]:  # fmt: skip
+        with pytest.raises(argparse.ArgumentTypeError):
+            kind(bad)
+    assert math.isfinite(amount_arg("1e308"))
+
+
+def test_every_benchmark_script_reads_its_command_line_with_the_one_line_parser():
+    """benchmarks/bench_*.py build their command line with benchmarks.common.parser (experiments.cli.Parser):
+    ``--repeats 0`` was a StatisticsError traceback, ``--epochs -1`` a CalledProcessError one."""
+    import ast
+
+    for path in sorted((REPO / "benchmarks").glob("bench_*.py")):
+        calls = [
+            n
+            for n in ast.walk(ast.parse(path.read_text()))
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "ArgumentParser"
+        ]
+        assert not calls, f"{path.name}: argparse.ArgumentParser directly (use benchmarks.common.parser)"
+        assert "parser(__file__, __doc__)" in path.read_text(), path.name
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_authors_master.py"), "--repeats", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        "error: benchmarks/bench_authors_master.py: argument --repeats: '0': must be an integer >= 1 (--help lists "
+        "the options)"
+    ]
