@@ -46,7 +46,6 @@ if __name__ == "__main__":
 
 import itertools  # noqa: E402
 import sys  # noqa: E402
-import types  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import hydra  # noqa: E402
@@ -259,21 +258,5 @@ def main() -> None:
         sys.exit(1)
 
 
-class _EntryModule(types.ModuleType):
-    """This module's class once imported in-process (``import experiments.run``: a test, a notebook reading it).
-
-    Python then makes it the package's attribute ``run``, which hid the API's :func:`experiments.api.run` from a later
-    ``from experiments import run`` (it returned this module). Called, this module is that function, so the
-    documented ``from experiments import run; run([...])`` means one thing whatever was imported before.
-    """
-
-    def __call__(self, *args, **kwargs):
-        from experiments.api import run
-
-        return run(*args, **kwargs)
-
-
 if __name__ == "__main__":
     main()
-else:
-    sys.modules[__name__].__class__ = _EntryModule

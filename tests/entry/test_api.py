@@ -138,20 +138,6 @@ def test_a_results_dir_is_taken_as_written(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["out,x", "jos\u00e9 #2 [a]"])
 
 
-def test_run_is_the_apis_function_after_the_entry_module_was_imported(tmp_path):
-    """``import experiments.run`` makes the entry module the package's attribute ``run`` (Python's rule for a
-    submodule); ``from experiments import run`` then returned that module and ``run([...])`` was a TypeError."""
-    import importlib
-
-    from experiments.api import RunResult
-
-    importlib.import_module("experiments.run")
-    from experiments import run
-
-    result = run(["updates=5", *COSTS], results_dir=tmp_path)
-    assert isinstance(result, RunResult) and result.status == "ok" and result.run_dir.is_relative_to(tmp_path)
-
-
 def test_a_results_dir_that_is_not_a_path_is_refused(tmp_path, monkeypatch):
     """``results_dir=5`` made a folder ``5`` in the current folder; ``""`` and blanks name no folder."""
     from experiments import run
