@@ -17,6 +17,7 @@ import copy
 import itertools
 import math
 import re
+import threading
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -263,20 +264,29 @@ def compose_jobs(combos: list[list[str]], source: Source = DEFAULT, resolve: boo
     (:func:`apply_values`), so a sweep of thousands of jobs is composed in seconds. Works inside a running Hydra app
     too (the global Hydra is left as it was).
 
+    Hydra's global state is one per process: compositions are serialized (:data:`_COMPOSING`), so that experiments
+    run side by side in threads (experiments/sweeps/launch.py ``side_by_side``) never clear or restore it under each
+    other (one of them left it initialized after both ended).
+
     Raises:
         ConfigError: naming a bad override.
     """
-    if GlobalHydra.instance().is_initialized():
-        saved = GlobalHydra.instance().hydra
-        GlobalHydra.instance().clear()
-        try:
-            return compose_jobs(combos, source, resolve, each)
-        finally:
-            GlobalHydra.instance().initialize(saved)
-    with initialize_config_dir(
-        config_dir=str(Path(source.primary_dir).absolute()), version_base="1.3", job_name="precheck"
-    ):
-        return _all(combos, source, resolve, each)
+    with _COMPOSING:
+        if GlobalHydra.instance().is_initialized():
+            saved = GlobalHydra.instance().hydra
+            GlobalHydra.instance().clear()
+            try:
+                return compose_jobs(combos, source, resolve, each)
+            finally:
+                GlobalHydra.instance().initialize(saved)
+        with initialize_config_dir(
+            config_dir=str(Path(source.primary_dir).absolute()), version_base="1.3", job_name="precheck"
+        ):
+            return _all(combos, source, resolve, each)
+
+
+_COMPOSING = threading.RLock()
+"""Held while :func:`compose_jobs` uses Hydra's global state (re-entrant: it calls itself once)."""
 
 
 def _is_group(source: Source, override: str) -> bool:

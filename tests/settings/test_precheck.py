@@ -337,3 +337,20 @@ def test_unresolved_and_deleted_keys_are_named_as_written(tmp_path, overrides, s
     wrote it (no escapes, not the whole command line); a deleted step size is refused, not replaced by a default."""
     msg = "error: " + _refused(overrides, said.split(": ")[1].split("=")[0].lstrip("~"), tmp_path=tmp_path)
     assert msg.startswith(said), msg
+
+
+def test_compositions_in_threads_side_by_side_leave_hydra_as_they_found_it():
+    """make reproduce JOBS=2 plans two experiments in two threads; Hydra's global state is one per process, and two
+    compositions clearing and restoring it under each other left it initialized after both ended (a later
+    ``initialize_config_dir`` then failed: "GlobalHydra is already initialized") or failed one of them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hydra.core.global_hydra import GlobalHydra
+
+    def compose_many(seed):
+        return [len(compose_jobs([[f"seed={seed}", f"workers={w}"]])) for w in range(1, 9)]
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(compose_many, range(8)))
+    assert results == [[1] * 8] * 8
+    assert not GlobalHydra.instance().is_initialized()
