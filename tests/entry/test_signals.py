@@ -19,6 +19,10 @@ needs_data = pytest.mark.skipif(
 )
 
 
+WAIT_FOR_TRAINING_S = 420  # the longest a run may take to start training (calibration included) on a loaded machine
+SIGNAL_TEST_TIMEOUT_S = WAIT_FOR_TRAINING_S + 180  # and then the run's stop and the checks
+
+
 def _interrupt(tmp_path, sig, args, min_epochs=0.15, then=()):
     """Start a long run, send ``sig`` once it is past a few evaluation points, then each signal of ``then`` 0.15 s
     apart; returns the exit status and stderr."""
@@ -40,14 +44,17 @@ def _interrupt(tmp_path, sig, args, min_epochs=0.15, then=()):
     with open(err, "w") as ferr:
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=ferr)
     try:
-        deadline = time.monotonic() + 150
-        while time.monotonic() < deadline and proc.poll() is None:
+        # the event is the progress bar past min_epochs; the deadline only guards a run that never gets there. A
+        # loaded machine may first spend minutes measuring the session's calibration: signalled then, the run
+        # stopped before its master existed ("interrupted (SIGTERM)", no "after N updates"), so it is waited for.
+        deadline, reached = time.monotonic() + WAIT_FOR_TRAINING_S, False
+        while time.monotonic() < deadline and proc.poll() is None and not reached:
             # the bar's total is the settings' epochs, a float: "0.30/200.0 epochs"
             done = [float(e) for e in re.findall(r"([0-9.]+)/200(?:\.0)? epochs", err.read_text())]
-            if done and max(done) >= min_epochs:  # past a few evaluation points (the progress bar says)
-                break
+            reached = bool(done) and max(done) >= min_epochs  # past a few evaluation points (the progress bar says)
             time.sleep(0.2)
         assert proc.poll() is None, err.read_text()[-2000:]
+        assert reached, f"no progress past {min_epochs} epochs in {WAIT_FOR_TRAINING_S} s:\n{err.read_text()[-2000:]}"
         proc.send_signal(sig)
         for later in then:
             time.sleep(0.15)
@@ -81,7 +88,7 @@ def _check_recorded(tmp_path, sig, rows=1):
 
 
 @needs_data
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(SIGNAL_TEST_TIMEOUT_S)
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_simulated_run_is_recorded_on_a_signal(tmp_path, sig, code):
     rc, err = _interrupt(tmp_path, sig, ["engine=simulated", "workers=4", "delay=timing"])
@@ -111,7 +118,7 @@ def test_a_signal_between_runs_says_no_run_was_in_flight(tmp_path):
 
 
 @needs_data
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(SIGNAL_TEST_TIMEOUT_S)
 def test_simulated_sweep_is_recorded_on_sigterm_and_stops(tmp_path):
     rc, err = _interrupt(tmp_path, signal.SIGTERM, ["-m", "engine=simulated", "workers=4,8", "delay=timing"])
     assert rc == 143, err[-2000:]
@@ -120,7 +127,7 @@ def test_simulated_sweep_is_recorded_on_sigterm_and_stops(tmp_path):
 
 @needs_data
 @pytest.mark.slow
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(SIGNAL_TEST_TIMEOUT_S)
 @pytest.mark.parametrize("engine", ["shared_memory", "distributed"])
 def test_real_engine_exits_143_on_sigterm_and_records_the_run(tmp_path, engine):
     rc, err = _interrupt(tmp_path, signal.SIGTERM, [f"engine={engine}", "workers=2", "engine.pin_workers=false"])
@@ -129,7 +136,7 @@ def test_real_engine_exits_143_on_sigterm_and_records_the_run(tmp_path, engine):
 
 
 @needs_data
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(SIGNAL_TEST_TIMEOUT_S)
 def test_shared_memory_sweep_exits_143_on_sigterm(tmp_path):
     rc, err = _interrupt(
         tmp_path, signal.SIGTERM, ["-m", "engine=shared_memory", "workers=2,1", "engine.pin_workers=false"]
@@ -139,7 +146,7 @@ def test_shared_memory_sweep_exits_143_on_sigterm(tmp_path):
 
 
 @needs_data
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(SIGNAL_TEST_TIMEOUT_S)
 def test_a_burst_of_signals_to_a_real_engine_ends_with_the_first_ones_status_and_no_traceback(tmp_path):
     """SIGTERM, SIGINT, SIGTERM 0.15 s apart (an impatient user, a supervisor escalating): the first one decides
     (exit 143, the run recorded as interrupted by SIGTERM); the later ones neither replace it nor raise inside the
