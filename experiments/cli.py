@@ -56,23 +56,22 @@ def count_arg(text: str) -> int:
 
 def amount_arg(text: str) -> float:
     """An argparse ``type`` for an amount (epochs, seconds): a finite number > 0 (``'-1': must be a number > 0``)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (0 < value < math.inf):
-        raise argparse.ArgumentTypeError(f"{text!r}: must be a number > 0")
-    return value
+    return _number(text, lambda v: 0 < v < math.inf, "a number > 0")
 
 
 def seconds_arg(text: str) -> float:
     """An argparse ``type`` for a duration that may be 0 (a wait that is skipped): a finite number of seconds >= 0."""
+    return _number(text, lambda v: 0 <= v < math.inf, "a number of seconds >= 0")
+
+
+def _number(text: str, ok, words: str) -> float:
+    """``text`` as a float that ``ok`` accepts, else argparse's usage error ``'<text>': must be <words>``."""
     try:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not (0 <= value < math.inf):
-        raise argparse.ArgumentTypeError(f"{text!r}: must be a number of seconds >= 0")
+    if not ok(value):
+        raise argparse.ArgumentTypeError(f"{text!r}: must be {words}")
     return value
 
 
