@@ -203,13 +203,13 @@ def check_local_processes(settings_list) -> None:
     files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     procs = resource.getrlimit(resource.RLIMIT_NPROC)[0]
     avail = _available_mib()
-    for s in settings_list:
-        if s.engine.name not in ("shared_memory", "distributed"):
-            continue
+    local = [s for s in settings_list if s.engine.name in ("shared_memory", "distributed")]
+    if local:
         from experiments.engines.processes import main_script_problem
 
         if why := main_script_problem():  # a script read from standard input: no worker could start
             raise ConfigError(why)
+    for s in local:
         p = s.workers
         need = MASTER_FILES_BASE + MASTER_FILES_PER_WORKER * p
         if files != resource.RLIM_INFINITY and need > files:

@@ -109,12 +109,17 @@ def run_files(exp_dir: Path, name: str) -> list[Path]:
     out = []
     for path in sorted((Path(exp_dir) / "runs").glob(f"*/{name}")):
         if why := file_problem(path):
-            if str(path) not in _NAMED:
-                _NAMED.add(str(path))
-                get_logger(__name__).warning(f"{path}: {why}; left out")
+            _left_out(path, why)
             continue
         out.append(path)
     return out
+
+
+def _left_out(path: Path, why: str) -> None:
+    """Warn, once per process however many readers ask, that the run file ``path`` is left out, and why."""
+    if str(path) not in _NAMED:
+        _NAMED.add(str(path))
+        get_logger(__name__).warning(f"{path}: {why}; left out")
 
 
 def run_frames(exp_dir: Path, name: str, columns: tuple[str, ...], numbers: tuple[str, ...] = ()) -> list:
@@ -144,9 +149,7 @@ def run_frames(exp_dir: Path, name: str, columns: tuple[str, ...], numbers: tupl
             bad = next((c for c in numbers if c in frame and _not_numbers(frame[c])), None)
             why = None if bad is None else f"column {bad} holds a value that is not a number"
         if why is not None:
-            if str(path) not in _NAMED:
-                _NAMED.add(str(path))
-                get_logger(__name__).warning(f"{path}: {why}; left out")
+            _left_out(path, why)
             continue
         frames.append(frame if "run_id" in frame else frame.assign(run_id=path.parent.name))
     return frames
