@@ -38,32 +38,32 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     for p in args.paths:  # every folder checked before any is written: one bad path leaves every folder as it was
         if p.is_file():
-            log.error(f"error: {p}: a file, not an experiment folder (give {p.parent})")
+            log.error(f"{p}: a file, not an experiment folder (give {p.parent})")
             return 2
         if not (p / "summary.csv").is_file():
             why = file_problem(p / "summary.csv") or "no such file"
-            log.error(f"error: {p / 'summary.csv'}: {why}")
+            log.error(f"{p / 'summary.csv'}: {why}")
             return 2
         if not writable(p):
-            log.error(f"error: {p}: not writable (speedup.csv is written there)")
+            log.error(f"{p}: not writable (speedup.csv is written there)")
             return 2
         target = p / "speedup.csv"
         if (target.exists() or target.is_symlink()) and not target.is_file():  # a folder there: as plots and report
-            log.error(f"error: {target}: {file_problem(target) or 'not a regular file'}; move it away")
+            log.error(f"{target}: {file_problem(target) or 'not a regular file'}; move it away")
             return 2
         try:
             read_summary_frame(p / "summary.csv")
         except ConfigError as exc:  # a damaged summary: one line naming it
-            log.error(f"error: {exc}")
+            log.error(f"{exc}")
             return 2
     for p in args.paths:
         try:
             out = write_speedup(p)
         except ConfigError as exc:  # the summary was damaged since the check
-            log.error(f"error: {exc}")
+            log.error(f"{exc}")
             return 2
         except OSError as exc:  # a full disk: one line naming the file
-            log.error(f"error: {exc.filename or p}: cannot write speedup.csv ({exc.strerror or exc})")
+            log.error(f"{exc.filename or p}: cannot write speedup.csv ({exc.strerror or exc})")
             return 1
         print(out)
     return 0

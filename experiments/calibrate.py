@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     unknown = [e for e in args.only or [] if e not in EXPERIMENTS]
     if unknown:
-        log.error(f"error: --only {unknown[0]}: unknown experiment (known: {', '.join(EXPERIMENTS)})")
+        log.error(f"--only {unknown[0]}: unknown experiment (known: {', '.join(EXPERIMENTS)})")
         return 2
     torch.set_num_threads(1)
     # a job scheduler's stop, a closed terminal: as Ctrl-C (exit 128 + the signal); the caller's handlers come back
@@ -79,7 +79,7 @@ def _calibrate(args) -> int:
             cal.drop()
             log.info(f"dropped every entry of {cal.path}: measuring anew")
     except ConfigError as exc:
-        log.error(f"error: {str(exc).splitlines()[0]}")
+        log.error(f"{str(exc).splitlines()[0]}")
         return 2
     jobs, used = [], {}
     for exp in args.only or EXPERIMENTS:
@@ -108,7 +108,7 @@ def _calibrate(args) -> int:
             for k in (costs.used or {}).get("entries", {}):
                 used[k] = exp
     except ConfigError as exc:
-        log.error(f"error: {str(exc).splitlines()[0]}")
+        log.error(f"{str(exc).splitlines()[0]}")
         return 2
     except KeyboardInterrupt as exc:
         log.info(

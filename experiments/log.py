@@ -1,7 +1,8 @@
 """The harness's messages to the user: Python's ``logging``, one logger per module under ``experiments``.
 
 Every message (progress lines, warnings, one-line errors of the entry points) goes through :func:`get_logger`'s
-logger and reaches stderr as its bare text (no level or time prefix: the text says what it is, e.g. ``error: ...``).
+logger and reaches stderr as one line: an info line as its bare text, a warning after ``warning: `` and an error after
+``error: `` (the formatter adds the prefix, so a call site writes the message alone; no time or logger name).
 The handler writes to whatever ``sys.stderr`` is when the record is emitted, not when it was built, so a redirected
 or captured stderr (pytest's ``capsys``/``capfd``, a notebook) receives the messages too.
 
@@ -33,14 +34,16 @@ class _CurrentStderr(logging.StreamHandler):
 
 
 class _OneLine(logging.Formatter):
-    """The bare message; a warning or an error stays one line whatever it quotes (a value typed with a newline,
-    ``experiment_id=$'a\\nb'``, is shown with ``\\n``): a reader, or ``make reproduce``, takes the line as the
-    whole error."""
+    """The message, after ``warning: `` or ``error: `` by its level; a warning or an error stays one line whatever it
+    quotes (a value typed with a newline, ``experiment_id=$'a\\nb'``, is shown with ``\\n``): a reader, or
+    ``make reproduce``, takes the line as the whole error."""
+
+    PREFIX = {logging.WARNING: "warning: ", logging.ERROR: "error: ", logging.CRITICAL: "error: "}
 
     def format(self, record: logging.LogRecord) -> str:
         text = super().format(record)
         if record.levelno >= logging.WARNING:
-            text = text.replace("\r", "\\r").replace("\n", "\\n")
+            text = self.PREFIX.get(record.levelno, "") + text.replace("\r", "\\r").replace("\n", "\\n")
         return text
 
 

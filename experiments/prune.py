@@ -167,10 +167,10 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     log.info(f"{folder}: {len(stale)} stale run(s), not planned by profile {args.profile}: {shown}")
     except ConfigError as exc:
-        log.error(f"error: {exc}")
+        log.error(f"{exc}")
         return 2
     except OSError as exc:  # a file that could not be removed or written after the check
-        log.error(f"error: {exc.filename or args.results_dir}: {exc.strerror or exc}")
+        log.error(f"{exc.filename or args.results_dir}: {exc.strerror or exc}")
         return 2
     if not total:
         log.info(f"{args.results_dir}: every run is one that profile {args.profile} plans; nothing to remove")

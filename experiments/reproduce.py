@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     experiments = args.only or [e for e in EXPERIMENTS if e not in left_out]
     unknown = [e for e in experiments if e not in EXPERIMENTS]
     if unknown:
-        log.error(f"error: --only {unknown[0]}: unknown experiment (known: {', '.join(EXPERIMENTS)})")
+        log.error(f"--only {unknown[0]}: unknown experiment (known: {', '.join(EXPERIMENTS)})")
         return 2
     from experiments.clock.calibration import machine_path
     from experiments.errors import ConfigError
@@ -282,17 +282,17 @@ def main(argv: list[str] | None = None) -> int:
         check_writable(str(results_dir))
         results_dir.mkdir(parents=True, exist_ok=True)
     except ConfigError as exc:
-        log.error(f"error: {exc}")
+        log.error(f"{exc}")
         return 2
     except OSError as exc:
-        log.error(f"error: --results-dir {results_dir}: {exc.strerror or exc}")
+        log.error(f"--results-dir {results_dir}: {exc.strerror or exc}")
         return 2
     for sig in TERM_SIGNALS:  # as Ctrl-C: the running sweeps are stopped and awaited
         signal.signal(sig, as_interrupt)
     try:
         return _reproduce(args, results_dir, experiments, left_out)
     except ConfigError as exc:  # a damaged reproduce_status.json
-        log.error(f"error: {exc}")
+        log.error(f"{exc}")
         return 2
     except KeyboardInterrupt as exc:
         log.info(
@@ -329,7 +329,7 @@ def _reproduce(args, results_dir: Path, experiments: list[str], left_out) -> int
     if args.jobs > 1 and to_run:  # costs measured alone first: jobs side by side would measure each other's load
         calibrate = [sys.executable, "-m", "experiments.calibrate", "--profile", args.profile, "--only", *to_run]
         if subprocess.run(calibrate, cwd=REPO, stdout=subprocess.DEVNULL, check=False).returncode != 0:
-            log.error(f"error: calibration failed: {' '.join(calibrate)}")
+            log.error(f"calibration failed: {' '.join(calibrate)}")
             return 1
     for exp in left_out:  # results of an earlier extended call stay as they are
         statuses.setdefault(
@@ -403,7 +403,7 @@ def _reproduce(args, results_dir: Path, experiments: list[str], left_out) -> int
     for exp, figures in zip(redraw, draw_all(redraw, results_dir, args.jobs)):
         statuses[exp] = {k: v for k, v in statuses[exp].items() if k not in ("figures", "figures_missing")} | figures
         for item in figures.get("figures_missing", []):
-            log.error(f"error: {exp}: figure {item['figure']} not drawn: {item['reason']}")
+            log.error(f"{exp}: figure {item['figure']} not drawn: {item['reason']}")
     if redraw:
         log.info(f"drew the figures of {len(redraw)} experiment(s) ({time.perf_counter() - t_draw:.0f} s)")
     write_if_changed(status_path, json.dumps(statuses, indent=1, sort_keys=True))
@@ -419,7 +419,7 @@ def _reproduce(args, results_dir: Path, experiments: list[str], left_out) -> int
     )
     missing = [f"{e}/{m['figure']}" for e, s in statuses.items() for m in s.get("figures_missing", [])]
     if missing:
-        log.error(f"error: {len(missing)} figure(s) not drawn (named in {report}): {', '.join(missing)}")
+        log.error(f"{len(missing)} figure(s) not drawn (named in {report}): {', '.join(missing)}")
     return 1 if missing or any(s["status"] == "crashed" for s in statuses.values()) else 0
 
 

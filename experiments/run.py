@@ -102,7 +102,7 @@ def _hydra_main(cfg: DictConfig) -> str:
         _remove_empty_dirs(Path(str(cfg.results_dir)), recursive=False)
         sys.exit(2)
     except OSError as exc:  # a result file that cannot be written (full disk): one line naming it, exit 1
-        log.error(f"error: {exc}")
+        log.error(f"{exc}")
         sys.exit(1)
     finally:
         stops.IN_FLIGHT.clear()
@@ -136,7 +136,7 @@ def _write_speedups() -> None:
         try:
             path = write_speedup(exp_dir)
         except ConfigError as exc:  # a summary damaged meanwhile (by hand, another tool): named, the runs stand
-            log.warning(f"warning: {exc}; speedup.csv of {exp_dir} not written")
+            log.warning(f"{exc}; speedup.csv of {exp_dir} not written")
             continue
         if path is not None:
             log.info(f"wrote {path}")
@@ -160,7 +160,7 @@ _RESULTS_DIRS: set[Path] = set()  # the results folders of the jobs the command 
 
 def _report_error(exc: ConfigError) -> None:
     """Print the one-line error; also into ``$APAM_ERROR_FILE`` when set (how ``make reproduce`` learns why)."""
-    log.error(f"error: {exc}")
+    log.error(f"{exc}")
     path = os.environ.get("APAM_ERROR_FILE")
     if path and file_problem(Path(path)) is None:  # never opened when not a regular file: a named pipe blocks
         with contextlib.suppress(OSError):  # a file that cannot be written is itself the error named above

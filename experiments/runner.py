@@ -332,7 +332,7 @@ def _predictions(settings, problem, sink, result) -> dict:
         try:
             out[kind] = predict(settings, problem, make_rule(settings), kind, timeline=path)
         except (RuntimeError, ValueError, OSError) as exc:  # the measured run stands; its prediction is missing
-            log.warning(f"warning: {settings.experiment_id}: no {kind} prediction ({str(exc).splitlines()[0]})")
+            log.warning(f"{settings.experiment_id}: no {kind} prediction ({str(exc).splitlines()[0]})")
     return out
 
 

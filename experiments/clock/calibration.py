@@ -284,7 +284,7 @@ class Calibration:
                 f"{self.path}: damaged calibration file ({damage}) cannot be set aside ({exc.strerror})"
             ) from None
         log.warning(
-            f"warning: {self.path}: damaged calibration file ({damage}); set aside as {dest.name}, its entries "
+            f"{self.path}: damaged calibration file ({damage}); set aside as {dest.name}, its entries "
             "are measured again"
         )
 

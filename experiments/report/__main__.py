@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     problem = check(args.results_dir)
     if problem:
-        log.error(f"error: {problem}")
+        log.error(f"{problem}")
         return 2
     results_dir = args.results_dir
     try:  # a damaged summary or status file: one line naming it, before any figure is drawn
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             speedup_frame(results_dir / name)
         profile = args.profile or run_profile(results_dir) or "quick"
     except ConfigError as exc:
-        log.error(f"error: {exc}")
+        log.error(f"{exc}")
         return 2
     # a make reproduce folder lists its whole profile; a folder of one's own runs, the experiments it holds
     names = ORDER if status else [e for e in ORDER if e in present]
@@ -108,11 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         path = write_report(results_dir, profile, status, names)
     except OSError as exc:  # a full disk, a file made read-only: one line naming it
-        log.error(f"error: {exc.filename or results_dir}: cannot write the report ({exc.strerror or exc})")
+        log.error(f"{exc.filename or results_dir}: cannot write the report ({exc.strerror or exc})")
         return 1
     print(path)
     if missing:
-        log.error(f"error: {len(missing)} figure(s) not drawn (named in {path}): {', '.join(missing)}")
+        log.error(f"{len(missing)} figure(s) not drawn (named in {path}): {', '.join(missing)}")
         return 1
     return 0
 

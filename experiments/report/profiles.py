@@ -66,7 +66,7 @@ def sibling_verdicts(path: Path, profile: str) -> pd.DataFrame | None:
     if why is None:
         return df
     log.warning(
-        f"warning: {path}: damaged verdicts ({why}); the verdicts per profile leave its {profile} column out "
+        f"{path}: damaged verdicts ({why}); the verdicts per profile leave its {profile} column out "
         f"(make reproduce PROFILE={profile} writes it again)"
     )
     return None

@@ -235,7 +235,7 @@ class ComputeTimes:
             if worker not in self.cycled:
                 self.cycled.add(worker)
                 get_logger(__name__).warning(
-                    f"warning: delay.law=replay: worker {worker}'s {len(times)} recorded compute times are used "
+                    f"delay.law=replay: worker {worker}'s {len(times)} recorded compute times are used "
                     "up; replaying them again from the first"
                 )
         self._next[worker] = i + 1
