@@ -253,6 +253,8 @@ def main() -> None:
         for folder in _RESULTS_DIRS:
             _remove_empty_dirs(folder / ".hydra")
     stops.after_the_runs()
+    if multirun and OUTCOME.get("diverged"):
+        log.info(f"{OUTCOME['diverged']} of {OUTCOME['jobs']} runs diverged (recorded in summary.csv)")
     if multirun and OUTCOME.get("failed"):
         log.info(f"{OUTCOME['failed']} of {OUTCOME['jobs']} runs failed (summary.csv says why)")
         sys.exit(1)

@@ -9,8 +9,9 @@ order of Hydra's basic sweeper (the first key varies slowest), with the same ove
 those of a basic sweep. When another program runs the sweep (the command line was not checked first), every
 batch is composed by the base class's check before it is launched.
 
-``experiments.sweeps.OUTCOME`` holds the counts of the last sweep in this process (``jobs``, ``failed``: jobs that
-raised or returned ``failed``), which the entry point turns into its exit code.
+``experiments.sweeps.OUTCOME`` holds the counts of the last sweep in this process (``jobs``; ``failed``: jobs that
+raised or returned ``failed``; ``diverged``: jobs that returned ``diverged``), which the entry point turns into its
+exit code (1 when a job failed; a diverged run is a result, named in a closing line).
 """
 
 import hashlib
@@ -61,13 +62,14 @@ class CheckedSweeper(Sweeper):
         checked = os.environ.get(ENV) == fingerprint(sys.argv[1:])
         returns = []
         OUTCOME.clear()
-        OUTCOME.update(jobs=len(jobs), failed=0)
+        OUTCOME.update(jobs=len(jobs), failed=0, diverged=0)
         for start in range(0, len(jobs), max(1, n)):
             batch = jobs[start : start + max(1, n)]
             if not checked:
                 self.validate_batch_is_legal(batch)
             results = self.launcher.launch(batch, initial_job_idx=start)
             OUTCOME["failed"] += sum(1 for r in results if _failed(r))
+            OUTCOME["diverged"] += sum(1 for r in results if not _failed(r) and r.return_value == "diverged")
             returns.append(results)
         return returns
 

@@ -270,7 +270,7 @@ def test_the_sweeper_launches_the_checked_jobs_and_composes_only_unchecked_ones(
 
     monkeypatch.setenv(ENV, fingerprint(["-m", "workers=1,2"]))
     assert sweep() == [(jobs, 0)] and composed == []
-    assert OUTCOME == {"jobs": 2, "failed": 0}
+    assert OUTCOME == {"jobs": 2, "failed": 0, "diverged": 0}
     monkeypatch.setenv(ENV, fingerprint(["-m", "workers=1,4"]))  # checked another command line
     assert sweep() == [(jobs, 0)] and composed == [jobs]
     monkeypatch.delenv(ENV)
@@ -278,9 +278,9 @@ def test_the_sweeper_launches_the_checked_jobs_and_composes_only_unchecked_ones(
     assert composed == [jobs, [jobs[0]], [jobs[1]]]
     # a job that returned "failed" or raised counts as failed: the entry point exits 1 on it
     sweep(None, "failed", RuntimeError("boom"))
-    assert OUTCOME == {"jobs": 2, "failed": 2}
-    sweep(None, "ok", "diverged")
-    assert OUTCOME == {"jobs": 2, "failed": 0}
+    assert OUTCOME == {"jobs": 2, "failed": 2, "diverged": 0}
+    sweep(None, "ok", "diverged")  # a diverged run is a result: counted apart, named in the sweep's last line
+    assert OUTCOME == {"jobs": 2, "failed": 0, "diverged": 1}
     with pytest.raises(ValueError, match="hydra.sweeper.params"):
         CheckedSweeper(params={"workers": "1,2"})
 
