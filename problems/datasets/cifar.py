@@ -9,7 +9,8 @@ Source: https://www.cs.toronto.edu/~kriz/cifar.html (the "python version").
 from __future__ import annotations
 
 import pickle
-from pathlib import Path
+import tarfile
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 
@@ -25,6 +26,27 @@ NUM_CLASSES = 10
 ROW_BYTES = 3 * 32 * 32
 
 
+# What a CIFAR-10 pickle holds: dicts, lists, str/bytes and numpy arrays. Any other global a pickle names (a function
+# it would call while loading: os.system, ...) is refused before anything runs, as Python's docs advise for data
+# from elsewhere ("Restricting Globals", the pickle module's documentation).
+_ARRAY_GLOBALS = {
+    ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy.core.multiarray", "scalar"),
+    ("numpy._core.multiarray", "scalar"),
+    ("numpy", "ndarray"),
+    ("numpy", "dtype"),
+    ("_codecs", "encode"),
+}
+
+
+class _ArraysOnly(pickle.Unpickler):
+    def find_class(self, module: str, name: str):
+        if (module, name) not in _ARRAY_GLOBALS:
+            raise pickle.UnpicklingError(f"names {module}.{name}, which a CIFAR-10 batch never holds")
+        return super().find_class(module, name)
+
+
 def _unpickle(path: Path, shown: str) -> object:
     with open(path, "rb") as f:
         head = f.read(64)
@@ -32,7 +54,7 @@ def _unpickle(path: Path, shown: str) -> object:
         if looks_like_html(head):
             raise DataError(f"{shown}: an HTML page, not a CIFAR-10 pickle (a failed download?)")
         try:
-            return pickle.load(f, encoding="latin1")  # as torchvision reads it
+            return _ArraysOnly(f, encoding="latin1").load()  # as torchvision reads it, its globals restricted
         except Exception as e:  # noqa: BLE001 -- UnpicklingError, EOFError, ValueError, ...: all mean corrupt
             raise DataError(
                 f"{shown}: not a readable CIFAR-10 pickle, truncated or corrupt "
@@ -109,11 +131,35 @@ def _torchvision_download(where: Path) -> str | None:
     return None
 
 
+def extract(archive: Path, scratch: Path) -> None:
+    """Extract the CIFAR-10 archive `archive` (a tar file, any compression) into the folder `scratch`, with
+    :mod:`tarfile`'s ``data`` filter (PEP 706: no absolute path, no ``..``, no link or device out of the folder) and
+    only entries under `cifar-10-batches-py/`, the archive's layout.
+
+    Raises:
+        DataError: one line naming the archive and the entry that is not CIFAR-10's (nothing extracted), or the
+            archive cannot be read whole (truncated, corrupt, not a tar file).
+    """
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            members = tar.getmembers()
+            for m in members:
+                if PurePosixPath(m.name).parts[:1] != (FOLDER,) or ".." in PurePosixPath(m.name).parts:
+                    raise DataError(f"{archive}: entry {m.name!r} is not under {FOLDER}/; not extracted")
+            tar.extractall(scratch, members=members, filter="data")
+    except DataError:
+        raise
+    except Exception as e:  # noqa: BLE001 -- tarfile.ReadError/FilterError, EOFError, zlib.error, OSError
+        raise DataError(
+            f"{archive}: not a readable CIFAR-10 archive, truncated or corrupt ({type(e).__name__}: {one_line(e, 100)})"
+        ) from None
+
+
 def stage_cifar10(root: Path, *, download: bool = True) -> Path:
     """Make CIFAR-10 present and valid under `root/cifar-10-batches-py/`; return that folder.
 
     Sources in order: the folder already there (verified, never overwritten); the archive `root/cifar-10-python.tar.gz`
-    (extracted with torchvision's `extract_archive`); torchvision's download (when `download`). A new folder is
+    (extracted by :func:`extract`); torchvision's download (when `download`). A new folder is
     extracted into a scratch folder under `root`, verified, then renamed into place, so a failure leaves nothing
     behind. Raises DataError (one line, naming the bad file, or saying how to get the data).
     """
@@ -129,15 +175,7 @@ def stage_cifar10(root: Path, *, download: bool = True) -> Path:
         notes = []
         archive = root / ARCHIVE
         if archive.is_file():
-            from torchvision.datasets.utils import extract_archive  # lazy: torchvision only when staging
-
-            try:
-                extract_archive(str(archive), str(scratch))
-            except Exception as e:  # noqa: BLE001 -- tarfile.ReadError, EOFError, zlib.error, OSError
-                raise DataError(
-                    f"{archive}: not a readable CIFAR-10 archive, truncated or corrupt "
-                    f"({type(e).__name__}: {one_line(e, 100)})"
-                ) from None
+            extract(archive, scratch)
             verify_folder(scratch / FOLDER, f"{archive}:{FOLDER}")
         elif download:
             why = _torchvision_download(scratch)

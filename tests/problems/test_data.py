@@ -12,6 +12,7 @@ import gzip
 import io
 import os
 import pickle
+import re
 import stat
 import subprocess
 import sys
@@ -440,6 +441,47 @@ def test_cifar10_from_archive_and_corrupt_archive(tmp_path):
     assert stage_cifar10(root, download=False) == root / "cifar-10-batches-py"
     v = load_vision("cifar10", root, download=False)
     assert v.test_y.tolist() == batches["test_batch"][1]
+
+
+@pytest.mark.parametrize("entry", ["../../escaped.txt", "/tmp/absolute.txt", "cifar-10-batches-py/../../up.txt"])
+def test_a_cifar10_archive_entry_outside_its_folder_is_refused_and_nothing_is_written(tmp_path, entry):
+    src = tmp_path / "src"
+    write_cifar(src / "cifar-10-batches-py")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        tar.add(src / "cifar-10-batches-py", arcname="cifar-10-batches-py")
+        info = tarfile.TarInfo(entry)
+        info.size = 3
+        tar.addfile(info, io.BytesIO(b"bad"))
+    root = tmp_path / "a" / "b" / "root"
+    root.mkdir(parents=True)
+    (root / "cifar-10-python.tar.gz").write_bytes(buf.getvalue())
+    with pytest.raises(DataError, match=f"cifar-10-python.tar.gz: entry '{re.escape(entry)}' is not under"):
+        stage_cifar10(root, download=False)
+    assert stray_files(root) == ["cifar-10-python.tar.gz"]
+    assert sorted(p.name for p in tmp_path.rglob("*.txt")) == []
+
+
+class _Payload:
+    """What a hostile pickle carries: loading it would call os.system."""
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, ("touch pwned",))
+
+
+def test_a_cifar10_pickle_naming_a_function_is_refused_before_it_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "cifar-10-batches-py"
+    write_cifar(folder)
+    target = folder / "data_batch_2"
+    d = pickle.loads(target.read_bytes(), encoding="latin1")
+    d["labels"] = _Payload()
+    target.write_bytes(pickle.dumps(d, protocol=2))
+    with pytest.raises(DataError, match=r"data_batch_2: not a readable CIFAR-10 pickle.*names posix.system"):
+        load_vision("cifar10", tmp_path, download=False)
+    assert not (tmp_path / "pwned").exists()
 
 
 def test_cifar10_missing_says_how_to_get_it(tmp_path):
