@@ -151,6 +151,10 @@ def _check_readable(f: Path) -> None:
 
 def _label_map(y: np.ndarray, shown: str) -> tuple[int, int] | None:
     values = np.unique(y)
+    if not np.all(np.isfinite(values)):  # inf, nan, 1e400: int() of one is an OverflowError or ValueError
+        raise DataError(
+            f"{shown}: non-finite labels {values[~np.isfinite(values)][:3].tolist()}; a binary LIBSVM file is expected"
+        )
     if not np.all(values == np.round(values)):
         raise DataError(f"{shown}: non-integer labels {values[:10].tolist()}; a binary LIBSVM file is expected")
     vals = {int(v) for v in values}

@@ -626,6 +626,12 @@ def test_libsvm_bad_labels(tmp_path):
         load_libsvm(write(tmp_path / "m.svm", "1 1:1\n2 1:1\n3 1:1\n"))
     with pytest.raises(DataError, match=r"h\.svm: non-integer labels"):
         load_libsvm(write(tmp_path / "h.svm", "0.5 1:1\n1 1:1\n"))
+    for label in ("inf", "1e400", "nan"):  # int() of each raised; one line naming the file instead
+        with pytest.raises(DataError, match=r"i\.svm: non-finite labels \[(inf|nan)\]"):
+            load_libsvm(write(tmp_path / "i.svm", f"-1 1:1\n{label} 2:1\n1 1:1\n"))
+    tr = write(tmp_path / "ok.svm", "-1 1:1\n1 2:1\n")
+    with pytest.raises(DataError, match=r"ok\.svm and .*te_inf: non-finite labels"):
+        load_libsvm(tr, test_path=write(tmp_path / "te_inf", "inf 1:1\n1 1:1\n"))
     tr = write(tmp_path / "tr", "-1 1:1\n1 1:1\n")
     with pytest.raises(DataError, match=r"te: labels \[0\.0, 1\.0\] do not match the training file's"):
         load_libsvm(tr, test_path=write(tmp_path / "te", "0 1:1\n1 1:1\n"))
