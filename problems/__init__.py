@@ -221,7 +221,11 @@ def _model_factory(model, channels: int, side: int, classes: int):
     ``image_size``, each where the callable takes it and the mapping does not set it."""
     build = _target(model) if isinstance(model, Mapping) else MODELS[model]
     shape = {"in_channels": channels, "num_classes": classes, "image_size": side}
-    params = inspect.signature(build).parameters
+    try:
+        params = inspect.signature(build).parameters
+    except (TypeError, ValueError) as exc:  # a partial whose keys the callable does not take; a builtin type
+        shown = f"_target_={model['_target_']}" if isinstance(model, Mapping) else model
+        raise ValueError(f"problem.model {shown}: {str(exc).splitlines()[0][:160]}") from None
     takes_any = any(p.kind == p.VAR_KEYWORD for p in params.values())
     bound = getattr(build, "keywords", {})
     return functools.partial(build, **{k: v for k, v in shape.items() if (k in params or takes_any) and k not in bound})

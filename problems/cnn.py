@@ -132,6 +132,25 @@ def resnet18_cifar(in_channels: int = 3, num_classes: int = 10) -> nn.Module:
 MODELS = {"lenet5": LeNet5, "allcnn": AllCNN, "resnet18": resnet18_cifar}
 
 
+def _built(factory: Callable[[], nn.Module]) -> nn.Module:
+    """``factory()``, checked: an ``nn.Module`` (a user's ``_target_`` may name any callable).
+
+    Raises:
+        ValueError: one line naming the callable: calling it raised (its exception's first line), or it returned
+            something else than a module.
+    """
+    func = getattr(factory, "func", factory)
+    name = f"{getattr(func, '__module__', '') or ''}.{getattr(func, '__qualname__', type(func).__name__)}".lstrip(".")
+    try:
+        module = factory()
+    except Exception as exc:  # noqa: BLE001 -- a user's net: TypeError (its arguments), anything else it raises
+        why = (str(exc).splitlines() or [""])[0][:160]
+        raise ValueError(f"problem.model {name}: building it failed ({type(exc).__name__}: {why})") from None
+    if not isinstance(module, nn.Module):
+        raise ValueError(f"problem.model {name}: returned a {type(module).__name__}, not a torch.nn.Module")
+    return module
+
+
 def _reinit_copy(module: nn.Module) -> nn.Module:
     """A deep copy of `module` with `reset_parameters()` called on every submodule that has one, in module order."""
     m = copy.deepcopy(module)
@@ -197,7 +216,7 @@ class CNNProblem(Problem):
         self._factory = model if not isinstance(model, nn.Module) else functools.partial(_reinit_copy, model)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
-            template = self._factory() if not isinstance(model, nn.Module) else copy.deepcopy(model)
+            template = _built(self._factory) if not isinstance(model, nn.Module) else copy.deepcopy(model)
         # channels-last only without batch normalization: batch statistics of small batches amplify the rounding
         # differences of the reordered convolution sums (ResNet18 at batch 4: 7e-4 absolute on the gradient)
         batch_norm = any(isinstance(m, nn.modules.batchnorm._NormBase) for m in template.modules())
@@ -214,6 +233,8 @@ class CNNProblem(Problem):
         self._shapes = [p.shape for _, p in named]
         self._numels = [p.numel() for _, p in named]
         self.dim = int(sum(self._numels))
+        if self.dim == 0:
+            raise ValueError(f"problem.model {type(template).__name__}: no parameters to train")
 
         self._train_x, self._train_y = self._data(train_x, train_y, "train")
         self._test_x, self._test_y = self._data(test_x, test_y, "test")

@@ -112,6 +112,60 @@ def test_a_target_that_cannot_be_imported_is_one_error_line(project, tmp_path, m
         )
 
 
+BAD_NETS = """
+import torch.nn as nn
+
+
+def returns_none(width=4, **shape):
+    return None
+
+
+class NeedsArgs(nn.Module):
+    def __init__(self, depth, width=4, **shape):
+        super().__init__()
+
+
+class NoParameters(nn.Module):
+    def __init__(self, width=4, **shape):
+        super().__init__()
+
+    def forward(self, x):
+        return x.flatten(1)
+"""
+
+
+@pytest.mark.parametrize(
+    ("target", "why"),
+    [
+        ("returns_none", r"bad_nets\.returns_none: returned a NoneType, not a torch\.nn\.Module"),
+        ("NeedsArgs", r"bad_nets\.NeedsArgs: building it failed \(TypeError: .*missing 1 required positional"),
+        ("NoParameters", r"NoParameters: no parameters to train"),
+        ("torch.nn.Flatten", r"_target_=torch\.nn\.Flatten: .*incorrect arguments"),  # takes no width=4
+    ],
+)
+def test_a_target_that_is_not_a_net_is_one_error_line(project, tmp_path, monkeypatch, target, why):
+    """A ``_target_`` that imports but does not build a trainable net: one line naming it, nothing written."""
+    from experiments import run
+    from experiments.errors import ConfigError
+
+    (project / "bad_nets.py").write_text(BAD_NETS)
+    monkeypatch.syspath_prepend(str(project))
+    target = target if "." in target else f"bad_nets.{target}"
+    with pytest.raises(ConfigError, match=r"problem=tiny_blobs: problem\.model " + why) as info:
+        run(
+            [
+                f"hydra.searchpath=[file://{project / 'myconf'}]",
+                "problem=tiny_blobs",
+                f"problem.model._target_={target}",
+                "workers=1",
+                "epochs=1",
+                *COSTS,
+            ],
+            results_dir=tmp_path / "r",
+        )
+    assert "\n" not in str(info.value) and not (tmp_path / "r").exists()
+
+
 def test_a_target_that_cannot_be_imported_is_one_line_and_exit_2(project, tmp_path):
     """The documented problem without its module on the path: one line naming the ``_target_`` (Hydra's own
     multi-line log of the failed import held back), exit 2, nothing under results_dir."""
