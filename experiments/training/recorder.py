@@ -46,7 +46,9 @@ class Recorder:
     ) -> None:
         self.problem = problem
         self.columns = dict(columns)
-        self.eval_every_samples = max(1, round(eval_every * problem.num_train))
+        # an interval past the run (eval_every=1e308) evaluates at the start and the end only; capped below 2^62
+        # samples, the engines' counters (round() of an overflowed inf was an OverflowError)
+        self.eval_every_samples = max(1, round(min(eval_every * problem.num_train, 2.0**62)))
         self.f_star = f_star
         self.clock = clock
         self.divergence_factor = divergence_factor

@@ -629,6 +629,20 @@ def test_a_timing_only_problem_never_diverges_on_its_nan_losses():
     assert len(rec.rows) == 3
 
 
+def test_an_evaluation_interval_past_any_run_evaluates_at_the_ends_only():
+    """eval_every=1e308 (x N overflows to inf) was an OverflowError; it is an interval no run reaches."""
+    from experiments.training.recorder import Recorder
+    from problems.cnn import LeNet5
+    from problems.timing import TimingOnlyCNN, fake_images
+
+    px, py = fake_images(4, (1, 28, 28), 10, seed=0)
+    p = TimingOnlyCNN(LeNet5, px, py, num_train=100)
+    rec = Recorder(
+        p, {"run_id": "t"}, eval_every=1e308, total_epochs=None, f_star=None, clock="simulated", progress=False
+    )
+    assert rec.eval_every_samples == 2**62
+
+
 def test_training_labels_of_one_class_are_refused(monkeypatch, tmp_path):
     """A vision logreg whose training labels (after max_train) are all one class, and the same for LIBSVM."""
     data_mod = pytest.importorskip("problems.data")
