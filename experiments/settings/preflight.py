@@ -43,6 +43,13 @@ def check_writable(results_dir: str) -> None:
         raise ConfigError(f"results_dir={results_dir}: {probe} is not a folder")
     if not writable(probe):
         raise ConfigError(f"results_dir={results_dir}: {probe} is not writable")
+    limit = os.pathconf(probe, "PC_NAME_MAX")  # the folders still to be made: a lookup stops at the first missing one
+    for part in p.relative_to(probe).parts:
+        if len(os.fsencode(part)) > limit:
+            raise ConfigError(
+                f"results_dir={results_dir}: not a usable path (a folder name of {len(os.fsencode(part))} bytes; "
+                f"the file system's limit is {limit})"
+            )
 
 
 def check_places(settings_list, combos=None) -> None:

@@ -364,6 +364,10 @@ def test_a_results_dir_name_too_long_is_one_line():
 
     with pytest.raises(ConfigError, match=r"not a usable path \(File name too long\)"):
         check_writable(f"/tmp/{'x' * 300}/res")
+    # below a folder still to be made the lookup stops at that folder (no such file): the name is measured itself
+    with pytest.raises(ConfigError, match=r"not a usable path \(a folder name of 300 bytes; .* limit is 255\)"):
+        check_writable(f"/tmp/no-such-folder-here/{'x' * 300}")
+    assert not Path("/tmp/no-such-folder-here").exists()
 
 
 @pytest.mark.parametrize(
