@@ -234,29 +234,19 @@ def experiment_multirun(overrides: list[str], multirun: bool) -> None:
         )
 
 
-COMPLETION_SHELLS = ("bash", "zsh", "fish")
-"""The shells Hydra's ``--shell-completion`` has plugins for."""
-
-
 def completion_values(argv: list[str]) -> None:
-    """``--shell-completion`` / ``-sc`` takes exactly one of ``install=SHELL``, ``uninstall=SHELL`` or
-    ``query=...`` (Hydra's subcommands); anything else was Hydra's traceback (``Expecting one subcommand``, ``No
-    completion plugin for 'foo'``).
+    """``--shell-completion`` / ``-sc`` is refused: Hydra's completion scripts complete ``python app.py`` (they look
+    for ``@hydra.main`` in the file after ``python``), never ``python -m experiments.run``, and its ``query=SHELL``
+    needs the shell's ``COMP_LINE``; every use ended in a traceback or a script that completes nothing.
 
     Raises:
-        ConfigError: ``--shell-completion: <what is wrong>``.
+        ConfigError: ``--shell-completion: ...`` naming where the options are listed instead.
     """
-    if not any(a in ("--shell-completion", "-sc") for a in argv):
-        return
-    subcommands = [a for a in argv if a.split("=", 1)[0] in ("install", "uninstall", "query") and "=" in a]
-    if len(subcommands) != 1:
+    if any(a in ("--shell-completion", "-sc") for a in argv):
         raise ConfigError(
-            "--shell-completion: give exactly one of install=SHELL, uninstall=SHELL or query=WORDS, not "
-            + (" ".join(subcommands) or "none")
+            "--shell-completion: Hydra completes scripts run as `python app.py`, not `python -m experiments.run`; "
+            "--help lists every config group and its options"
         )
-    name, value = subcommands[0].split("=", 1)
-    if name != "query" and value not in COMPLETION_SHELLS:
-        raise ConfigError(f"--shell-completion {name}={value}: the shell must be one of {', '.join(COMPLETION_SHELLS)}")
 
 
 HYDRA_FLAGS = {
