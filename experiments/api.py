@@ -14,6 +14,7 @@ and writes the same files under ``results_dir``; ``load`` reads them back.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +74,11 @@ def run(overrides: list[str] | tuple[str, ...] = (), results_dir: str | Path | N
     ``summary`` naming why and its ``trace`` what it recorded before it failed (no row when that was before the first
     evaluation).
     """
+    if getattr(multiprocessing.current_process(), "_inheriting", False):  # multiprocessing's own test of this case
+        raise RuntimeError(
+            "experiments.run() called while a worker process starts: a worker begins by running the main script "
+            'again, and this script calls run() when imported; put the call under `if __name__ == "__main__":`'
+        )
     if (
         isinstance(overrides, (str, bytes))
         or not isinstance(overrides, (list, tuple))

@@ -189,6 +189,21 @@ def test_a_script_read_from_standard_input_cannot_start_workers(tmp_path, monkey
     assert not (tmp_path / "out").exists()
 
 
+def test_run_called_while_a_worker_process_starts_says_where_the_guard_goes(tmp_path, monkeypatch):
+    """A script without ``if __name__ == "__main__":`` runs again in each spawned worker; its run() waited there
+    on the run the parent holds, and the run hung. multiprocessing marks that phase with ``_inheriting``."""
+    import multiprocessing
+
+    from experiments import run
+
+    monkeypatch.setattr(multiprocessing.current_process(), "_inheriting", True, raising=False)
+    with pytest.raises(
+        RuntimeError, match=r'calls run\(\) when imported; put the call under `if __name__ == "__main__"'
+    ):
+        run(["updates=5", *COSTS], results_dir=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
 def test_load_of_a_missing_folder_raises(tmp_path):
     from experiments import load
 
