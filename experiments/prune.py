@@ -91,9 +91,10 @@ def _clear(exp_dir: Path) -> None:
             pass
 
 
-def _forget_status(results_dir: Path, folder: str) -> None:
-    """An experiment left without runs: its entry of ``reproduce_status.json`` (which says its sweep ran) is removed,
-    so the report calls it ``not run yet`` rather than ``not runnable here``."""
+def _forget_status(results_dir: Path, folder: str, whole: bool) -> None:
+    """After runs of ``folder`` were removed, its entry of ``reproduce_status.json`` is forgotten: ``whole`` (no run
+    left; the entry says its sweep ran) so the report calls it ``not run yet`` rather than ``not runnable here``, else
+    only its list of figures, so the next ``make reproduce`` draws them again from the runs that are left."""
     import json
 
     from experiments.store.atomic import write_if_changed
@@ -105,8 +106,13 @@ def _forget_status(results_dir: Path, folder: str) -> None:
         statuses = json.loads(path.read_text())
     except (OSError, ValueError):
         return
-    if isinstance(statuses, dict) and statuses.pop(folder, None) is not None:
-        write_if_changed(path, json.dumps(statuses, indent=1, sort_keys=True))
+    if not isinstance(statuses, dict) or not isinstance(statuses.get(folder), dict):
+        return
+    if whole:
+        statuses.pop(folder)
+    else:
+        statuses[folder].pop("figures", None)
+    write_if_changed(path, json.dumps(statuses, indent=1, sort_keys=True))
 
 
 def _check_writable(exp_dir: Path) -> None:
@@ -160,9 +166,10 @@ def main(argv: list[str] | None = None) -> int:
                     _check_writable(args.results_dir / folder)
                     rows = remove_runs(args.results_dir, folder, stale)
                     write_speedup(args.results_dir / folder)  # speedup.csv from the summary that is left
-                    if _no_runs(args.results_dir / folder):
+                    whole = _no_runs(args.results_dir / folder)
+                    if whole:
                         _clear(args.results_dir / folder)
-                        _forget_status(args.results_dir, folder)
+                    _forget_status(args.results_dir, folder, whole)
                     log.info(f"{folder}: removed {len(stale)} stale run(s) ({rows} summary row(s)): {shown}")
                 else:
                     log.info(f"{folder}: {len(stale)} stale run(s), not planned by profile {args.profile}: {shown}")
@@ -175,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     if not total:
         log.info(f"{args.results_dir}: every run is one that profile {args.profile} plans; nothing to remove")
     elif not args.apply:
-        log.info(f"{total} stale run(s) listed; --apply removes them (then `make reproduce` redraws the report)")
+        log.info(f"{total} stale run(s) listed; --apply removes them (then `make reproduce` redraws the report and their figures)")
     return 0
 
 

@@ -123,3 +123,23 @@ def test_prune_refuses_a_folder_of_another_profile(tmp_path, capsys):
     assert prune.main([str(tmp_path), "--profile", "quick", "--apply"]) == 2
     assert f"the runs of {tmp_path / 'lr_speedup'} were made with profile long" in capsys.readouterr().err
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def test_an_experiment_with_runs_left_has_its_figures_drawn_again(tmp_path):
+    """Its figures showed the removed runs: their list leaves its reproduce_status.json entry, so the next
+    `make reproduce` draws them again (figures_outdated); the rest of the entry and other entries stay."""
+    import json
+
+    from experiments.figures import figures_outdated
+
+    planned = sorted(prune.planned_run_ids(EXP, "smoke", tmp_path)[EXP])
+    _folder(tmp_path, planned[:1] + ["epochs-1_tau-99_seed-0"])
+    (tmp_path / EXP / "figures").mkdir()
+    (tmp_path / EXP / "figures" / "a.png").write_bytes(b"png")
+    entry = {"status": "ran", "figures": [f"{EXP}/figures/a.png"]}
+    (tmp_path / "reproduce_status.json").write_text(json.dumps({EXP: entry, "other": entry}))
+    assert not figures_outdated(entry, tmp_path)
+    assert prune.main([str(tmp_path), "--profile", "smoke", "--only", EXP, "--apply"]) == 0
+    statuses = json.loads((tmp_path / "reproduce_status.json").read_text())
+    assert statuses == {EXP: {"status": "ran"}, "other": entry}
+    assert figures_outdated(statuses[EXP], tmp_path)
