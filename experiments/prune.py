@@ -182,7 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     if not total:
         log.info(f"{args.results_dir}: every run is one that profile {args.profile} plans; nothing to remove")
     elif not args.apply:
-        log.info(f"{total} stale run(s) listed; --apply removes them (then `make reproduce` redraws the report and their figures)")
+        log.info(
+            f"{total} stale run(s) listed; --apply removes them (`make reproduce` then redraws report and figures)"
+        )
     return 0
 
 
