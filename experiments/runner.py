@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import signal
 import time
 import traceback
@@ -235,6 +236,7 @@ def _execute_held(cfg, settings, sink: RunSink, tuning: str | None) -> str:
     # f* only where it is unique and cheap to certify (l2 > 0: strongly convex); else traces leave opt_gap empty
     opt = problem.optimum() if p.kind.startswith("logreg") and p.l2 > 0 else None
     job_event("start", run_id, settings)
+    fresh = not any(sink.run_dir.iterdir())  # a first try of the run: bad input found below leaves no file of it
     sink.write_config(
         OmegaConf.to_yaml(OmegaConf.create(config)),
         {**provenance.collect(settings.threads, str(device)), "inputs": fingerprints(config)},
@@ -267,7 +269,10 @@ def _execute_held(cfg, settings, sink: RunSink, tuning: str | None) -> str:
         signum = Interrupted.signum_of(exc)
         Interrupted.PENDING.clear()
         status, message, notes = "failed", interrupted_message(signum), getattr(exc, "__notes__", [])
-    except ConfigError:  # bad input found on the way (an unusable calibration file): one line, exit 2, no row
+    except ConfigError:  # bad input found on the way (an unusable calibration file, torchrun's variables): one
+        if fresh:  # line, exit 2, no row, and no file: run_lock removes the folders it made once they are empty
+            for path in sink.run_dir.iterdir():
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
         raise
     except Exception as exc:  # noqa: BLE001 -- recorded, not hidden: the row says what happened
         traceback.print_exc()

@@ -163,6 +163,27 @@ def test_a_run_that_fails_before_its_first_evaluation_is_returned_failed(tmp_pat
     assert result.summary["message"] == "RuntimeError: no costs here" and result.trace.empty
 
 
+def test_bad_input_found_once_the_run_started_leaves_no_file(tmp_path, monkeypatch):
+    """A ConfigError found after the run's config.yaml and provenance.json were written (an unusable calibration
+    file, torchrun's variables): one error and nothing under results_dir; a run finished earlier keeps its files."""
+    from experiments import run, runner
+
+    def unusable(*args, **kwargs):
+        raise ConfigError("/x/calibration.json: cannot read this calibration file (Not a directory)")
+
+    monkeypatch.setattr(runner, "resolve", unusable)
+    with pytest.raises(ConfigError, match="cannot read this calibration file"):
+        run(["updates=5", *COSTS], results_dir=tmp_path / "out")
+    assert not (tmp_path / "out" / "adhoc").exists()
+    monkeypatch.undo()
+    done = run(["updates=5", *COSTS], results_dir=tmp_path / "out")
+    files = sorted(p.name for p in done.run_dir.iterdir())
+    monkeypatch.setattr(runner, "resolve", unusable)
+    with pytest.raises(ConfigError):
+        run(["updates=5", "force=true", *COSTS], results_dir=tmp_path / "out")
+    assert sorted(p.name for p in done.run_dir.iterdir()) == files
+
+
 def test_a_script_read_from_standard_input_cannot_start_workers(tmp_path, monkeypatch):
     """``python - < script.py``: spawn and forkserver start each worker by running the main script again, and
     ``<stdin>`` is no file, so every worker died at its start ("worker 0 died while starting"). A real engine is
