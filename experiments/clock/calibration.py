@@ -298,6 +298,9 @@ class Calibration:
         """
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            # filelock retries a lock file it cannot open (a folder of /proc, no permission) until its timeout, as if
+            # another process held it: opened here first, so that such a place is one line at once
+            os.close(os.open(self._lock.lock_file, os.O_RDWR | os.O_CREAT, 0o644))
             self._lock.acquire()
         except OSError as exc:
             raise CalibrationError(f"{self.path}: cannot write this calibration file ({exc.strerror or exc})") from None

@@ -371,3 +371,18 @@ def test_calibrate_stopped_by_a_signal_exits_128_plus_it_and_says_what_it_kept(t
     assert err.splitlines()[-1] == (
         f"interrupted: entries measured so far are kept in {path}; a rerun measures only the missing ones"
     )
+
+
+def test_a_lock_file_that_cannot_be_made_is_one_line_at_once():
+    """A calibration under a folder of /proc: filelock retried its lock file for its 600 s timeout, as if another
+    process held it (make reproduce and the run hung, silent); the lock file is opened first, and the error is
+    immediate."""
+    import time
+
+    from experiments.errors import ConfigError
+
+    cal = Calibration("/proc/1/apam-test-calibration.json")
+    start = time.monotonic()
+    with pytest.raises(ConfigError, match=r"apam-test-calibration.json: cannot write this calibration file"):
+        cal.entry("update|x", lambda: [1e-6] * 5)
+    assert time.monotonic() - start < 30
