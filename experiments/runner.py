@@ -27,6 +27,7 @@ from experiments.clock.calibration import calibrated_probe, used_line
 from experiments.clock.predict import KINDS, predict
 from experiments.clock.resolve import calibration_of, emulated_lateness, resolve
 from experiments.engines import EngineResult, get_engine
+from experiments.engines.dist_group import torchrun_rank
 from experiments.engines.emulation import COMPUTE_TIMES_COLUMNS, compute_times_rows, expected_late
 from experiments.engines.timeline import TIMELINE_COLUMNS
 from experiments.errors import ConfigError, Interrupted
@@ -210,7 +211,7 @@ def _execute_one(cfg, settings, overrides: list[str], experiment_dir: str, tunin
     docstring); ``tuning``: its setting key (summary column ``tuning_setting``) or None. The run's folder is held
     by this process meanwhile (experiments/store/run_lock.py), except on a torchrun worker rank (rank 0 holds it)."""
     sink = RunSink(settings.results_dir, experiment_dir, make_run_id(overrides, settings.seed))
-    if settings.engine.name == "distributed" and int(os.environ.get("RANK", "0")) > 0:
+    if settings.engine.name == "distributed" and (torchrun_rank() or 0) > 0:
         return _execute_held(cfg, settings, sink, tuning)
     with run_lock(sink.run_dir, _where(sink, settings)):
         return _execute_held(cfg, settings, sink, tuning)
@@ -226,7 +227,7 @@ def _execute_held(cfg, settings, sink: RunSink, tuning: str | None) -> str:
     device = resolve_device(settings.device)
     problem = make_problem(settings, device)
     rule = make_rule(settings)
-    if settings.engine.name == "distributed" and int(os.environ.get("RANK", "0")) > 0:
+    if settings.engine.name == "distributed" and (torchrun_rank() or 0) > 0:
         # a torchrun worker rank: gradients for rank 0, no files
         from experiments.engines.dist_worker import serve  # torch.distributed: imported only by runs that use it
 

@@ -106,7 +106,31 @@ def init_group(backend: str, timeout_s: float, **kwargs) -> None:
 
 
 def under_torchrun() -> bool:
+    """Whether this process is a torchrun rank: ``RANK``, ``WORLD_SIZE`` and ``MASTER_ADDR`` all set."""
     return "RANK" in os.environ and "WORLD_SIZE" in os.environ and "MASTER_ADDR" in os.environ
+
+
+def torchrun_rank() -> int | None:
+    """This process's rank under torchrun (:func:`under_torchrun`), or None when it is not one.
+
+    Raises:
+        ConfigError: ``RANK`` or ``WORLD_SIZE`` is not an integer, or ``RANK`` is outside ``0 .. WORLD_SIZE - 1``
+            (one line naming the variable; they were a ValueError traceback).
+    """
+    if not under_torchrun():
+        return None
+    values = {}
+    for name in ("RANK", "WORLD_SIZE"):
+        try:
+            values[name] = int(os.environ[name])
+        except ValueError:
+            raise ConfigError(
+                f"{name}={os.environ[name]}: torchrun's {name} must be an integer (this process runs as a torchrun "
+                "rank because RANK, WORLD_SIZE and MASTER_ADDR are set)"
+            ) from None
+    if not 0 <= values["RANK"] < values["WORLD_SIZE"]:
+        raise ConfigError(f"RANK={values['RANK']}: must be in 0 .. WORLD_SIZE - 1 (WORLD_SIZE={values['WORLD_SIZE']})")
+    return values["RANK"]
 
 
 def check_world(settings) -> None:

@@ -71,7 +71,7 @@ from experiments.engines.dist_group import (
     init_group,
     rank_device,
     store_for_local,
-    under_torchrun,
+    torchrun_rank,
 )
 from experiments.engines.dist_wire import (
     COMPUTE,
@@ -94,6 +94,9 @@ from experiments.engines.startup import await_ready, deliver, split_problem
 from experiments.engines.transport import Arrival, Lost, NoWorkers
 from experiments.engines.workers import WorkerSpec
 from experiments.errors import ConfigError, WorkerLost
+from experiments.log import get_logger
+
+log = get_logger(__name__)
 
 LAST_WORKER_PIDS: list[int] = []  # process ids of the latest locally started workers (tests check none is left)
 
@@ -358,10 +361,14 @@ def run(problem, rule, settings, recorder, costs=None):
     procs, conns, cleanup, transport, store, started, requests = [], [], None, None, None, False, None
     with sigterm_as_interrupt():
         try:
-            if under_torchrun():
+            if torchrun_rank() is not None:
                 check_world(settings)
-                if int(os.environ["RANK"]) != 0:
+                if torchrun_rank() != 0:
                     raise ConfigError(f"RANK={os.environ['RANK']}: only rank 0 runs the master")
+                log.info(
+                    f"torchrun: rank 0 of {world} at {os.environ['MASTER_ADDR']}:{os.environ.get('MASTER_PORT', '?')}; "
+                    f"waiting up to {max(e.timeout_s, STARTUP_TIMEOUT_S):.0f} s for the other ranks to join"
+                )
                 with gloo_interface(os.environ["MASTER_ADDR"]):
                     init_group(backend, e.timeout_s, init_method="env://", rank=0, world_size=world)
             else:

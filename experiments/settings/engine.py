@@ -161,6 +161,10 @@ class Simulated(EngineBase):
         return self
 
 
+MAX_TIMEOUT_S = 1e6
+"""``engine.timeout_s``'s bound: 11.6 days (``epoll`` takes milliseconds in a C int: 24.8 days)."""
+
+
 class RealEngine(EngineBase):
     """Keys of both real engines (master and P worker processes, wall clock)."""
 
@@ -168,7 +172,9 @@ class RealEngine(EngineBase):
     threads_per_worker: PositiveInt
     pin_workers: bool
     start_method: Literal["spawn", "forkserver"]
-    timeout_s: PositiveFloat
+    timeout_s: Annotated[float, Field(gt=0, le=MAX_TIMEOUT_S)]
+    """Seconds the master and the workers wait on one another before a peer counts as lost; at most
+    :data:`MAX_TIMEOUT_S` (a wait longer than about 24 days overflows the poll and timestamp calls that take it)."""
     evaluation: Literal["snapshot", "drain"]
     snapshot_mb: PositiveFloat
     on_worker_loss: Literal["continue", "fail"]

@@ -200,17 +200,27 @@ def check_local_processes(settings_list) -> None:
     available must allow them; otherwise the run died part-way (too many open files) or kept starting processes. The
     workers must be able to run the main script again (:func:`experiments.engines.processes.main_script_problem`).
 
+    Under torchrun (:func:`~experiments.engines.dist_group.torchrun_rank`) a distributed job's ranks are torchrun's:
+    its variables are checked instead (integers, WORLD_SIZE = workers + 1).
+
     Raises:
-        ConfigError: ``workers=<P>: <what does not fit>``; ``<stdin>: worker processes begin by ...``.
+        ConfigError: ``workers=<P>: <what does not fit>``; ``<stdin>: worker processes begin by ...``; ``RANK=abc:
+            ...``, ``workers=<P>: torchrun started <n> processes ...``.
     """
     import resource
 
-    if "RANK" in os.environ:  # torchrun: each node starts its own ranks
-        return
+    from experiments.engines.dist_group import check_world, torchrun_rank
+
+    ranks = torchrun_rank() is not None  # torchrun: each node starts its own ranks (distributed jobs only)
+    for s in settings_list:
+        if ranks and s.engine.name == "distributed":
+            check_world(s)
     files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     procs = resource.getrlimit(resource.RLIMIT_NPROC)[0]
     avail = _available_mib()
-    local = [s for s in settings_list if s.engine.name in ("shared_memory", "distributed")]
+    local = [
+        s for s in settings_list if s.engine.name == "shared_memory" or (s.engine.name == "distributed" and not ranks)
+    ]
     if local:
         from experiments.engines.processes import main_script_problem
 

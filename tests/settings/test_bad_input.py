@@ -23,6 +23,8 @@ CASES = [
     (["--config-dir", "conf", "+foo=1"], "+foo=1"),
     (["-cn", "config", "+foo=1"], "+foo=1"),
     (["engine.handoff=foo"], "engine.handoff=foo"),
+    # past what epoll and time_t take: an OverflowError traceback from the first wait, and a failed row
+    (["engine=shared_memory", "engine.timeout_s=1e10"], "engine.timeout_s=1e10: must be a number <= 1e+06"),
     # the flags that show a config check the overrides as a run does (Hydra printed them unchecked, or a traceback)
     (["--cfg", "job", "foo=1"], "foo=1: no such config key"),
     (["--cfg", "job", "epochs=-1"], "epochs=-1"),

@@ -131,6 +131,36 @@ def test_more_real_workers_than_the_machine_allows_are_refused_before_any_start(
     assert precheck([f"results_dir={tmp_path}/res", f"workers={too_many}", "updates=5"], False)
 
 
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"RANK": "abc", "WORLD_SIZE": "3"}, "RANK=abc: torchrun's RANK must be an integer"),
+        ({"RANK": "0", "WORLD_SIZE": "abc"}, "WORLD_SIZE=abc: torchrun's WORLD_SIZE must be an integer"),
+        ({"RANK": "-1", "WORLD_SIZE": "3"}, "RANK=-1: must be in 0 .. WORLD_SIZE - 1 (WORLD_SIZE=3)"),
+        ({"RANK": "0", "WORLD_SIZE": "5"}, "workers=2: torchrun started 5 processes, needs workers + 1 = 3"),
+    ],
+)
+def test_torchrun_variables_are_checked_before_anything_is_written(tmp_path, monkeypatch, env, named):
+    """They were a ValueError traceback, or an error after the run's config.yaml was written."""
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    _refused(["engine=distributed", "workers=2", "updates=5"], named, False, tmp_path)
+    assert not (tmp_path / "res").exists()
+
+
+def test_a_stray_rank_variable_leaves_the_shared_memory_engine_checked(tmp_path, monkeypatch):
+    """RANK set (a shell left it, a torchrun script) turned off the bounds of a shared_memory run's processes."""
+    import resource
+
+    from experiments.settings import preflight
+
+    monkeypatch.setenv("RANK", "0")
+    files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    too_many = (files - preflight.MASTER_FILES_BASE) // preflight.MASTER_FILES_PER_WORKER + 1
+    _refused(["engine=shared_memory", f"workers={too_many}", "updates=5"], f"workers={too_many}: ", False, tmp_path)
+
+
 def test_allowed_values_pass(tmp_path):
     # the cap is the inv_sqrt schedule's; a constant step at or under alpha_max is used as given; + of a read key
     jobs = precheck(
