@@ -133,7 +133,9 @@ class RunSettings(Frozen):
     threads: Annotated[int, Field(ge=1, le=MAX_THREADS)]
     force: bool
     progress: bool | None
-    divergence_factor: float = Field(gt=0, allow_inf_nan=True)
+    divergence_factor: float = Field(gt=1, allow_inf_nan=True)
+    """A run diverged once its training loss exceeds this many times its initial loss (.inf: never); above 1, so
+    that the initial loss itself is no divergence."""
     lr_tuning_seed: NonNegativeInt | None
     """The seed whose runs tune each setting's step size (``tuning``); runs of other seeds use its choice."""
     tuning: Tuning
@@ -173,7 +175,7 @@ class RunSettings(Frozen):
     @classmethod
     def _not_nan(cls, v: float) -> float:
         if math.isnan(v):
-            raise ValueError("divergence_factor=nan: must be a number > 0 (.inf: never)")
+            raise ValueError("divergence_factor=nan: must be a number > 1 (.inf: never)")
         return v
 
     @model_validator(mode="after")

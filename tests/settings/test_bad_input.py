@@ -88,6 +88,9 @@ CASES = [
     ([f"seed={2**64}"], f"seed={2**64}"),
     (["divergence_factor=-1"], "divergence_factor=-1"),
     (["divergence_factor=0"], "divergence_factor=0"),
+    # at or below 1 the initial loss is a divergence: "[diverged] 0 updates" before any update
+    (["divergence_factor=0.5"], "divergence_factor=0.5: must be a number > 1"),
+    (["divergence_factor=1"], "divergence_factor=1: must be a number > 1"),
     (["epochs=inf"], "epochs=inf"),
     (["engine=shared_memory", "engine.compute=emulated", "engine.compute_base_s=1e308"], "must be a number <= 86400"),
     (["epochs=1e308"], "epochs=1e308: more updates of 64 samples than the engines' counters hold (below 2^62)"),
