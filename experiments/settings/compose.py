@@ -200,7 +200,12 @@ def _checked(overrides: list[str], multirun: bool) -> list[list[str]]:
             for folder in re.findall(r"file\\?://([^,\]'\"]+)", values[0]):
                 if not Path(folder).is_dir():
                     raise ConfigError(f"hydra.searchpath: {folder}: no such config folder")
-        if key.startswith("+") and bare not in ADDABLE and not bare.startswith("hydra"):
+        if (
+            key.startswith("+")
+            and bare not in ADDABLE
+            and not bare.startswith("hydra")
+            and not _overrides_a_key(key, overrides)
+        ):
             raise ConfigError(
                 f"{values[0]}: no such config key, the harness would ignore it "
                 f"(keys that may be added with +: {', '.join(sorted(ADDABLE))})"
@@ -210,6 +215,25 @@ def _checked(overrides: list[str], multirun: bool) -> list[list[str]]:
     if not multirun:  # a single run's task overrides are the strings as given (a sweep's, as its sweeper writes
         return [[o] for o in overrides]  # them: 1e-05 for 1e-5); they name the run (run ids)
     return list(expanded.values())
+
+
+def _overrides_a_key(key: str, overrides: list[str]) -> bool:
+    """``++key``: Hydra's add-or-override, an override of a key the config has (``++workers=2``,
+    ``++problem.max_train=2000``: looked up in the config the command line's group choices compose, its first value
+    of each); a key it lacks is added, and refused as ``+key`` is."""
+    if not key.startswith("++"):
+        return False
+    from omegaconf import OmegaConf
+
+    groups = [o.split(",")[0] for o in overrides if "=" in o and "." not in o.split("=", 1)[0] and o[0] not in "+~"]
+    try:
+        (cfg,) = compose_jobs([groups], resolve=False)
+    except ConfigError:  # a bad group choice: named by the check of the command line itself
+        return True
+    return OmegaConf.select(cfg, key[2:], default=_ABSENT) is not _ABSENT
+
+
+_ABSENT = object()
 
 
 def job_overrides(overrides: list[str], multirun: bool) -> tuple[list[list[str]], int]:

@@ -161,6 +161,14 @@ def test_a_stray_rank_variable_leaves_the_shared_memory_engine_checked(tmp_path,
     _refused(["engine=shared_memory", f"workers={too_many}", "updates=5"], f"workers={too_many}: ", False, tmp_path)
 
 
+def test_add_or_override_of_an_existing_key_is_an_override(tmp_path):
+    """``++key=v`` (Hydra's add-or-override) of a key the config has was refused as "no such config key"."""
+    (top,) = precheck([f"results_dir={tmp_path}/res", "updates=5", "++workers=2"], False)
+    (nested,) = precheck([f"results_dir={tmp_path}/res", "updates=5", "++problem.max_train=2000"], False)
+    assert (top.workers, nested.problem.max_train) == (2, 2000)
+    _refused(["updates=5", "++problem.bogus=1"], "++problem.bogus=1: no such config key", False, tmp_path)
+
+
 def test_allowed_values_pass(tmp_path):
     # the cap is the inv_sqrt schedule's; a constant step at or under alpha_max is used as given; + of a read key
     jobs = precheck(
