@@ -221,8 +221,12 @@ def experiment_multirun(overrides: list[str], multirun: bool) -> None:
     report reads. (``--cfg job experiment=...`` still shows its config; ``experiments.run()`` of the Python API is
     not this command line.)
 
+    With ``-m``, ``experiment=`` and ``profile=`` take one value each: the experiment's sweep is its profile's, and
+    a sweep over either ran every job with the first one's values (``profile=smoke,quick``: the quick jobs were smoke's,
+    then skipped as finished).
+
     Raises:
-        ConfigError: ``experiment=<id>: an experiment is a sweep ...; add -m``.
+        ConfigError: ``experiment=<id>: an experiment is a sweep ...; add -m``; ``profile=a,b: ... one of each``.
     """
     given = next(
         (o for o in overrides if o.split("=", 1)[0].lstrip("+") == "experiment" and o != "experiment=null"), None
@@ -232,6 +236,15 @@ def experiment_multirun(overrides: list[str], multirun: bool) -> None:
             f"{given}: an experiment is a sweep (its profile's values); add -m: python -m experiments.run -m {given} "
             "profile=..."
         )
+    if given is None:
+        return
+    for o in overrides:  # an experiment's sweep is its profile's: a sweep over either took the first one's values
+        key, _, value = o.partition("=")
+        if key.lstrip("+") in ("experiment", "profile") and ("," in value or "(" in value):
+            raise ConfigError(
+                f"{o}: an experiment's sweep is set by the experiment and its profile, so one of each per command "
+                "(run the command once per value; make reproduce --only A B runs several experiments)"
+            )
 
 
 def completion_values(argv: list[str]) -> None:

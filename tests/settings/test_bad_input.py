@@ -407,6 +407,14 @@ def test_only_choosing_an_experiment_needs_multirun():
     experiment_multirun(["experiment=tau_threshold"], multirun=True)
     with pytest.raises(ConfigError, match=r"^experiment=tau_threshold: an experiment is a sweep"):
         experiment_multirun(["experiment=tau_threshold"], multirun=False)
+    # a sweep over the experiment or its profile ran every job with the first one's sweep (quick jobs at smoke's
+    # values, then skipped as finished)
+    experiment_multirun(["experiment=tau_threshold", "profile=smoke", "seed=0,1"], multirun=True)
+    for swept in (["experiment=tau_threshold,stragglers"], ["experiment=tau_threshold", "profile=smoke,quick"]):
+        with pytest.raises(ConfigError, match=rf"^{swept[-1]}: an experiment's sweep is set by the experiment and"):
+            experiment_multirun([*swept, "seed=0"], multirun=True)
+    with pytest.raises(ConfigError, match=r"^profile=choice\(smoke,long\): "):
+        experiment_multirun(["experiment=tau_threshold", "profile=choice(smoke,long)"], multirun=True)
 
 
 @pytest.mark.parametrize("variable", ["APAM_ERROR_FILE", "APAM_JOB_EVENTS"])
