@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 from pydantic import ValidationError
@@ -70,12 +71,50 @@ def build_settings(cfg) -> RunSettings:
     except ValidationError as exc:
         raise ConfigError(describe_first(exc.errors())) from None
     make_rule(settings)
+    _check_name("problem", settings.problem.name, {"kind": settings.problem.kind})
+    _check_name("algorithm", settings.algorithm.name, _identity(settings.algorithm))
     if settings.delay.model == "timing" and settings.delay.law == "replay":
         try:  # the file's columns and its workers, read once here rather than when the run starts
             ComputeTimes.of_delay(settings.workers, settings.delay, seed=0)
         except ValueError as exc:
             raise ConfigError(str(exc).splitlines()[0]) from None
     return settings
+
+
+def _identity(alg) -> dict:
+    """What an algorithm option is, beyond its hyperparameters and policy (a policy set on an option keeps its name):
+    its protocol and update rule."""
+    return {"protocol": alg.protocol, "rule": alg.rule}
+
+
+def _check_name(group: str, name: str, identity: dict) -> None:
+    """``<group>.name`` (a name of the user's choosing: a LIBSVM problem's, a variant's) is not the name of another
+    option of ``group`` that is something else: ``problem=logreg_fmnist problem.name=lenet5_fmnist`` recorded a
+    logistic regression as LeNet5, and the report judged it as one.
+
+    Raises:
+        ConfigError: ``<group>.name=<name>: the name of another <group> option ...``.
+    """
+    from omegaconf import OmegaConf
+
+    from experiments.settings.source import DEFAULT
+
+    option = Path(DEFAULT.primary_dir) / group / f"{name}.yaml"
+    if not option.is_file():
+        return
+    try:
+        other = OmegaConf.load(option)
+    except Exception:  # noqa: BLE001 -- an option file Hydra itself reports when it is chosen
+        return
+    try:
+        differs = [k for k, v in identity.items() if OmegaConf.select(other, k, default=v) != v]
+    except Exception:  # noqa: BLE001 -- an interpolation that needs the whole config: not comparable here
+        return
+    if differs:
+        raise ConfigError(
+            f"{group}.name={name}: the name of another {group} option ({group}={name}, another "
+            f"{differs[0]}); choose {group}={name}, or a name of your own"
+        )
 
 
 def make_rule(settings: RunSettings):

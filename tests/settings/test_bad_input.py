@@ -23,6 +23,9 @@ CASES = [
     (["--config-dir", "conf", "+foo=1"], "+foo=1"),
     (["-cn", "config", "+foo=1"], "+foo=1"),
     (["engine.handoff=foo"], "engine.handoff=foo"),
+    # a name of the user's choosing that is another option's: a logistic regression recorded (and judged) as LeNet5
+    (["problem.name=lenet5_fmnist"], "problem.name=lenet5_fmnist: the name of another problem option"),
+    (["algorithm.name=async_sgd"], "algorithm.name=async_sgd: the name of another algorithm option"),
     # past what epoll and time_t take: an OverflowError traceback from the first wait, and a failed row
     (["engine=shared_memory", "engine.timeout_s=1e10"], "engine.timeout_s=1e10: must be a number <= 1e+06"),
     # the flags that show a config check the overrides as a run does (Hydra printed them unchecked, or a traceback)
