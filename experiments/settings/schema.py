@@ -254,6 +254,11 @@ class RunSettings(Frozen):
                 never reached is a degenerate run).
         """
         d, e = self.delay, self.engine
+        if self.algorithm.protocol == "async" and self.workers > updates:
+            raise ValueError(
+                f"workers={self.workers}: more workers than the run's {updates} updates; at least "
+                f"{self.workers - updates} would never deliver a gradient (fewer workers, or a longer run)"
+            )
         if d.model == "uniform" and 0 < d.max_delay and d.max_delay >= updates:
             raise ValueError(
                 f"delay.max_delay={d.max_delay}: must be below the run's {updates} updates (a "
@@ -330,7 +335,7 @@ class RunSettings(Frozen):
         """The run's length in updates: ``updates`` when set, else ``ceil(epochs x N / samples_per_update)``.
 
         Raises:
-            ValueError: ``epochs`` asks for 2^62 updates or more (``epochs=1e308``)."""
+            ValueError: ``epochs`` asks for 2^62 updates or more (``epochs=1e308``), or for less than one."""
         if self.updates is not None:
             return int(self.updates)
         updates = self.epochs * num_train / self.samples_per_update
@@ -338,6 +343,11 @@ class RunSettings(Frozen):
             raise ValueError(
                 f"epochs={self.epochs:g}: more updates of {self.samples_per_update} samples than the engines' counters "
                 "hold (below 2^62)"
+            )
+        if updates < 1:  # epochs=1e-320 ran one whole update, 10^317 times what was asked
+            raise ValueError(
+                f"epochs={self.epochs!r}: less than one update of {self.samples_per_update} of the {num_train} "
+                f"training examples (at least epochs={self.samples_per_update / num_train:.3g})"
             )
         return math.ceil(updates)
 

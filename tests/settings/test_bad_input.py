@@ -91,6 +91,10 @@ CASES = [
     ([f"seed={2**64}"], f"seed={2**64}"),
     (["divergence_factor=-1"], "divergence_factor=-1"),
     (["divergence_factor=0"], "divergence_factor=0"),
+    # runs that ask for no update or for workers that never deliver: 1 update (10^317 x epochs=1e-320); 1000 workers
+    # on 375 updates ([ok], mean staleness 187)
+    (["epochs=1e-320"], "epochs=1e-320: less than one update of 64 of the 12000 training examples"),
+    (["workers=1000", "updates=375"], "workers=1000: more workers than the run's 375 updates; at least 625 would"),
     # at or below 1 the initial loss is a divergence: "[diverged] 0 updates" before any update
     (["divergence_factor=0.5"], "divergence_factor=0.5: must be a number > 1"),
     (["divergence_factor=1"], "divergence_factor=1: must be a number > 1"),

@@ -119,7 +119,10 @@ def test_more_real_workers_than_the_machine_allows_are_refused_before_any_start(
     too_many = (files - preflight.MASTER_FILES_BASE) // preflight.MASTER_FILES_PER_WORKER + 1
     for engine in ("shared_memory", "distributed"):
         msg = _refused(
-            [f"engine={engine}", f"workers={too_many}", "updates=5"], f"workers={too_many}: ", False, tmp_path
+            [f"engine={engine}", f"workers={too_many}", f"updates={10 * too_many}"],
+            f"workers={too_many}: ",
+            False,
+            tmp_path,
         )
         assert msg.endswith(f"this process may open {files} (ulimit -n)"), msg
     monkeypatch.setattr(preflight, "_available_mib", lambda: 1000)
@@ -128,7 +131,7 @@ def test_more_real_workers_than_the_machine_allows_are_refused_before_any_start(
         spawn, "workers=4", False, tmp_path
     )
     assert not (tmp_path / "res").exists()
-    assert precheck([f"results_dir={tmp_path}/res", f"workers={too_many}", "updates=5"], False)
+    assert precheck([f"results_dir={tmp_path}/res", f"workers={too_many}", f"updates={10 * too_many}"], False)
 
 
 @pytest.mark.parametrize(
@@ -158,7 +161,8 @@ def test_a_stray_rank_variable_leaves_the_shared_memory_engine_checked(tmp_path,
     monkeypatch.setenv("RANK", "0")
     files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     too_many = (files - preflight.MASTER_FILES_BASE) // preflight.MASTER_FILES_PER_WORKER + 1
-    _refused(["engine=shared_memory", f"workers={too_many}", "updates=5"], f"workers={too_many}: ", False, tmp_path)
+    overrides = ["engine=shared_memory", f"workers={too_many}", f"updates={10 * too_many}"]
+    _refused(overrides, f"workers={too_many}: engine=shared_memory's master would hold", False, tmp_path)
 
 
 def test_add_or_override_of_an_existing_key_is_an_override(tmp_path):

@@ -73,7 +73,7 @@ def test_warm_up_updates_are_at_least_a_round_and_at_most_half_the_run():
     assert warmup_updates(settings_for(["updates=100", "workers=8", "engine.warmup_updates=5"]), 256) == 8
     assert warmup_updates(settings_for(["updates=100", "workers=2", "engine.warmup_updates=5"]), 256) == 5
     assert warmup_updates(settings_for(["updates=100", "workers=8", "engine.warmup_updates=0"]), 256) == 0
-    assert warmup_updates(settings_for(["updates=6", "workers=8", "engine.warmup_updates=5"]), 256) == 3
+    assert warmup_updates(settings_for(["updates=12", "workers=8", "engine.warmup_updates=5"]), 256) == 6
     sync = settings_for(
         ["updates=100", "workers=8", "batch_size=64", "engine.warmup_updates=5", "algorithm=sync_amsgrad"]
     )
