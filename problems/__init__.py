@@ -82,6 +82,21 @@ def _both_classes(y, shown: str, max_train: int | None) -> None:
         )
 
 
+def _images_vary(x: torch.Tensor, shown: str, max_train: int | None) -> None:
+    """Refuse training images whose every pixel has one value (all zero, all 128): no feature tells one example from
+    another, and standardizing divides by a spread of 0 (test losses of 1e10 were recorded as ``ok``).
+
+    Raises:
+        DataError: one line naming the data and, when it cut the set, ``problem.max_train``.
+    """
+    if x.numel() and bool((x == x.reshape(-1)[0]).all()):
+        cut = f" (the first problem.max_train={max_train})" if max_train is not None else ""
+        raise DataError(
+            f"{shown}: every pixel of every training image{cut} is {float(x.reshape(-1)[0]):g}; nothing tells one "
+            "example from another"
+        )
+
+
 def _vision_logreg(cfg, root: Path, device: torch.device) -> LogisticRegression:
     spec = _req(cfg, "dataset", "logreg")
     dataset = str(spec.get("_target_")) if _instantiable(spec) else str(spec)
@@ -109,6 +124,7 @@ def _vision_logreg(cfg, root: Path, device: torch.device) -> LogisticRegression:
     if max_train is not None:
         xtr, ytr = xtr[:max_train], ytr[:max_train]
     _both_classes(ytr, f"{dataset} classes {neg} (label 0) and {pos} (label 1)", max_train)
+    _images_vary(xtr, f"{dataset} classes {neg} and {pos}", max_train)
     return LogisticRegression(
         xtr,
         ytr,
@@ -257,12 +273,20 @@ def _cnn(cfg, root: Path, device: torch.device) -> CNNProblem:
         xtr, ytr = xtr[:max_train], ytr[:max_train]
     if max_test is not None:
         xte, yte = xte[:max_test], yte[:max_test]
+    labels = torch.unique(torch.as_tensor(ytr)).tolist()
+    if len(labels) < 2:  # a classifier of one class learns nothing and scores its share of the test set
+        cut = f" (the first problem.max_train={max_train})" if max_train is not None else ""
+        raise DataError(f"{dataset}: every training example{cut} has label {labels[0]}; a classifier needs two classes")
+    _images_vary(xtr, dataset, max_train)
     standardize = _get(cfg, "standardize", False)
     if standardize not in (True, False):
         raise ValueError(f"problem.standardize={standardize!r}: must be true or false")
     if standardize:  # per channel, with the training set's mean and std (as torchvision's Normalize is used)
         mean = xtr.mean(dim=(0, 2, 3), keepdim=True)
-        std = xtr.std(dim=(0, 2, 3), keepdim=True).clamp_min(1e-12)
+        std = xtr.std(dim=(0, 2, 3), keepdim=True)
+        if bool((std == 0).any()):
+            c = int((std.reshape(-1) == 0).nonzero()[0])
+            raise DataError(f"problem.standardize=true: channel {c} of {dataset}'s training images is constant (std 0)")
         xtr, xte = (xtr - mean) / std, (xte - mean) / std
     channels, side = int(xtr.shape[1]), int(xtr.shape[2])
     classes = len(getattr(data, "classes", None) or []) or int(max(ytr.max(), yte.max())) + 1

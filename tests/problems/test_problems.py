@@ -643,6 +643,34 @@ def test_an_evaluation_interval_past_any_run_evaluates_at_the_ends_only():
     assert rec.eval_every_samples == 2**62
 
 
+def test_degenerate_image_data_is_refused(monkeypatch, tmp_path):
+    """A CNN's training labels of one class (or one example), images of one pixel value, and standardize=true on a
+    constant channel were runs marked ok (test accuracy 0, test losses of 1e10); each is one line naming why."""
+    data_mod = pytest.importorskip("problems.data")
+    from problems.data import DataError
+
+    fake = _fake_vision()
+    monkeypatch.setattr(data_mod, "load_vision", lambda name, root=None, **kw: fake)
+    cnn = {"kind": "cnn", "model": "lenet5", "dataset": "fashion_mnist"}
+    with pytest.raises(
+        DataError, match=r"^fashion_mnist: every training example \(the first problem.max_train=1\) has"
+    ):
+        build_problem({**cnn, "max_train": 1}, data_root=tmp_path, device="cpu")
+    fake.train_y = torch.zeros_like(fake.train_y)
+    with pytest.raises(DataError, match=r"^fashion_mnist: every training example has label 0; a classifier needs two"):
+        build_problem(cnn, data_root=tmp_path, device="cpu")
+    fake.train_y = torch.arange(40) % 10
+    fake.train_x = torch.full_like(fake.train_x, 0.5)
+    for cfg in (cnn, {"kind": "logreg", "dataset": "fashion_mnist", "classes": [2, 7]}):
+        with pytest.raises(DataError, match=r"every pixel of every training image is 0.5; nothing tells one example"):
+            build_problem(cfg, data_root=tmp_path, device="cpu")
+    fake.train_x = _fake_vision().train_x.repeat(1, 3, 1, 1)
+    fake.train_x[:, 1] = 0.25
+    fake.test_x = fake.test_x.repeat(1, 3, 1, 1)
+    with pytest.raises(DataError, match=r"^problem.standardize=true: channel 1 of fashion_mnist's training images is"):
+        build_problem({**cnn, "standardize": True}, data_root=tmp_path, device="cpu")
+
+
 def test_training_labels_of_one_class_are_refused(monkeypatch, tmp_path):
     """A vision logreg whose training labels (after max_train) are all one class, and the same for LIBSVM."""
     data_mod = pytest.importorskip("problems.data")
