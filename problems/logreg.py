@@ -39,6 +39,7 @@ __all__ = ["LogisticRegression", "labels_to_pm1", "logistic_hessian", "logistic_
 EVAL_CHUNK_ROWS = 4096  # rows per float64 chunk in dense evaluation (bounds the temporary to chunk x d doubles)
 HESSIAN_MAX_DIM = 4096  # the optimum uses the exact Hessian (trust-exact) up to this many features ...
 HESSIAN_MAX_FLOPS = 3e10  # ... and while forming it (N d^2 multiply-adds) stays below this; else L-BFGS-B
+MAX_INIT_STD = 10.0  # init_std's bound, 10x the authors' N(0, 1): further out a run starts at a loss of 1e29
 
 
 def labels_to_pm1(y, what: str = "labels") -> np.ndarray:
@@ -130,7 +131,7 @@ class LogisticRegression(Problem):
         dtype: torch.float32 (default; the harness's flat vectors) or torch.float64 (e.g. finite differences).
             Features are stored in this dtype; losses are reported from float64 arithmetic in `evaluate`.
         init_std: `init_params` draws N(0, init_std^2) entries from the seed; 0 (default) gives zeros for every
-            seed. The authors' code starts from N(0, 1) (init_std=1).
+            seed. The authors' code starts from N(0, 1) (init_std=1). At most :data:`MAX_INIT_STD`.
         cache_dir: folder for the optimum's .npz cache (None: computed in memory, once per instance).
     Raises ValueError for mismatched shapes, non-binary labels, non-finite features, or a bad l2/dtype.
     """
@@ -158,8 +159,11 @@ class LogisticRegression(Problem):
         self.dtype = dtype
         self.l2 = _check_l2(l2)
         self.init_std = float(init_std)
-        if not math.isfinite(self.init_std) or self.init_std < 0:
-            raise ValueError(f"init_std must be a finite number >= 0, got {init_std!r}")
+        if not math.isfinite(self.init_std) or not 0 <= self.init_std <= MAX_INIT_STD:
+            raise ValueError(
+                f"init_std must be a number in [0, {MAX_INIT_STD:g}], got {init_std!r} (the authors' code starts from "
+                "N(0, 1); a start far out is a loss of 1e29 before the first update, recorded as ok)"
+            )
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.sparse = sp.issparse(train_X)
         self._np_dtype = np.float32 if dtype == torch.float32 else np.float64

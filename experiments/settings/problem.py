@@ -16,6 +16,7 @@ from experiments.settings.fields import (
     PositiveInt,
     file_problem,
 )
+from problems.logreg import MAX_INIT_STD
 
 
 class ProblemBase(Frozen):
@@ -28,8 +29,9 @@ class ProblemBase(Frozen):
     """The algorithms' defaults on this problem, read by the algorithm yaml files through interpolation."""
     max_train: PositiveInt | None = None
     max_test: PositiveInt | None = None
-    init_std: NonNegativeFloat | None = None
-    """Standard deviation of the initial iterate's entries (``+problem.init_std=``; absent: the problem's own)."""
+    init_std: Annotated[float, Field(ge=0, le=MAX_INIT_STD)] | None = None
+    """Standard deviation of the initial iterate's entries (``+problem.init_std=``; absent: the problem's own); at
+    most :data:`problems.logreg.MAX_INIT_STD`."""
     eval_batch_size: PositiveInt | None = None
     """Examples per forward pass when evaluating (``+problem.eval_batch_size=``; absent: the problem's own)."""
 

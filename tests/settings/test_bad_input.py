@@ -149,6 +149,7 @@ CASES = [
     (["delay.law=replay"], ("delay.replay=null: law=replay needs one",)),
     (["+problem.eval_batch_size=0"], "problem.eval_batch_size=0"),
     (["+problem.init_std=-1"], "problem.init_std=-1"),
+    (["+problem.init_std=1e30"], "problem.init_std=1e30: must be a number <= 10"),  # a loss of 1e29, recorded ok
     (["problem=lenet5_fmnist", "problem.standardize=maybe"], "problem.standardize=maybe"),
     (["problem=resnet18_cinic10_timing", "engine=shared_memory"], "engine=shared_memory"),  # free gradients
     (["problem=resnet18_cinic10_timing", "problem.target_loss=0.5"], "problem.target_loss=0.5"),
