@@ -28,6 +28,7 @@ from omegaconf import OmegaConf, open_dict
 
 from experiments.errors import ConfigError
 from experiments.settings.build import as_typed, build_settings
+from experiments.settings.cover import covering
 from experiments.settings.preflight import (
     check_backend,
     check_calibration,
@@ -233,9 +234,6 @@ def _overrides_a_key(key: str, overrides: list[str]) -> bool:
     return OmegaConf.select(cfg, key[2:], default=_ABSENT) is not _ABSENT
 
 
-_ABSENT = object()
-
-
 def job_overrides(overrides: list[str], multirun: bool) -> tuple[list[list[str]], int]:
     """Every job of the command line (each combination of the swept values, the first key varying slowest, as
     Hydra's basic sweeper orders them) and their count.
@@ -250,34 +248,13 @@ def job_overrides(overrides: list[str], multirun: bool) -> tuple[list[list[str]]
 
 
 def job_cover(overrides: list[str], strength: int = 1) -> list[list[str]]:
-    """A few jobs of a sweep that together hold every value (``strength=1``) or every pair of values of two keys
-    (``strength=2``, a pairwise covering array, built greedily: each next job is the one of the full product that
-    holds the most pairs not yet held) -- the jobs to compose when what is asked depends on single values (which
-    clock an engine option has, which seeds a sweep has) or on pairs of them, without composing every job of a
-    sweep of thousands. Job overrides as in :func:`job_overrides`; strength 1 gives max(len(values)) jobs.
+    """:func:`experiments.settings.cover.covering` of the command line's jobs (:func:`job_overrides`'s values): a
+    few jobs that hold every value (``strength=1``) or every pair of values of two keys (``strength=2``).
 
     Raises:
         ConfigError: as :func:`job_overrides`; ValueError: strength not 1 or 2.
     """
-    lists = _checked(overrides, multirun=True)
-    if strength not in (1, 2):
-        raise ValueError(f"strength={strength}: must be 1 or 2")
-    if strength == 1 or len(lists) < 2:  # fewer than two keys: no pairs, every value is the cover
-        return [[vals[i % len(vals)] for vals in lists] for i in range(max((len(v) for v in lists), default=1))]
-    n = len(lists)
-    candidates = list(itertools.product(*(range(len(v)) for v in lists)))
-
-    def pairs(c):
-        return {(i, c[i], j, c[j]) for i in range(n) for j in range(i + 1, n)}
-
-    held = [pairs(c) for c in candidates]
-    todo = set().union(*held) if held else set()
-    chosen = []
-    while todo:
-        k = max(range(len(candidates)), key=lambda k: len(held[k] & todo))
-        todo -= held[k]
-        chosen.append(candidates[k])
-    return [[lists[k][i] for k, i in enumerate(c)] for c in chosen] or [[]]
+    return covering(_checked(overrides, multirun=True), strength)
 
 
 def compose_jobs(combos: list[list[str]], source: Source = DEFAULT, resolve: bool = True, each=None) -> list:
