@@ -13,6 +13,8 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 RESULTS ?= $(if $(filter quick,$(PROFILE)),results,results-$(PROFILE))
 FORCE ?= 0
 EXTENDED ?= 0
+# a flag is 0 or 1: FORCE=yes was silently no force
+$(foreach flag,FORCE EXTENDED,$(if $(filter-out 0 1,$($(flag))),$(error $(flag)=$($(flag)): must be 0 or 1)))
 PYTEST_ARGS ?=
 
 .PHONY: help venv lock data test test-all lint reproduce plots calibrate bench clean

@@ -155,6 +155,22 @@ def test_the_makefile_installs_from_and_regenerates_the_lock(target):
         assert "--extra dev --extra launchers" in proc.stdout and "--output-file requirements-lock.txt" in proc.stdout
 
 
+@pytest.mark.parametrize(("flag", "value"), [("FORCE", "abc"), ("FORCE", "yes"), ("EXTENDED", "2")])
+def test_a_makefile_flag_that_is_not_0_or_1_stops_make(flag, value):
+    """FORCE=yes and EXTENDED=2 were silently no force, no extension."""
+    import subprocess
+
+    proc = subprocess.run(
+        ["make", "-n", "-f", "Makefile", "reproduce", f"{flag}={value}", "VENV=/nonexistent-venv"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout
+    assert proc.stderr.strip().endswith(f"*** {flag}={value}: must be 0 or 1.  Stop."), proc.stderr
+
+
 def test_a_missing_package_ends_a_run_with_its_import_error_alone(tmp_path):
     """A package the environment lacks (here pydantic, shadowed by a module that fails to import) ends
     ``experiments.run`` with that ImportError and exit 1: its exit hook, registered before the imports, does nothing
