@@ -53,8 +53,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "--profile",
         choices=PROFILES,
         default=None,
-        help="the profile the runs were made with (default: the one their status file or configs name, "
-        "else quick); names the report and its column in the verdicts per profile",
+        help="the profile the runs were made with, when neither their status file nor their configs name it "
+        "(else quick); names the report and its column in the verdicts per profile. Another profile than the "
+        "one they name is refused",
     )
     ap.add_argument("--no-figures", action="store_true", help="write the report without redrawing the figures")
     return ap.parse_args(argv)
@@ -84,7 +85,13 @@ def main(argv: list[str] | None = None) -> int:
         frames = {name: read_summary_frame(results_dir / name / "summary.csv") for name in present}
         for name in present:  # a damaged speed-up table is written again before any figure reads it
             speedup_frame(results_dir / name)
-        profile = args.profile or run_profile(results_dir) or "quick"
+        made_with = run_profile(results_dir)
+        if args.profile and made_with and args.profile != made_with:  # it titled quick runs "long", and put their
+            raise ConfigError(  # verdicts in the long column of the verdicts per profile
+                f"--profile {args.profile}: the runs under {results_dir} were made with profile {made_with} "
+                "(their status file and configs say so); leave --profile out"
+            )
+        profile = args.profile or made_with or "quick"
     except ConfigError as exc:
         log.error(f"{exc}")
         return 2

@@ -11,7 +11,7 @@ from experiments.report.__main__ import main
 from experiments.report.verdict import Verdict
 from mdtable import row, rows
 
-SMALL = "artificial_delay"  # 8 runs, 2 figures
+SMALL = "artificial_delay"  # 7 runs, 2 figures
 
 
 @pytest.fixture
@@ -35,18 +35,18 @@ def test_report_and_figures_of_a_folder_of_ones_own_runs(own_runs, capsys):
     assert [Verdict.parse(v).cls for v in ours["verdict"]] == [Verdict.parse(v).cls for v in committed["verdict"]]
     first = report.split("\n## ")[0]
     assert [r[0] for r in rows(first)[1:]] == [f"[{SMALL}](#{SMALL})"] * len(ours)  # only the experiment present
-    assert row(report.split("## Experiments")[1], SMALL)[:3] == [SMALL, "runs found", "8"]
+    assert row(report.split("## Experiments")[1], SMALL)[:3] == [SMALL, "runs found", "7"]
     assert f"![delay_sweep-lenet5_fmnist-apam-simulated-simulated-P1]({SMALL}/figures/" in report
 
 
 def test_an_experiment_without_rules_gets_its_runs_means(own_runs):
     (own_runs / SMALL).rename(own_runs / "my_delays")
-    assert main([str(own_runs), "--no-figures", "--profile", "long"]) == 0
+    assert main([str(own_runs), "--no-figures"]) == 0
     report = (own_runs / "REPORT.md").read_text()
-    assert "(profile `long`)" in report and "## my_delays: my_delays" in report
+    assert "(profile `quick`)" in report and "## my_delays: my_delays" in report
     table = report.split("## my_delays")[1]
     assert row(table, "lenet5_fmnist")[:8] == ["lenet5_fmnist", "apam", "simulated", "simulated", "1", "0", "1", "1"]
-    assert len(rows(table.split("\n## ")[0])) == 1 + 8  # one line per max delay (a swept setting)
+    assert len(rows(table.split("\n## ")[0])) == 1 + 7  # one line per max delay (a swept setting)
     assert pd.read_csv(own_runs / "verdicts.csv").empty  # no rules, no claims
 
 
@@ -183,7 +183,7 @@ def test_an_experiment_whose_figures_all_need_the_missing_run_folders_says_so(tm
     capsys.readouterr()
     assert plots_main.main([str(exp)]) == 2
     assert sorted((exp / "figures").iterdir()) == figures and figures  # the drawn ones are kept, not deleted
-    why = f"{exp}: no figure drawn: its figures are drawn from the runs' trace.csv, and 8 of the 8 runs"
+    why = f"{exp}: no figure drawn: its figures are drawn from the runs' trace.csv, and 7 of the 7 runs"
     assert capsys.readouterr().err.startswith(f"error: {why}")
     assert main([str(tmp_path)]) == 1
     assert why in (tmp_path / "REPORT.md").read_text()
@@ -287,11 +287,24 @@ def test_an_experiment_whose_runs_are_gone_reads_not_run_yet_not_a_limit_of_the_
     assert row(overview, "lr_speedup")[1:] == ["skipped", "0", "not runnable here"]
 
 
-def test_a_folder_made_with_another_profile_than_the_report_s_is_named(own_runs):
-    """``--profile smoke`` over runs made with the quick profile: the report's first paragraph names the folder and
-    its profile (the heading said smoke and nothing told that the runs were quick's)."""
+def test_a_profile_other_than_the_runs_is_refused_and_a_minority_is_named(own_runs, capsys):
+    """``--profile smoke`` over runs made with the quick profile titled them smoke and put their verdicts in the
+    smoke column of the verdicts per profile: refused in one line. A folder whose runs mostly name the report's
+    profile names the others in the report's first paragraph."""
     assert main([str(own_runs), "--no-figures"]) == 0
     assert "another profile" not in (own_runs / "REPORT.md").read_text()
+    before = (own_runs / "REPORT.md").read_bytes()
+    capsys.readouterr()
+    assert main([str(own_runs), "--no-figures", "--profile", "smoke"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --profile smoke: the runs under {own_runs} were made with profile quick (their status file and "
+        "configs say so); leave --profile out\n"
+    )
+    assert (own_runs / "REPORT.md").read_bytes() == before
+    for name in ("a", "b"):  # two more experiments of smoke runs: smoke is the folder's profile, quick the minority
+        shutil.copytree(own_runs / SMALL, own_runs / name)
+        for config in (own_runs / name / "runs").glob("*/config.yaml"):
+            config.write_text(config.read_text().replace("profile: quick", "profile: smoke"))
     assert main([str(own_runs), "--no-figures", "--profile", "smoke"]) == 0
     first = (own_runs / "REPORT.md").read_text().split("\n\n")[1]
     assert f"Made with another profile than smoke: {SMALL} (quick);" in first
@@ -335,7 +348,7 @@ def _edit_speedup(column, value):
 @pytest.mark.parametrize(
     "damage",
     [
-        lambda p: p.write_bytes(p.read_bytes()[:1500]),  # cut inside a row: was a TypeError in measured.py
+        lambda p: p.write_bytes(p.read_bytes()[:1000]),  # cut inside a row: was a TypeError in measured.py
         lambda p: p.write_bytes(p.read_bytes()[: p.read_bytes().index(b"\n", 400) + 1]),  # cut at a line's end
         _edit_speedup("speedup", float("nan")),  # these edits and the link changed verdicts, exit 0 without a word
         _edit_speedup("speedup", float("inf")),
