@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from benchmarks.common import parser, peak_memory, write_csv  # noqa: E402 (after the sys.path line)
 from experiments.cli import count_arg  # noqa: E402
+from experiments.store.table import file_problem  # noqa: E402
 
 DEFAULT_OUT = REPO / "benchmarks" / "results" / "start_method.csv"
 COLUMNS = [
@@ -169,7 +170,17 @@ def main() -> int:
     )
     args = ap.parse_args()
     if args.table is not None:
-        print(markdown(args.table))
+        why = file_problem(args.table) or (None if args.table.is_file() else "no such file (run the benchmark first)")
+        try:
+            table = None if why else markdown(args.table)
+        except (OSError, KeyError, UnicodeDecodeError, csv.Error) as exc:  # another CSV, a damaged one
+            why = (
+                f"not this benchmark's CSV ({type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''})"
+            )
+        if why:
+            print(f"error: --table {args.table}: {why}", file=sys.stderr)
+            return 2
+        print(table)
         return 0
     if platform.system() != "Linux":
         print("error: needs Linux (/proc)", file=sys.stderr)

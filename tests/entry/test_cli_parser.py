@@ -153,3 +153,19 @@ def test_every_benchmark_script_reads_its_command_line_with_the_one_line_parser(
         "error: benchmarks/bench_authors_master.py: argument --repeats: '0': must be an integer >= 1 (--help lists "
         "the options)"
     ]
+
+
+def test_a_benchmark_table_of_a_missing_or_foreign_csv_is_one_line(tmp_path):
+    """bench_start_method.py --table without its CSV (after make clean) was a FileNotFoundError traceback."""
+    foreign = tmp_path / "other.csv"
+    foreign.write_text("a,b\n1,2\n")
+    for path, why in [(tmp_path / "none.csv", "no such file (run the benchmark first)"), (foreign, "not this")]:
+        proc = subprocess.run(
+            [sys.executable, str(REPO / "benchmarks" / "bench_start_method.py"), "--table", str(path)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+        assert proc.stderr.startswith(f"error: --table {path}: {why}") and proc.stderr.count("\n") == 1, proc.stderr
