@@ -66,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
             log.error(f"{exc.filename or p}: cannot write speedup.csv ({exc.strerror or exc})")
             return 1
         print(out)
+        if out is not None and len(out.read_text().splitlines()) <= 1:  # written, but a header only: say why
+            log.warning(f"{out}: no row: a speed-up needs a P = 1 run of the same algorithm and engine in the summary")
     return 0
 
 

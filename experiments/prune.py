@@ -152,11 +152,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"{f' ({len(other)} experiment folders of other profiles)' if len(other) > 1 else ''}; nothing "
                 "removed: prune a folder of one profile with that profile"
             )
-        total = 0
+        total, judged = 0, 0
         for experiment in args.only or EXPERIMENTS:
             for folder, planned in planned_run_ids(experiment, args.profile, args.results_dir).items():
                 if not (args.results_dir / folder).is_dir():
                     continue
+                judged += 1
                 stale = stale_run_ids(args.results_dir, folder, planned)
                 if not stale:
                     continue
@@ -179,7 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # a file that could not be removed or written after the check
         log.error(f"{exc.filename or args.results_dir}: {exc.strerror or exc}")
         return 2
-    if not total:
+    if not judged:  # only folders of one's own runs (adhoc/): none is an experiment of a profile
+        log.info(f"{args.results_dir}: no experiment folder of profile {args.profile} here; nothing to remove")
+    elif not total:
         log.info(f"{args.results_dir}: every run is one that profile {args.profile} plans; nothing to remove")
     elif not args.apply:
         log.info(

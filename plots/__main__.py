@@ -6,6 +6,7 @@ why, on stderr. Exit status: 0 every figure drawn; 2 bad input only (a missing f
 1 a figure failed while drawing (a bug of the plotting code: the line names the exception)."""
 
 import sys
+from pathlib import Path
 
 from experiments.cli import Parser
 from experiments.settings.fields import folder_problem
@@ -57,6 +58,13 @@ def main(argv=None):
         for path in paths:
             print(path, flush=True)
         written += len(paths)
+        alone = len(folders) == 1  # one experiment pointed at a paper folder (a whole results folder: not all have one)
+        if alone and args.paper_dir is not None and not (Path(args.paper_dir) / f"{Path(folder).name}.csv").is_file():
+            print(  # a paper folder given for the paper's numbers, without this experiment's: said, not silent
+                f"warning: --paper-dir {args.paper_dir} has no {Path(folder).name}.csv: {folder}'s figures show no "
+                "paper numbers",
+                file=sys.stderr,
+            )
     for message in errors:
         print(f"error: {message}", file=sys.stderr)
     if errors:

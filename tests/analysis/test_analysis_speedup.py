@@ -82,3 +82,19 @@ def test_mean_speedup_by_workers_and_the_aggregate_command(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == f"error: {tmp_path / 'odd' / 'summary.csv'}: a folder, not a regular file"
     (exp / "speedup.csv").unlink()  # one bad folder among good ones: every folder is checked before any is written
     assert aggregate.main([str(exp), str(tmp_path / "missing")]) == 2 and not (exp / "speedup.csv").exists()
+
+
+def test_the_aggregate_command_says_why_a_speedup_table_has_no_row(tmp_path, capsys):
+    """A summary without a P = 1 run: speedup.csv is its header alone, and the command said nothing of it."""
+    exp = tmp_path / "e"
+    exp.mkdir()
+    summary = pd.DataFrame([_row("apam", 4, 2.0, 10.0)]).assign(engine="simulated")
+    summary.insert(0, "run_id", ["r0"])
+    summary.to_csv(exp / "summary.csv", index=False)
+    assert aggregate.main([str(exp)]) == 0
+    out = capsys.readouterr()
+    assert out.out.strip() == str(exp / "speedup.csv") and len((exp / "speedup.csv").read_text().splitlines()) == 1
+    assert (
+        out.err == f"warning: {exp / 'speedup.csv'}: no row: a speed-up needs a P = 1 run of the same algorithm "
+        "and engine in the summary\n"
+    )

@@ -820,6 +820,20 @@ def test_a_paper_dir_that_is_no_folder_is_one_line_and_exit_2(tmp_path, capsys):
     assert not list((root / "large_time_per_epoch").rglob("*.png.tmp"))
 
 
+def test_a_paper_dir_without_the_experiments_numbers_is_said(tmp_path, capsys):
+    """A folder given as --paper-dir without <experiment>.csv drew the figures without the paper's numbers, silent."""
+    from plots.__main__ import main
+
+    root = copy_fixtures(tmp_path, ["large_time_per_epoch"])
+    (tmp_path / "other").mkdir()
+    exp = root / "large_time_per_epoch"
+    assert main([str(exp), "--paper-dir", str(tmp_path / "other")]) == 0
+    assert capsys.readouterr().err == (
+        f"warning: --paper-dir {tmp_path / 'other'} has no large_time_per_epoch.csv: {exp}'s figures show no paper "
+        "numbers\n"
+    )
+
+
 def test_aggregate_refuses_a_folder_in_speedup_csvs_place_before_writing(tmp_path, capsys):
     from experiments.aggregate import main
 

@@ -143,3 +143,12 @@ def test_an_experiment_with_runs_left_has_its_figures_drawn_again(tmp_path):
     statuses = json.loads((tmp_path / "reproduce_status.json").read_text())
     assert statuses == {EXP: {"status": "ran"}, "other": entry}
     assert figures_outdated(statuses[EXP], tmp_path)
+
+
+def test_a_folder_of_ones_own_runs_only_is_not_called_all_planned(tmp_path, capfd):
+    """A results folder whose only experiment folder is adhoc/: prune said "every run is one that profile quick
+    plans", of runs no profile plans."""
+    (tmp_path / "adhoc" / "runs" / "r").mkdir(parents=True)
+    shutil.copy(REPO / "results" / EXP / "summary.csv", tmp_path / "adhoc" / "summary.csv")
+    assert prune.main([str(tmp_path), "--profile", "quick"]) == 0
+    assert capfd.readouterr().err == f"{tmp_path}: no experiment folder of profile quick here; nothing to remove\n"
