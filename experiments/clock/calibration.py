@@ -186,6 +186,8 @@ class Calibration:
     def __init__(self, path: Path | str | None = None) -> None:
         self.path = Path(path) if path else machine_path()
         self._lock = FileLock(str(self.path) + ".lock", timeout=600)
+        self.announced = False
+        """Whether this object said it measures (one line, before its first new entry)."""
         self.used: dict[str, dict] = {}
         """Every entry :meth:`entry` returned, by key (what a run used: :func:`used_summary`)."""
         self.pooling: dict[str, int] = {}
@@ -336,6 +338,9 @@ class Calibration:
             old = data["entries"].get(key)
             rounds = self.pooling.pop(key, None)
             if old is None or rounds == rounds_pooled(old):
+                if old is None and not self.announced:  # a first measurement can take minutes (an AllCNN gradient
+                    self.announced = True  # on a loaded core), silent: said once per calibration in use
+                    log.info(f"calibration: measuring the costs this run lacks into {self.path} (first: {key}) ...")
                 new = [float(s) for s in measure()]
                 Interrupted.raise_pending()  # a stop swallowed while it measured: not stored, the run stops
                 samples = [float(s) for s in old.get("samples", [])] + new if old else new

@@ -85,7 +85,7 @@ def test_a_wide_entry_is_measured_again_and_pooled(tmp_path, monkeypatch, capsys
     costs = resolve(
         settings_for(pinned(["batch_size=8", *FIXED])), problem, build_rule("sgd", lr=0.1), Calibration(path)
     )
-    err = capsys.readouterr().err.strip().splitlines()
+    err = [ln for ln in capsys.readouterr().err.strip().splitlines() if "costs this run lacks" not in ln]
     assert len(err) == 1 and "spread above the 25% bound (worst 60%" in err[0]
     assert err[0].endswith(
         f"measuring 5 more repeats of it, pooled with the stored ones (round 2 of at most {POOL_ROUNDS})"
@@ -104,7 +104,7 @@ def test_still_wide_after_the_last_round_it_is_used_with_a_warning(tmp_path, mon
     monkeypatch.setattr(resolve_mod, "p1_run_samples", _p1(WIDE, calls))
     settings = settings_for(pinned(["batch_size=8", *FIXED]))
     costs = resolve(settings, problem, build_rule("sgd", lr=0.1), Calibration(path))
-    err = capsys.readouterr().err.strip().splitlines()
+    err = [ln for ln in capsys.readouterr().err.strip().splitlines() if "costs this run lacks" not in ln]
     more = POOL_ROUNDS - 1  # rounds pooled with the stored one
     assert [line[-15:] for line in err] == [f"{r} of at most {POOL_ROUNDS})" for r in range(2, POOL_ROUNDS + 1)]
     assert calls == [8] * more
@@ -130,7 +130,7 @@ def test_an_older_files_remeasured_true_counts_no_pooled_round(tmp_path, monkeyp
     path.write_text(json.dumps(data))
     monkeypatch.setattr(resolve_mod, "p1_run_samples", _p1(WIDE, calls))
     resolve(settings_for(pinned(["batch_size=8", *FIXED])), problem, build_rule("sgd", lr=0.1), Calibration(path))
-    err = capsys.readouterr().err.strip().splitlines()
+    err = [ln for ln in capsys.readouterr().err.strip().splitlines() if "costs this run lacks" not in ln]
     assert [line[-15:] for line in err] == [f"{r} of at most {POOL_ROUNDS})" for r in range(2, POOL_ROUNDS + 1)]
     entry = json.loads(path.read_text())["entries"][grad_key(problem, 8)]
     assert len(entry["samples"]) == 5 * POOL_ROUNDS and entry["remeasured"] == POOL_ROUNDS - 1
@@ -386,3 +386,16 @@ def test_a_lock_file_that_cannot_be_made_is_one_line_at_once():
     with pytest.raises(ConfigError, match=r"apam-test-calibration.json: cannot write this calibration file"):
         cal.entry("update|x", lambda: [1e-6] * 5)
     assert time.monotonic() - start < 30
+
+
+def test_a_first_measurement_is_said_once_before_it_starts(tmp_path, capsys):
+    """An AllCNN run's first calibration measured for minutes without a line: one line before the first new entry,
+    none for the next ones nor for entries already stored."""
+    cal = Calibration(tmp_path / "cal.json")
+    cal.entry("update|a", lambda: [1e-6] * 5)
+    cal.entry("update|b", lambda: [1e-6] * 5)
+    assert capsys.readouterr().err == (
+        f"calibration: measuring the costs this run lacks into {tmp_path / 'cal.json'} (first: update|a) ...\n"
+    )
+    Calibration(tmp_path / "cal.json").entry("update|a", lambda: [2e-6] * 5)
+    assert capsys.readouterr().err == ""
