@@ -9,6 +9,7 @@ hyperparameters), and returns a frozen :class:`~experiments.settings.schema.RunS
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -131,6 +132,9 @@ def make_rule(settings: RunSettings):
             "algorithm.alpha_max=null: lr_schedule=inv_sqrt needs its cap (alpha_k = min(lr / sqrt(k), "
             "alpha_max), the paper's Sec. 5.1 rule); without it the first step is lr itself"
         )
+    scaled = [k for k in ("lr", "alpha_max") if isinstance(hp.get(k), float) and not math.isfinite(hp[k])]
+    if scaled and alg.lr_factor != 1.0:  # the product overflowed: named by the factor the user gave
+        raise ConfigError(f"algorithm.lr_factor={alg.lr_factor:g}: {scaled[0]} x lr_factor is not a finite number")
     try:
         return build_rule(alg.rule, **hp)
     except ValueError as exc:

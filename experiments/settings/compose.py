@@ -334,6 +334,14 @@ def _unresolved(combo: list[str], exc: Exception) -> ConfigError:
     key = str(getattr(exc, "full_key", "") or "")
     named = next((o for o in combo if key and o.split("=", 1)[0].lstrip("+~") == key), None)
     named = named or next((o for o in combo if "${" in o or o.startswith("~")), None)
+    lookup = re.search(r"Interpolation key '([^']+)' not found", msg)
+    if named is None and lookup:  # a table indexed by a value the user gave: point=p99 -> points[p99].workers
+        parts = [p for p in re.split(r"[.\[\]]", lookup.group(1)) if p]
+        for o in combo:
+            value = o.split("=", 1)[-1]
+            if not o.startswith("~") and value in parts[1:]:
+                table = ".".join(parts[: parts.index(value)])
+                return ConfigError(f"{o}: not a key of the experiment's {table} (the config reads {key} there)")
     if named is not None:  # as the user wrote it, without the escapes of Hydra's override strings
         named = re.sub(r"\\([{}:=,\\])", r"\1", named).removesuffix("=null" if named.startswith("~") else "\0")
     if named is not None and named.startswith("~"):

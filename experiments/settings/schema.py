@@ -101,6 +101,21 @@ class Tuning(Frozen):
     policy_sizes: tuple[PositiveInt, ...] = Field(strict=False)
     """Ringmaster's R / Rennala's S tried at the chosen step (capped at P); empty: not tuned."""
 
+    @model_validator(mode="after")
+    def _factors_finite(self) -> Tuning:
+        """The grid's widest factors, ``ratio^+-(steps + extend)``, are floats > 0 (tuning.ratio=1e308 made a factor
+        of 0: "algorithm.lr_factor=0.0: must be > 0", a value the user never gave)."""
+        n = self.steps + self.extend
+        try:
+            wide = self.ratio**n
+        except OverflowError:
+            wide = math.inf
+        if not (math.isfinite(wide) and 1 / wide > 0 and wide < 1e300):
+            raise ValueError(
+                f"tuning.ratio={self.ratio:g}: its widest factors ratio^+-{n} (steps + extend) leave the float range"
+            )
+        return self
+
     @field_validator("policy_sizes")
     @classmethod
     def _distinct(cls, v: tuple[int, ...]) -> tuple[int, ...]:

@@ -91,6 +91,11 @@ CASES = [
     ([f"seed={2**64}"], f"seed={2**64}"),
     (["divergence_factor=-1"], "divergence_factor=-1"),
     (["divergence_factor=0"], "divergence_factor=0"),
+    # named by the value given, not by one derived from it ("algorithm.lr_factor=0.0", "algorithm: lr ... inf")
+    (["lr_tuning_seed=0", "tuning.ratio=1e308"], "tuning.ratio=1e308: its widest factors ratio^+-5"),
+    (["algorithm.lr_factor=1e308"], "algorithm.lr_factor=1e308: lr x lr_factor is not a finite number"),
+    (["-m", "experiment=large_time_per_epoch", "profile=smoke", "point=p99"], "point=p99: not a key of the"),
+    (["-m", "experiment=async_methods", "profile=smoke", "compute_model=nope"], "compute_model=nope: not a key"),
     # runs that ask for no update or for workers that never deliver: 1 update (10^317 x epochs=1e-320); 1000 workers
     # on 375 updates ([ok], mean staleness 187)
     (["epochs=1e-320"], "epochs=1e-320: less than one update of 64 of the 12000 training examples"),
