@@ -190,6 +190,9 @@ def _checked(overrides: list[str], multirun: bool) -> list[list[str]]:
         # Hydra: "Sweeping over Hydra's configuration is not supported", exit 1
         if bare.startswith("hydra") and len(values) > 1:
             raise ConfigError(f"{key}: Hydra's own config takes one value per command line, not a sweep")
+        if bare in ("engine.name", "delay.model"):  # the option's own label: "engine.clock=wall: must be simulated"
+            group = bare.split(".")[0]
+            raise ConfigError(f"{values[0]}: set by the {group} option; choose it with {group}=<option>")
         if bare == "hydra.mode":
             raise ConfigError(f"{values[0]}: set by the command line's -m (a sweep) or its absence (one run)")
         if bare.startswith(HARNESS_HYDRA_KEYS):

@@ -23,6 +23,9 @@ CASES = [
     (["--config-dir", "conf", "+foo=1"], "+foo=1"),
     (["-cn", "config", "+foo=1"], "+foo=1"),
     (["engine.handoff=foo"], "engine.handoff=foo"),
+    # an option's label, not a choice of option: "engine.clock=wall: must be simulated", a key the user never set
+    (["engine=shared_memory", "engine.name=simulated"], "engine.name=simulated: set by the engine option; choose"),
+    (["delay.model=fixed"], "delay.model=fixed: set by the delay option; choose it with delay=<option>"),
     # a name of the user's choosing that is another option's: a logistic regression recorded (and judged) as LeNet5
     (["problem.name=lenet5_fmnist"], "problem.name=lenet5_fmnist: the name of another problem option"),
     (["algorithm.name=async_sgd"], "algorithm.name=async_sgd: the name of another algorithm option"),
