@@ -29,6 +29,7 @@ from omegaconf import OmegaConf, open_dict
 from experiments.errors import ConfigError
 from experiments.settings.build import as_typed, build_settings
 from experiments.settings.cover import covering
+from experiments.settings.grammar import check_text
 from experiments.settings.preflight import (
     check_backend,
     check_calibration,
@@ -58,9 +59,7 @@ def _parse(overrides: list[str]) -> list[Override]:
     parser = OverridesParser.create()
     out = []
     for o in overrides:
-        if isinstance(o, str) and re.search("[\udc80-\udcff]", o):  # bytes the locale's UTF-8 could not decode
-            shown = o.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-            raise ConfigError(f"{shown}: not UTF-8 text (the bytes shown as \ufffd); name files and values in UTF-8")
+        check_text(o)
         try:
             out += parser.parse_overrides([o])
         except Exception as exc:  # hydra's OverrideParseException and friends  # noqa: BLE001

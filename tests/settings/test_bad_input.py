@@ -3,6 +3,7 @@ value, exit code 2, nothing written under results_dir. One table for every
 kind of bad input: a bad value or type, an unknown option or key, a rule between keys, a folder that cannot be
 written, a bad sweep or launcher; each job of a sweep is checked before any runs."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -457,3 +458,23 @@ def test_a_file_variable_that_names_no_writable_file_is_one_line(tmp_path, entry
         f"error: {variable}={value}: {why} (it names a file the harness writes)"
     ]
     assert not (tmp_path / "res").exists()
+
+
+def test_utf8_read_by_an_ascii_locale_says_how_to_run_it(tmp_path):
+    """LC_ALL=C with PYTHONUTF8=0 reads a valid UTF-8 argument as undecodable bytes: it was called "not UTF-8 text"."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.run", "updates=5", f"results_dir={tmp_path}/r\u00fc"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.endswith(": this process's locale reads arguments as ASCII; run it with PYTHONUTF8=1\n")
+    assert list(tmp_path.iterdir()) == []
