@@ -205,16 +205,25 @@ def main() -> None:
             source = command_line.source(argv)
             if not shows:
                 command_line.experiment_multirun(overrides, multirun)
-            if multirun:
-                extra = profile_sweep(overrides, source)
-                sys.argv += extra
-                overrides += extra
+            extra = profile_sweep(overrides, source) if multirun else []
+            sys.argv += extra
+            overrides += extra
             command_line.launcher_values(overrides)
             if any(o.startswith("hydra/launcher=") for o in overrides):
                 # workers a stop signal ended leave their semaphores to the resource tracker, which frees them and
                 # says so in a 2-line UserWarning on stderr; nothing is lost, and the interrupt has its own line
                 sys.warnoptions.append("ignore::UserWarning:multiprocessing.resource_tracker")
-            settings = precheck(overrides, multirun, source)
+            try:
+                settings = precheck(overrides, multirun, source)
+            except ConfigError as exc:  # a key the experiment sets, not the user: said, with the user's choices
+                head = str(exc).split(": ", 1)[0]  # that do not take it (engine.predict=true with engine=simulated)
+                experiment = next((o for o in overrides if o.split("=")[0].lstrip("+") == "experiment"), None)
+                user = [o for o in overrides if o not in extra]
+                if experiment is None or "=" not in head or any(o.startswith(head.split("=")[0]) for o in user):
+                    raise
+                groups = ("problem", "algorithm", "engine", "delay", "profile")
+                choices = " ".join(o for o in user if o.split("=")[0].lstrip("+") in groups)
+                raise ConfigError(f"{exc} (set by {experiment}; with {choices or 'its own options'})") from None
             if shows and any(a.split("=")[0] in ("--package", "-p") for a in argv):
                 command_line.shown_package(argv, compose_jobs([overrides], source, resolve=False)[0])
             _RESULTS_DIRS.update(Path(str(s.results_dir)) for s in settings)

@@ -100,6 +100,11 @@ CASES = [
     (["algorithm.lr_factor=1e308"], "algorithm.lr_factor=1e308: lr x lr_factor is not a finite number"),
     (["-m", "experiment=large_time_per_epoch", "profile=smoke", "point=p99"], "point=p99: not a key of the"),
     (["-m", "experiment=async_methods", "profile=smoke", "compute_model=nope"], "compute_model=nope: not a key"),
+    # a key the experiment sets that the user's choice lacks: named with where it comes from
+    (
+        ["-m", "experiment=model_validation", "profile=smoke", "engine=simulated"],
+        "engine.predict=true: no such config key (set by experiment=model_validation; with profile=smoke engine=simu",
+    ),
     # runs that ask for no update or for workers that never deliver: 1 update (10^317 x epochs=1e-320); 1000 workers
     # on 375 updates ([ok], mean staleness 187)
     (["epochs=1e-320"], "epochs=1e-320: less than one update of 64 of the 12000 training examples"),
