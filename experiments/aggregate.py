@@ -12,6 +12,7 @@ from experiments.analysis.speedup import (
     BASES,
     COLUMNS,
     GROUP,
+    say_if_no_row,
     speedup_table,
     write_speedup,
 )
@@ -66,8 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             log.error(f"{exc.filename or p}: cannot write speedup.csv ({exc.strerror or exc})")
             return 1
         print(out)
-        if out is not None and len(out.read_text().splitlines()) <= 1:  # written, but a header only: say why
-            log.warning(f"{out}: no row: a speed-up needs a P = 1 run of the same algorithm and engine in the summary")
+        say_if_no_row(out)
     return 0
 
 

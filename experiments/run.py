@@ -54,6 +54,7 @@ from omegaconf import DictConfig  # noqa: E402
 
 from experiments import command_line, stops  # noqa: E402
 from experiments.aggregate import write_speedup  # noqa: E402
+from experiments.analysis.speedup import say_if_no_row  # noqa: E402
 from experiments.errors import ConfigError, Interrupted  # noqa: E402
 from experiments.log import get_logger  # noqa: E402
 from experiments.runner import execute  # noqa: E402
@@ -140,6 +141,7 @@ def _write_speedups() -> None:
             continue
         if path is not None:
             log.info(f"wrote {path}")
+            say_if_no_row(path)
 
 
 def _remove_empty_dirs(top: Path, recursive: bool = True) -> None:

@@ -30,7 +30,7 @@ from experiments.engines import EngineResult, get_engine
 from experiments.engines.dist_group import torchrun_rank
 from experiments.engines.emulation import COMPUTE_TIMES_COLUMNS, compute_times_rows, expected_late
 from experiments.engines.timeline import TIMELINE_COLUMNS
-from experiments.errors import ConfigError, Interrupted
+from experiments.errors import ConfigError, Interrupted, WorkerLost
 from experiments.log import get_logger
 from experiments.settings.build import as_typed, build_settings, make_rule, resolved
 from experiments.settings.preflight import check_device, check_writable, make_problem, resolve_device
@@ -276,7 +276,8 @@ def _execute_held(cfg, settings, sink: RunSink, tuning: str | None) -> str:
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
         raise
     except Exception as exc:  # noqa: BLE001 -- recorded, not hidden: the row says what happened
-        traceback.print_exc()
+        if not isinstance(exc, WorkerLost):  # a lost worker is a condition the engines report, not a bug: its
+            traceback.print_exc()  # one line in the run's [failed] line and row (its own stderr said why it died)
         status, message = "failed", f"{type(exc).__name__}: {exc}".splitlines()[0]
     finally:
         recorder.close()

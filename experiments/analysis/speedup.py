@@ -140,6 +140,13 @@ def write_speedup(exp_dir: Path) -> Path | None:
     return path
 
 
+def say_if_no_row(path: Path | None) -> None:
+    """One warning when the speedup.csv just written at ``path`` is its header alone (the summary has no P = 1 run
+    of an algorithm and engine): the commands a user runs (``experiments.aggregate``, a sweep's end) say why."""
+    if path is not None and len(path.read_text().splitlines()) <= 1:
+        log.warning(f"{path}: no row: a speed-up needs a P = 1 run of the same algorithm and engine in the summary")
+
+
 SPEEDUP_REQUIRED = ("problem", "algorithm", "engine", "clock", "workers", "basis", "time_s", "speedup", "efficiency")
 """The columns every speedup.csv has had (newer ones add more): those the figures need (plots/data.py)."""
 SPEEDUP_NUMBERS = ("workers", "time_s", "speedup", "efficiency")

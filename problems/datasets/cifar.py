@@ -146,6 +146,8 @@ def extract(archive: Path, scratch: Path) -> None:
             for m in members:
                 if PurePosixPath(m.name).parts[:1] != (FOLDER,) or ".." in PurePosixPath(m.name).parts:
                     raise DataError(f"{archive}: entry {m.name!r} is not under {FOLDER}/; not extracted")
+                if not (m.isfile() or m.isdir()):  # a link or a device: CIFAR-10's archive holds files only
+                    raise DataError(f"{archive}: entry {m.name!r} is a link or a device, not a file; not extracted")
             tar.extractall(scratch, members=members, filter="data")
     except DataError:
         raise

@@ -98,3 +98,22 @@ def test_the_aggregate_command_says_why_a_speedup_table_has_no_row(tmp_path, cap
         out.err == f"warning: {exp / 'speedup.csv'}: no row: a speed-up needs a P = 1 run of the same algorithm "
         "and engine in the summary\n"
     )
+
+
+def test_a_sweep_without_a_p1_run_says_why_its_speedup_table_has_no_row(tmp_path, capsys, monkeypatch):
+    """The sweep's end writes speedup.csv as experiments.aggregate does, and says the same when it has no row."""
+    import importlib
+
+    run = importlib.import_module("experiments.run")  # the module; `from experiments import run` is the API's run()
+    exp = tmp_path / "e"
+    exp.mkdir()
+    summary = pd.DataFrame([_row("apam", 4, 2.0, 10.0)]).assign(engine="simulated")
+    summary.insert(0, "run_id", ["r0"])
+    summary.to_csv(exp / "summary.csv", index=False)
+    monkeypatch.setattr(run, "_SWEEP_DIRS", {exp})
+    run._write_speedups()
+    assert capsys.readouterr().err.splitlines() == [
+        f"wrote {exp / 'speedup.csv'}",
+        f"warning: {exp / 'speedup.csv'}: no row: a speed-up needs a P = 1 run of the same algorithm and engine in "
+        "the summary",
+    ]
