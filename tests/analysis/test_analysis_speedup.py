@@ -104,7 +104,12 @@ def test_a_sweep_without_a_p1_run_says_why_its_speedup_table_has_no_row(tmp_path
     """The sweep's end writes speedup.csv as experiments.aggregate does, and says the same when it has no row."""
     import importlib
 
+    import experiments
+
     run = importlib.import_module("experiments.run")  # the module; `from experiments import run` is the API's run()
+    # importing the entry module makes it the package's attribute `run`, which would hide the API's run() from
+    # `from experiments import run` in every later test of this process: the attribute goes, the module stays
+    vars(experiments).pop("run", None)
     exp = tmp_path / "e"
     exp.mkdir()
     summary = pd.DataFrame([_row("apam", 4, 2.0, 10.0)]).assign(engine="simulated")

@@ -161,7 +161,16 @@ def test_a_makefile_flag_that_is_not_0_or_1_stops_make(flag, value):
     import subprocess
 
     proc = subprocess.run(
-        ["make", "-n", "-f", "Makefile", "reproduce", f"{flag}={value}", "VENV=/nonexistent-venv"],
+        [
+            "make",
+            "-n",
+            "--no-print-directory",
+            "-f",
+            "Makefile",
+            "reproduce",
+            f"{flag}={value}",
+            "VENV=/nonexistent-venv",
+        ],
         cwd=REPO,
         capture_output=True,
         text=True,
