@@ -67,19 +67,18 @@ def _opt_int(cfg, key: str, minimum: int = 1) -> int | None:
     return int(value)
 
 
-def _both_classes(y, shown: str, max_train: int | None) -> None:
-    """Refuse training labels (0/1) of one class only: the model would learn nothing and report a perfect score.
+def _both_classes(y, shown: str, max_train: int | None, needs: str = "a binary problem needs both classes") -> None:
+    """Refuse training labels of one class only: the model would learn nothing and report a perfect score (binary),
+    or its share of the test set (a classifier of more classes).
 
     Raises:
-        DataError: one line naming the data (``shown``) and, when it cut the set, ``problem.max_train``.
+        DataError: one line naming the data (``shown``) and, when it cut the set, ``problem.max_train``; ``needs``
+            says what the problem needs.
     """
     values = torch.unique(torch.as_tensor(y)).tolist()
     if len(values) < 2:
         cut = f" (the first problem.max_train={max_train})" if max_train is not None else ""
-        raise DataError(
-            f"{shown}: every training example{cut} has label {values[0] if values else '-'}; a binary "
-            "problem needs both classes"
-        )
+        raise DataError(f"{shown}: every training example{cut} has label {values[0] if values else '-'}; {needs}")
 
 
 def _images_vary(x: torch.Tensor, shown: str, max_train: int | None) -> None:
@@ -273,10 +272,7 @@ def _cnn(cfg, root: Path, device: torch.device) -> CNNProblem:
         xtr, ytr = xtr[:max_train], ytr[:max_train]
     if max_test is not None:
         xte, yte = xte[:max_test], yte[:max_test]
-    labels = torch.unique(torch.as_tensor(ytr)).tolist()
-    if len(labels) < 2:  # a classifier of one class learns nothing and scores its share of the test set
-        cut = f" (the first problem.max_train={max_train})" if max_train is not None else ""
-        raise DataError(f"{dataset}: every training example{cut} has label {labels[0]}; a classifier needs two classes")
+    _both_classes(ytr, dataset, max_train, needs="a classifier needs two classes")
     _images_vary(xtr, dataset, max_train)
     standardize = _get(cfg, "standardize", False)
     if standardize not in (True, False):

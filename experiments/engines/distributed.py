@@ -361,10 +361,11 @@ def run(problem, rule, settings, recorder, costs=None):
     procs, conns, cleanup, transport, store, started, requests = [], [], None, None, None, False, None
     with sigterm_as_interrupt():
         try:
-            if torchrun_rank() is not None:
+            rank = torchrun_rank()
+            if rank is not None:
                 check_world(settings)
-                if torchrun_rank() != 0:
-                    raise ConfigError(f"RANK={os.environ['RANK']}: only rank 0 runs the master")
+                if rank != 0:
+                    raise ConfigError(f"RANK={rank}: only rank 0 runs the master")
                 log.info(
                     f"torchrun: rank 0 of {world} at {os.environ['MASTER_ADDR']}:{os.environ.get('MASTER_PORT', '?')}; "
                     f"waiting up to {max(e.timeout_s, STARTUP_TIMEOUT_S):.0f} s for the other ranks to join"

@@ -9,6 +9,7 @@ hyperparameters), and returns a frozen :class:`~experiments.settings.schema.RunS
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -88,6 +89,23 @@ def _identity(alg) -> dict:
     return {"protocol": alg.protocol, "rule": alg.rule}
 
 
+@functools.cache
+def _option(group: str, name: str):
+    """conf/<group>/<name>.yaml as OmegaConf loads it (unresolved), None when there is none or it does not load; read
+    once per process (every job of a sweep builds its settings, each asking for its problem and algorithm)."""
+    from omegaconf import OmegaConf
+
+    from experiments.settings.source import DEFAULT
+
+    option = Path(DEFAULT.primary_dir) / group / f"{name}.yaml"
+    if not option.is_file():
+        return None
+    try:
+        return OmegaConf.load(option)
+    except Exception:  # noqa: BLE001 -- an option file Hydra itself reports when it is chosen
+        return None
+
+
 def _check_name(group: str, name: str, identity: dict) -> None:
     """``<group>.name`` (a name of the user's choosing: a LIBSVM problem's, a variant's) is not the name of another
     option of ``group`` that is something else: ``problem=logreg_fmnist problem.name=lenet5_fmnist`` recorded a
@@ -96,16 +114,8 @@ def _check_name(group: str, name: str, identity: dict) -> None:
     Raises:
         ConfigError: ``<group>.name=<name>: the name of another <group> option ...``.
     """
-    from omegaconf import OmegaConf
-
-    from experiments.settings.source import DEFAULT
-
-    option = Path(DEFAULT.primary_dir) / group / f"{name}.yaml"
-    if not option.is_file():
-        return
-    try:
-        other = OmegaConf.load(option)
-    except Exception:  # noqa: BLE001 -- an option file Hydra itself reports when it is chosen
+    other = _option(group, name)
+    if other is None:
         return
     try:
         differs = [k for k, v in identity.items() if OmegaConf.select(other, k, default=v) != v]

@@ -207,7 +207,7 @@ def _checked(overrides: list[str], multirun: bool) -> list[list[str]]:
             key.startswith("+")
             and bare not in ADDABLE
             and not bare.startswith("hydra")
-            and not _overrides_a_key(key, overrides)
+            and not _overrides_a_key(key, expanded)
         ):
             raise ConfigError(
                 f"{values[0]}: no such config key, the harness would ignore it "
@@ -220,18 +220,16 @@ def _checked(overrides: list[str], multirun: bool) -> list[list[str]]:
     return list(expanded.values())
 
 
-def _overrides_a_key(key: str, overrides: list[str]) -> bool:
+def _overrides_a_key(key: str, expanded: dict[str, list[str]]) -> bool:
     """``++key``: Hydra's add-or-override, an override of a key the config has (``++workers=2``,
-    ``++problem.max_train=2000``: looked up in the config the command line's group choices compose, its first value
-    of each); a key it lacks is added, and refused as ``+key`` is."""
+    ``++problem.max_train=2000``: looked up in the config the command line composes without its ``++`` keys, the
+    first value of each sweep, as :func:`profile_sweep` composes it); a key it lacks is added, and refused as
+    ``+key`` is."""
     if not key.startswith("++"):
         return False
-    from omegaconf import OmegaConf
-
-    groups = [o.split(",")[0] for o in overrides if "=" in o and "." not in o.split("=", 1)[0] and o[0] not in "+~"]
     try:
-        (cfg,) = compose_jobs([groups], resolve=False)
-    except ConfigError:  # a bad group choice: named by the check of the command line itself
+        (cfg,) = compose_jobs([[v[0] for k, v in expanded.items() if not k.startswith("++")]], resolve=False)
+    except ConfigError:  # another bad override: named by the check of the command line itself
         return True
     return OmegaConf.select(cfg, key[2:], default=_ABSENT) is not _ABSENT
 
