@@ -5,6 +5,7 @@ The table itself (speed-up and efficiency against P = 1, docs/INTERFACES.md) is 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from experiments.analysis.speedup import (
     write_speedup,
 )
 from experiments.cli import Parser
-from experiments.errors import ConfigError
+from experiments.errors import ConfigError, Interrupted
 from experiments.log import get_logger
 from experiments.store.atomic import writable
 from experiments.store.table import file_problem, read_summary_frame
@@ -27,9 +28,30 @@ log = get_logger(__name__)
 __all__ = ["BASES", "COLUMNS", "GROUP", "main", "speedup_table", "write_speedup"]  # the callers' old names
 
 
+def output_problem(path: Path) -> str | None:
+    """Why a command cannot write the file ``path`` (it replaces the file by a new one: experiments/store/atomic.py),
+    in one line naming it: something other than a regular file is there (a folder, a named pipe, a link to nothing),
+    or a file this process may not write (a read-only mode, an immutable flag: refused rather than replaced); None
+    when it can or there is none. Checked for every output before any is written (this command, the report's)."""
+    if (path.exists() or path.is_symlink()) and not path.is_file():
+        return f"{path}: {file_problem(path) or 'not a regular file'}; move it away"
+    if path.is_file() and not os.access(path, os.W_OK):
+        return f"{path}: not writable (read-only or immutable); make it writable or move it away"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Write speedup.csv for each experiment folder given; exit 2 (one-line error, nothing written) when any folder
-    has no summary, a damaged one, or cannot be written."""
+    has no summary, a damaged one, or cannot be written; 130 on Ctrl-C (one line; each file whole or as it was)."""
+    try:
+        return _aggregate(argv)
+    except KeyboardInterrupt as exc:  # as experiments.reproduce: one line, 128 + the signal
+        log.info("interrupted: each speedup.csv is written whole or left as it was; run it again for the rest")
+        return 128 + Interrupted.signum_of(exc)
+
+
+def _aggregate(argv: list[str] | None) -> int:
+    """:func:`main` without its Ctrl-C."""
     ap = Parser(
         "python -m experiments.aggregate",
         description="Write speedup.csv (speed-up and efficiency against P = 1) from the "
@@ -48,9 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         if not writable(p):
             log.error(f"{p}: not writable (speedup.csv is written there)")
             return 2
-        target = p / "speedup.csv"
-        if (target.exists() or target.is_symlink()) and not target.is_file():  # a folder there: as plots and report
-            log.error(f"{target}: {file_problem(target) or 'not a regular file'}; move it away")
+        if why := output_problem(p / "speedup.csv"):  # a folder there: as plots and report
+            log.error(why)
             return 2
         try:
             read_summary_frame(p / "summary.csv")

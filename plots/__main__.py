@@ -3,12 +3,13 @@ every experiment below a results folder) from its CSV files; prints each file wr
 
 Every figure that can be drawn is drawn; then one line per figure (or experiment) that could not be, naming it and
 why, on stderr. Exit status: 0 every figure drawn; 2 bad input only (a missing folder or column, an unreadable CSV);
-1 a figure failed while drawing (a bug of the plotting code: the line names the exception)."""
+1 a figure failed while drawing (a bug of the plotting code: the line names the exception); 130 Ctrl-C."""
 
 import sys
 from pathlib import Path
 
 from experiments.cli import Parser
+from experiments.errors import Interrupted
 from experiments.settings.fields import folder_problem
 
 from .draw import FORMATS, draw_experiment, find_experiments, trace_gaps
@@ -16,7 +17,17 @@ from .errors import FigureError, PlotError
 
 
 def main(argv=None):
-    """CLI entry point; returns the exit status (0 every figure drawn, 2 bad input, 1 a figure failed to draw)."""
+    """CLI entry point; returns the exit status (0 every figure drawn, 2 bad input, 1 a figure failed to draw, 130
+    Ctrl-C: one line, every figure written so far whole, plots/style.py)."""
+    try:
+        return _draw(argv)
+    except KeyboardInterrupt as exc:  # as experiments.reproduce: one line, 128 + the signal
+        print("interrupted: the figures drawn so far are whole; run it again to draw the rest", file=sys.stderr)
+        return 128 + Interrupted.signum_of(exc)
+
+
+def _draw(argv):
+    """:func:`main` without its Ctrl-C."""
     parser = Parser(
         "python -m plots",
         description="Redraw every figure of an experiment folder (or of every experiment below a results folder) "

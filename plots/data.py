@@ -84,13 +84,15 @@ def read_csv(path, required=()):
         ``pandas.DataFrame`` (may have zero rows).
     Raises:
         MissingColumnError: a required column is absent (names column and file).
-        PlotError: the file cannot be parsed as CSV.
+        PlotError: the file cannot be read (an I/O error) or parsed as CSV.
     """
     path = Path(path)
     try:
         df = pd.read_csv(path, dtype=str, keep_default_na=True, skipinitialspace=True)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise PlotError(f"{path}: not a readable CSV file ({type(exc).__name__})") from None
+    except OSError as exc:  # an I/O error while reading (EIO): the file, named, as a damaged one
+        raise PlotError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     df.columns = [str(c).strip() for c in df.columns]
     for column in required:
         if column not in df.columns:
@@ -211,8 +213,8 @@ def _check_tables(path):
 
 def _read_histogram(path, required):
     """A run's staleness.csv (or predicted_staleness.csv) as :func:`read_csv` reads it; None when there is none, or
-    when it cannot be read (not a regular file, a last row without its newline, not CSV): that run is then left out
-    of the staleness figure, with one warning naming the file, and the other figures are drawn.
+    when it cannot be read (not a regular file, an I/O error, a last row without its newline, not CSV): that run is
+    then left out of the staleness figure, with one warning naming the file, and the other figures are drawn.
 
     Raises:
         MissingColumnError: the file lacks a required column (a histogram of another format: named).
@@ -224,8 +226,11 @@ def _read_histogram(path, required):
     if not path.exists() and not path.is_symlink():
         return None
     why = file_problem(path)
-    if why is None and not path.read_bytes().endswith(b"\n"):  # every row is written with its newline
-        why = "the last row does not end with a newline (truncated)"
+    try:
+        if why is None and not path.read_bytes().endswith(b"\n"):  # every row is written with its newline
+            why = "the last row does not end with a newline (truncated)"
+    except OSError as exc:  # an I/O error while reading (EIO): damaged as well
+        why = f"cannot be read ({exc.strerror or exc})"
     if why is None:
         try:
             return read_csv(path, required)

@@ -2,25 +2,41 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Mapping
 from pathlib import Path
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.store.table import run_files
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C parser where PyYAML has it: faster
+
 
 def run_config(path: Path) -> DictConfig | None:
     """A run's config.yaml at ``path`` as OmegaConf reads it; None when it cannot be read as a mapping (not a regular
-    file: never opened; not UTF-8 YAML; a list). A damaged config is the runner's to name (it reruns that run); a
-    reader of finished runs takes it as saying nothing."""
+    file: never opened; not UTF-8 YAML; a list; YAML aliases, :func:`has_aliases`). A damaged config is the runner's
+    to name (it reruns that run); a reader of finished runs takes it as saying nothing."""
     if not Path(path).is_file():  # never opens a named pipe or a folder
         return None
     try:
-        cfg = OmegaConf.load(path)
+        text = Path(path).read_bytes().decode("utf-8")
+        cfg = None if has_aliases(text) else OmegaConf.load(io.StringIO(text))
     except Exception:  # noqa: BLE001 -- any YAML, decoding or read error: the file does not say
         return None
     return cfg if isinstance(cfg, DictConfig) else None
+
+
+def has_aliases(text: str) -> bool:
+    """Whether the YAML ``text`` holds an alias (``*a``). The harness never writes one (``OmegaConf.to_yaml`` writes
+    every node out), and OmegaConf expands each: aliases of aliases nested a few levels deep grow to gigabytes, so a
+    config holding one is damaged and never loaded. Scans the parser's events, which never expand one.
+
+    Raises:
+        yaml.YAMLError: ``text`` is not YAML.
+    """
+    return any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=_LOADER))
 
 
 def step_sizes(exp_dir: Path) -> dict[str, list[float]]:

@@ -248,7 +248,7 @@ class Calibration:
             raise CalibrationError(f"{self.path}: cannot read this calibration file ({exc.strerror})") from None
         try:
             data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # nested too deep: damaged too
             return None, "empty" if not raw.strip() else f"not JSON ({' '.join(str(exc).split())[:80]})"
         return data, shape_problem(data)
 

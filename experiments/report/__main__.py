@@ -7,7 +7,8 @@ judged for the experiments of conf/experiment/ (their rules: experiments/report/
 folder gets a section of its runs' means and speed-ups. With ``DIR/reproduce_status.json`` (written by ``make
 reproduce``) the report lists every experiment of the profile, present or not, as ``make reproduce`` does; without
 it, the folders present. Exit status: 0 report written (and every figure drawn); 1 a figure could not be drawn
-(the report names it); 2 bad input (no such folder, not a results folder), with a one-line error.
+(the report names it); 2 bad input (no such folder, not a results folder, a REPORT.md or verdicts.csv that cannot
+be replaced: nothing written), with a one-line error; 130 Ctrl-C, one line.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from experiments.aggregate import output_problem
 from experiments.analysis.speedup import speedup_frame
 from experiments.cli import Parser, folder_arg
-from experiments.errors import ConfigError
+from experiments.errors import ConfigError, Interrupted
 from experiments.figures import draw_figures
 from experiments.log import get_logger
 from experiments.report.load import (
@@ -35,6 +37,7 @@ from experiments.store.table import read_summary_frame
 log = get_logger(__name__)
 
 PROFILES = ("smoke", "quick", "long", "paper")
+OUTPUTS = ("REPORT.md", "verdicts.csv")  # what write_report writes in the results folder
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -63,16 +66,28 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def check(results_dir: Path) -> str | None:
     """Why the report cannot be written in ``results_dir`` (None when it can): no results folder
-    (:func:`~experiments.report.load.results_folder_problem`), or not writable."""
+    (:func:`~experiments.report.load.results_folder_problem`), not writable, or a REPORT.md or verdicts.csv there
+    that cannot be replaced (:func:`~experiments.aggregate.output_problem`): checked before anything is written, so
+    a report is never written without its verdicts, nor the other way round."""
     if why := results_folder_problem(results_dir):
         return why
     if not writable(results_dir):
         return f"{results_dir}: not writable (REPORT.md, verdicts.csv and the figures are written there)"
-    return None
+    return next((why for name in OUTPUTS if (why := output_problem(Path(results_dir) / name))), None)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse(argv)
+    """Console entry (module docstring); Ctrl-C ends it with one line and exit 130 (every file it wrote is whole:
+    experiments/store/atomic.py)."""
+    try:
+        return _report(parse(argv))
+    except KeyboardInterrupt as exc:  # as experiments.reproduce: one line, 128 + the signal
+        log.info("interrupted: the files written so far are whole; run it again to finish the report and figures")
+        return 128 + Interrupted.signum_of(exc)
+
+
+def _report(args: argparse.Namespace) -> int:
+    """:func:`main` after its arguments are parsed."""
     problem = check(args.results_dir)
     if problem:
         log.error(f"{problem}")

@@ -75,7 +75,7 @@ def read_provenance(path: Path) -> tuple[dict | None, str | None]:
         return None, why
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested deeper than the decoder recurses: damaged as well
         return None, "is not valid JSON (truncated?)"
     return (data, None) if isinstance(data, dict) else (None, "is not a JSON object")
 

@@ -144,7 +144,7 @@ def _read_row_file(run_dir: Path) -> dict | None:
         return None
     try:
         row = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # nested deeper than the decoder recurses: damaged as well
         return None
     return row if isinstance(row, dict) and row.get("run_id") == run_dir.name else None
 
