@@ -7,9 +7,11 @@ figures and report read only the runs the profile plans.
 The planned runs are those of ``make reproduce`` (experiments/reproduce.py :func:`plan_sweeps`, every experiment of
 the profile, the ``EXTENDED`` ones included): each job's run id, as the runner names it. In each planned experiment's
 folder, a summary row or a run folder under ``runs/`` whose run id is not planned is stale. Without ``--apply`` the
-stale runs are listed and nothing changes; with it, their rows leave summary.csv (rewritten once, under its lock)
-and their run folders are removed (experiments/store/sink.py :func:`remove_runs`), and speedup.csv is written again
-from the summary that is left; an experiment left without runs loses its figures, tables and entry of
+stale runs are listed and nothing changes; with it, their run folders are first moved aside (a link as the link,
+never its target; one that cannot be moved puts the others back and nothing changes), then their rows leave
+summary.csv (rewritten once, under its lock: experiments/store/sink.py :func:`remove_runs`), speedup.csv is written
+again from the summary that is left, and the folders set aside are removed, so that summary and runs/ never
+disagree; an experiment left without runs loses its figures, tables and entry of
 reproduce_status.json (the report then says ``not run yet``). Left alone: a tuning's trials
 (``<experiment>/tuning/``), folders of experiments the profile does not plan (``adhoc/``, ...), other files.
 Run ``make reproduce`` afterwards to redraw the figures and the report.
@@ -18,7 +20,8 @@ A folder whose runs were made with another profile (its reproduce_status.json, e
 refused: every run of it would be stale.
 
 Exit codes: 0 done (nothing stale, or listed, or removed); 2 bad input (no such folder, a folder of another profile,
-an experiment id the profile does not have, jobs that do not compose, a damaged status file), one line.
+an experiment id the profile does not have, an empty --only, jobs that do not compose, a damaged status file) or a
+run file that cannot be moved or removed, one line naming it; 130 Ctrl-C, one line.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import sys
 from pathlib import Path
 
 from experiments.cli import Parser, folder_arg
-from experiments.errors import ConfigError
+from experiments.errors import ConfigError, Interrupted
 from experiments.log import get_logger
 
 log = get_logger(__name__)
@@ -104,7 +107,7 @@ def _forget_status(results_dir: Path, folder: str, whole: bool) -> None:
         return
     try:
         statuses = json.loads(path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return
     if not isinstance(statuses, dict) or not isinstance(statuses.get(folder), dict):
         return
@@ -125,10 +128,88 @@ def _check_writable(exp_dir: Path) -> None:
             raise ConfigError(f"{folder}: not writable (--apply removes runs there); its runs were not removed")
 
 
+TRASH_PREFIX = ".pruned-"
+"""The folder ``<experiment>/.pruned-<random>/`` (beside runs/, so no reader of ``runs/*`` sees it) where --apply
+sets the stale run folders aside before their summary rows go, and removes them after."""
+
+
+def _set_aside(exp_dir: Path, stale: list[str]) -> tuple[Path, list[str]]:
+    """Rename each stale run folder of ``exp_dir/runs`` (a plain name there: a folder, or a link, moved as the link,
+    never its target) into a new trash folder of ``exp_dir`` (:data:`TRASH_PREFIX`): before the summary loses their
+    rows, so that a folder that cannot be moved leaves both as they were. An empty folder takes each one's place
+    until its row is gone (a summary row without its run folder is a damaged summary, rebuilt: sink.py
+    :func:`remove_runs` removes it with the row). Returns the trash and the ids moved.
+
+    Raises:
+        OSError: a folder could not be moved (one line naming it); those moved already are put back first.
+    """
+    import tempfile
+
+    runs = exp_dir / "runs"
+    trash = Path(tempfile.mkdtemp(prefix=TRASH_PREFIX, dir=exp_dir))
+    moved: list[str] = []
+    try:
+        for rid in stale:
+            folder = runs / rid
+            if Path(rid).name != rid or rid in (".", "..") or not (folder.is_dir() or folder.is_symlink()):
+                continue  # a summary row without its folder, or an id that is no name under runs/
+            try:
+                folder.rename(trash / rid)
+                moved.append(rid)
+                folder.mkdir()
+            except OSError as exc:
+                why = f"cannot move it aside ({exc.strerror}); no run removed"
+                raise OSError(exc.errno, why, str(folder)) from None
+    except BaseException:
+        _put_back(trash, moved)
+        raise
+    return trash, moved
+
+
+def _put_back(trash: Path, moved: list[str]) -> None:
+    """Undo :func:`_set_aside`: each folder moved back into runs/ in place of its empty one, the trash removed."""
+    for rid in reversed(moved):
+        folder = trash.parent / "runs" / rid
+        if folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir()):
+            folder.rmdir()
+        (trash / rid).rename(folder)
+    trash.rmdir()
+
+
+def _delete(trash: Path, moved: list[str]) -> None:
+    """Remove the run folders set aside in ``trash`` (a link as the link, never its target), then the trash.
+
+    Raises:
+        OSError: a file could not be removed (one line naming its full path; the runs already left the summary and
+            runs/, what is left of them stays in ``trash`` for the user to remove).
+    """
+    import shutil
+
+    def fail(_func, path, exc_info):  # rmtree names a file by its name alone: the full path, and what is left where
+        exc = exc_info[1]
+        raise OSError(
+            getattr(exc, "errno", None),
+            f"cannot be removed ({getattr(exc, 'strerror', None) or exc}); its run left summary.csv and runs/, "
+            f"what is left of it is in {trash}: remove that by hand",
+            str(path),
+        ) from None
+
+    for rid in moved:
+        path = trash / rid
+        if path.is_symlink():
+            try:
+                path.unlink()
+            except OSError as exc:
+                fail(None, path, (type(exc), exc, None))
+        else:
+            shutil.rmtree(path, onerror=fail)
+    trash.rmdir()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry (module docstring)."""
     from experiments.analysis.speedup import write_speedup
-    from experiments.report.load import folder_profiles, results_folder_problem
+    from experiments.report.load import other_profiles, results_folder_problem
     from experiments.reproduce import EXPERIMENTS
     from experiments.store.sink import remove_runs
 
@@ -138,19 +219,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", metavar="ID", help="a subset of experiment ids (default: all)")
     ap.add_argument("--apply", action="store_true", help="remove the stale runs (default: only list them)")
     args = ap.parse_args(argv)
+    if args.only is not None and not args.only:  # as experiments.reproduce: it pruned every experiment
+        ap.error("--only: name at least one experiment id (known: " + ", ".join(EXPERIMENTS) + ")")
     try:
         unknown = sorted(set(args.only or ()) - set(EXPERIMENTS))
         if unknown:
             raise ConfigError(f"--only {' '.join(unknown)}: no such experiment (one of {', '.join(EXPERIMENTS)})")
         if why := results_folder_problem(args.results_dir):
             raise ConfigError(why)
-        other = {n: p for n, p in folder_profiles(args.results_dir).items() if p != args.profile}
-        if other:  # every run of such a folder would be stale
-            name, made_with = sorted(other.items())[0]
+        if why := other_profiles(args.results_dir, args.profile):  # every run of such a folder would be stale
             raise ConfigError(
-                f"--profile {args.profile}: the runs of {args.results_dir / name} were made with profile {made_with}"
-                f"{f' ({len(other)} experiment folders of other profiles)' if len(other) > 1 else ''}; nothing "
-                "removed: prune a folder of one profile with that profile"
+                f"--profile {args.profile}: {why}; nothing removed: prune a folder of one profile with that profile"
             )
         total, judged = 0, 0
         for experiment in args.only or EXPERIMENTS:
@@ -164,13 +243,24 @@ def main(argv: list[str] | None = None) -> int:
                 total += len(stale)
                 shown = ", ".join(stale[:3]) + (", ..." if len(stale) > 3 else "")
                 if args.apply:
-                    _check_writable(args.results_dir / folder)
-                    rows = remove_runs(args.results_dir, folder, stale)
-                    write_speedup(args.results_dir / folder)  # speedup.csv from the summary that is left
-                    whole = _no_runs(args.results_dir / folder)
-                    if whole:
-                        _clear(args.results_dir / folder)
-                    _forget_status(args.results_dir, folder, whole)
+                    exp_dir = args.results_dir / folder
+                    _check_writable(exp_dir)
+                    trash, moved = _set_aside(exp_dir, stale)
+                    try:
+                        rows = remove_runs(args.results_dir, folder, stale)  # their folders are aside: rows only
+                    except BaseException:
+                        _put_back(trash, moved)
+                        raise
+                    try:  # the summary changed: what is derived from it follows, whatever the removal below does
+                        write_speedup(exp_dir)  # speedup.csv from the summary that is left
+                        whole = _no_runs(exp_dir)
+                        if whole:
+                            _clear(exp_dir)
+                        _forget_status(args.results_dir, folder, whole)
+                    finally:
+                        _delete(trash, moved)
+                    if whole:  # the experiment's folder, empty now that the trash is gone
+                        _clear(exp_dir)
                     log.info(f"{folder}: removed {len(stale)} stale run(s) ({rows} summary row(s)): {shown}")
                 else:
                     log.info(f"{folder}: {len(stale)} stale run(s), not planned by profile {args.profile}: {shown}")
@@ -180,6 +270,12 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # a file that could not be removed or written after the check
         log.error(f"{exc.filename or args.results_dir}: {exc.strerror or exc}")
         return 2
+    except KeyboardInterrupt as exc:  # as experiments.reproduce: one line, 128 + the signal
+        log.info(
+            "interrupted: each experiment's summary.csv and run folders still agree (a stale run leaves both or "
+            "neither); run it again to remove the rest"
+        )
+        return 128 + Interrupted.signum_of(exc)
     if not judged:  # only folders of one's own runs (adhoc/): none is an experiment of a profile
         log.info(f"{args.results_dir}: no experiment folder of profile {args.profile} here; nothing to remove")
     elif not total:

@@ -229,9 +229,7 @@ def run_experiment(
 def main(argv: list[str] | None = None) -> int:
     ap = Parser("python -m experiments.reproduce", __doc__)
     ap.add_argument("--profile", default="quick", choices=["smoke", "quick", "long", "paper"])
-    ap.add_argument(
-        "--results-dir", default=None, type=folder_arg, help="default: results (quick), results-<profile> otherwise"
-    )
+    ap.add_argument("--results-dir", type=folder_arg, help="default: results (quick), results-<profile> otherwise")
     ap.add_argument(
         "--force",
         action="store_true",
@@ -275,11 +273,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from experiments.clock.calibration import machine_path
     from experiments.errors import ConfigError
+    from experiments.report.load import other_profiles
     from experiments.settings.preflight import check_writable
 
     try:
         machine_path()  # an empty $APAM_CALIBRATION is refused before anything is written
         check_writable(str(results_dir))
+        if why := other_profiles(results_dir, args.profile):  # one folder, two profiles' runs: judged as one
+            raise ConfigError(f"--profile {args.profile}: {why}; give another --results-dir (or that --profile)")
         results_dir.mkdir(parents=True, exist_ok=True)
     except ConfigError as exc:
         log.error(f"{exc}")

@@ -216,7 +216,7 @@ def statuses(results_dir: Path) -> dict:
     why = file_problem(path)
     try:
         data = json.loads(path.read_text()) if why is None else None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:  # nested too deep: damaged too
         why = getattr(exc, "strerror", None) or f"not JSON ({' '.join(str(exc).split())[:60]})"
         data = None
     if why is None and not (isinstance(data, dict) and all(isinstance(v, dict) for v in data.values())):
@@ -285,6 +285,23 @@ def folder_profiles(results_dir: Path, status: dict | None = None) -> dict[str, 
         if named:
             out[name] = str(named)
     return out
+
+
+def other_profiles(results_dir: Path, profile: str) -> str | None:
+    """Why ``results_dir`` is no folder of ``profile``: the first experiment folder whose runs another profile made
+    (:func:`folder_profiles`), e.g. ``the runs of results/lr_speedup were made with profile quick (3 experiment
+    folders of other profiles)``; None when every folder that says is of ``profile``. A folder of two profiles' runs
+    was judged as one (reproduce pooled 2-epoch smoke runs with 20-epoch quick ones into one speed-up table).
+
+    Raises:
+        ConfigError: a damaged status file (:func:`statuses`).
+    """
+    other = {n: p for n, p in folder_profiles(results_dir).items() if p != profile}
+    if not other:
+        return None
+    name, made_with = sorted(other.items())[0]
+    more = f" ({len(other)} experiment folders of other profiles)" if len(other) > 1 else ""
+    return f"the runs of {Path(results_dir) / name} were made with profile {made_with}{more}"
 
 
 def run_profile(results_dir: Path) -> str | None:

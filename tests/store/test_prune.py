@@ -2,8 +2,10 @@
 summary and the run folders; planned runs, other experiments and tuning trials stay; a dry run changes nothing."""
 
 import shutil
+from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from conftest import REPO
 from experiments import prune
@@ -152,3 +154,110 @@ def test_a_folder_of_ones_own_runs_only_is_not_called_all_planned(tmp_path, capf
     shutil.copy(REPO / "results" / EXP / "summary.csv", tmp_path / "adhoc" / "summary.csv")
     assert prune.main([str(tmp_path), "--profile", "quick"]) == 0
     assert capfd.readouterr().err == f"{tmp_path}: no experiment folder of profile quick here; nothing to remove\n"
+
+
+STALE = ["epochs-1_tau-98_seed-0", "epochs-1_tau-99_seed-0"]
+
+
+def _stale_folder(tmp_path):
+    """A tau_threshold folder of one planned run and two stale ones, with a speedup.csv to be written again."""
+    planned = sorted(prune.planned_run_ids(EXP, "smoke", tmp_path)[EXP])
+    exp = _folder(tmp_path, planned[:1] + STALE)
+    (exp / "speedup.csv").write_text("old\n")
+    return exp, planned[:1]
+
+
+def test_a_stale_run_that_cannot_be_removed_is_named_and_summary_and_runs_agree(tmp_path, capfd, monkeypatch):
+    """A file of a stale run that cannot be removed (an immutable one: EPERM, here made to fail): the rows went
+    first and the folder was half-removed, with ``error: trace.csv: ...``. Now the folders are moved aside first,
+    the summary and speedup.csv are written, and the line names the file's full path and where what is left lies."""
+    import os
+
+    exp, planned = _stale_folder(tmp_path)
+    real = os.unlink
+
+    def unlink(path, *args, **kwargs):
+        if Path(str(path)).name == "trace.csv" and kwargs.get("dir_fd") is not None:
+            raise PermissionError(1, "Operation not permitted", str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    assert prune.main([str(tmp_path), "--profile", "smoke", "--only", EXP, "--apply"]) == 2
+    monkeypatch.undo()
+    err = [ln for ln in capfd.readouterr().err.splitlines() if ln]
+    (trash,) = exp.glob(".pruned-*")
+    assert err == [
+        f"error: {trash / STALE[0] / 'trace.csv'}: cannot be removed (Operation not permitted); its run left "
+        f"summary.csv and runs/, what is left of it is in {trash}: remove that by hand"
+    ]
+    assert list(pd.read_csv(exp / "summary.csv")["run_id"]) == planned
+    assert sorted(p.name for p in (exp / "runs").iterdir()) == planned
+    assert (exp / "speedup.csv").read_text() != "old\n"  # written again from the summary that is left
+    assert not list(exp.glob("summary.csv.damaged*"))
+
+
+def test_a_stale_run_that_cannot_be_moved_aside_leaves_every_run_in_place(tmp_path, capfd, monkeypatch):
+    """The second stale folder cannot be moved (an immutable folder): the first is put back, nothing removed."""
+    exp, _ = _stale_folder(tmp_path)
+    before = {p: p.read_bytes() for p in exp.rglob("*") if p.is_file()}
+    real = Path.rename
+
+    def rename(self, target):
+        if self.name == STALE[1]:
+            raise PermissionError(1, "Operation not permitted", str(self))
+        return real(self, target)
+
+    monkeypatch.setattr(Path, "rename", rename)
+    assert prune.main([str(tmp_path), "--profile", "smoke", "--only", EXP, "--apply"]) == 2
+    err = [ln for ln in capfd.readouterr().err.splitlines() if ln]
+    assert err == [f"error: {exp / 'runs' / STALE[1]}: cannot move it aside (Operation not permitted); no run removed"]
+    assert {p: p.read_bytes() for p in exp.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in exp.iterdir()) == ["runs", "speedup.csv", "summary.csv"]
+
+
+def test_ctrl_c_while_moving_runs_aside_puts_them_back(tmp_path, capfd, monkeypatch):
+    exp, _ = _stale_folder(tmp_path)
+    before = {p: p.read_bytes() for p in exp.rglob("*") if p.is_file()}
+    real = Path.rename
+
+    def rename(self, target):
+        if self.name == STALE[1]:
+            raise KeyboardInterrupt
+        return real(self, target)
+
+    monkeypatch.setattr(Path, "rename", rename)
+    assert prune.main([str(tmp_path), "--profile", "smoke", "--only", EXP, "--apply"]) == 130
+    assert [ln for ln in capfd.readouterr().err.splitlines() if ln] == [
+        "interrupted: each experiment's summary.csv and run folders still agree (a stale run leaves both or neither); "
+        "run it again to remove the rest"
+    ]
+    assert {p: p.read_bytes() for p in exp.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in exp.iterdir()) == ["runs", "speedup.csv", "summary.csv"]
+
+
+def test_a_stale_run_folder_that_is_a_link_is_removed_as_the_link_never_its_target(tmp_path, capfd):
+    """``runs/dot -> .`` and a link to a folder outside: said removed, they were left; now the links go, their
+    targets stay."""
+    exp, planned = _stale_folder(tmp_path)
+    outside = tmp_path / "outside"
+    (outside / "keep").mkdir(parents=True)
+    (exp / "runs" / "dot").symlink_to(".")
+    (exp / "runs" / "out").symlink_to(outside)
+    assert prune.main([str(tmp_path), "--profile", "smoke", "--only", EXP, "--apply"]) == 0
+    said = f"{EXP}: removed 4 stale run(s) (2 summary row(s)): dot, {STALE[0]}, {STALE[1]}, ..."
+    assert said in capfd.readouterr().err
+    assert sorted(p.name for p in (exp / "runs").iterdir()) == planned
+    assert (outside / "keep").is_dir() and not list(exp.glob(".pruned-*"))
+
+
+def test_an_empty_only_is_refused_in_one_line(tmp_path, capfd):
+    """``--only --`` named no experiment and pruned every one."""
+    exp, _ = _stale_folder(tmp_path)
+    before = {p: p.read_bytes() for p in exp.rglob("*") if p.is_file()}
+    with pytest.raises(SystemExit) as exit_:
+        prune.main(["--profile", "smoke", "--apply", "--only", "--", str(tmp_path)])
+    assert exit_.value.code == 2
+    err = capfd.readouterr().err
+    assert err.startswith("error: python -m experiments.prune: --only: name at least one experiment id (known: ")
+    assert len(err.splitlines()) == 1
+    assert {p: p.read_bytes() for p in exp.rglob("*") if p.is_file()} == before

@@ -307,3 +307,19 @@ def test_a_stop_signal_to_reproduce_stops_its_running_sweep_before_it_exits(tmp_
     assert proc.returncode == 128 + getattr(signal, sig), stderr[-2000:]
     assert _processes_naming(sweep) == []
     assert "interrupted: runs that finished are kept" in stderr
+
+
+def test_a_folder_of_another_profiles_runs_is_refused_before_anything_runs(tmp_path, capsys):
+    """reproduce --profile smoke into a folder of quick runs pooled 3 smoke runs with 30 quick ones in one summary
+    and titled the report "smoke" (prune and report refused such a folder, reproduce made it)."""
+    shutil.copytree(REPO / "results" / "tau_threshold", tmp_path / "tau_threshold")
+    before = (tmp_path / "tau_threshold" / "summary.csv").read_bytes()
+    args = ["--profile", "smoke", "--results-dir", str(tmp_path), "--only", "tau_threshold", "--jobs", "1"]
+    assert reproduce.main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"error: --profile smoke: the runs of {tmp_path / 'tau_threshold'} were made with profile quick; give another "
+        "--results-dir (or that --profile)"
+    )
+    assert (tmp_path / "tau_threshold" / "summary.csv").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tau_threshold"]
