@@ -247,18 +247,25 @@ def experiment_multirun(overrides: list[str], multirun: bool) -> None:
             )
 
 
-def completion_values(argv: list[str]) -> None:
-    """``--shell-completion`` / ``-sc`` is refused: Hydra's completion scripts complete ``python app.py`` (they look
-    for ``@hydra.main`` in the file after ``python``), never ``python -m experiments.run``, and its ``query=SHELL``
-    needs the shell's ``COMP_LINE``; every use ended in a traceback or a script that completes nothing.
+def unsupported_flags(argv: list[str]) -> None:
+    """Hydra flags the harness refuses. ``--shell-completion`` / ``-sc``: Hydra's completion scripts complete
+    ``python app.py`` (they look for ``@hydra.main`` in the file after ``python``), never ``python -m
+    experiments.run``, and its ``query=SHELL`` needs the shell's ``COMP_LINE``; every use ended in a traceback or a
+    script that completes nothing. ``--experimental-rerun``: reran a pickled config of Hydra's with none of the
+    harness's checks (a missing or foreign file was a traceback); a run's config is its folder's config.yaml.
 
     Raises:
-        ConfigError: ``--shell-completion: ...`` naming where the options are listed instead.
+        ConfigError: ``--shell-completion: ...`` or ``--experimental-rerun: ...`` naming what to do instead.
     """
     if any(a in ("--shell-completion", "-sc") for a in argv):
         raise ConfigError(
             "--shell-completion: Hydra completes scripts run as `python app.py`, not `python -m experiments.run`; "
             "--help lists every config group and its options"
+        )
+    if any(a.split("=", 1)[0] == "--experimental-rerun" for a in argv):
+        raise ConfigError(
+            "--experimental-rerun: not supported (it skips the harness's checks); a run is repeated from its "
+            "overrides, which its folder's config.yaml records (or with force=true)"
         )
 
 

@@ -42,6 +42,7 @@ from experiments.settings.preflight import (
     check_traces,
     check_writable,
 )
+from experiments.settings.reserved import check_experiment_folder, check_key
 from experiments.settings.source import DEFAULT, Source
 from experiments.settings.sweep_size import check_size
 
@@ -156,18 +157,6 @@ def profile_sweep(overrides: list[str], source: Source = DEFAULT) -> list[str]:
     ]  # wall: the wall-clock sweep's own keys (experiments/reproduce.py)
 
 
-HARNESS_HYDRA_KEYS = (
-    "hydra.run",
-    "hydra.sweep",
-    "hydra.output_subdir",
-    "hydra.job.chdir",
-    "hydra.runtime",
-    "hydra.mode",
-)
-"""Hydra keys that place files or change the working folder: conf/config.yaml sets them so that every file the
-harness writes stays under ``results_dir``; a command line may not set them. ``hydra.mode`` is set by ``-m``."""
-
-
 def _checked(overrides: list[str], multirun: bool) -> list[list[str]]:
     """The values of each key of the command line (:func:`_expand`), after the checks :func:`job_overrides`
     documents."""
@@ -189,16 +178,7 @@ def _checked(overrides: list[str], multirun: bool) -> list[list[str]]:
         # Hydra: "Sweeping over Hydra's configuration is not supported", exit 1
         if bare.startswith("hydra") and len(values) > 1:
             raise ConfigError(f"{key}: Hydra's own config takes one value per command line, not a sweep")
-        if bare in ("engine.name", "delay.model"):  # the option's own label: "engine.clock=wall: must be simulated"
-            group = bare.split(".")[0]
-            raise ConfigError(f"{values[0]}: set by the {group} option; choose it with {group}=<option>")
-        if bare == "hydra.mode":
-            raise ConfigError(f"{values[0]}: set by the command line's -m (a sweep) or its absence (one run)")
-        if bare.startswith(HARNESS_HYDRA_KEYS):
-            raise ConfigError(
-                f"{values[0]}: set by the harness (Hydra's scratch folders stay under results_dir/.hydra and jobs "
-                "run in the current folder); choose where results go with results_dir="
-            )
+        check_key(bare, values[0])
         if bare == "hydra.searchpath":  # Hydra only warns about a folder that is not there, then runs without it
             for folder in re.findall(r"file\\?://([^,\]'\"]+)", values[0]):
                 if not Path(folder).is_dir():
@@ -215,6 +195,7 @@ def _checked(overrides: list[str], multirun: bool) -> list[list[str]]:
             )
         if not multirun and len(values) > 1:
             raise ConfigError(f"{key}={','.join(v.split('=', 1)[1] for v in values)}: a sweep needs -m (multirun)")
+    check_experiment_folder(expanded, DEFAULT.config_dir)
     if not multirun:  # a single run's task overrides are the strings as given (a sweep's, as its sweeper writes
         return [[o] for o in overrides]  # them: 1e-05 for 1e-5); they name the run (run ids)
     return list(expanded.values())
@@ -405,9 +386,9 @@ def group_values(overrides: list[str], source: Source = DEFAULT) -> None:
         for v in values or []:
             if v is None and not o.is_delete():  # Hydra: "Config group override must be ... Got NoneType"
                 key = o.get_key_element().lstrip("+~")
-                raise ConfigError(
-                    f"{o.input_line}: a config group takes one of its options; to choose none, leave {key}= out "
-                    f"(or write ~{key})"
+                raise ConfigError(  # ~delay is no way out: the run needs a delay option (problem, engine too)
+                    f"{o.input_line}: a config group takes one of its options ({_options(source, key)}); "
+                    f"leave {key}= out for its default"
                 )
             if isinstance(v, list):
                 key = o.get_key_element()

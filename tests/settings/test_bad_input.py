@@ -45,6 +45,9 @@ CASES = [
     (["-sc", "query=bash"], "--shell-completion: Hydra completes scripts"),  # KeyError: 'COMP_LINE'
     (["-sc", "query=wor"], "--shell-completion: Hydra completes scripts"),  # No completion plugin for 'wor'
     (["-sc", "install=bash"], "--shell-completion: Hydra completes scripts"),
+    # Hydra's rerun of a pickled config skipped every check: a missing or foreign file was a traceback
+    (["--experimental-rerun=/tmp/apam-test-no-such.pickle"], "--experimental-rerun: not supported"),
+    (["--experimental-rerun", "/tmp/apam-test-no-such.pickle"], "--experimental-rerun: not supported"),
     (["--hydra-help", "updates=5"], "--hydra-help: shows Hydra's own help and takes no overrides"),  # a traceback
     (["--cfg", "bogus"], "--cfg bogus: --cfg takes one of job, hydra, all"),  # argparse's usage block
     (["--package", "foo"], "--package: picks the part of the config --cfg shows; add --cfg job"),  # it ran the job
@@ -78,7 +81,9 @@ CASES = [
     (["-m", "hydra/launcher=parallel,basic", "workers=1"], "hydra/launcher: Hydra's own config takes one value"),
     (["-m", "hydra/launcher=parallel", "hydra.launcher.require=sharedmem", "workers=1,2"], "require=sharedmem: must"),
     (["hydra.mode=MULTIRUN"], "hydra.mode=MULTIRUN: set by the command line's -m"),  # a 1-job sweep without -m
-    (["experiment=null"], "experiment=null: a config group takes one of its options; to choose none, leave"),
+    (["experiment=null"], ("experiment=null: a config group takes one of its options (", "leave experiment= out")),
+    # the advice is one that works: ~delay failed with "delay: is required"
+    (["delay=null"], ("delay=null: a config group takes one of its options (fixed, none,", "leave delay= out for")),
     (["workers=${epochs}", "epochs=0.5"], "workers=${epochs} (= 0.5): must be an integer"),  # was "workers=0.5"
     (["delay.sigma=00.5"], "delay.sigma=00.5: must be a number (Hydra reads a number with a leading zero as text"),
     (["workers=-3"], "workers=-3"),
@@ -87,6 +92,12 @@ CASES = [
     (
         ["problem=logreg_libsvm", "problem.path=1e-3"],
         "problem.path=1e-3: must be a string (Hydra reads 1e-3 as another type: quote it, problem.path='1e-3')",
+    ),
+    # another experiment's folder: its report counted these runs as its own (3 tau_threshold runs as lr_speedup's)
+    (["experiment_id=lr_speedup"], "experiment_id=lr_speedup: the folder of experiment lr_speedup"),
+    (
+        ["-m", "experiment=tau_threshold", "profile=smoke", "experiment_id=lr_speedup"],
+        "experiment_id=lr_speedup: the folder of experiment lr_speedup",
     ),
     (["experiment_id=12"], "experiment_id=12: must be a string (Hydra reads 12 as another type: quote it"),
     # a name is one line (a newline split a line of REPORT.md)
@@ -301,6 +312,13 @@ CASES = [
     (["-m", "hydra.sweep.dir=/tmp/apam-test-hydra-sweep", "workers=1,2"], "hydra.sweep.dir"),
     (["hydra.output_subdir=.hcfg"], "hydra.output_subdir=.hcfg"),
     (["hydra.job.chdir=true"], "hydra.job.chdir"),
+    # Hydra's job, logging and callback settings: a log file outside results_dir (job.name, a handler's filename), the
+    # harness's own variables set after they were checked (env_set: a named pipe hung the run), tracebacks
+    (["hydra/job_logging=default", "hydra.job.name=../../escape"], "hydra.job.name=../../escape: Hydra's job"),
+    (["hydra.job_logging.handlers.file.filename=/tmp/apam-test-escape.log"], "hydra.job_logging.handlers.file"),
+    (["+hydra.job.env_set.APAM_JOB_EVENTS=/tmp"], "+hydra.job.env_set.APAM_JOB_EVENTS=/tmp: Hydra's job, logging"),
+    (["hydra.job_logging.root.level=BOGUS"], "hydra.job_logging.root.level=BOGUS: Hydra's job, logging"),
+    (["+hydra.callbacks.x._target_=nosuch.Callback"], "+hydra.callbacks.x._target_=nosuch.Callback: Hydra's job"),
     (["--config-dir", "/tmp/apam-test-no-such-folder", "updates=20"], "--config-dir /tmp/apam-test-no-such-folder"),
     # a primary config that is not there: Hydra's message was put on the first override ("engine=simulated: ...")
     (["-cn", "nonexist", "engine=simulated"], "error: -cn nonexist: no such primary config (options: config)"),
