@@ -14,11 +14,42 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 
-from tqdm.auto import tqdm
+
+def _closed_streams_to_devnull() -> None:
+    """Standard streams closed by the caller (``2>&-``, a daemon) become ``os.devnull``, before anything else opens a
+    file: Python leaves ``sys.stderr`` None there (Hydra's and the recorder's writes were an AttributeError, the run
+    failed), and the next file opened would take descriptor 2 (a C library's warning, a worker's output, would land
+    in a results file). A closed stream is no terminal: progress bars stay off, as when it goes to a file."""
+    for fd, name, flags in ((0, "stdin", os.O_RDONLY), (1, "stdout", os.O_WRONLY), (2, "stderr", os.O_WRONLY)):
+        try:
+            os.fstat(fd)
+        except OSError:  # closed: the lowest free descriptor is this one (those below are open or were just filled)
+            opened = os.open(os.devnull, flags)
+            if opened != fd:
+                os.dup2(opened, fd)
+                os.close(opened)
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(fd, "r" if fd == 0 else "w", closefd=False))  # noqa: SIM115 - the process's own
+
+
+_closed_streams_to_devnull()
+
+from tqdm.auto import tqdm  # noqa: E402
+
+_BAD_THREADS: list[str] = []
+"""A math library's thread count set to a value that is not a whole number >= 1: :func:`main` refuses the command
+line with it (exit 2, nothing written); the variable is set to 1 meanwhile, so that OpenMP does not print its own
+``Invalid value`` lines when torch loads it."""
 
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")  # every process pins its math threads; settings.threads sets torch's
+    _value = os.environ.setdefault(_var, "1")  # every process pins its math threads; settings.threads sets torch's
+    # OpenMP also takes a list per nesting level (4,2); the others one number
+    _counts = [v.strip() for v in _value.split("," if _var == "OMP_NUM_THREADS" else None)]
+    if not (_counts and all(v.isascii() and v.isdigit() and int(v) >= 1 for v in _counts)):
+        _BAD_THREADS.append(f"{_var}={_value}: must be a whole number >= 1 (the threads of the math libraries)")
+        os.environ[_var] = "1"
 
 import atexit  # noqa: E402
 
@@ -45,7 +76,7 @@ if __name__ == "__main__":
         signal.signal(_sig, _early_signal)
 
 import itertools  # noqa: E402
-import sys  # noqa: E402
+import logging  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import hydra  # noqa: E402
@@ -185,6 +216,12 @@ def _check_launcher(overrides: list[str], settings: list) -> None:
 def main() -> None:
     """Console entry: check the whole command line first, then hand it to Hydra. Exit codes: module docstring."""
     stops.catch_signals()
+    # a closed pipe (``| head -1``) fails each later line of Hydra's and the harness's loggers: dropped, not a
+    # "--- Logging error ---" traceback per line; the runs and their results go on unchanged
+    logging.raiseExceptions = False
+    if _BAD_THREADS:
+        _report_error(ConfigError(_BAD_THREADS[0]))
+        sys.exit(2)
     if _EARLY:  # a stop signal while the modules loaded: nothing ran, nothing written
         log.info(f"interrupted by {signal.Signals(_EARLY[0]).name} before any run")
         sys.exit(128 + _EARLY[0])
@@ -196,7 +233,7 @@ def main() -> None:
     try:
         command_line.env_files(os.environ)
         command_line.flag_order(argv)
-        command_line.completion_values(argv)
+        command_line.unsupported_flags(argv)
     except ConfigError as exc:
         _report_error(exc)
         sys.exit(2)
@@ -215,6 +252,7 @@ def main() -> None:
                 # workers a stop signal ended leave their semaphores to the resource tracker, which frees them and
                 # says so in a 2-line UserWarning on stderr; nothing is lost, and the interrupt has its own line
                 sys.warnoptions.append("ignore::UserWarning:multiprocessing.resource_tracker")
+                sys.warnoptions.append("ignore::UserWarning:joblib.externals.loky.backend.resource_tracker")  # loky's
             try:
                 settings = precheck(overrides, multirun, source)
             except ConfigError as exc:  # a key the experiment sets, not the user: said, with the user's choices

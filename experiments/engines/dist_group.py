@@ -88,26 +88,43 @@ def init_group(backend: str, timeout_s: float, **kwargs) -> None:
         RuntimeError, ValueError: what ``init_process_group`` raises (the start-up timeout, a bad store).
     """
     startup = datetime.timedelta(seconds=max(float(timeout_s), STARTUP_TIMEOUT_S))
+    interruptible(lambda: dist.init_process_group(backend, timeout=startup, **kwargs), "apam-group-join")
+    dist.set_timeout(datetime.timedelta(seconds=float(timeout_s)))
+
+
+def interruptible(call, name: str):
+    """``call()``'s result, the call made in a daemon helper thread while the calling thread waits on it in steps of
+    0.1 s, so that a stop signal is raised at once (:func:`init_group` says why); the helper stays blocked after
+    such an interrupt and does not hold up the exit.
+
+    Raises:
+        KeyboardInterrupt: a stop signal while waiting.
+        BaseException: what ``call`` raised.
+    """
+    result: list = []
     failed: list[BaseException] = []
 
-    def join() -> None:
+    def target() -> None:
         try:
-            dist.init_process_group(backend, timeout=startup, **kwargs)
+            result.append(call())
         except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread
             failed.append(exc)
 
-    helper = threading.Thread(target=join, name="apam-group-join", daemon=True)
+    helper = threading.Thread(target=target, name=name, daemon=True)
     helper.start()
     while helper.is_alive():
         helper.join(0.1)
     if failed:
         raise failed[0]
-    dist.set_timeout(datetime.timedelta(seconds=float(timeout_s)))
+    return result[0]
 
 
 def under_torchrun() -> bool:
     """Whether this process is a torchrun rank: ``RANK``, ``WORLD_SIZE`` and ``MASTER_ADDR`` all set."""
     return "RANK" in os.environ and "WORLD_SIZE" in os.environ and "MASTER_ADDR" in os.environ
+
+
+_AS_RANK = "this process runs as a torchrun rank because RANK, WORLD_SIZE and MASTER_ADDR are set"
 
 
 def torchrun_rank() -> int | None:
@@ -124,13 +141,29 @@ def torchrun_rank() -> int | None:
         try:
             values[name] = int(os.environ[name])
         except ValueError:
-            raise ConfigError(
-                f"{name}={os.environ[name]}: torchrun's {name} must be an integer (this process runs as a torchrun "
-                "rank because RANK, WORLD_SIZE and MASTER_ADDR are set)"
-            ) from None
+            raise ConfigError(f"{name}={os.environ[name]}: torchrun's {name} must be an integer ({_AS_RANK})") from None
     if not 0 <= values["RANK"] < values["WORLD_SIZE"]:
         raise ConfigError(f"RANK={values['RANK']}: must be in 0 .. WORLD_SIZE - 1 (WORLD_SIZE={values['WORLD_SIZE']})")
     return values["RANK"]
+
+
+def check_rendezvous() -> None:
+    """torchrun's rendezvous variables of a torchrun rank (:func:`under_torchrun`): ``MASTER_ADDR`` names a host
+    and ``MASTER_PORT`` is set to a port number (torchrun sets both).
+
+    Raises:
+        ConfigError: one line naming the variable (they were a traceback from the rendezvous after the run's folder
+            was written, or a waiting line, a traceback and a failed row).
+    """
+    if not os.environ["MASTER_ADDR"].strip():
+        raise ConfigError(
+            f"MASTER_ADDR={os.environ['MASTER_ADDR']}: torchrun's MASTER_ADDR must name a host ({_AS_RANK})"
+        )
+    port = os.environ.get("MASTER_PORT")
+    if port is None:
+        raise ConfigError(f"MASTER_PORT: not set; torchrun sets it with MASTER_ADDR ({_AS_RANK})")
+    if not (port.strip().isascii() and port.strip().isdigit() and 1 <= int(port) <= 65535):
+        raise ConfigError(f"MASTER_PORT={port}: torchrun's MASTER_PORT must be a port number, 1 .. 65535 ({_AS_RANK})")
 
 
 def check_world(settings) -> None:
@@ -165,7 +198,12 @@ def store_for_local(engine, world: int):
     anonymous in-memory file (Linux ``memfd_create``; the workers open it as ``/proc/self/fd/N``): nothing on disk
     that a killed master would leave behind (the master's descriptor closes with the store object). Where memfd is
     missing, a temporary ``apam-dist-*`` folder, removed by the clean-up (but left behind if the master is killed).
-    Elsewhere: a TCPStore on ``master_addr:master_port`` (a free port when that one is taken)."""
+    Elsewhere: a TCPStore on ``master_addr:master_port`` (a free port when that one is taken), made in a helper thread
+    (:func:`interruptible`): a stop signal ends the wait for it at once.
+
+    Raises:
+        KeyboardInterrupt: a stop signal while the TCPStore is made.
+    """
     host = engine.master_addr
     if is_loopback(host):
         if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
@@ -182,10 +220,14 @@ def store_for_local(engine, world: int):
         tmpdir = tempfile.mkdtemp(prefix="apam-dist-")
         path = os.path.join(tmpdir, "store")
         return dist.FileStore(path, world), ("file", path, 0), lambda: shutil.rmtree(tmpdir, ignore_errors=True)
-    port = engine.master_port
     timeout = datetime.timedelta(seconds=STARTUP_TIMEOUT_S)
+
+    def tcp_store(port: int):  # its master connects to itself, retrying up to the timeout: waited interruptibly
+        call = lambda: dist.TCPStore(host, port, world, is_master=True, timeout=timeout, wait_for_workers=False)  # noqa: E731
+        return interruptible(call, "apam-store")
+
     try:
-        store = dist.TCPStore(host, port, world, is_master=True, timeout=timeout, wait_for_workers=False)
+        store = tcp_store(engine.master_port)
     except (RuntimeError, dist.DistNetworkError):  # the port is taken: let the system choose a free one
-        store = dist.TCPStore(host, 0, world, is_master=True, timeout=timeout, wait_for_workers=False)
+        store = tcp_store(0)
     return store, ("tcp", host, store.port), None

@@ -64,6 +64,7 @@ import torch.distributed as dist
 
 from experiments.engines.dist_group import (
     STARTUP_TIMEOUT_S,
+    check_rendezvous,
     check_world,
     choose_backend,
     destroy_group,
@@ -364,6 +365,7 @@ def run(problem, rule, settings, recorder, costs=None):
             rank = torchrun_rank()
             if rank is not None:
                 check_world(settings)
+                check_rendezvous()
                 if rank != 0:
                     raise ConfigError(f"RANK={rank}: only rank 0 runs the master")
                 log.info(

@@ -44,6 +44,7 @@ from collections import deque
 
 from experiments.engines import EngineResult, warmup_updates
 from experiments.engines.emulation import LATE, OVERRAN, log_arrival
+from experiments.engines.processes import CONTINUED, noting_continues
 from experiments.engines.timeline import PROMPT_WAIT_S, WallClock
 from experiments.engines.transport import Arrival, Lost
 from experiments.engines.workers import worker_seed
@@ -162,9 +163,19 @@ class MasterLoop:
         if timed:
             self.wait_s += self._waited_until - t0
         now = time.monotonic()
+        continued = bool(CONTINUED)
+        CONTINUED.clear()
         if first is None or first > now:
             return events
         answered = {ev.worker for ev in events}
+        if any(d <= now and w not in answered for w, d in deadlines.items()):
+            # the master itself may have been stopped past their deadlines (kill -STOP, Ctrl-Z), its wait running out
+            # meanwhile: what the workers sent is read first, and after a SIGCONT the others get a timeout from now
+            events = events + self.transport.wait(0)
+            answered = {ev.worker for ev in events}
+            for w in [w for w, d in deadlines.items() if continued and d <= now and w not in answered]:
+                del deadlines[w]  # re-inserted last: the deadlines stay in time order
+                deadlines[w] = now + self.timeout
         silent = [
             Lost(w, f"sent no gradient within engine.timeout_s={self.timeout:g} s")
             for w, d in deadlines.items()
@@ -397,7 +408,8 @@ def drive(problem, rule, settings, recorder, transport) -> EngineResult:
     loop = MasterLoop(problem, rule, settings, recorder, transport)
     status, message = "ok", ""
     try:
-        loop.run_async() if loop.protocol == "async" else loop.run_sync()
+        with noting_continues():
+            loop.run_async() if loop.protocol == "async" else loop.run_sync()
         if loop.notes:
             message = "; ".join(loop.notes) + f"; finished with {len(loop.live)} of {loop.P} workers"
     except WorkerLost as exc:

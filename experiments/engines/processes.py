@@ -1,6 +1,7 @@
 """Worker processes' lives, seen from the master: the start method's context (forkserver with the engines
 preloaded, or spawn), how a process ended, ending workers without leaving any behind (stop, terminate, kill), the
-forkserver and resource tracker stopped at exit, and SIGTERM raised as KeyboardInterrupt while workers run."""
+forkserver and resource tracker stopped at exit, SIGTERM raised as KeyboardInterrupt while workers run, and SIGCONT
+noted while a master runs."""
 
 from __future__ import annotations
 
@@ -190,3 +191,23 @@ def sigterm_as_interrupt():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+CONTINUED: list[bool] = []
+"""Holds True once this process was continued (SIGCONT: after ``kill -STOP``, or Ctrl-Z then ``fg``) inside
+:func:`noting_continues`, until the master's driver takes it (experiments/engines/driver.py): its waits ran out while
+it was stopped, so a worker's silence is judged again from the continue."""
+
+
+@contextmanager
+def noting_continues():
+    """While inside, a SIGCONT appends to :data:`CONTINUED` (the previous handler comes back after). Does nothing
+    outside the main thread (a signal handler can only be set there)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGCONT, lambda signum, frame: CONTINUED.append(True))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGCONT, previous)

@@ -201,20 +201,23 @@ def check_local_processes(settings_list) -> None:
     workers must be able to run the main script again (:func:`experiments.engines.processes.main_script_problem`).
 
     Under torchrun (:func:`~experiments.engines.dist_group.torchrun_rank`) a distributed job's ranks are torchrun's:
-    its variables are checked instead (integers, WORLD_SIZE = workers + 1).
+    its variables are checked instead (integers, WORLD_SIZE = workers + 1, a master's address and port).
 
     Raises:
         ConfigError: ``workers=<P>: <what does not fit>``; ``<stdin>: worker processes begin by ...``; ``RANK=abc:
-            ...``, ``workers=<P>: torchrun started <n> processes ...``.
+            ...``, ``MASTER_PORT: not set ...``, ``workers=<P>: torchrun started <n> processes ...``.
     """
     import resource
 
-    from experiments.engines.dist_group import check_world, torchrun_rank
+    from experiments.engines.dist_group import check_rendezvous, check_world, torchrun_rank
 
-    ranks = torchrun_rank() is not None  # torchrun: each node starts its own ranks (distributed jobs only)
+    # torchrun: each node starts its own ranks (distributed jobs only: its variables are not read for the others)
+    ranks = any(s.engine.name == "distributed" for s in settings_list) and torchrun_rank() is not None
     for s in settings_list:
         if ranks and s.engine.name == "distributed":
             check_world(s)
+    if ranks:
+        check_rendezvous()
     files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     procs = resource.getrlimit(resource.RLIMIT_NPROC)[0]
     avail = _available_mib()
@@ -263,7 +266,9 @@ def check_master_addr(settings_list) -> None:
     Raises:
         ConfigError: ``engine.master_addr=<addr>: <why>``.
     """
-    if "MASTER_ADDR" in os.environ and "RANK" in os.environ:  # torchrun's rendezvous: its own address rules
+    from experiments.engines.dist_group import under_torchrun
+
+    if under_torchrun():  # torchrun's rendezvous: its own address rules (as the engine decides: one definition)
         return
     for addr in sorted({s.engine.master_addr for s in settings_list if s.engine.name == "distributed"}):
         try:

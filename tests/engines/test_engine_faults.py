@@ -268,6 +268,45 @@ def test_a_lost_worker_is_reaped_while_the_master_goes_on(tmp_path, engine, monk
     assert after == [[]] * len(after), after
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("stopped", ["master", "master and workers"])
+def test_a_master_stopped_past_the_timeout_reads_the_waiting_gradients_and_loses_no_worker(
+    tmp_path, monkeypatch, stopped
+):
+    """The master (this process; with its workers, as Ctrl-Z stops them) is stopped (SIGSTOP) inside a wait for
+    1.5 s, past engine.timeout_s=1 s, then continued: its wait ran out meanwhile. The workers' gradients waiting to be
+    read were taken for silence ("WorkerLost: worker 1 lost ... sent no gradient within engine.timeout_s"); workers
+    stopped too, and continued a little later, get a timeout from the master's continue."""
+    transport_cls = shared_memory.SharedMemoryTransport
+    real_wait, calls, stopper = transport_cls.wait, [0], []
+
+    def wait(self, timeout):
+        calls[0] += 1
+        if calls[0] == 5:  # both workers computing (0.4 s each): the stop comes while this wait blocks
+            workers = " ".join(str(p.pid) for p in self.procs) if stopped != "master" else ""
+            cmd = f"sleep 0.1; kill -STOP {os.getpid()} {workers}; sleep 1.5; kill -CONT {os.getpid()}"
+            if workers:  # continued after the master: it finds nothing waiting, and no worker is silent yet
+                cmd += f"; sleep 0.3; kill -CONT {workers}"
+            stopper.append(subprocess.Popen(["sh", "-c", cmd]))
+        return real_wait(self, timeout)
+
+    monkeypatch.setattr(transport_cls, "wait", wait)
+    result, _ = _run(
+        tmp_path,
+        "shared_memory",
+        [
+            "workers=2",
+            "updates=16",
+            "engine.timeout_s=1",
+            "engine.compute=emulated",
+            "engine.compute_base_s=0.4",
+            "engine.handoff=block",
+        ],
+    )
+    assert stopper and stopper[0].wait(10) == 0
+    assert (result.status, result.message, result.updates) == ("ok", "", 16)
+
+
 class StopAfterLoss(ZombieWatch):
     """A Recorder that raises KeyboardInterrupt (Ctrl-C, or a stop signal as the runner turns it) at the first
     evaluation point after the master handled a lost worker."""

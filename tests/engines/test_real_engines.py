@@ -367,7 +367,9 @@ def test_shared_memory_cuts_off_a_silent_worker_after_the_timeout(tmp_path, monk
     )
     assert result.status == "ok" and result.updates == lost[0] + 50
     assert "worker 0 lost" in result.message and "engine.timeout_s=1.5" in result.message
-    assert result.time_s >= 1.5  # the wait for the silent worker is real time
+    # the wait for the silent worker is real time: most of the 1.5 s (an evaluation inside it is not timed, and the
+    # timeout counts from the hand-off, a moment before the master's clock resumes: 1.4985 s was measured)
+    assert result.time_s >= 1.0
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
