@@ -6,12 +6,10 @@ import io
 from collections.abc import Mapping
 from pathlib import Path
 
-import yaml
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.store.damage import has_aliases
 from experiments.store.table import run_files
-
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C parser where PyYAML has it: faster
 
 
 def run_config(path: Path) -> DictConfig | None:
@@ -26,17 +24,6 @@ def run_config(path: Path) -> DictConfig | None:
     except Exception:  # noqa: BLE001 -- any YAML, decoding or read error: the file does not say
         return None
     return cfg if isinstance(cfg, DictConfig) else None
-
-
-def has_aliases(text: str) -> bool:
-    """Whether the YAML ``text`` holds an alias (``*a``). The harness never writes one (``OmegaConf.to_yaml`` writes
-    every node out), and OmegaConf expands each: aliases of aliases nested a few levels deep grow to gigabytes, so a
-    config holding one is damaged and never loaded. Scans the parser's events, which never expand one.
-
-    Raises:
-        yaml.YAMLError: ``text`` is not YAML.
-    """
-    return any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=_LOADER))
 
 
 def step_sizes(exp_dir: Path) -> dict[str, list[float]]:

@@ -1,6 +1,6 @@
 """Whether a finished run's files read back whole (experiments/store/sink.py ``RunSink.finished``; the figures):
 ``trace.csv`` (:func:`trace_problem`), ``staleness.csv`` (:func:`staleness_problem`) and ``provenance.json``
-(:func:`provenance_problem`). Each returns why a file cannot be read back, or None; a finished run with such a file
+(:func:`provenance_problem`); a ``config.yaml`` holding YAML aliases (:func:`has_aliases`). Each returns why a file cannot be read back, or None; a finished run with such a file
 counts as unfinished and runs again.
 """
 
@@ -10,6 +10,8 @@ import csv
 import io
 import json
 from pathlib import Path
+
+import yaml
 
 from experiments.store.table import file_problem
 
@@ -91,3 +93,17 @@ def _text(path: Path) -> tuple[str, str | None]:
         return path.read_bytes().decode("utf-8"), None
     except (OSError, UnicodeDecodeError) as exc:
         return "", f"cannot be read ({getattr(exc, 'strerror', None) or type(exc).__name__})"
+
+
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C parser where PyYAML has it: faster
+
+
+def has_aliases(text: str) -> bool:
+    """Whether the YAML ``text`` holds an alias (``*a``). The harness never writes one (``OmegaConf.to_yaml`` writes
+    every node out), and OmegaConf expands each: aliases of aliases nested a few levels deep grow to gigabytes, so a
+    config holding one is damaged and never loaded. Scans the parser's events, which never expand one.
+
+    Raises:
+        yaml.YAMLError: ``text`` is not YAML.
+    """
+    return any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=_LOADER))

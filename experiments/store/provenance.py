@@ -49,8 +49,9 @@ def git_commit(repo: Path = REPO) -> str:
         sha = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, timeout=10, check=True
         ).stdout.strip()
-        status = [
+        status = [  # --no-optional-locks: git status refreshed the checkout's .git/index, a write outside results_dir
             "git",
+            "--no-optional-locks",
             "status",
             "--porcelain",
             "--untracked-files=no",

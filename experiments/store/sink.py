@@ -27,7 +27,13 @@ import yaml
 from filelock import FileLock
 
 from experiments.log import get_logger
-from experiments.store.damage import provenance_problem, read_provenance, staleness_problem, trace_problem
+from experiments.store.damage import (
+    has_aliases,
+    provenance_problem,
+    read_provenance,
+    staleness_problem,
+    trace_problem,
+)
 from experiments.store.inputs import input_changes
 from experiments.store.run_id import IGNORED_IN_RUN_ID, LOOKUP_TABLES
 from experiments.store.table import (
@@ -205,7 +211,10 @@ class RunSink:
         except OSError as exc:
             return None, f"cannot be read ({exc.strerror})"
         try:
-            data = yaml.safe_load(raw.decode("utf-8"))
+            text = raw.decode("utf-8")
+            if has_aliases(text):  # never written by the harness; nested ones grow to gigabytes when walked
+                return None, "holds YAML aliases, which the harness never writes"
+            data = yaml.safe_load(text)
         except (UnicodeDecodeError, yaml.YAMLError) as exc:
             return None, f"is not valid YAML ({' '.join(str(exc).split())[:100]})"
         if not isinstance(data, dict):

@@ -11,9 +11,10 @@ import pytest
 
 from conftest import REPO
 from experiments import aggregate
-from experiments.analysis.configs import has_aliases, run_config
+from experiments.analysis.configs import run_config
 from experiments.report import __main__ as report_main
 from experiments.report.load import run_profile
+from experiments.store.damage import has_aliases
 
 SMALL = "artificial_delay"  # 7 runs
 

@@ -105,6 +105,27 @@ def test_git_commit_is_dirty_for_code_changes_but_not_for_rewritten_results(tmp_
     assert git_commit(tmp_path / "results" / "nonexistent") == "unknown"
 
 
+def test_git_commit_leaves_the_checkouts_index_as_it_was(tmp_path):
+    """git status refreshes the index of a checkout whose files were touched (a write outside results_dir, the
+    first run after a clone did it): the harness asks git not to (--no-optional-locks)."""
+    import os
+    import subprocess
+
+    from experiments.store.provenance import git_commit
+
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True)
+
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-q", "-m", "init")
+    os.utime(tmp_path / "code.py", (2_000_000_000, 2_000_000_000))  # same bytes, a new time: the index is stale
+    before = (tmp_path / ".git" / "index").read_bytes()
+    assert not git_commit(tmp_path).endswith("-dirty")
+    assert (tmp_path / ".git" / "index").read_bytes() == before
+
+
 def test_config_changes_name_changed_values_and_ignore_tables_and_new_keys(tmp_path):
     import yaml
 
@@ -350,6 +371,18 @@ def test_a_damaged_staleness_or_provenance_makes_a_finished_run_unfinished(tmp_p
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"[rerun] exp/r1: {path} {why}"), err
     assert err[0].endswith("; the run counts as unfinished")
+
+
+def test_a_config_holding_yaml_aliases_is_damaged_and_never_walked(tmp_path):
+    """Aliases of aliases nested 8 deep (9 each) are 4e7 strings once walked (config_changes flattens the config):
+    the runner names such a config as damaged, the run counts as unfinished, and nothing expands it."""
+    a, _, _ = _two_runs(tmp_path)
+    lines = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 8)]
+    (a.run_dir / "config.yaml").write_text("\n".join(lines) + "\nseed: 0\n")
+    assert a.config_damage() == "holds YAML aliases, which the harness never writes"
+    assert a.config_changes({"seed": 0}) == ["config.yaml: holds YAML aliases, which the harness never writes"]
+    assert not a.finished()
 
 
 def test_a_config_cut_at_a_line_end_is_caught_by_its_recorded_length_and_an_edit_is_a_change(tmp_path):
