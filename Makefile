@@ -15,7 +15,10 @@ FORCE ?= 0
 EXTENDED ?= 0
 # a flag is 0 or 1: FORCE=yes was silently no force
 $(foreach flag,FORCE EXTENDED,$(if $(filter-out 0 1,$($(flag))),$(error $(flag)=$($(flag)): must be 0 or 1)))
+# the suite runs on one pytest-xdist worker per core (-n auto); PYTEST_ARGS="-n 0" runs it in this process alone
 PYTEST_ARGS ?=
+# a value as one shell word: RESULTS="my results" was two arguments, and RESULTS="x --force" slipped in an option
+quote = '$(subst ','\'',$(1))'
 
 .PHONY: help venv lock data test test-all lint reproduce plots calibrate bench clean
 
@@ -54,11 +57,11 @@ data: $(STAMP)
 # Tests stage the real data when they can (tests that need it skip, saying why, when it cannot be had).
 test: $(STAMP)
 	@$(PY) -m problems.data fashion_mnist || echo "warning: Fashion-MNIST not staged; tests that need it will skip"
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -n auto -m "not slow" $(PYTEST_ARGS)
 
 test-all: $(STAMP)
 	@$(PY) -m problems.data fashion_mnist || echo "warning: Fashion-MNIST not staged; tests that need it will skip"
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n auto $(PYTEST_ARGS)
 
 # the rules and the format live in pyproject.toml ([tool.ruff]); CI runs both checks (`ruff format .` fixes the format)
 lint: $(STAMP)
@@ -66,13 +69,13 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 
 calibrate: $(STAMP) data
-	$(PY) -m experiments.calibrate --profile $(PROFILE) $(if $(filter 1,$(FORCE)),--force,)
+	$(PY) -m experiments.calibrate --profile $(call quote,$(PROFILE)) $(if $(filter 1,$(FORCE)),--force,)
 
 reproduce: $(STAMP) data
-	$(PY) -m experiments.reproduce --profile $(PROFILE) --results-dir $(RESULTS) --jobs $(JOBS) $(if $(filter 1,$(FORCE)),--force,) $(if $(filter 1,$(EXTENDED)),--extended,)
+	$(PY) -m experiments.reproduce --profile $(call quote,$(PROFILE)) --results-dir $(call quote,$(RESULTS)) --jobs $(call quote,$(JOBS)) $(if $(filter 1,$(FORCE)),--force,) $(if $(filter 1,$(EXTENDED)),--extended,)
 
 plots: $(STAMP)
-	$(PY) -m plots $(RESULTS) --paper-dir results/paper
+	$(PY) -m plots $(call quote,$(RESULTS)) --paper-dir results/paper
 
 bench: $(STAMP) data
 	@mkdir -p benchmarks/results

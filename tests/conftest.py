@@ -39,6 +39,14 @@ os.environ["XDG_CACHE_HOME"] = str(SESSION_CACHE)
 if not _INHERITED and _REAL_CALIBRATION.is_file():
     machine_path().parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(_REAL_CALIBRATION, machine_path())
+# `make test` runs the suite on one pytest-xdist worker per core. Each worker (and every process its tests start) has
+# a temporary folder of its own under the session's, so a test that looks for what the harness leaves in the
+# temporary folder (the distributed engine's apam-dist-* stores) sees its own worker's files only.
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _XDIST_WORKER:
+    (SESSION_CACHE / f"tmp-{_XDIST_WORKER}").mkdir(exist_ok=True)
+    os.environ["TMPDIR"] = str(SESSION_CACHE / f"tmp-{_XDIST_WORKER}")
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

@@ -180,6 +180,26 @@ def test_a_makefile_flag_that_is_not_0_or_1_stops_make(flag, value):
     assert proc.stderr.strip().endswith(f"*** {flag}={value}: must be 0 or 1.  Stop."), proc.stderr
 
 
+@pytest.mark.parametrize("target", ["reproduce", "plots"])
+def test_a_makefile_value_reaches_the_command_as_one_word(target):
+    """RESULTS with a space was two arguments ("unrecognized arguments: space"), and RESULTS="x --force" slipped an
+    option in: each value is quoted for the shell (a quote in it too)."""
+    import shlex
+    import subprocess
+
+    results = "/tmp/apam test's --force"
+    args = ["make", "-n", "--no-print-directory", "-f", "Makefile", target, "VENV=/nonexistent-venv"]
+    proc = subprocess.run(
+        [*args, f"RESULTS={results}", "PROFILE=smoke", "JOBS=1"], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    (line,) = [ln for ln in proc.stdout.splitlines() if "/nonexistent-venv/bin/python -m" in ln and target in ln]
+    words = shlex.split(line)
+    assert results in words and "--force" not in words
+    if target == "reproduce":
+        assert words[words.index("--results-dir") + 1] == results and words[words.index("--profile") + 1] == "smoke"
+
+
 def test_a_missing_package_ends_a_run_with_its_import_error_alone(tmp_path):
     """A package the environment lacks (here pydantic, shadowed by a module that fails to import) ends
     ``experiments.run`` with that ImportError and exit 1: its exit hook, registered before the imports, does nothing
