@@ -1,7 +1,7 @@
 """Whether a finished run's files read back whole (experiments/store/sink.py ``RunSink.finished``; the figures):
 ``trace.csv`` (:func:`trace_problem`), ``staleness.csv`` (:func:`staleness_problem`) and ``provenance.json``
-(:func:`provenance_problem`); a ``config.yaml`` holding YAML aliases (:func:`has_aliases`). Each returns why a file cannot be read back, or None; a finished run with such a file
-counts as unfinished and runs again.
+(:func:`provenance_problem`); a ``config.yaml`` holding YAML aliases (:func:`has_aliases`). Each returns why a file
+cannot be read back, or None; a finished run with such a file counts as unfinished and runs again.
 """
 
 from __future__ import annotations
