@@ -181,6 +181,17 @@ def recorder_for(problem, settings, clock: str, recorder_cls=None):
     )
 
 
+# the simulated clock at fixed costs on a core per process, as command-line overrides (the entry tests' runs): no
+# calibration is read or measured
+FIXED_CLOCK = [
+    "engine=simulated_dedicated",
+    "delay.law=constant",
+    "engine.costs.grad_s=0.001",
+    "engine.costs.update_s=1e-5",
+    "engine.costs.latency_s=1e-5",
+    "engine.costs.overhead_s=1e-5",
+]
+
 # the simulated engine's fixed costs in the engine tests (seconds): no calibration is read or measured
 GRAD, UPD, LAT, OVER = 0.01, 0.0001, 0.0002, 0.00015
 COSTS = [

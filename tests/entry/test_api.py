@@ -10,18 +10,8 @@ import sys
 import pandas as pd
 import pytest
 
-from conftest import REPO
+from conftest import FIXED_CLOCK, REPO
 from experiments.errors import ConfigError
-
-# the simulated clock at fixed costs on a core per process: no calibration is read or measured
-COSTS = [
-    "engine=simulated_dedicated",
-    "delay.law=constant",
-    "engine.costs.grad_s=0.001",
-    "engine.costs.update_s=1e-5",
-    "engine.costs.latency_s=1e-5",
-    "engine.costs.overhead_s=1e-5",
-]
 
 
 def _fmnist_staged() -> bool:
@@ -47,7 +37,7 @@ def test_run_returns_the_runs_real_outcome_and_load_reads_it_back(tmp_path):
             "epochs=1",
             "eval_every=0.25",
             "seed=3",
-            *COSTS,
+            *FIXED_CLOCK,
         ]
         results.append(run(overrides, results_dir=tmp_path))
     for result, workers in zip(results, (1, 4)):
@@ -79,7 +69,7 @@ def test_run_returns_the_runs_real_outcome_and_load_reads_it_back(tmp_path):
         "epochs=1",
         "eval_every=0.25",
         "seed=3",
-        *COSTS,
+        *FIXED_CLOCK,
     ]
     again = run(serial_overrides, results_dir=tmp_path)
     assert again.status == "skipped" and again.run_id == results[0].run_id
@@ -103,7 +93,7 @@ def test_bad_input_raises_config_error_and_writes_nothing(tmp_path):
     from experiments import run
 
     with pytest.raises(ConfigError, match="workers"):
-        run(["workers=0", *COSTS], results_dir=tmp_path / "out")
+        run(["workers=0", *FIXED_CLOCK], results_dir=tmp_path / "out")
     with pytest.raises(ConfigError, match=r"overrides='updates=20': a list of KEY=VALUE strings"):
         run("updates=20", results_dir=tmp_path / "out")  # a string, not a list
     with pytest.raises(ConfigError, match="overrides=\\[None\\]"):
@@ -117,13 +107,13 @@ def test_bad_input_raises_config_error_and_writes_nothing(tmp_path):
         run(["workers=1,2"], results_dir=tmp_path / "out")
     # an experiment is a sweep, and a launcher or sweeper runs sweeps: accepted, the run ignored them
     with pytest.raises(ConfigError, match="experiment=lr_speedup: an experiment is a sweep"):
-        run(["experiment=lr_speedup", *COSTS], results_dir=tmp_path / "out")
+        run(["experiment=lr_speedup", *FIXED_CLOCK], results_dir=tmp_path / "out")
     for key in ("hydra/launcher=parallel", "hydra.launcher.n_jobs=2", "hydra/sweeper=apam", "+hydra.sweeper.x=1"):
         with pytest.raises(ConfigError, match=f"{re.escape(key)}: run\\(\\) is one run in this process"):
-            run([key, *COSTS], results_dir=tmp_path / "out")
+            run([key, *FIXED_CLOCK], results_dir=tmp_path / "out")
     for folder in ("${oc.env:HOME}/out", "it's", "a\\b"):  # an interpolation or quoting even inside quotes
         with pytest.raises(ConfigError, match="in a path is quoting or interpolation to Hydra"):
-            run(COSTS, results_dir=tmp_path / folder)
+            run(FIXED_CLOCK, results_dir=tmp_path / folder)
     assert not (tmp_path / "out").exists()
 
 
@@ -133,7 +123,7 @@ def test_a_results_dir_is_taken_as_written(tmp_path):
     from experiments import run
 
     for name in ("out,x", "jos\u00e9 #2 [a]"):
-        result = run(["updates=5", *COSTS], results_dir=tmp_path / name)
+        result = run(["updates=5", *FIXED_CLOCK], results_dir=tmp_path / name)
         assert result.status == "ok" and result.run_dir.is_relative_to(tmp_path / name), result.run_dir
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["out,x", "jos\u00e9 #2 [a]"])
 
@@ -145,7 +135,7 @@ def test_a_results_dir_that_is_not_a_path_is_refused(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for bad in (5, 2.5, "", "  ", b"out", ["out"]):
         with pytest.raises(ConfigError, match=re.escape(f"results_dir={bad!r}: the path of a folder")):
-            run(["updates=5", *COSTS], results_dir=bad)
+            run(["updates=5", *FIXED_CLOCK], results_dir=bad)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -158,7 +148,7 @@ def test_a_run_that_fails_before_its_first_evaluation_is_returned_failed(tmp_pat
         raise RuntimeError("no costs here")
 
     monkeypatch.setattr(runner, "resolve", broken)
-    result = run(["updates=5", *COSTS], results_dir=tmp_path)
+    result = run(["updates=5", *FIXED_CLOCK], results_dir=tmp_path)
     assert result.status == "failed" and result.summary["status"] == "failed"
     assert result.summary["message"] == "RuntimeError: no costs here" and result.trace.empty
 
@@ -173,14 +163,14 @@ def test_bad_input_found_once_the_run_started_leaves_no_file(tmp_path, monkeypat
 
     monkeypatch.setattr(runner, "resolve", unusable)
     with pytest.raises(ConfigError, match="cannot read this calibration file"):
-        run(["updates=5", *COSTS], results_dir=tmp_path / "out")
+        run(["updates=5", *FIXED_CLOCK], results_dir=tmp_path / "out")
     assert not (tmp_path / "out" / "adhoc").exists()
     monkeypatch.undo()
-    done = run(["updates=5", *COSTS], results_dir=tmp_path / "out")
+    done = run(["updates=5", *FIXED_CLOCK], results_dir=tmp_path / "out")
     files = sorted(p.name for p in done.run_dir.iterdir())
     monkeypatch.setattr(runner, "resolve", unusable)
     with pytest.raises(ConfigError):
-        run(["updates=5", "force=true", *COSTS], results_dir=tmp_path / "out")
+        run(["updates=5", "force=true", *FIXED_CLOCK], results_dir=tmp_path / "out")
     assert sorted(p.name for p in done.run_dir.iterdir()) == files
 
 
@@ -221,7 +211,7 @@ def test_run_called_while_a_worker_process_starts_says_where_the_guard_goes(tmp_
     with pytest.raises(
         RuntimeError, match=r'calls run\(\) when imported; put the call under `if __name__ == "__main__"'
     ):
-        run(["updates=5", *COSTS], results_dir=tmp_path / "out")
+        run(["updates=5", *FIXED_CLOCK], results_dir=tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 

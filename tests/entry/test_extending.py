@@ -11,17 +11,9 @@ import sys
 import pandas as pd
 import pytest
 
-from conftest import REPO
+from conftest import FIXED_CLOCK, REPO
 
 DOC = (REPO / "docs" / "extending.md").read_text()
-COSTS = [
-    "engine=simulated_dedicated",
-    "delay.law=constant",
-    "engine.costs.grad_s=0.001",
-    "engine.costs.update_s=1e-5",
-    "engine.costs.latency_s=1e-5",
-    "engine.costs.overhead_s=1e-5",
-]
 
 
 def _block(lang: str, marker: str) -> str:
@@ -57,7 +49,7 @@ def test_the_documented_user_model_trains_from_the_command_line(project, tmp_pat
         "workers=4",
         "epochs=3",
         f"results_dir={results}",
-        *COSTS,
+        *FIXED_CLOCK,
     ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(project), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
@@ -83,7 +75,7 @@ def test_the_documented_user_model_trains_through_the_api(project, tmp_path, mon
             "algorithm=async_sgd",
             "workers=2",
             "epochs=3",
-            *COSTS,
+            *FIXED_CLOCK,
         ],
         results_dir=tmp_path / "api",
     )
@@ -106,7 +98,7 @@ def test_a_target_that_cannot_be_imported_is_one_error_line(project, tmp_path, m
                 "problem.model={_target_:my_models.Nope}",
                 "workers=1",
                 "epochs=1",
-                *COSTS,
+                *FIXED_CLOCK,
             ],
             results_dir=tmp_path / "r",
         )
@@ -159,7 +151,7 @@ def test_a_target_that_is_not_a_net_is_one_error_line(project, tmp_path, monkeyp
                 f"problem.model._target_={target}",
                 "workers=1",
                 "epochs=1",
-                *COSTS,
+                *FIXED_CLOCK,
             ],
             results_dir=tmp_path / "r",
         )
@@ -172,7 +164,12 @@ def test_a_target_that_cannot_be_imported_is_one_line_and_exit_2(project, tmp_pa
     results = tmp_path / "my_results"
     cmd = [sys.executable, "-m", "experiments.run", "--config-dir", str(project / "myconf"), "problem=tiny_blobs"]
     proc = subprocess.run(
-        [*cmd, f"results_dir={results}", *COSTS], cwd=REPO, capture_output=True, text=True, timeout=300, check=False
+        [*cmd, f"results_dir={results}", *FIXED_CLOCK],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert proc.returncode == 2, proc.stderr[-3000:]
     (line,) = proc.stderr.splitlines()

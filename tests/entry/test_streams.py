@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, needs_fmnist
+from conftest import FIXED_CLOCK, REPO, needs_fmnist
 
 # a tiny logistic regression on the simulated clock at fixed costs: no calibration is read or measured
 RUN = [
@@ -22,12 +22,7 @@ RUN = [
     "algorithm=apam",
     "updates=20",
     "eval_every=0.5",
-    "engine=simulated_dedicated",
-    "delay.law=constant",
-    "engine.costs.grad_s=0.001",
-    "engine.costs.update_s=1e-5",
-    "engine.costs.latency_s=1e-5",
-    "engine.costs.overhead_s=1e-5",
+    *FIXED_CLOCK,
 ]
 
 

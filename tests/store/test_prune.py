@@ -196,18 +196,23 @@ def test_a_stale_run_that_cannot_be_removed_is_named_and_summary_and_runs_agree(
     assert not list(exp.glob("summary.csv.damaged*"))
 
 
+def _rename_fails(monkeypatch, name: str, exc: BaseException) -> None:
+    """Moving the folder ``name`` raises ``exc`` (an immutable folder, a Ctrl-C); every other rename is real."""
+    real = Path.rename
+
+    def rename(self, target):
+        if self.name == name:
+            raise exc
+        return real(self, target)
+
+    monkeypatch.setattr(Path, "rename", rename)
+
+
 def test_a_stale_run_that_cannot_be_moved_aside_leaves_every_run_in_place(tmp_path, capfd, monkeypatch):
     """The second stale folder cannot be moved (an immutable folder): the first is put back, nothing removed."""
     exp, _ = _stale_folder(tmp_path)
     before = {p: p.read_bytes() for p in exp.rglob("*") if p.is_file()}
-    real = Path.rename
-
-    def rename(self, target):
-        if self.name == STALE[1]:
-            raise PermissionError(1, "Operation not permitted", str(self))
-        return real(self, target)
-
-    monkeypatch.setattr(Path, "rename", rename)
+    _rename_fails(monkeypatch, STALE[1], PermissionError(1, "Operation not permitted", str(exp / "runs" / STALE[1])))
     assert prune.main([str(tmp_path), "--profile", "smoke", "--only", EXP, "--apply"]) == 2
     err = [ln for ln in capfd.readouterr().err.splitlines() if ln]
     assert err == [f"error: {exp / 'runs' / STALE[1]}: cannot move it aside (Operation not permitted); no run removed"]
@@ -218,14 +223,7 @@ def test_a_stale_run_that_cannot_be_moved_aside_leaves_every_run_in_place(tmp_pa
 def test_ctrl_c_while_moving_runs_aside_puts_them_back(tmp_path, capfd, monkeypatch):
     exp, _ = _stale_folder(tmp_path)
     before = {p: p.read_bytes() for p in exp.rglob("*") if p.is_file()}
-    real = Path.rename
-
-    def rename(self, target):
-        if self.name == STALE[1]:
-            raise KeyboardInterrupt
-        return real(self, target)
-
-    monkeypatch.setattr(Path, "rename", rename)
+    _rename_fails(monkeypatch, STALE[1], KeyboardInterrupt())
     assert prune.main([str(tmp_path), "--profile", "smoke", "--only", EXP, "--apply"]) == 130
     assert [ln for ln in capfd.readouterr().err.splitlines() if ln] == [
         "interrupted: each experiment's summary.csv and run folders still agree (a stale run leaves both or neither); "
