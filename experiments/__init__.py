@@ -10,6 +10,13 @@ simulated clock's cost model, stored costs, measurement, predictions), ``store``
 ``analysis`` (numbers from CSVs), ``report``; entry points ``run``, ``reproduce``, ``calibrate``, ``aggregate``.
 """
 
+import sys
+
+if sys.argv[:1] == ["-m"]:  # imported to locate ``python -m experiments.<command>``: guard its loading (stops.py)
+    from experiments.stops import while_loading
+
+    while_loading()
+
 __all__ = ["RunResult", "load", "run"]
 
 

@@ -20,6 +20,7 @@ from experiments.analysis.speedup import (
 from experiments.cli import Parser
 from experiments.errors import ConfigError, Interrupted
 from experiments.log import get_logger
+from experiments.stops import loaded
 from experiments.store.atomic import writable
 from experiments.store.table import file_problem, read_summary_frame
 
@@ -93,4 +94,5 @@ def _aggregate(argv: list[str] | None) -> int:
 
 
 if __name__ == "__main__":
+    loaded()  # a stop signal from here on is the command's own (experiments.stops.while_loading)
     sys.exit(main())

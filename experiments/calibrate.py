@@ -32,7 +32,7 @@ from experiments.reproduce import EXPERIMENTS
 from experiments.settings.build import build_settings, make_rule
 from experiments.settings.compose import compose_jobs, job_overrides, profile_sweep
 from experiments.settings.preflight import make_problem, resolve_device
-from experiments.stops import as_interrupt
+from experiments.stops import as_interrupt, loaded
 
 log = get_logger(__name__)
 
@@ -91,6 +91,9 @@ def _calibrate(args) -> int:
             ]
         except ConfigError as exc:
             log.info(f"skip {exp}: {str(exc).splitlines()[0]}")
+    for exp in args.only or ():  # a wall-clock experiment: nothing to measure, which the empty list left unsaid
+        if exp not in {e for e, _ in jobs}:
+            log.info(f"{exp}: no run of profile {args.profile} is on the simulated clock: nothing to measure for it")
     problems = {}
     show = {"on": True, "off": False}.get(args.progress, sys.stderr.isatty())
     try:
@@ -133,4 +136,5 @@ def _calibrate(args) -> int:
 
 
 if __name__ == "__main__":
+    loaded()  # a stop signal from here on is the command's own (experiments.stops.while_loading)
     sys.exit(main())

@@ -32,6 +32,7 @@ from pathlib import Path
 from experiments.cli import Parser, folder_arg
 from experiments.errors import ConfigError, Interrupted
 from experiments.log import get_logger
+from experiments.stops import loaded
 
 log = get_logger(__name__)
 
@@ -288,4 +289,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    loaded()  # a stop signal from here on is the command's own (experiments.stops.while_loading)
     sys.exit(main())

@@ -34,7 +34,7 @@ from experiments.cli import Parser, count_arg, folder_arg
 from experiments.errors import TERM_SIGNALS, Interrupted
 from experiments.figures import draw_all, figures_outdated
 from experiments.log import get_logger
-from experiments.stops import as_interrupt
+from experiments.stops import as_interrupt, loaded
 from experiments.store.atomic import write_if_changed
 from experiments.sweeps.launch import run_sweep, side_by_side
 
@@ -230,11 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = Parser("python -m experiments.reproduce", __doc__)
     ap.add_argument("--profile", default="quick", choices=["smoke", "quick", "long", "paper"])
     ap.add_argument("--results-dir", type=folder_arg, help="default: results (quick), results-<profile> otherwise")
-    ap.add_argument(
-        "--force",
-        action="store_true",
-        help="rerun runs whose results exist (and measure the simulated clock's costs anew)",
-    )
+    ap.add_argument("--force", action="store_true", help="rerun runs whose results exist (and remeasure the clock)")
     ap.add_argument(
         "--keep-calibration",
         action="store_true",
@@ -256,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.only is not None and not args.only:
         ap.error("--only: name at least one experiment id (known: " + ", ".join(EXPERIMENTS) + ")")
+    if args.extended and args.profile not in EXTENDED:  # it was accepted and changed nothing
+        ap.error(f"--extended: profile {args.profile} runs every experiment already ({', '.join(EXTENDED)} does not)")
     if args.keep_calibration and not args.force:
         ap.error("--keep-calibration: only with --force (without it the calibration is kept anyway)")
     from experiments.command_line import JOBS_PER_CORE, MAX_N_JOBS
@@ -446,4 +444,5 @@ def _keep_timing_if_unchanged(old: dict | None, new: dict, before: bytes | None,
 
 
 if __name__ == "__main__":
+    loaded()  # a stop signal from here on is the command's own (experiments.stops.while_loading)
     sys.exit(main())

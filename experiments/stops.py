@@ -4,7 +4,8 @@ trace; a parallel launcher's workers get the signal passed on, record their own 
 for them; a signal after every run was recorded lets the clean-up finish and sets the exit status.
 
 State is per process: :data:`WORKER` (this process is a launcher's worker), :data:`IN_FLIGHT` (a job runs here),
-:data:`FORWARDED` (the workers a signal was passed on to), :data:`LATE` (a signal after the runs).
+:data:`FORWARDED` (the workers a signal was passed on to), :data:`LATE` (a signal after the runs). Every command
+(``python -m experiments.<tool>``, ``python -m plots``) is guarded while its modules load: :func:`while_loading`.
 """
 
 from __future__ import annotations
@@ -152,3 +153,38 @@ def exit_if_late() -> None:
         except (OSError, ValueError):
             pass
         hard_exit(128 + LATE[0])
+
+
+_LOADING: dict[int, object] = {}  # the handlers :func:`while_loading` replaced, put back by :func:`loaded`
+
+
+def while_loading() -> None:
+    """Guard a command while its modules load: until it calls :func:`loaded`, a stop signal ends the process at once
+    with one line and ``128 + signum``. The packages ``experiments`` and ``plots`` call it when Python imports them
+    to locate a ``python -m`` command (``sys.argv[0]`` is ``"-m"`` then: Python's docs of ``-m``). Nothing has been
+    written while modules load, and a KeyboardInterrupt raised there was a traceback (or was swallowed by torch's
+    import, and the command went on). A signal the caller ignores (``nohup``'s SIGHUP) stays ignored."""
+    if _LOADING:
+        return
+    for s in STOP_SIGNALS:
+        previous = signal.getsignal(s)
+        if previous is not signal.SIG_IGN:
+            _LOADING[s] = signal.SIG_DFL if previous is None else previous
+            signal.signal(s, _stopped_while_loading)
+
+
+def loaded() -> None:
+    """The command's modules are loaded: the handlers :func:`while_loading` replaced are put back (Python's: Ctrl-C
+    raises KeyboardInterrupt, which the command's ``main`` turns into one line)."""
+    for s, previous in _LOADING.items():
+        signal.signal(s, previous)
+    _LOADING.clear()
+
+
+def _stopped_while_loading(signum, frame) -> None:
+    try:
+        name = signal.Signals(signum).name
+        sys.stderr.write(f"interrupted by {name} while the command loaded: nothing was written\n")
+    except (AttributeError, OSError, ValueError):  # no stderr, or a closed one: the exit status still says it
+        pass
+    hard_exit(128 + signum)

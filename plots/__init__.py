@@ -5,7 +5,14 @@ also accepts a folder of experiments (``results/``). One function per figure fam
 ``ExperimentData`` (or a folder path) and a format and returning the files it wrote.
 """
 
-import matplotlib
+import sys
+
+if sys.argv[:1] == ["-m"]:  # imported to locate ``python -m plots``: guard its loading (experiments/stops.py)
+    from experiments.stops import while_loading
+
+    while_loading()
+
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")  # before pyplot is imported anywhere in this package: no display needed
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from experiments.cli import Parser
 from experiments.errors import Interrupted
 from experiments.settings.fields import folder_problem
+from experiments.stops import loaded
 
 from .draw import FORMATS, draw_experiment, find_experiments, trace_gaps
 from .errors import FigureError, PlotError
@@ -86,4 +87,5 @@ def _draw(argv):
 
 
 if __name__ == "__main__":
+    loaded()  # a stop signal from here on is the command's own (experiments.stops.while_loading)
     sys.exit(main())

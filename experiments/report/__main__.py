@@ -31,6 +31,7 @@ from experiments.report.load import (
     statuses,
 )
 from experiments.report.writer import ORDER, write_report
+from experiments.stops import loaded
 from experiments.store.atomic import writable
 from experiments.store.table import read_summary_frame
 
@@ -140,4 +141,5 @@ def _report(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
+    loaded()  # a stop signal from here on is the command's own (experiments.stops.while_loading)
     sys.exit(main())

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from experiments.errors import ConfigError
+from experiments.settings.defaults import option
 from experiments.store.atomic import writable
 from problems import build_problem
 from problems.data import DataError, data_root, stage
@@ -23,10 +24,12 @@ def check_writable(results_dir: str) -> None:
     """``results_dir`` is a folder (or can become one) that this process may write; nothing is left behind.
 
     Raises:
-        ConfigError: it exists and is not a folder, a parent is not a folder, the nearest existing folder is not
-            writable, or the path cannot be looked up (a name too long).
+        ConfigError: it is the file system's root, it exists and is not a folder, a parent is not a folder, the
+            nearest existing folder is not writable, or the path cannot be looked up (a name too long).
     """
     p = Path(str(results_dir)).absolute()
+    if os.path.realpath(p) == os.path.realpath(os.sep):  # each experiment's folder would be made in /
+        raise ConfigError(f"results_dir={results_dir}: the file system's root; give a folder of the results' own")
     probe = p
     try:
         dangling = p.is_symlink() and not p.exists()  # mkdir would fail with "File exists" after Hydra's checks
@@ -268,7 +271,8 @@ def check_master_addr(settings_list) -> None:
     """
     from experiments.engines.dist_group import under_torchrun
 
-    if under_torchrun():  # torchrun's rendezvous: its own address rules (as the engine decides: one definition)
+    if under_torchrun():  # torchrun's rendezvous: its MASTER_ADDR and MASTER_PORT (as the engine decides)
+        _check_torchrun_rendezvous(settings_list)
         return
     for addr in sorted({s.engine.master_addr for s in settings_list if s.engine.name == "distributed"}):
         try:
@@ -284,6 +288,28 @@ def check_master_addr(settings_list) -> None:
                 f"engine.master_addr={addr}: not an address of this machine ({exc.strerror or exc}); the master "
                 "and its workers run here (use torchrun to span machines)"
             ) from None
+
+
+def _check_torchrun_rendezvous(settings_list) -> None:
+    """On a torchrun rank the rendezvous is torchrun's ``MASTER_ADDR`` and ``MASTER_PORT``: an ``engine.master_addr``
+    or ``engine.master_port`` other than the default (conf/engine/distributed.yaml) and other than torchrun's would be
+    ignored while it names the run id, so it is refused.
+
+    Raises:
+        ConfigError: ``engine.master_addr=<addr>: ...`` or ``engine.master_port=<port>: ...``.
+    """
+    default = option("engine", "distributed")
+    for s in settings_list:
+        if s.engine.name != "distributed":
+            continue
+        for key, env in (("master_addr", "MASTER_ADDR"), ("master_port", "MASTER_PORT")):
+            value = getattr(s.engine, key)
+            if str(value) not in (str(default[key]), os.environ.get(env, "").strip()):
+                raise ConfigError(
+                    f"engine.{key}={value}: this process runs as a torchrun rank, whose rendezvous is torchrun's "
+                    f"{env}={os.environ.get(env, '')}; leave engine.{key} out (torchrun's --master_addr and "
+                    "--master_port set it)"
+                )
 
 
 def check_problems(settings_list) -> None:

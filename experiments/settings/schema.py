@@ -300,6 +300,8 @@ class RunSettings(Frozen):
         artificial delay or a replayed trace (no computation runs to be stopped), not with the shared-memory
         engine's spinning hand-off (its reply row holds one reply: a stopped computation's late reply could be
         overwritten), not on torchrun ranks (a process on another machine cannot be interrupted)."""
+        from experiments.engines.dist_group import under_torchrun  # torch.distributed: loaded only here
+
         p, d, e = self.algorithm.policy, self.delay, self.engine
         key = f"algorithm.policy.restart={'true' if p.restart else 'null'}"
         if d.model in ARTIFICIAL:
@@ -317,7 +319,7 @@ class RunSettings(Frozen):
                 f"{key}: engine.handoff=spin keeps one reply per worker, a stopped computation's late "
                 "reply could be overwritten; use engine.handoff=auto or block"
             )
-        if e.name == "distributed" and all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR")):
+        if e.name == "distributed" and under_torchrun():
             raise ValueError(
                 f"{key}: torchrun's worker ranks may run on other machines and cannot be interrupted; "
                 "stops need workers the master starts itself (python -m experiments.run) or "

@@ -232,6 +232,20 @@ def test_only_prints_the_entries_of_the_experiments_named(tmp_path, cheap_calibr
     assert err.splitlines()[-1].startswith(f"calibration: {path}, measured ")
 
 
+def test_only_an_experiment_with_no_simulated_run_says_so(tmp_path, cheap_calibrate, capsys):
+    """Long model_validation runs on the real engines only: the list of entries it uses is empty, and a line says
+    why (it was an empty list with no word)."""
+    path = tmp_path / "cal.json"
+    args = ["--file", str(path), "--profile", "long", "--only", "model_validation", "--progress", "off"]
+    assert calibrate.main(args) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines() == [f"# {path} (entries used by model_validation)"]
+    assert err.splitlines() == [
+        "model_validation: no run of profile long is on the simulated clock: nothing to measure for it"
+    ]
+    assert not path.exists()
+
+
 def _entry(**fields) -> bytes:
     return json.dumps({"entries": {"grad|x|B=8": {"value": 1e-3, "samples": [1e-3], **fields}}}).encode()
 

@@ -56,6 +56,24 @@ def test_stray_torchrun_variables_without_world_size_leave_the_master_address_ch
     assert not (tmp_path / "res").exists()
 
 
+@pytest.mark.parametrize(
+    ("override", "env_line"),
+    [("engine.master_addr=192.0.2.1", "MASTER_ADDR=127.0.0.1"), ("engine.master_port=29999", "MASTER_PORT=29500")],
+)
+def test_a_rendezvous_key_that_torchrun_overrides_is_refused_on_a_rank(tmp_path, entry_point, override, env_line):
+    """Under torchrun its MASTER_ADDR and MASTER_PORT are the rendezvous: an ``engine.master_addr`` or ``master_port``
+    of another value was accepted, ignored, and named the run id."""
+    env = {"RANK": "0", "WORLD_SIZE": "3", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    code, err = entry_point([f"results_dir={tmp_path}/res", *DIST, override], env=env)
+    key = override.split("=")[0]
+    assert (code, err) == (
+        2,
+        f"error: {override}: this process runs as a torchrun rank, whose rendezvous is torchrun's {env_line}; "
+        f"leave {key} out (torchrun's --master_addr and --master_port set it)\n",
+    )
+    assert not (tmp_path / "res").exists()
+
+
 def test_torchrun_variables_of_a_run_on_another_engine_are_not_read(tmp_path, entry_point):
     """A shell's stray RANK, WORLD_SIZE and MASTER_ADDR (no MASTER_PORT) do not refuse a shared_memory run."""
     env = {"RANK": "0", "WORLD_SIZE": "3", "MASTER_ADDR": "127.0.0.1"}
@@ -84,3 +102,13 @@ def test_a_stop_signal_ends_the_wait_for_the_tcp_store_at_once():
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.startswith("interrupted after 1."), proc.stdout
     assert time.monotonic() - start < 30
+
+
+def test_stops_are_refused_on_a_torchrun_rank(tmp_path, entry_point):
+    """Stopping a computation needs workers the master started (a torchrun rank may be on another machine); the
+    settings ask the engine's one definition of "under torchrun"."""
+    env = {"RANK": "0", "WORLD_SIZE": "3", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    args = [f"results_dir={tmp_path}/res", *DIST, "algorithm.policy.name=ringmaster", "algorithm.policy.restart=true"]
+    code, err = entry_point(args, env=env)
+    assert code == 2 and err.startswith("error: algorithm.policy.restart=true: torchrun's worker ranks may run"), err
+    assert not (tmp_path / "res").exists()

@@ -18,6 +18,7 @@ from conftest import REPO
         (["experiments.reproduce", "--jobs", "100000"], "--jobs 100000: at most"),  # a process each
         (["experiments.reproduce", "--only"], "--only: name at least one experiment id"),
         (["experiments.reproduce", "--keep-calibration"], "--keep-calibration: only with --force"),  # was accepted
+        (["experiments.reproduce", "--extended"], "--extended: profile quick runs every experiment already"),
         (["experiments.reproduce", "--results-dir", ""], "argument --results-dir: '': must name a folder"),
         (["experiments.reproduce", "--results-dir", " "], "argument --results-dir: ' ': must name a folder"),
         (["experiments.calibrate", "--bogus"], "unrecognized arguments: --bogus"),

@@ -4,6 +4,7 @@ kind of bad input: a bad value or type, an unknown option or key, a rule between
 written, a bad sweep or launcher; each job of a sweep is checked before any runs."""
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -401,6 +402,16 @@ def test_a_results_dir_under_an_unexpanded_home_is_refused(tmp_path, entry_point
         "it unquoted)"
     ], stderr[-2000:]
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("folder", ["/", "//", "/tmp/../"])
+def test_the_file_system_root_is_refused_as_a_results_dir(folder):
+    """``make reproduce RESULTS=/`` (and ``results_dir=/``) was accepted: every experiment's folder made in /."""
+    from experiments.errors import ConfigError
+    from experiments.settings.preflight import check_writable
+
+    with pytest.raises(ConfigError, match=rf"^results_dir={re.escape(folder)}: the file system's root; give a folder"):
+        check_writable(folder)
 
 
 def test_a_results_dir_name_too_long_is_one_line():
