@@ -156,10 +156,11 @@ SPEEDUP_NUMBERS = ("workers", "time_s", "speedup", "efficiency")
 def speedup_frame(folder: Path, compare: bool = True) -> pd.DataFrame:
     """An experiment folder's speedup.csv; empty when there is none. The file is derived from the folder's summary, so
     one that is damaged (a link rather than a file, not text, a last row without its newline, not a table, without the
-    columns it always has, a value that is not a number, its header alone where the summary gives rows, or -- with
-    ``compare`` -- any cell or row other than summary.csv gives: :func:`speedup_difference`) is written again from
-    summary.csv (:func:`write_speedup`; a link is replaced by a file, never written through), with a line saying so,
-    and then read. ``compare`` False: the figures' reader (plots/data.py), whose tests draw tables edited by hand.
+    columns it always has, a value that is not a number) or not what summary.csv gives (its header alone where the
+    summary gives rows, or -- with ``compare`` -- any cell or row: :func:`speedup_difference`; out of date while a
+    sweep runs, or edited) is written again from summary.csv (:func:`write_speedup`; a link is replaced by a file,
+    never written through), with a line saying which, and then read. ``compare`` False: the figures' reader
+    (plots/data.py), whose tests draw tables edited by hand.
 
     Raises:
         ConfigError: speedup.csv is a folder, a special file or unreadable (one line naming it), or the summary it
@@ -169,24 +170,30 @@ def speedup_frame(folder: Path, compare: bool = True) -> pd.DataFrame:
 
     path = Path(folder) / "speedup.csv"
     if path.is_symlink():  # another experiment's table, or nothing: the summary's own is written in its place
-        why = "a link, not a file of this experiment"
-    elif why := file_problem(path):
-        raise ConfigError(f"{path}: {why}; remove it (experiments.aggregate writes it again from summary.csv)")
+        why = "damaged (a link, not a file of this experiment)"
+    elif problem := file_problem(path):
+        raise ConfigError(f"{path}: {problem}; remove it (experiments.aggregate writes it again from summary.csv)")
     elif not path.exists():
         return pd.DataFrame()
+    elif damage := _speedup_damage(path):
+        why = f"damaged ({damage})"
     else:
-        why = _speedup_damage(folder, path, compare)
-        if why is None:
-            return pd.read_csv(path)
-    log.warning(f"{path}: damaged ({why}); written again from summary.csv")
+        frame = pd.read_csv(path)
+        if (not compare and not frame.empty) or (diff := speedup_difference(folder, frame)) is None:
+            return frame
+        # a whole table the summary has moved past (a sweep writes it when its last job ends) or one edited by hand:
+        # the two look the same, and neither is damage
+        why = f"not what summary.csv gives ({diff}: out of date, or edited)"
+    log.warning(f"{path}: {why}; written again from summary.csv")
     if write_speedup(folder) is None:  # no summary to write it from
         path.unlink()
         return pd.DataFrame()
     return pd.read_csv(path)
 
 
-def _speedup_damage(folder: Path, path: Path, compare: bool = True) -> str | None:
-    """Why the regular file speedup.csv at ``path`` is damaged (:func:`speedup_frame`); None when it is whole."""
+def _speedup_damage(path: Path) -> str | None:
+    """Why the regular file speedup.csv at ``path`` is damaged (:func:`speedup_frame`); None when it is a whole table
+    (its rows are compared with the summary's apart: :func:`speedup_difference`)."""
     try:
         if not path.read_bytes().endswith(b"\n"):  # every row is written with its newline
             return "the last row does not end with a newline (truncated)"
@@ -197,9 +204,7 @@ def _speedup_damage(folder: Path, path: Path, compare: bool = True) -> str | Non
         return "not the speed-up table's columns"
     if len(frame) and any(not pd.api.types.is_numeric_dtype(frame[c]) for c in SPEEDUP_NUMBERS):
         return f"a value of {', '.join(SPEEDUP_NUMBERS)} that is not a number"
-    if not compare and not frame.empty:  # its rows are not read against the summary's
-        return None
-    return speedup_difference(folder, frame)
+    return None
 
 
 def speedup_difference(folder: Path, frame: pd.DataFrame) -> str | None:

@@ -310,25 +310,29 @@ def test_a_profile_other_than_the_runs_is_refused_and_a_minority_is_named(own_ru
     assert f"Made with another profile than smoke: {SMALL} (quick);" in first
 
 
+DAMAGED, DIFFERENT = "damaged (", "not what summary.csv gives ("
+HEADER = b"problem,algorithm,engine,clock,workers,basis,time_s,speedup,efficiency\n"
+
+
 @pytest.mark.parametrize(
-    "content",
+    ("content", "said"),
     [
-        bytes(range(256)) * 2,
-        b"",
-        b"a,b\n1,2\n",
-        b"problem,algorithm,engine,clock,workers,basis,time_s,speedup,efficiency\np,apam,e,c,1,b,1,abc,xyz\n",
-        b"problem,algorithm,engine,clock,workers,basis,time_s,speedup,efficiency\n",  # cut after its header
+        (bytes(range(256)) * 2, DAMAGED),
+        (b"", DAMAGED),
+        (b"a,b\n1,2\n", DAMAGED),
+        (HEADER + b"p,apam,e,c,1,b,1,abc,xyz\n", DAMAGED),
+        (HEADER, DIFFERENT),  # its header alone: a sweep's first table, before its runs were summarized (out of date)
     ],
 )
-def test_a_damaged_speedup_table_is_written_again_from_the_summary(own_runs, capsys, content):
+def test_a_damaged_speedup_table_is_written_again_from_the_summary(own_runs, capsys, content, said):
     """speedup.csv is derived from summary.csv: one that is not text, empty, without its columns, or its header alone
-    while the summary gives rows, is written again (with a line saying so) and the report goes on (a traceback:
+    while the summary gives rows, is written again (with a line saying why) and the report goes on (a traceback:
     UnicodeDecodeError, EmptyDataError, KeyError; the header alone was read as no speed-up at all)."""
     good = pd.read_csv(own_runs / SMALL / "speedup.csv")
     (own_runs / SMALL / "speedup.csv").write_bytes(content)
     assert main([str(own_runs), "--no-figures"]) == 0
     err = capsys.readouterr().err
-    assert f"{own_runs / SMALL / 'speedup.csv'}: damaged (" in err and "written again from summary.csv" in err
+    assert f"{own_runs / SMALL / 'speedup.csv'}: {said}" in err and "written again from summary.csv" in err
     assert "Traceback" not in err
     again = pd.read_csv(own_runs / SMALL / "speedup.csv")  # the committed file predates 3 columns
     pd.testing.assert_frame_equal(again[good.columns], good)
@@ -346,30 +350,31 @@ def _edit_speedup(column, value):
 
 
 @pytest.mark.parametrize(
-    "damage",
+    ("damage", "said"),
     [
-        lambda p: p.write_bytes(p.read_bytes()[:1000]),  # cut inside a row: was a TypeError in measured.py
-        lambda p: p.write_bytes(p.read_bytes()[: p.read_bytes().index(b"\n", 400) + 1]),  # cut at a line's end
-        _edit_speedup("speedup", float("nan")),  # these edits and the link changed verdicts, exit 0 without a word
-        _edit_speedup("speedup", float("inf")),
-        _edit_speedup("speedup", -1.0),
-        _edit_speedup("time_s", 99.0),
-        _edit_speedup("algorithm", "sync_amsgrad"),
-        lambda p: (p.unlink(), p.symlink_to(REPO / "results" / "lr_speedup" / "speedup.csv")),
-        lambda p: (p.unlink(), p.symlink_to(p.parent / "gone.csv")),
+        (lambda p: p.write_bytes(p.read_bytes()[:1000]), DAMAGED),  # cut inside a row: was a TypeError in measured.py
+        # cut at a line's end: whole, and behind the summary (as while a sweep runs)
+        (lambda p: p.write_bytes(p.read_bytes()[: p.read_bytes().index(b"\n", 400) + 1]), DIFFERENT),
+        (_edit_speedup("speedup", float("nan")), DIFFERENT),  # edits and links changed verdicts, exit 0, no word
+        (_edit_speedup("speedup", float("inf")), DIFFERENT),
+        (_edit_speedup("speedup", -1.0), DIFFERENT),
+        (_edit_speedup("time_s", 99.0), DIFFERENT),
+        (_edit_speedup("algorithm", "sync_amsgrad"), DIFFERENT),
+        (lambda p: (p.unlink(), p.symlink_to(REPO / "results" / "lr_speedup" / "speedup.csv")), DAMAGED),
+        (lambda p: (p.unlink(), p.symlink_to(p.parent / "gone.csv")), DAMAGED),
     ],
 )
-def test_a_speedup_table_other_than_the_summary_gives_is_written_again(own_runs, capsys, damage):
+def test_a_speedup_table_other_than_the_summary_gives_is_written_again(own_runs, capsys, damage, said):
     """speedup.csv that differs from what summary.csv gives (a row cut short or left out, a number or a name edited,
     a link to another experiment's table or to nothing) is written again as a file of its own, with a line saying
-    so; the link's target is left as it was."""
+    why (a whole table behind the summary is not called damaged); the link's target is left as it was."""
     path = own_runs / SMALL / "speedup.csv"
     good = pd.read_csv(path)
     other = (REPO / "results" / "lr_speedup" / "speedup.csv").read_bytes()
     damage(path)
     assert main([str(own_runs), "--no-figures"]) == 0
     err = capsys.readouterr().err
-    assert f"{path}: damaged (" in err and "written again from summary.csv" in err and "Traceback" not in err
+    assert f"{path}: {said}" in err and "written again from summary.csv" in err and "Traceback" not in err
     assert not path.is_symlink() and (REPO / "results" / "lr_speedup" / "speedup.csv").read_bytes() == other
     pd.testing.assert_frame_equal(pd.read_csv(path)[good.columns], good)
 
