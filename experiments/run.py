@@ -13,6 +13,7 @@ SIGTERM, 129 SIGHUP; the run in flight is recorded as failed with its partial tr
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sys
 
@@ -134,7 +135,7 @@ def _hydra_main(cfg: DictConfig) -> str:
         _remove_empty_dirs(Path(str(cfg.results_dir)), recursive=False)
         sys.exit(2)
     except OSError as exc:  # a result file that cannot be written (full disk): one line naming it, exit 1
-        log.error(f"{exc}")
+        log.error(f"{_write_error(exc)}")
         sys.exit(1)
     finally:
         stops.IN_FLIGHT.clear()
@@ -189,6 +190,20 @@ def _remove_empty_dirs(top: Path, recursive: bool = True) -> None:
 
 
 _RESULTS_DIRS: set[Path] = set()  # the results folders of the jobs the command line asks for
+
+
+_LIMITS = {
+    errno.ENOSPC: "no space left on its disk",
+    errno.EDQUOT: "over the disk quota",
+    errno.EFBIG: "larger than the file size limit (ulimit -f)",
+}
+
+
+def _write_error(exc: OSError) -> str:
+    """A result file that could not be written, as one line: ``<file>: <why>`` (Python's ``[Errno 27] File too large:
+    '<file>'`` said neither plainly)."""
+    why = _LIMITS.get(exc.errno, exc.strerror or str(exc))
+    return f"{exc.filename}: {why}" if exc.filename else why
 
 
 def _report_error(exc: ConfigError) -> None:

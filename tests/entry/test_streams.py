@@ -87,3 +87,22 @@ def test_a_good_thread_count_variable_is_taken(tmp_path, entry_point):
         code, err = entry_point(["--cfg", "job", f"results_dir={tmp_path}/res"], env={"OMP_NUM_THREADS": value})
         assert (code, err) == (0, ""), err
     assert os.environ["OMP_NUM_THREADS"] == "1"  # the calls' variables stay in their processes
+
+
+def _file_size_limit() -> None:  # ``ulimit -f 8``: 8 KiB, less than the run's trace
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))
+
+
+@needs_fmnist
+def test_a_result_file_over_the_file_size_limit_is_one_plain_line(tmp_path):
+    """Under ``ulimit -f`` the trace cannot be written: one line naming the file and the limit, exit 1 (it was
+    Python's ``[Errno 27] File too large: '<file>'``)."""
+    args = [a for a in RUN if a not in ("updates=20", "eval_every=0.5")]
+    args += ["updates=400", "eval_every=0.002", f"results_dir={tmp_path}"]
+    proc = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=300, preexec_fn=_file_size_limit)
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert lines[-1].startswith(f"error: {tmp_path}/adhoc/runs/"), lines
+    assert lines[-1].endswith(": larger than the file size limit (ulimit -f)"), lines
