@@ -76,6 +76,17 @@ if __name__ == "__main__":
     for _sig in STOP_SIGNALS:
         signal.signal(_sig, _early_signal)
 
+try:  # torch reads its own variables as it loads: a bad TORCH_LOGS or TORCH_DISTRIBUTED_DEBUG was its traceback
+    import torch  # noqa: E402, F401
+    import torch.distributed  # noqa: E402, F401
+except Exception as _exc:  # noqa: BLE001 - any failure to load (a bad variable, ``ulimit -v``): one line, exit 2
+    if __name__ != "__main__":  # imported (a test, a notebook): torch's own error, as any import of it gives
+        raise
+    _first = " ".join(str(_exc).split()).split(". For more info")[0] or type(_exc).__name__
+    _set = " ".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("TORCH_"))
+    sys.stderr.write(f"error: torch cannot be loaded: {_first}" + (f" (set here: {_set})" if _set else "") + "\n")
+    sys.exit(2)
+
 import itertools  # noqa: E402
 import logging  # noqa: E402
 from pathlib import Path  # noqa: E402

@@ -106,3 +106,22 @@ def test_a_result_file_over_the_file_size_limit_is_one_plain_line(tmp_path):
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert lines[-1].startswith(f"error: {tmp_path}/adhoc/runs/"), lines
     assert lines[-1].endswith(": larger than the file size limit (ulimit -f)"), lines
+
+
+@pytest.mark.parametrize(
+    ("var", "said"),
+    [
+        ("TORCH_LOGS", "Invalid log settings: bogus, must be a comma separated list of fully qualified module names"),
+        ("TORCH_DISTRIBUTED_DEBUG", "The value of TORCH_DISTRIBUTED_DEBUG must be OFF, INFO, or DETAIL."),
+    ],
+)
+def test_a_bad_torch_variable_is_one_line_and_exit_2(tmp_path, var, said):
+    """torch reads these as it loads: a bad value was torch's traceback (or a page of its help) and exit 1."""
+    env = {**os.environ, var: "bogus"}
+    proc = subprocess.run(
+        [*RUN, f"results_dir={tmp_path}/res"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr[-2000:]
+    assert proc.stderr.startswith(f"error: torch cannot be loaded: {said}"), proc.stderr
+    assert proc.stderr.rstrip().endswith(f"(set here: {var}=bogus)")
+    assert not (tmp_path / "res").exists()
