@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+from omegaconf import OmegaConf
 
 from experiments.command_line import experiment_multirun
 from experiments.errors import ConfigError
@@ -106,6 +107,7 @@ def run(overrides: list[str] | tuple[str, ...] = (), results_dir: str | Path | N
     overrides = list(overrides) + ([f"results_dir='{results_dir}'"] if results_dir is not None else [])
     settings = precheck(overrides, multirun=False)[0]
     cfg = compose_jobs([overrides])[0]
+    overrides = _as_the_job_reads_them(cfg, overrides)
     status = execute(cfg, overrides)
     run_id = make_run_id(overrides, settings.seed)
     sink = RunSink(settings.results_dir, settings.experiment_id, run_id)
@@ -121,6 +123,16 @@ def run(overrides: list[str] | tuple[str, ...] = (), results_dir: str | Path | N
     except (ValueError, UnicodeDecodeError):
         trace = pd.DataFrame()
     return RunResult(status, run_id, sink.run_dir, row, trace)
+
+
+def _as_the_job_reads_them(cfg, overrides: list[str]) -> list[str]:
+    """``overrides`` as a job of the command line reads them (Hydra's ``hydra.overrides.task``, whose interpolations
+    resolve against the job's config when read: ``algorithm.lr=${algorithm.beta1}`` is ``algorithm.lr=0.9``), so the
+    same input names the same run on both paths, and two values of one ``${oc.env:...}`` are two runs (the API kept
+    the text: one id, and the second run replaced the first)."""
+    if not any("${" in o for o in overrides):
+        return overrides
+    return list(OmegaConf.create({"task": overrides}, parent=cfg).task)
 
 
 def load(results_dir: str | Path, experiment: str | None = None) -> pd.DataFrame:

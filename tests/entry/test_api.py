@@ -254,3 +254,26 @@ def test_load_names_a_summary_that_cannot_be_read(tmp_path, kind):
     for folder in (tmp_path, tmp_path / "exp"):
         with pytest.raises(ConfigError, match=r"exp/summary.csv: cannot read this summary"):
             load(folder)
+
+
+@needs_data
+def test_interpolated_overrides_name_the_run_as_the_command_line_does(tmp_path, monkeypatch, entry_point):
+    """The command line's job reads its overrides resolved (``algorithm.lr=${algorithm.beta1}`` is
+    ``algorithm.lr=0.9``); the API kept the text, so one input had two ids, and two values of one ``${oc.env:NW}``
+    shared one id (the second run replaced the first)."""
+    from experiments import run
+
+    base = ["problem=logreg_fmnist", "problem.max_train=1000", "updates=10", *FIXED_CLOCK]
+    lr = "algorithm.lr=${algorithm.beta1}"
+    api = run([*base, lr], results_dir=tmp_path / "api")
+    code, err = entry_point([*base, lr, f"results_dir={tmp_path}/cli"])
+    assert code == 0, err
+    assert [p.name for p in (tmp_path / "cli" / "adhoc" / "runs").iterdir()] == [api.run_id]
+    assert api.run_id.startswith("algorithm.lr-0.9_")
+    ids = []
+    for nw in ("2", "3"):
+        monkeypatch.setenv("NW", nw)
+        result = run([*base, "workers='${oc.decode:${oc.env:NW}}'"], results_dir=tmp_path / "env")
+        assert result.status == "ok" and int(result.summary["workers"]) == int(nw)
+        ids.append(result.run_id)
+    assert ids[0] != ids[1]
