@@ -191,6 +191,22 @@ def test_evaluate_matches_a_direct_computation():
         assert m[f"{pre}_acc"] == np.mean((z > 0) == (lab == 1))
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+def test_a_diverged_point_gives_nan_without_a_warning(sparse):
+    """Evaluated at a point with inf and NaN weights, the loss is NaN (the recorder's divergence check reads it) and
+    numpy warns nothing: under ``-W error`` its RuntimeWarning was an exception, and the run was recorded failed."""
+    import warnings
+
+    X, y = _data(n=60, d=4, density=0.7 if sparse else None)
+    p = LogisticRegression(sp.csr_matrix(X) if sparse else X, y)
+    x = torch.tensor([float("inf"), float("-inf"), float("nan"), 1.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        metrics = p.evaluate(x)
+        loss, _ = p.loss_grad(x, np.arange(8))
+    assert math.isnan(metrics["train_loss"]) and math.isnan(loss)
+
+
 def test_init_params_zero_or_seeded_normal():
     X, y = _data()
     assert torch.equal(LogisticRegression(X, y).init_params(3), torch.zeros(X.shape[1]))
