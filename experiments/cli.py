@@ -22,6 +22,11 @@ class Parser(argparse.ArgumentParser):
         import sys
 
         self._words = list(sys.argv[1:] if args is None else args)
+        for action in self._actions:  # argparse keeps the last of two values silently (--file a --file b: b)
+            if isinstance(action, argparse._StoreAction) and action.option_strings:  # noqa: SLF001 - its own class
+                given = [w for w in self._words if _names(w, action.option_strings)]
+                if len(given) > 1:
+                    self.error(f"{action.option_strings[0]}: given twice ({given[0]} and {given[1]}); give it once")
         return super().parse_args(args, namespace)
 
     def error(self, message: str):  # noqa: D102 -- argparse's hook
@@ -33,6 +38,13 @@ class Parser(argparse.ArgumentParser):
         if message.startswith("the following arguments are required") and lists:  # --only A B DIR took DIR too
             message += f" ({lists[0]} takes every word after it: put the folder before {lists[0]})"
         self.exit(2, f"error: {self.prog}: {message} (--help lists the options)\n")
+
+
+def _names(word: str, options: list[str]) -> bool:
+    """Whether the command-line word names one of ``options`` (``--file``, ``--file=x``, or an abbreviation argparse
+    takes: ``--fi x``)."""
+    name = word.split("=", 1)[0]
+    return name in options or (name.startswith("--") and len(name) > 2 and any(o.startswith(name) for o in options))
 
 
 def folder_arg(text: str) -> Path:

@@ -22,6 +22,10 @@ from conftest import REPO
         (["experiments.reproduce", "--results-dir", ""], "argument --results-dir: '': must name a folder"),
         (["experiments.reproduce", "--results-dir", " "], "argument --results-dir: ' ': must name a folder"),
         (["experiments.calibrate", "--bogus"], "unrecognized arguments: --bogus"),
+        # argparse kept the last of two values without a word
+        (["experiments.calibrate", "--file=/tmp/y", "--file=/tmp/z"], "--file: given twice (--file=/tmp/y and --fi"),
+        (["experiments.reproduce", "--profile", "smoke", "--prof", "long"], "--profile: given twice (--profile and"),
+        (["experiments.report", "results", "--profile", "quick", "--profile", "long"], "--profile: given twice"),
         (["experiments.calibrate", "--file", ""], "argument --file: '': must name a file"),
         (
             ["experiments.aggregate", "results/tau_threshold/summary.csv"],
