@@ -26,7 +26,7 @@ from experiments.clock import speedprobe
 from experiments.clock.calibration import calibrated_probe, used_line
 from experiments.clock.predict import KINDS, predict
 from experiments.clock.resolve import calibration_of, emulated_lateness, resolve
-from experiments.engines import EngineResult, get_engine
+from experiments.engines import EngineResult, get_engine, warmup_updates
 from experiments.engines.dist_group import torchrun_rank
 from experiments.engines.emulation import COMPUTE_TIMES_COLUMNS, compute_times_rows, expected_late
 from experiments.engines.timeline import TIMELINE_COLUMNS
@@ -39,7 +39,7 @@ from experiments.store.inputs import fingerprints
 from experiments.store.run_id import make_run_id
 from experiments.store.run_lock import run_lock
 from experiments.store.sink import RunSink
-from experiments.store.summary import constant_columns, summary_row
+from experiments.store.summary import constant_columns, cores_column, summary_row
 from experiments.sweeps.tuning import (
     CHOICES_FILE,
     TRIALS_DIR,
@@ -91,12 +91,28 @@ def _skip(settings, config: dict, sink: RunSink) -> bool:
         changes = sink.config_changes(config)
         if not changes:
             log.info(f"[skip] {_where(sink, settings)}: finished earlier (force=true reruns)")
+            _say_if_cores_changed(sink, settings)
             return True
         log.info(
             f"[rerun] {_where(sink, settings)}: finished with another config ({'; '.join(changes[:3])}"
             f"{'; ...' if len(changes) > 3 else ''})"
         )
     return False
+
+
+def _say_if_cores_changed(sink: RunSink, settings) -> None:
+    """A finished simulated run with ``engine.cores`` null shared the cores the machine offered then (its ``cores``
+    column); when this process is offered another number (another machine, ``taskset``), a warning says the kept
+    times are of the old count. It is kept, not rerun: results made elsewhere (the committed ones) pair each
+    simulated time with the measured runs of the machine that made them."""
+    if settings.engine.name != "simulated" or settings.engine.cores is not None:
+        return
+    recorded, now = str((sink.summary_row() or {}).get("cores") or ""), str(cores_column(settings))
+    if recorded.isdigit() and recorded != now:
+        log.warning(
+            f"{_where(sink, settings)}: its simulated times are of the {recorded} cores the machine offered when it "
+            f"ran (engine.cores=null); this process is offered {now}: force=true reruns it with {now}"
+        )
 
 
 def _where(sink: RunSink, settings) -> str:
@@ -292,6 +308,17 @@ def _execute_held(cfg, settings, sink: RunSink, tuning: str | None) -> str:
     return status
 
 
+def _time_text(row: dict, warmup: int) -> str:
+    """The summary row's time for the console line: ``12.5 s (wall)``, or that none was measured (a run that
+    stopped before its clock started after ``warmup`` updates, or before any evaluation)."""
+    time_s, clock, updates = row["time_s"], row["clock"], row["updates"]
+    if time_s is not None and not math.isnan(time_s):
+        return f"{time_s:.4g} s ({clock})"
+    if warmup > 0 and updates is not None and updates == updates and updates < warmup:
+        return f"time not measured (the {clock} clock starts after {warmup} warm-up updates)"
+    return f"time not measured ({clock} clock)"
+
+
 def _partial(recorder, num_train: int, message: str) -> tuple[EngineResult, str]:
     """The result of a run stopped mid-way, as it was at its last evaluation (so that the summary row's updates
     and staleness agree with its trace), and the message saying so."""
@@ -300,12 +327,17 @@ def _partial(recorder, num_train: int, message: str) -> tuple[EngineResult, str]
         f" after {m.version} updates; trace and summary stop at the last evaluation "
         f"(update {last.get('updates', 0)}, epoch {last.get('epoch', 0.0):.3g})"
     )
+    samples = round(last.get("epoch", 0.0) * num_train)
+    # the samples the clock saw up to that evaluation: none when it came before the clock started (a wall clock
+    # starts after warm-up updates), and then its time 0 is no measured time
+    timed = samples - recorder.clock_from if recorder.clock_from is not None else 0
     result = EngineResult(
         updates=last.get("updates", 0),
         gradients=last.get("gradients", 0),
-        samples=round(last.get("epoch", 0.0) * num_train),
-        time_s=last.get("time_s", math.nan),
+        samples=samples,
+        time_s=last.get("time_s", math.nan) if timed > 0 else math.nan,
         histogram=recorder.histogram_at_last_row(),
+        timed_samples=max(timed, 0),
     )
     return result, message
 
@@ -380,7 +412,7 @@ def _write(
 
     log.info(
         f"[{status}] {_where(sink, settings)}: {num(row['updates'], '.0f')} updates, {num(row['epochs'], '.3g')} "
-        f"epochs, {num(row['time_s'], '.4g')} s ({settings.engine.clock}), train loss "
+        f"epochs, {_time_text(row, warmup_updates(settings, num_train))}, train loss "
         f"{num(row['final_train_loss'], '.4g')}, test acc {num(row['final_test_acc'], '.4f')}, "
         f"delay={row['delay_model']} mean staleness {num(row['staleness_mean'], '.3g')}"
         + (

@@ -277,3 +277,27 @@ def test_interpolated_overrides_name_the_run_as_the_command_line_does(tmp_path, 
         assert result.status == "ok" and int(result.summary["workers"]) == int(nw)
         ids.append(result.run_id)
     assert ids[0] != ids[1]
+
+
+@needs_data
+def test_a_kept_simulated_run_of_the_machine_s_cores_says_when_they_changed(tmp_path, monkeypatch, capsys):
+    """engine.cores null: the clock shares the cores the machine offers. Offered another number later (``taskset``,
+    another machine), the finished run is kept (committed results pair it with that machine's measured runs) and a
+    warning says its times are of the old count; the same count says nothing."""
+    import experiments.store.summary as summary
+    from experiments import run
+
+    clock = [c for c in FIXED_CLOCK if not c.startswith("engine=")]  # the machine's cores, not dedicated ones
+    overrides = ["problem=logreg_fmnist", "problem.max_train=1000", "updates=10", "workers=4", *clock]
+    first = run(overrides, results_dir=tmp_path)
+    assert first.status == "ok"
+    cores = int(first.summary["cores"])
+    assert run(overrides, results_dir=tmp_path).status == "skipped"
+    assert "warning" not in capsys.readouterr().err
+    monkeypatch.setattr(summary, "machine_cores", lambda: cores + 5)
+    assert run(overrides, results_dir=tmp_path).status == "skipped"
+    err = capsys.readouterr().err
+    assert (
+        f"its simulated times are of the {cores} cores the machine offered when it ran (engine.cores=null); this "
+        f"process is offered {cores + 5}: force=true reruns it with {cores + 5}"
+    ) in err
