@@ -103,13 +103,26 @@ def overrides_of(argv: list[str]) -> list[str]:
             takes = SHOW_FLAGS.get(a, a in SOURCE_FLAGS)
             nxt = argv[i + 1] if i + 1 < len(argv) else None
             if takes is None and nxt is not None and not nxt.startswith("-"):
-                if nxt not in INFO_TOPICS:
-                    raise ConfigError(f"{a} {nxt}: {a} takes one of {', '.join(INFO_TOPICS)} or nothing; put it last")
+                info_topic(a, nxt)
                 takes = True
             skip = bool(takes)
             continue
         out.append(a)
     return out
+
+
+def info_topic(flag: str, word: str) -> None:
+    """``word``, given after ``--info``/``-i`` (``flag``), is one of its topics (Hydra reads the next word as one).
+
+    Raises:
+        ConfigError: ``--info bogus: not a topic of --info ...``; an override there: ``... put it last``.
+    """
+    if word in INFO_TOPICS:
+        return
+    topics = ", ".join(INFO_TOPICS)
+    if "=" in word or word.startswith(("~", "+")):  # an override: Hydra would read it as the topic
+        raise ConfigError(f"{flag} {word}: {flag} takes one of {topics} or nothing; put it last")
+    raise ConfigError(f"{flag} {word}: not a topic of --info; give one of {topics} (or none: all)")
 
 
 JOBS_PER_CORE = 4
@@ -215,6 +228,10 @@ def launcher_values(overrides: list[str]) -> None:
         raise ConfigError("hydra/launcher=slurm: SLURM's sbatch and srun are not on this machine (use a login node)")
 
 
+SWEEP_KEYS = ("hydra/launcher", "hydra.launcher", "hydra/sweeper", "hydra.sweeper")
+"""Keys of Hydra's launcher and sweeper: what runs a sweep's jobs (experiments/api.py refuses them too)."""
+
+
 def experiment_multirun(overrides: list[str], multirun: bool) -> None:
     """``experiment=`` runs only with ``-m``: an experiment is a sweep (its profile's values, conf/experiment/); a
     single run of it ran the defaults, ignored ``profile=``, and wrote a row into the summary the experiment's
@@ -225,9 +242,16 @@ def experiment_multirun(overrides: list[str], multirun: bool) -> None:
     a sweep over either ran every job with the first one's values (``profile=smoke,quick``: the quick jobs were smoke's,
     then skipped as finished).
 
+    A launcher or a sweeper (``hydra/launcher=parallel``, ``hydra.launcher.n_jobs=4``) runs a sweep's jobs: without
+    ``-m`` Hydra ran the one job in this process and ignored it (the Python API refuses it too).
+
     Raises:
-        ConfigError: ``experiment=<id>: an experiment is a sweep ...; add -m``; ``profile=a,b: ... one of each``.
+        ConfigError: ``experiment=<id>: an experiment is a sweep ...; add -m``; ``profile=a,b: ... one of each``;
+            ``hydra/launcher=parallel: launchers and sweepers run sweeps; add -m ...``.
     """
+    sweeping = next((o for o in overrides if o.split("=", 1)[0].lstrip("+~").startswith(SWEEP_KEYS)), None)
+    if sweeping is not None and not multirun:
+        raise ConfigError(f"{sweeping}: launchers and sweepers run sweeps; add -m (one run runs in this process)")
     given = next(
         (o for o in overrides if o.split("=", 1)[0].lstrip("+") == "experiment" and o != "experiment=null"), None
     )
@@ -293,8 +317,8 @@ def flag_order(argv: list[str]) -> None:
     after all the overrides, ``KEY=VALUE --info``, is read); ``-`` alone was Hydra's LexerNoViableAltException.
 
     Raises:
-        ConfigError: ``--bogus: not an option of python -m experiments.run ...`` or ``-m: put it before the
-            overrides ...``.
+        ConfigError: ``--bogus: not an option of python -m experiments.run ...``, ``-m: put it before the
+            overrides ...`` or ``--info bogus: not a topic of --info ...`` (:func:`info_topic`).
     """
     seen_override, flag_between, skip = False, None, False
     if "--hydra-help" in argv and (given := overrides_of(argv)):
@@ -320,7 +344,12 @@ def flag_order(argv: list[str]) -> None:
                     raise ConfigError(f"{given}: --cfg takes one of {', '.join(CFG_KINDS)}")
             if seen_override and flag_between is None:
                 flag_between = a
-            topic = SHOW_FLAGS.get(flag, False) is None and i + 1 < len(argv) and argv[i + 1] in INFO_TOPICS
+            info = SHOW_FLAGS.get(flag, False) is None
+            if info and "=" in a:  # --info=bogus: argparse's usage block
+                info_topic(flag, a.split("=", 1)[1])
+            elif info and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+                info_topic(flag, argv[i + 1])  # Hydra reads the next word as the topic, an override too
+            topic = info and i + 1 < len(argv) and argv[i + 1] in INFO_TOPICS
             skip = (HYDRA_FLAGS[flag] or topic) and "=" not in a
             continue
         if flag_between is not None:

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from algorithms import build_rule
 from experiments.errors import ConfigError
+from experiments.settings.fields import MAX_NAME
 from experiments.settings.schema import RunSettings
 from experiments.training.delays import ComputeTimes
 
@@ -98,11 +99,9 @@ def _option(group: str, name: str):
     from experiments.settings.source import DEFAULT
 
     option = Path(DEFAULT.primary_dir) / group / f"{name}.yaml"
-    if not option.is_file():
-        return None
     try:
-        return OmegaConf.load(option)
-    except Exception:  # noqa: BLE001 -- an option file Hydra itself reports when it is chosen
+        return OmegaConf.load(option) if option.is_file() else None
+    except Exception:  # noqa: BLE001 -- a name too long for a file, or an option file Hydra reports when chosen
         return None
 
 
@@ -112,8 +111,11 @@ def _check_name(group: str, name: str, identity: dict) -> None:
     logistic regression as LeNet5, and the report judged it as one.
 
     Raises:
-        ConfigError: ``<group>.name=<name>: the name of another <group> option ...``.
+        ConfigError: ``<group>.name=<name>: the name of another <group> option ...``, or a name longer than
+            :data:`~experiments.settings.fields.MAX_NAME` characters (a table's cell, a line of a report).
     """
+    if len(name) > MAX_NAME:
+        raise ConfigError(f"{group}.name={name[:20]}...: {len(name)} characters, at most {MAX_NAME}")
     other = _option(group, name)
     if other is None:
         return

@@ -29,7 +29,9 @@ from omegaconf import OmegaConf, open_dict
 from experiments.errors import ConfigError
 from experiments.settings.build import as_typed, build_settings
 from experiments.settings.cover import covering
+from experiments.settings.fields import MAX_NAME
 from experiments.settings.grammar import check_text
+from experiments.settings.hydra_own import check_plugin_keys, hydra_options
 from experiments.settings.preflight import (
     check_backend,
     check_calibration,
@@ -117,8 +119,13 @@ def expand_overrides(overrides: list[str]) -> dict[str, list[str]]:
 
 
 def _options(source: Source, group: str) -> str:
+    """The options of config group ``group`` (its files in the config folders; Hydra's own too, for hydra/...)."""
     folders = [Path(source.config_dir) / group.split("@")[0]] + [Path(d) / group for d in source.search_dirs]
-    return ", ".join(sorted({p.stem for f in folders if f.is_dir() for p in f.glob("*.yaml")}))
+    try:
+        names = {p.stem for f in folders if f.is_dir() for p in f.glob("*.yaml")}
+    except OSError:  # a name too long for a file name (a mistyped key): no folder of options
+        names = set()
+    return ", ".join(sorted(names | (hydra_options(group) if group.startswith("hydra/") else set())))
 
 
 def _explain(source: Source, override: str, exc: Exception, cfg=None) -> ConfigError:
@@ -132,8 +139,10 @@ def _explain(source: Source, override: str, exc: Exception, cfg=None) -> ConfigE
         name = OmegaConf.select(cfg, f"{head}.name", default=None) if cfg is not None else None
         if head in source.groups and isinstance(name, str):
             first = f"not a key of {head}={name}"
-    opts = _options(source, override.split("=", 1)[0].lstrip("+~"))
-    return ConfigError(f"{override}: {first}{f' (options: {opts})' if opts else ''}")
+    key, sep, value = override.partition("=")
+    opts = _options(source, key.lstrip("+~"))
+    shown = f"{key[:20]}...{sep}{value}" if len(key) > MAX_NAME else override  # a key of 300 characters
+    return ConfigError(f"{shown}: {first}{f' (options: {opts})' if opts else ''}")
 
 
 def profile_sweep(overrides: list[str], source: Source = DEFAULT) -> list[str]:
@@ -179,10 +188,6 @@ def _checked(overrides: list[str], multirun: bool) -> list[list[str]]:
         if bare.startswith("hydra") and len(values) > 1:
             raise ConfigError(f"{key}: Hydra's own config takes one value per command line, not a sweep")
         check_key(bare, values[0])
-        if bare == "hydra.searchpath":  # Hydra only warns about a folder that is not there, then runs without it
-            for folder in re.findall(r"file\\?://([^,\]'\"]+)", values[0]):
-                if not Path(folder).is_dir():
-                    raise ConfigError(f"hydra.searchpath: {folder}: no such config folder")
         if (
             key.startswith("+")
             and bare not in ADDABLE
@@ -360,8 +365,14 @@ _ABSENT = object()
 
 def _composed(combo: list[str], source: Source):
     extra = source.extra_overrides()
-    try:
+    plugin = [o for o in combo if o.lstrip("+~").startswith(("hydra.launcher", "hydra.sweeper"))]
+    try:  # the launcher's and sweeper's keys: Hydra adds any +key to them (hydra_own.check_plugin_keys)
+        if plugin:
+            kept = [o for o in combo if o not in plugin]
+            check_plugin_keys(plugin, compose(source.config_name, extra + kept, return_hydra_config=True).hydra)
         return compose(config_name=source.config_name, overrides=extra + combo)
+    except ConfigError:
+        raise
     except Exception as exc:
         for o in combo:  # find the override that fails on its own
             try:

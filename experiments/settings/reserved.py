@@ -1,12 +1,13 @@
 """Keys a command line may not set, or not to some values: Hydra's own keys that place files, name the job, log or
-call back; the options' own labels; and an ``experiment_id`` that is another experiment's folder. Checked for every
-entry path by :func:`experiments.settings.compose.job_overrides`."""
+call back; a search path to a place that is not there; the options' own labels; and an ``experiment_id`` that is
+another experiment's folder. Checked for every entry path by :func:`experiments.settings.compose.job_overrides`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from experiments.errors import ConfigError
+from experiments.settings.hydra_own import check_searchpath
 
 HARNESS_HYDRA_KEYS = (
     "hydra.run",
@@ -29,11 +30,14 @@ def check_key(bare: str, value: str) -> None:
     """``bare`` (a key without ``+``/``~``) may be set on a command line; ``value``: its override as given.
 
     Raises:
-        ConfigError: one line naming the override and what sets the key instead.
+        ConfigError: one line naming the override and what sets the key instead (or the place of the search path
+            that is not there: :func:`~experiments.settings.hydra_own.check_searchpath`).
     """
     if bare in ("engine.name", "delay.model"):  # the option's own label: "engine.clock=wall: must be simulated"
         group = bare.split(".")[0]
         raise ConfigError(f"{value}: set by the {group} option; choose it with {group}=<option>")
+    if bare == "hydra.searchpath":  # Hydra only warns about a place that is not there, then runs without it
+        check_searchpath(value)
     if bare == "hydra.mode":
         raise ConfigError(f"{value}: set by the command line's -m (a sweep) or its absence (one run)")
     if bare.startswith(HYDRA_JOB_KEYS):
@@ -41,7 +45,7 @@ def check_key(bare: str, value: str) -> None:
             f"{value}: Hydra's job, logging and callback settings are the harness's (every file stays under "
             "results_dir); choose a logging preset with hydra/job_logging=<option>"
         )
-    if bare.startswith(HARNESS_HYDRA_KEYS):
+    if any(bare == k or bare.startswith(f"{k}.") for k in HARNESS_HYDRA_KEYS):  # hydra.sweep, not hydra.sweeper
         raise ConfigError(
             f"{value}: set by the harness (Hydra's scratch folders stay under results_dir/.hydra and jobs "
             "run in the current folder); choose where results go with results_dir="
