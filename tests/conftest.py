@@ -202,10 +202,12 @@ COSTS = [
 ]
 
 
-def run_sim(tmp_path, overrides, problem=None, rule=None):
+def run_sim(tmp_path, overrides, problem=None, rule=None, delay_past_checks=None):
     """A simulated run of ``problem`` (default a QuadraticProblem) at batch 8, async SGD with constant step 0.05
     (uncapped: ``algorithm.alpha_max=null``) and the fixed COSTS on the :func:`pinned` clock, then ``overrides``;
-    returns (EngineResult, Recorder, RunSettings). ``rule``: default :func:`plain_rule`."""
+    returns (EngineResult, Recorder, RunSettings). ``rule``: default :func:`plain_rule`. ``delay_past_checks``:
+    fields of the delay settings set after the settings' checks (a setting the command line refuses, such as a fixed
+    delay at a policy's threshold, to test what the engine itself does with it)."""
     problem = problem or QuadraticProblem()
     settings = settings_for(
         pinned(
@@ -222,6 +224,8 @@ def run_sim(tmp_path, overrides, problem=None, rule=None):
             ]
         )
     )
+    if delay_past_checks:
+        settings = settings.model_copy(update={"delay": settings.delay.model_copy(update=delay_past_checks)})
     rec = recorder_for(problem, settings, "simulated")
     result = run_engine(problem, rule or plain_rule(settings), settings, rec)
     return result, rec, settings

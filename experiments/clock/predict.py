@@ -66,8 +66,9 @@ def clock_settings(settings: RunSettings, calibration: str | None, trace: str | 
     )
     data = settings.model_dump()
     data.update(engine=engine, progress=False)
-    if settings.delay.model == "timing" and e.compute == "real" and trace is None:
-        data["delay"] = {**data["delay"], "law": "measured"}
+    if settings.delay.model == "timing" and e.compute == "real" and trace is None:  # the law's own parameters go
+        neutral = {k: option("delay", "timing")[k] for k in ("sigma", "shape")}  # back to values that change nothing
+        data["delay"] = {**data["delay"], "law": "measured", **neutral}
     return RunSettings.model_validate(data)
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import ConfigDict, model_validator
+from pydantic import ConfigDict, ValidationInfo, field_validator, model_validator
 
-from experiments.settings.fields import POLICIES, POLICY_KEYS, Frozen, Name, PositiveFloat, PositiveInt
+from experiments.settings.fields import POLICIES, POLICY_KEYS, Frozen, Name, PositiveFloat, PositiveInt, not_blank
 
 
 class Policy(Frozen):
@@ -41,6 +41,33 @@ class Policy(Frozen):
                 raise ValueError(f"algorithm.policy.{key}={shown}: not a key of policy {self.name!r}")
         return self
 
+    def fixed_delay_problem(self, tau: int, workers: int) -> str | None:
+        """Why a fixed delay ``tau`` leaves this policy nothing to apply after its first updates, or None. Under
+        ``delay=fixed`` update k's gradient has staleness min(tau, k) (experiments/training/delays.py); the policies
+        (experiments/training/policies.py) then: ringmaster discards tau_k >= R, so with tau >= R every gradient
+        once k = R (k then never advances); koloskova2022 with ``stale_step`` zero steps 0 for tau_k > tau_c, so
+        with tau > tau_c every update after the first tau_c + 1; rennala discards tau_k != 0, so with tau >= 1
+        every gradient after its first round. (R, S, tau_c null: ``workers``.)"""
+        R, tau_c, S = (workers if v is None else v for v in (self.R, self.tau_c, self.S))
+        if self.name == "ringmaster" and tau >= R:
+            return (
+                f"at or above policy ringmaster's threshold R={R} (algorithm.policy.R; null: workers): every "
+                f"gradient after the first {R} updates would be discarded (a delay.tau below R, a larger R, or "
+                "delay=uniform)"
+            )
+        if self.name == "koloskova2022" and self.stale_step in (None, "zero") and tau > tau_c:
+            return (
+                f"above policy koloskova2022's threshold tau_c={tau_c} (algorithm.policy.tau_c; null: workers): every "
+                f"update after the first {tau_c + 1} would take step 0 (a delay.tau <= tau_c, "
+                "algorithm.policy.stale_step=inverse, or delay=uniform)"
+            )
+        if self.name == "rennala" and tau >= 1:
+            return (
+                "policy rennala applies gradients of staleness 0 only: every gradient after its first round of "
+                f"S={S} would be discarded (use delay=uniform or delay=timing)"
+            )
+        return None
+
     @property
     def stops(self) -> bool:
         """Whether the engines stop and restart in-flight computations (``restart``, with its default)."""
@@ -69,6 +96,21 @@ class Algorithm(Frozen):
     """Async protocol only: the master computes a minibatch gradient itself whenever no worker gradient is waiting
     (the authors' OpenMP code, RPI-OPT/APAM ``OpenMP/test/LR_APAM.cc``), so P workers and the master are P + 1
     compute agents, the paper's thread count."""
+
+    @field_validator("name", "rule")
+    @classmethod
+    def _named(cls, v: str, info: ValidationInfo) -> str:
+        if v.strip():
+            return v
+        if info.field_name == "rule":
+            from algorithms import rule_names  # the registry, read for the message only
+
+            return not_blank("algorithm.rule", v, f"name an update rule ({', '.join(rule_names())})")
+        return not_blank(
+            "algorithm.name",
+            v,
+            "be a name (the summary's algorithm column; leave algorithm.name out for the option's own)",
+        )
 
     @model_validator(mode="after")
     def _protocol(self) -> Algorithm:

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from experiments.settings.fields import (
     MAX_COST_S,
@@ -15,6 +16,7 @@ from experiments.settings.fields import (
     PositiveInt,
     Seconds,
     file_problem,
+    not_blank,
 )
 
 
@@ -55,6 +57,28 @@ class TimingDelay(Frozen):
     replay: str | None
 
     @model_validator(mode="after")
+    def _read_by_the_law(self) -> TimingDelay:
+        """A key the law does not read keeps the value that changes nothing (sigma 0: the experiments' own configs
+        write it beside law=constant; shape: conf/delay/timing.yaml's; slowdown 1): another value was accepted,
+        ignored, and named a run of its own. (Their yaml defaults are numbers, so only the value tells a key set.)"""
+        if self.law != "lognormal" and self.sigma != 0:
+            raise ValueError(
+                f"delay.sigma={self.sigma}: only delay.law=lognormal reads it, not law={self.law} (choose "
+                "delay.law=lognormal, or leave delay.sigma at 0)"
+            )
+        if self.law != "pareto" and self.shape != _timing_default("shape"):
+            raise ValueError(
+                f"delay.shape={self.shape}: only delay.law=pareto reads it, not law={self.law} (choose "
+                f"delay.law=pareto, or leave delay.shape at {_timing_default('shape')})"
+            )
+        if self.slow_workers == 0 and self.slowdown != 1:
+            raise ValueError(
+                f"delay.slowdown={self.slowdown}: slows the first delay.slow_workers workers, and delay.slow_workers=0 "
+                "(set delay.slow_workers, or leave delay.slowdown at 1)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _replay_file(self) -> TimingDelay:
         if self.law != "replay" and self.replay is not None:
             raise ValueError(f"delay.replay={self.replay}: only delay.law=replay reads it, not law={self.law}")
@@ -65,6 +89,14 @@ class TimingDelay(Frozen):
             if why is not None:
                 raise ValueError(f"delay.replay={self.replay}: {why} (law=replay replays a compute_times.csv)")
         return self
+
+
+@functools.cache
+def _timing_default(key: str):
+    """conf/delay/timing.yaml's value of ``key`` (read once per process)."""
+    from experiments.settings.defaults import option
+
+    return option("delay", "timing")[key]
 
 
 Delay = Annotated[NoDelay | FixedDelay | UniformDelay | TimingDelay, Field(discriminator="model")]
@@ -147,6 +179,11 @@ class Simulated(EngineBase):
         why = None if self.trace is None else file_problem(self.trace)
         if why is not None:
             raise ValueError(f"engine.trace={self.trace}: {why} (a real run's timeline.csv)")
+        if self.compute == "real" and self.costs.late_s is not None:
+            raise ValueError(
+                f"engine.costs.late_s={self.costs.late_s}: only engine.compute=emulated reads it (real compute has no "
+                "emulated wait to end late; set engine.costs.late_s=null)"
+            )
         if self.compute == "emulated":
             if self.compute_base_s is None:
                 raise ValueError(
@@ -199,6 +236,11 @@ class Distributed(RealEngine):
     backend: Literal["auto", "gloo", "nccl"]
     master_addr: str
     master_port: int = Field(ge=1, le=65535)
+
+    @field_validator("master_addr")
+    @classmethod
+    def _an_address(cls, v: str) -> str:  # '' resolved to nothing: "does not resolve (Name or service not known)"
+        return not_blank("engine.master_addr", v, "be an address of this machine (the default 127.0.0.1: loopback)")
 
 
 Engine = Annotated[Simulated | SharedMemory | Distributed, Field(discriminator="name")]

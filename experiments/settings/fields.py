@@ -54,6 +54,19 @@ class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
 
+def not_blank(key: str, value, what: str):
+    """``value``, unless it is an empty or blank string: a name, rule or address that names nothing
+    (``algorithm.name=''`` ran, then the harness called its own summary.csv damaged, its algorithm column empty).
+    A value of another type (a mapping with ``_target_``, null) is left to the field's type.
+
+    Raises:
+        ValueError: ``<key>='': must <what>``.
+    """
+    if isinstance(value, str) and not value.strip():
+        raise ValueError(f"{key}={value!r}: must {what}")
+    return value
+
+
 def machine_cores() -> int:
     """The cores this process may run on (its CPU affinity where the OS has one, else the CPU count)."""
     if hasattr(os, "sched_getaffinity"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from experiments.settings.fields import (
     VISION_CLASSES,
@@ -15,8 +15,16 @@ from experiments.settings.fields import (
     PositiveFloat,
     PositiveInt,
     file_problem,
+    not_blank,
 )
 from problems.logreg import MAX_INIT_STD
+
+NAMED = {
+    "name": "be a name (the summary's problem column; leave problem.name out for the option's own)",
+    "dataset": f"name a data set ({', '.join(VISION_CLASSES)}) or be a mapping with _target_",
+    "model": "name a built-in net (lenet5, allcnn, resnet18) or be a mapping with _target_",
+}
+"""What each of the problem's free-text keys must be: an empty or blank one names nothing."""
 
 
 class ProblemBase(Frozen):
@@ -34,6 +42,11 @@ class ProblemBase(Frozen):
     most :data:`problems.logreg.MAX_INIT_STD`."""
     eval_batch_size: PositiveInt | None = None
     """Examples per forward pass when evaluating (``+problem.eval_batch_size=``; absent: the problem's own)."""
+
+    @field_validator(*NAMED, check_fields=False)  # dataset, model: the kinds that have them
+    @classmethod
+    def _named(cls, v, info: ValidationInfo):
+        return not_blank(f"problem.{info.field_name}", v, NAMED[info.field_name])
 
     @property
     def spec(self) -> dict:

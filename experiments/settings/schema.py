@@ -213,11 +213,17 @@ class RunSettings(Frozen):
             )
         if d.model != "timing" and e.name != "simulated" and d.model != "none":
             raise ValueError(f"delay={d.model}: artificial delays exist on engine=simulated only")
-        if e.name == "simulated" and alg.protocol == "async" and d.model == "none" and self.workers > 1:
+        key = {"fixed": "tau", "uniform": "max_delay"}.get(d.model)  # a delay of 0 is delay=none by another name
+        lunch = "delay=none" if d.model == "none" else f"delay.{key}=0" if key and getattr(d, key) == 0 else None
+        if e.name == "simulated" and alg.protocol == "async" and lunch and self.workers > 1:
+            instead = f"delay.{key} >= 1 or " if key else ""
             raise ValueError(
-                f"delay=none with workers={self.workers}: every gradient at the newest iterate is a "
-                "free lunch no real system has; use delay=timing (staleness from the timing model)"
+                f"{lunch} with workers={self.workers}: every gradient at the newest iterate is a free lunch no real "
+                f"system has; use {instead}delay=timing (staleness from the timing model)"
             )
+        why = alg.policy.fixed_delay_problem(d.tau, self.workers) if d.model == "fixed" else None
+        if why is not None:
+            raise ValueError(f"delay.tau={d.tau}: {why}")
         if self.updates is not None:
             self.check_length(self.updates)
         if d.model == "timing" and d.slow_workers > self.workers:

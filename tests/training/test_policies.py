@@ -236,12 +236,13 @@ def test_ringmaster_on_a_fixed_delay_run_discards_every_gradient_of_delay_r(tmp_
         tmp_path,
         [
             "delay=fixed",
-            "delay.tau=3",
+            "delay.tau=2",  # 3 after the checks (they refuse a delay at R: every later gradient dropped)
             "epochs=1",
             "workers=2",
             "algorithm.policy.name=ringmaster",
             "algorithm.policy.R=3",
         ],
+        delay_past_checks={"tau": 3},
     )
     assert result.updates == 3 and dict(rec.master.histogram) == {0: 1, 1: 1, 2: 1}
     assert rec.master.discarded == result.gradients - 3 == 256 // 8 - 3
@@ -321,12 +322,13 @@ def test_a_discarded_gradient_costs_the_master_no_update_time(tmp_path):
         tmp_path,
         [
             "delay=fixed",
-            "delay.tau=3",
+            "delay.tau=2",  # 3 after the checks (they refuse a delay at R: every later gradient dropped)
             "epochs=1",
             "workers=1",
             "algorithm.policy.name=ringmaster",
             "algorithm.policy.R=3",
         ],
+        delay_past_checks={"tau": 3},
     )
     n = result.gradients  # 32 gradients, one after another; 3 updates
     # the initial iterate's latency, then per gradient: compute, latency back, the master's overhead (and the update
