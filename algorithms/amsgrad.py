@@ -126,10 +126,12 @@ class AMSGrad(UpdateRule):
         if eps is None:
             eps = 0.0 if variant == "paper" else 1e-8
         self.eps = nonnegative("eps", eps)
-        if variant == "torch" and self.eps == 0.0:  # m / (sqrt(vhat) + 0) is 0/0 = NaN where every gradient was 0
+        # m / (sqrt(vhat) + 0) is 0/0 = NaN where every gradient was 0; an eps below float32's smallest number
+        # (about 1.4e-45) is 0 in the parameters' float32 arithmetic
+        if variant == "torch" and torch.tensor(self.eps, dtype=torch.float32).item() == 0.0:
             raise HyperparameterError(
                 f"eps must be > 0 for variant 'torch' (a coordinate whose gradients are all 0 would become NaN: "
-                f"0/0), got eps={eps!r}"
+                f"0/0), got eps={eps!r}" + (" (0 in float32, the parameters' type)" if self.eps else "")
             )
         if variant == "torch":
             if vhat_floor is not None:

@@ -512,6 +512,9 @@ def test_clone_state_is_independent_and_reproduces_the_trajectory():
         ("amsgrad", dict(variant="torch", eps=-1e-8), ["eps", "-1e-08"]),
         ("amsgrad", {"variant": "torch", "eps": 0}, ["eps=0", "torch", "NaN"]),
         ("amsgrad", {"variant": "torch", "eps": 0.0, "impl": "fused"}, ["eps=0.0", "torch"]),
+        # below float32's smallest number: 0 in the parameters' arithmetic (it ran, and diverged to NaN)
+        ("amsgrad", {"variant": "torch", "eps": 1e-46}, ["eps=1e-46", "0 in float32"]),
+        ("amsgrad", {"variant": "torch", "eps": 1e-300}, ["eps=1e-300", "0 in float32"]),
         ("amsgrad", dict(variant="paper", vhat_floor=-1.0), ["vhat_floor", "-1.0"]),
         ("amsgrad", dict(variant="torch", vhat_floor=1e-11), ["vhat_floor", "torch"]),
         ("amsgrad", dict(variant="adam"), ["variant", "'adam'"]),
