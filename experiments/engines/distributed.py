@@ -11,7 +11,8 @@ Launch:
   (nothing on disk to clean up, even when the master is killed) and gloo binds to the loopback interface: nothing
   listens beyond this machine. Otherwise a TCP store on ``master_addr:master_port`` (a free port when that one is
   taken). Start-up as in shared_memory: a worker that dies before it is ready fails the run at once
-  (:mod:`experiments.engines.workers`, start-up); one that dies between saying ready and joining the group is seen
+  (:mod:`experiments.engines.workers`, start-up), one that stalls or takes too long at its bound
+  (:class:`experiments.engines.startup.StartupWatch`); one that dies between saying ready and joining the group is seen
   when the group's start-up timeout (300 s) ends (a stop signal ends that wait at once: dist_group.init_group).
 
 Backend: ``engine.backend``: ``gloo``, ``nccl``, or ``auto`` = nccl for sync where the problem is on CUDA and every
@@ -91,7 +92,7 @@ from experiments.engines.dist_worker import spawned_worker
 from experiments.engines.driver import drive
 from experiments.engines.emulation import with_emulation
 from experiments.engines.processes import describe_exit, process_context, reap, sigterm_as_interrupt
-from experiments.engines.startup import await_ready, deliver, split_problem
+from experiments.engines.startup import StartupWatch, await_ready, deliver, split_problem, start_processes
 from experiments.engines.transport import Arrival, Lost, NoWorkers
 from experiments.engines.workers import WorkerSpec
 from experiments.errors import ConfigError, WorkerLost
@@ -384,6 +385,7 @@ def run(problem, rule, settings, recorder, costs=None):
                     *((costs.base_s, costs.xi) if costs is not None else (None, None)),
                 )
                 requests = torch.zeros(P, dtype=torch.int64).share_memory_()  # compute messages sent (stops)
+                children = []
                 for w in range(P):
                     parent, child = ctx.Pipe(duplex=True)
                     p = ctx.Process(
@@ -392,14 +394,18 @@ def run(problem, rule, settings, recorder, costs=None):
                         daemon=True,
                         args=(w + 1, world, spec, backend, float(e.timeout_s), tensors, specs[w], child, requests),
                     )
-                    p.start()
-                    child.close()  # the master keeps no copy of the child's end: its death breaks the pipe
                     procs.append(p)
                     conns.append(parent)
+                    children.append(child)
+                try:
+                    start_processes(procs, e.start_method, e.timeout_s)
+                finally:
+                    for child in children:
+                        child.close()  # the master keeps no copy of the child's end: its death breaks the pipe
                 LAST_WORKER_PIDS[:] = [p.pid for p in procs]
-                deadline = time.monotonic() + STARTUP_TIMEOUT_S
-                deliver(payload, [c.fileno() for c in conns], procs, deadline)
-                await_ready(conns, procs, deadline)  # a death from here to joining waits for the group's timeout
+                watch = StartupWatch(procs, e.timeout_s)
+                deliver(payload, [c.fileno() for c in conns], procs, watch)
+                await_ready(conns, procs, watch)  # a death from here to joining waits for the group's timeout
                 with gloo_interface("127.0.0.1" if spec[0] in ("file", "memfd") else spec[1]):
                     init_group(backend, e.timeout_s, store=store, rank=0, world_size=world)
             started = True

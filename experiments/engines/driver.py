@@ -39,6 +39,7 @@ losing the last worker ends the run with status ``failed`` after a final evaluat
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 
@@ -80,6 +81,7 @@ class MasterLoop:
         self.max_updates = settings.updates
         self.max_samples = None if self.max_updates else float(settings.epochs) * problem.num_train
         self.warmup = warmup_updates(settings, problem.num_train)
+        recorder.clock_from = None  # until _applied starts the clock
         self.live = set(range(self.P))
         self.notes: list[str] = []
         self.emulated = e.compute == "emulated"
@@ -133,7 +135,7 @@ class MasterLoop:
         self.samples += samples
         if not self.clock.started and self.master.version >= self.warmup:
             self.clock.start()
-            self.samples_at_start = self.samples
+            self.samples_at_start = self.recorder.clock_from = self.samples
             self.version_at_start = self.master.version
 
     def _arrived(self, ev: Arrival) -> None:
@@ -399,7 +401,8 @@ def drive(problem, rule, settings, recorder, transport) -> EngineResult:
         transport: the engine's transport (:class:`experiments.engines.transport.Transport`), workers started.
 
     Returns:
-        EngineResult on the wall clock; status ``failed`` with the reason when a lost worker ended the run.
+        EngineResult on the wall clock (``time_s`` NaN when the run ended before its clock started: not measured);
+        status ``failed`` with the reason when a lost worker ended the run.
 
     Raises:
         experiments.training.recorder.Diverged: the loss diverged. KeyboardInterrupt passes through (the caller ends the
@@ -428,7 +431,7 @@ def drive(problem, rule, settings, recorder, transport) -> EngineResult:
         updates=m.version,
         gradients=m.gradients,
         samples=loop.samples,
-        time_s=loop.clock.elapsed(),
+        time_s=loop.clock.elapsed() if loop.clock.started else math.nan,  # ended in its warm-up: not measured
         histogram=m.histogram,
         status=status,
         message=message,

@@ -115,20 +115,7 @@ def stop_helper_processes(timeout_s: float = HELPER_EXIT_TIMEOUT_S) -> list[int]
     Returns the process ids reaped."""
     if multiprocessing.active_children():
         return []
-    reaped = []
-    fs = getattr(forkserver, "_forkserver", None)
-    pid, fd = getattr(fs, "_forkserver_pid", None), getattr(fs, "_forkserver_alive_fd", None)
-    if pid is not None and fd is not None:
-        address = fs._forkserver_address
-        os.close(fd)
-        fs._forkserver_alive_fd, fs._forkserver_pid, fs._forkserver_address = None, None, None
-        if _wait_exit(pid, timeout_s):
-            reaped.append(pid)
-        try:
-            if address and not util.is_abstract_socket_namespace(address):
-                os.unlink(address)
-        except OSError:
-            pass
+    reaped = [pid] if (pid := _forget_forkserver(timeout_s)) is not None else []
     rt = getattr(resource_tracker, "_resource_tracker", None)
     pid, fd = getattr(rt, "_pid", None), getattr(rt, "_fd", None)
     if pid is not None and fd is not None:
@@ -137,6 +124,58 @@ def stop_helper_processes(timeout_s: float = HELPER_EXIT_TIMEOUT_S) -> list[int]
         if _wait_exit(pid, timeout_s):
             reaped.append(pid)
     return reaped
+
+
+def _forget_forkserver(timeout_s: float) -> int | None:
+    """Close the forkserver's "alive" pipe (it exits when it sees it closed), forget it (the next start makes a new
+    one), wait up to ``timeout_s`` seconds for it to exit and remove its socket file. Returns its pid when reaped."""
+    fs = getattr(forkserver, "_forkserver", None)
+    pid, fd = getattr(fs, "_forkserver_pid", None), getattr(fs, "_forkserver_alive_fd", None)
+    if pid is None or fd is None:
+        return None
+    address = fs._forkserver_address
+    os.close(fd)
+    fs._forkserver_alive_fd, fs._forkserver_pid, fs._forkserver_address = None, None, None
+    reaped = _wait_exit(pid, timeout_s)
+    try:
+        if address and not util.is_abstract_socket_namespace(address):
+            os.unlink(address)
+    except OSError:
+        pass
+    return pid if reaped else None
+
+
+def forkserver_pid() -> int | None:
+    """The process id of this process's forkserver (multiprocessing's private singleton), None while there is none."""
+    return getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+
+
+def child_pids(pid: int) -> set[int]:
+    """The process ids of process ``pid``'s children (Linux ``/proc/PID/task/*/children``; empty elsewhere)."""
+    kids = set()
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                kids |= {int(c) for c in f.read().split()}
+    except (OSError, ValueError):
+        pass
+    return kids
+
+
+def kill_forkserver(timeout_s: float = HELPER_EXIT_TIMEOUT_S) -> None:
+    """End this process's forkserver at once with every process it started (SIGKILL: one may be stopped, and may be
+    what the forkserver waits on), reap it and forget it: the next start makes a new one. A start waiting on it
+    fails then (its request goes with the server's listening socket). For a forkserver that stalled while it
+    started workers (:func:`experiments.engines.startup.start_processes`)."""
+    pid = forkserver_pid()
+    if pid is None:
+        return
+    for victim in [*child_pids(pid), pid]:
+        try:
+            os.kill(victim, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    _forget_forkserver(timeout_s)
 
 
 def describe_exit(proc) -> str:

@@ -68,7 +68,8 @@ clock and fault handling are in :mod:`experiments.engines.driver`.
 Workers pin their math threads (``engine.threads_per_worker``, default 1), are pinned each to its own CPUs where
 they fit (``engine.pin_workers``, default true; :func:`experiments.engines.workers.worker_cpus`), and draw minibatches
 from their own seeded stream (:func:`experiments.engines.workers.worker_seed`). A dead worker is seen at once (its
-process sentinel); a silent one is killed after ``engine.timeout_s``. Ctrl-C or SIGTERM in the master: every worker
+process sentinel); a silent one is killed after ``engine.timeout_s`` (while starting, one that stalls or takes too
+long fails the run: :class:`experiments.engines.startup.StartupWatch`). Ctrl-C or SIGTERM in the master: every worker
 is stopped (then terminated, then killed) before the exception propagates; a worker whose master dies sees its pipe
 close and exits.
 """
@@ -101,11 +102,17 @@ from experiments.engines.shm_layout import (
     words,
 )
 from experiments.engines.shm_worker import worker_main
-from experiments.engines.startup import PassedFd, await_ready, deliver, split_problem
+from experiments.engines.startup import (
+    PassedFd,
+    StartupWatch,
+    await_ready,
+    deliver,
+    split_problem,
+    start_processes,
+)
 from experiments.engines.transport import Arrival, Lost, NoWorkers
 from experiments.engines.workers import WorkerSpec
 
-STARTUP_TIMEOUT_S = 300.0  # a worker process must be up (imports, problem received) within this
 LAST_WORKER_PIDS: list[int] = []  # process ids of the latest run's workers (tests check that none is left)
 
 
@@ -118,16 +125,23 @@ class SharedMemoryTransport:
         x0: an iterate like the master's (shape (d,), dtype and device of the buffers).
         start_method: ``spawn`` or ``forkserver``.
         handoff: ``spin`` or ``block`` (see :func:`choose_handoff`; the module docstring).
+        timeout_s: ``engine.timeout_s``: bounds a worker's silence while it starts (startup.StartupWatch).
 
     Raises:
-        WorkerLost: a worker did not come up (died, or not ready within STARTUP_TIMEOUT_S).
+        WorkerLost: a worker did not come up (died, or stalled or out of time while starting: startup.StartupWatch).
         RuntimeError: a worker raised (its message is included).
     """
 
     cuts_off_silent = True
 
     def __init__(
-        self, problem, specs: list[WorkerSpec], x0: torch.Tensor, start_method: str = "spawn", handoff: str = "block"
+        self,
+        problem,
+        specs: list[WorkerSpec],
+        x0: torch.Tensor,
+        start_method: str = "spawn",
+        handoff: str = "block",
+        timeout_s: float = 60.0,
     ) -> None:
         if handoff not in ("spin", "block"):
             raise ValueError(f"handoff={handoff!r}: must be spin or block")
@@ -158,6 +172,7 @@ class SharedMemoryTransport:
         self._closed = False
         self._started = False
         tensors, payload = split_problem(problem)  # the Process arguments stay small: see workers.py (start-up)
+        children = []
         try:
             for spec in specs:
                 parent, child = ctx.Pipe(duplex=True)
@@ -179,18 +194,23 @@ class SharedMemoryTransport:
                     name=f"apam-worker-{spec.worker}",
                     daemon=True,
                 )
-                p.start()
-                child.close()  # the master keeps no copy of the child's end: its death breaks the pipe
                 self.procs.append(p)
                 self.conns.append(parent)
+                children.append(child)
+            try:
+                start_processes(self.procs, start_method, timeout_s)
+            finally:
+                for child in children:
+                    child.close()  # the master keeps no copy of the child's end: its death breaks the pipe
+            for w, (p, parent) in enumerate(zip(self.procs, self.conns)):
                 for fd in (parent.fileno(), p.sentinel):
                     self._poller.register(fd)
-                    self._fd_owner[fd] = spec.worker
+                    self._fd_owner[fd] = w
             if self._mwake:
                 self._poller.register(self._mwake[0])
-            deadline = time.monotonic() + STARTUP_TIMEOUT_S
-            deliver(payload, [c.fileno() for c in self.conns], self.procs, deadline)
-            await_ready(self.conns, self.procs, deadline)
+            watch = StartupWatch(self.procs, timeout_s)
+            deliver(payload, [c.fileno() for c in self.conns], self.procs, watch)
+            await_ready(self.conns, self.procs, watch)
             self._started = True
         except BaseException:
             self.close()
@@ -376,7 +396,7 @@ def run(problem, rule, settings, recorder, costs=None):
     with sigterm_as_interrupt():
         transport = None
         try:
-            transport = SharedMemoryTransport(problem, specs, x0, e.start_method, handoff)
+            transport = SharedMemoryTransport(problem, specs, x0, e.start_method, handoff, float(e.timeout_s))
             LAST_WORKER_PIDS[:] = transport.pids
             beside = handoff == "block" and P == 1 and e.colocate
             with master_beside(specs[0].cpus if beside else None):

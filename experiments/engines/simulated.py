@@ -76,13 +76,18 @@ class WarmupClock:
     """When the simulated clock starts: once ``warmup`` updates are applied (0: at t = 0). ``time(t)`` is the clock
     at simulated time ``t`` (0 before the start); ``samples0`` the samples applied before it."""
 
-    def __init__(self, warmup: int) -> None:
+    def __init__(self, warmup: int, recorder=None) -> None:
         self.warmup, self.t0, self.samples0 = int(warmup), (0.0 if int(warmup) <= 0 else None), 0
+        self.recorder = recorder  # told when the clock starts (Recorder.clock_from)
+        if recorder is not None and self.t0 is None:
+            recorder.clock_from = None
 
     def updated(self, version: int, t: float, samples: int) -> None:
         """After an update: start the clock at ``t`` if this was the ``warmup``-th."""
         if self.t0 is None and version >= self.warmup:
             self.t0, self.samples0 = t, samples
+            if self.recorder is not None:
+                self.recorder.clock_from = samples
 
     def time(self, t: float) -> float:
         return 0.0 if self.t0 is None else t - self.t0
@@ -118,7 +123,7 @@ def run(problem, rule, settings, recorder, costs) -> EngineResult:
     stream = BatchStream(N, B, seed)
     master = Master(rule, problem.init_params(seed), protocol, P, policy=settings.algorithm.policy)
     recorder.attach(master)
-    warm = WarmupClock(warmup_updates(settings, N))
+    warm = WarmupClock(warmup_updates(settings, N), recorder)
     limits = settings.run_limits(N)
 
     def evaluate(clock: float, samples: int) -> None:

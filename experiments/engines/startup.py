@@ -5,16 +5,21 @@ the write never fails and never ends. So the Process arguments stay small (the w
 file descriptors, and the problem's tensors, which travel as shared-memory handles), and the rest of the problem
 (numpy arrays, Python objects) goes afterwards through the worker's own pipe, whose child end the master has
 closed: :func:`deliver` writes it without blocking, watching each worker's process sentinel, and a worker that
-dies is reported at once (:class:`experiments.errors.WorkerLost`, naming the worker and how it died)."""
+dies is reported at once (:class:`experiments.errors.WorkerLost`, naming the worker and how it died).
+
+A worker that neither dies nor says it is ready is judged by a :class:`StartupWatch` (docs/engines.md, "Faults"):
+before it is ready it has nothing to send, so its silence is using no CPU time (a stopped or deadlocked process)."""
 
 from __future__ import annotations
 
 import io
+import math
 import os
 import pickle
 import select
 import struct
 import sys
+import threading
 import time
 import traceback
 from multiprocessing import reduction
@@ -22,7 +27,7 @@ from multiprocessing.connection import wait as mp_wait
 
 import torch
 
-from experiments.engines.processes import describe_exit
+from experiments.engines.processes import child_pids, describe_exit, forkserver_pid, kill_forkserver
 from experiments.errors import WorkerLost
 
 
@@ -89,18 +94,187 @@ def _died(w: int, proc) -> WorkerLost:
     return WorkerLost(f"worker {w} died while starting ({describe_exit(proc)})")
 
 
-def deliver(payload: bytes, fds: list[int], procs, deadline: float) -> None:
+STALL_FLOOR_S = 10.0
+"""A worker not ready yet is lost once it has used no CPU time for ``max(engine.timeout_s, STALL_FLOOR_S)`` seconds:
+at least this, because a busy machine may keep a runnable process waiting for a moment and a small timeout_s is
+meant for gradients. The forkserver, while a worker's start waits on it, likewise."""
+STARTUP_CAP_S = 300.0
+"""A worker that keeps running (using CPU time) but is not ready ``max(engine.timeout_s, STARTUP_CAP_S)`` seconds
+after the workers were started is lost too: spawn's 32 workers importing torch on 2 cores took 279 s."""
+SAMPLE_S = 0.5  # how often the master reads the CPU times it watches (and the longest it blocks meanwhile)
+MASTER_GAP_S = 5.0  # a longer gap between two reads: the master itself did not run, silence counts from now
+START_GRACE_S = 1.0  # a start under way when the starts are given up may finish within this, before it is broken
+_STATES = {"T": "process stopped", "t": "process stopped by a debugger", "D": "waiting in the kernel", "S": "asleep"}
+
+
+def _cpu_state(pid: int) -> tuple[str, int] | None:
+    """(state letter, CPU clock ticks used by all its threads) of process ``pid`` from Linux's ``/proc/PID/stat``;
+    None where that cannot be read (not Linux, the process gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return fields[0], int(fields[11]) + int(fields[12])  # state; utime + stime
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _describe(pid: int) -> str:
+    """Process ``pid``'s state in words, and a stopped child it may be waiting on (``asleep, its child 4242
+    stopped``)."""
+    state = _cpu_state(pid)
+    words = "state unknown" if state is None else _STATES.get(state[0], f"state {state[0]}")
+    stopped = [c for c in child_pids(pid) if (_cpu_state(c) or ("",))[0] in ("T", "t")]
+    return words + (f", its child {stopped[0]} stopped" if stopped else "")
+
+
+class CpuSilence:
+    """For how long each of some processes has used no CPU time, as seen by this one: their times are read every
+    SAMPLE_S at most (a process first seen, or whose times cannot be read, counts as running now); after a gap
+    longer than MASTER_GAP_S between two reads (this process did not run: stopped) every silence restarts."""
+
+    def __init__(self) -> None:
+        self._ticks: dict[int, int | None] = {}
+        self._since: dict[int, float] = {}
+        self._sampled = -math.inf
+
+    def quiet_s(self, pids) -> list[float]:
+        """Seconds since each of ``pids`` was last seen using CPU time."""
+        now = time.monotonic()
+        if now - self._sampled >= SAMPLE_S:
+            if now - self._sampled > MASTER_GAP_S:
+                self._since = dict.fromkeys(self._since, now)
+            self._sampled = now
+            for pid in pids:
+                state = _cpu_state(pid)
+                ticks = state[1] if state is not None else None
+                if ticks is None or self._ticks.get(pid) != ticks:
+                    self._ticks[pid], self._since[pid] = ticks, now
+        return [now - self._since.get(pid, now) for pid in pids]
+
+
+class StartupWatch:
+    """Master side, while the workers start: when a worker that is not ready yet counts as lost. It is when it has
+    used no CPU time for ``max(timeout_s, STALL_FLOOR_S)`` seconds (stopped, deadlocked: before it is ready it has
+    nothing to send, so this is its silence), or when it is still not ready ``max(timeout_s, STARTUP_CAP_S)``
+    seconds after the watch began (just after the workers were started: a forkserver's own start is not counted).
+    Where CPU times cannot be read (not Linux) only the second bound applies.
+
+    Args:
+        procs: the worker processes (multiprocessing.Process, started). timeout_s: ``engine.timeout_s``.
+    """
+
+    def __init__(self, procs, timeout_s: float) -> None:
+        self.procs = procs
+        self.stall_s = max(float(timeout_s), STALL_FLOOR_S)
+        self.cap_s = max(float(timeout_s), STARTUP_CAP_S)
+        self.deadline = time.monotonic() + self.cap_s
+        self._silence = CpuSilence()
+        self._silence.quiet_s([p.pid for p in procs])  # silence counts from now
+
+    def wait_s(self) -> float:
+        """How long the caller may block before it calls :meth:`check` again (seconds)."""
+        return max(0.0, min(SAMPLE_S, self.deadline - time.monotonic()))
+
+    def check(self, waiting) -> None:
+        """Raise for the workers of ``waiting`` (not ready yet) past a bound; return otherwise.
+
+        Raises:
+            WorkerLost: one line naming each such worker (``worker 0 stalled while starting: process stopped, no
+            CPU time for 10 s (the start-up bound, max(engine.timeout_s, 10 s))``).
+        """
+        waiting = sorted(waiting)
+        quiet = self._silence.quiet_s([self.procs[w].pid for w in waiting])
+        stalled = [w for w, q in zip(waiting, quiet) if q >= self.stall_s]
+        if stalled:
+            raise WorkerLost(
+                "; ".join(
+                    f"worker {w} stalled while starting: {_describe(self.procs[w].pid)}, no CPU time for "
+                    f"{self.stall_s:g} s (the start-up bound, max(engine.timeout_s, {STALL_FLOOR_S:g} s))"
+                    for w in stalled
+                )
+            )
+        if waiting and time.monotonic() >= self.deadline:
+            raise WorkerLost(
+                f"worker(s) {waiting} not ready {self.cap_s:g} s after starting "
+                f"(the start-up bound, max(engine.timeout_s, {STARTUP_CAP_S:g} s))"
+            )
+
+
+def start_processes(procs, method: str, timeout_s: float) -> None:
+    """Start ``procs`` (multiprocessing.Process, not started yet) in order. With the forkserver start method every
+    start waits for the forkserver (the first for its preload: torch's import, and the processes that runs, such as
+    ``ldconfig``), which stalls when what it waits on is stopped or hung; so the starts run in a helper thread while
+    this one watches the forkserver as :class:`StartupWatch` watches a worker (the same bounds). A forkserver past
+    them is ended with what it started (:func:`experiments.engines.processes.kill_forkserver`), which breaks the
+    waiting start. A stop signal ends the starts as well (the one under way may finish first).
+
+    Raises:
+        WorkerLost: the forkserver stalled or took too long (``the forkserver stalled while starting worker 0:
+            asleep, its child 4242 stopped, no CPU time for 10 s (the start-up bound, ...)``).
+        KeyboardInterrupt: a stop signal. BaseException: what a start raised.
+    """
+    if method != "forkserver":  # spawn: a start only forks and writes a few KiB into the new process's pipe
+        for p in procs:
+            p.start()
+        return
+    stop, failed, current = threading.Event(), [], [0]
+
+    def starts() -> None:
+        try:
+            for w, p in enumerate(procs):
+                if stop.is_set():
+                    return
+                current[0] = w
+                p.start()
+        except BaseException as exc:  # noqa: BLE001 - raised again in the calling thread
+            failed.append(exc)
+
+    helper = threading.Thread(target=starts, name="apam-start", daemon=True)
+    helper.start()
+    stall_s, cap_s = max(float(timeout_s), STALL_FLOOR_S), max(float(timeout_s), STARTUP_CAP_S)
+    deadline, silence = time.monotonic() + cap_s, CpuSilence()
+    try:
+        while helper.is_alive():
+            helper.join(SAMPLE_S)
+            pid = forkserver_pid()
+            if not helper.is_alive() or pid is None:
+                continue
+            if silence.quiet_s([pid])[0] >= stall_s:
+                why = f"{_describe(pid)}, no CPU time for {stall_s:g} s"
+                bound = f"max(engine.timeout_s, {STALL_FLOOR_S:g} s)"
+            elif time.monotonic() >= deadline:
+                why, bound = (
+                    f"not done {cap_s:g} s after the first start",
+                    f"max(engine.timeout_s, {STARTUP_CAP_S:g} s)",
+                )
+            else:
+                continue
+            raise WorkerLost(
+                f"the forkserver stalled while starting worker {current[0]}: {why} (the start-up bound, {bound})"
+            )
+    except BaseException:
+        stop.set()
+        helper.join(START_GRACE_S)
+        if helper.is_alive():  # its start waits on the forkserver: ending it breaks the start's pipes
+            kill_forkserver()
+            helper.join(START_GRACE_S)
+        raise
+    if failed:
+        raise failed[0]
+
+
+def deliver(payload: bytes, fds: list[int], procs, watch: StartupWatch) -> None:
     """Master side: write ``payload`` (length-prefixed) to every worker w's start-up pipe ``fds[w]`` (its child end
     closed in the master), all at once and never blocking (non-blocking writes, polled with each process's
     sentinel). Restores blocking mode on the way out.
 
     Args:
         payload: bytes (:func:`split_problem`). fds: one pipe/socket file descriptor per worker.
-        procs: the worker processes (multiprocessing.Process, started). deadline: ``time.monotonic()`` seconds.
+        procs: the worker processes (multiprocessing.Process, started). watch: their :class:`StartupWatch`.
 
     Raises:
-        WorkerLost: a worker died (``worker W died while starting (killed by SIGKILL)``) or did not take its data by
-        the deadline.
+        WorkerLost: a worker died (``worker W died while starting (killed by SIGKILL)``), or one still taking its
+        data stalled or ran out of time (:meth:`StartupWatch.check`).
     """
     frame = memoryview(_LEN.pack(len(payload)) + payload)
     pos = dict.fromkeys(range(len(fds)), 0)
@@ -112,10 +286,8 @@ def deliver(payload: bytes, fds: list[int], procs, deadline: float) -> None:
         owner[fd], owner[procs[w].sentinel] = w, w
     try:
         while pos:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise WorkerLost(f"worker(s) {sorted(pos)} took no start-up data within the start-up timeout")
-            for fd, _ in poller.poll(max(1, int(left * 1000))):
+            watch.check(pos)  # only those still taking data: one that took it all may be idle, ready
+            for fd, _ in poller.poll(math.ceil(watch.wait_s() * 1000)):
                 w = owner[fd]
                 if w not in pos:
                     continue
@@ -155,23 +327,20 @@ def receive(fd: int) -> bytes:
     return exactly(_LEN.unpack(exactly(_LEN.size))[0])
 
 
-def await_ready(conns, procs, deadline: float) -> None:
+def await_ready(conns, procs, watch: StartupWatch) -> None:
     """Master side: wait until every worker w has sent ``b"R"`` on ``conns[w]`` (multiprocessing Connection).
 
     Raises:
-        WorkerLost: a worker died first (its sentinel, or its pipe closed), or the deadline (``time.monotonic()``)
-        passed. RuntimeError: a worker reported an error (``b"E"`` + its message) or sent something else.
+        WorkerLost: a worker died first (its sentinel, or its pipe closed), or one not ready stalled or ran out of
+        time (``watch``, :meth:`StartupWatch.check`). RuntimeError: a worker reported an error (``b"E"`` + its
+        message) or sent something else.
     """
     waiting = set(range(len(conns)))
     owner = {}
     for w in waiting:
         owner[conns[w]], owner[procs[w].sentinel] = w, w
     while waiting:
-        ready = mp_wait(
-            [conns[w] for w in waiting] + [procs[w].sentinel for w in waiting], max(0.0, deadline - time.monotonic())
-        )
-        if not ready:
-            raise WorkerLost(f"worker(s) {sorted(waiting)} not ready within the start-up timeout")
+        ready = mp_wait([conns[w] for w in waiting] + [procs[w].sentinel for w in waiting], watch.wait_s())
         for obj in ready:
             w = owner[obj]
             if w not in waiting:
@@ -187,6 +356,7 @@ def await_ready(conns, procs, deadline: float) -> None:
             if msg != b"R":
                 raise RuntimeError(f"worker {w} sent {msg[:40]!r} instead of ready")
             waiting.discard(w)
+        watch.check(waiting)  # after the messages that came: a worker that said ready may idle meanwhile
 
 
 def report_worker_error(conn, exc: BaseException) -> None:

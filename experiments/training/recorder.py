@@ -54,6 +54,11 @@ class Recorder:
         self.divergence_factor = divergence_factor
         self.rows: list[dict] = []
         self.master = None
+        self.clock_from: int | None = 0
+        """Samples consumed when the engine's clock started: 0 unless the engine says that its clock starts after
+        warm-up updates (:func:`experiments.engines.warmup_updates`): None until then. A row taken before it has
+        time 0 by convention, not a measured time; the summary of a run stopped there has none
+        (experiments/runner.py)."""
         self._histogram_at_row: Counter = Counter()
         self._pending: list = []  # (x copy, row columns, histogram) of snapshots not evaluated yet
         self._pending_bytes = 0
