@@ -22,7 +22,7 @@ from experiments.errors import ConfigError, Interrupted
 from experiments.log import get_logger
 from experiments.stops import loaded
 from experiments.store.atomic import writable
-from experiments.store.table import file_problem, read_summary_frame
+from experiments.store.table import file_problem, read_experiment_summary
 
 log = get_logger(__name__)
 
@@ -75,8 +75,8 @@ def _aggregate(argv: list[str] | None) -> int:
             log.error(why)
             return 2
         try:
-            read_summary_frame(p / "summary.csv")
-        except ConfigError as exc:  # a damaged summary: one line naming it
+            read_experiment_summary(p)
+        except ConfigError as exc:  # a damaged summary, another experiment's runs: one line naming it
             log.error(f"{exc}")
             return 2
     for p in args.paths:

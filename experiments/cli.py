@@ -21,6 +21,7 @@ class Parser(argparse.ArgumentParser):
     def parse_args(self, args=None, namespace=None):  # noqa: D102 -- argparse's; keeps the words for error()
         import sys
 
+        readable_streams()  # every command parses here first: before it prints a path or an error
         self._words = list(sys.argv[1:] if args is None else args)
         for action in self._actions:  # argparse keeps the last of two values silently (--file a --file b: b)
             if isinstance(action, argparse._StoreAction) and action.option_strings:  # noqa: SLF001 - its own class
@@ -38,6 +39,22 @@ class Parser(argparse.ArgumentParser):
         if message.startswith("the following arguments are required") and lists:  # --only A B DIR took DIR too
             message += f" ({lists[0]} takes every word after it: put the folder before {lists[0]})"
         self.exit(2, f"error: {self.prog}: {message} (--help lists the options)\n")
+
+
+def readable_streams() -> None:
+    """Let stdout and stderr write a character their encoding lacks as an escape (``\\xfc``) instead of failing: a
+    command run with ``LC_ALL=C PYTHONIOENCODING=ascii`` wrote its files and then crashed on printing their path
+    (``UnicodeEncodeError``) when the path held a non-ASCII name. A stream already lenient (stderr's
+    ``backslashreplace``, a C locale's ``surrogateescape``: the path's own bytes) or not a text stream of the
+    standard kind (a notebook's) is left as it is."""
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # closed, or a stream that cannot change: printed as before
+                pass
 
 
 def _names(word: str, options: list[str]) -> bool:

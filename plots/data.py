@@ -21,6 +21,7 @@ too; ``workers`` where the file has none), ``master_computes`` (False where miss
 ``""``: how a gradient's time was made, :func:`setting_name`).
 """
 
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -28,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from experiments.analysis.speedup import SPEEDUP_REQUIRED, speedup_frame
+from experiments.store.table import SUMMARY_COLUMNS
 
 from .errors import MissingColumnError, PlotError
 
@@ -65,7 +67,7 @@ SWEEP_COLUMNS = ("max_delay", "tau", "straggler_sigma", "straggler_slowdown")
 IDENTITY = ("problem", "algorithm", "engine", "clock", "workers", "seed")
 
 REQUIRED = {
-    "summary.csv": ("run_id",) + IDENTITY,
+    "summary.csv": SUMMARY_COLUMNS,  # every column of the contract, as the report and aggregate refuse one without
     "speedup.csv": SPEEDUP_REQUIRED,
     "trace.csv": ("run_id",) + IDENTITY + ("epoch", "time_s", "train_loss", "test_acc"),
     "staleness.csv": ("staleness", "count"),
@@ -194,21 +196,31 @@ def _nonempty(df):
 
 def _check_tables(path):
     """Check the experiment folder's summary.csv as the report does (experiments/store/table.py
-    ``read_summary_frame``) and repair its speedup.csv as the report does (experiments/analysis/speedup.py
-    ``speedup_frame``: a link, a truncated or unreadable table is written again, with a line saying so).
+    ``read_experiment_summary``: damage, a missing column, another experiment's runs) and repair its speedup.csv as
+    the report does (experiments/analysis/speedup.py ``speedup_frame``: a link, a truncated or unreadable table is
+    written again, with a line saying so).
 
     Raises:
-        PlotError: the summary is damaged, or speedup.csv cannot be read (one line naming it).
+        PlotError: the summary is damaged or holds another experiment's runs, or speedup.csv cannot be read (one
+            line naming it).
     """
     from experiments.errors import ConfigError
-    from experiments.store.table import read_summary_frame
+    from experiments.store.table import read_experiment_summary
 
     try:
-        read_summary_frame(path / "summary.csv")
+        read_experiment_summary(path)
         if (path / "speedup.csv").exists() or (path / "speedup.csv").is_symlink():
             speedup_frame(path, compare=False)
     except ConfigError as exc:
         raise PlotError(str(exc)) from None
+
+
+def _names(folder):
+    """The names in ``folder`` (empty when it cannot be listed)."""
+    try:
+        return set(os.listdir(folder))
+    except OSError:
+        return set()
 
 
 def _read_histogram(path, required):
@@ -223,9 +235,9 @@ def _read_histogram(path, required):
     from experiments.store.table import file_problem
 
     path = Path(path)
-    if not path.exists() and not path.is_symlink():
+    why = file_problem(path)  # a path too long to open included: "File name too long" (pathlib's exists raised it)
+    if why is None and not os.path.lexists(path):
         return None
-    why = file_problem(path)
     try:
         if why is None and not path.read_bytes().endswith(b"\n"):  # every row is written with its newline
             why = "the last row does not end with a newline (truncated)"
@@ -267,14 +279,16 @@ def load_experiment(path, paper_dir=None):
     if speedup_path.is_file() and not (summary_path.is_file() and exp.summary is None):  # no run: a stale table
         exp.speedup = with_line_columns(engine_names(_nonempty(read_csv(speedup_path, REQUIRED["speedup.csv"]))))
         exp.files["speedup"] = speedup_path
-    runs = sorted(p for p in (path / "runs").glob("*") if p.is_dir()) if (path / "runs").is_dir() else []
+    # os.path.isdir / isfile: False for a path past the system's length limit, where pathlib's raise (a results
+    # folder nested deep); such a run's trace is named by plots.draw.trace_gaps, its histograms by _read_histogram
+    runs = sorted(p for p in (path / "runs").glob("*") if os.path.isdir(p)) if (path / "runs").is_dir() else []
     if summary_path.is_file():  # the summary's runs only: a folder it does not list is not a run of it (yet)
         listed = set() if exp.summary is None else set(exp.summary["run_id"].astype(str))
         runs = [r for r in runs if r.name in listed]
     traces, hists, predicted = [], [], []
     for run in runs:
         trace_path = run / "trace.csv"
-        if trace_path.is_file():
+        if os.path.isfile(trace_path):
             try:
                 df = read_csv(trace_path, REQUIRED["trace.csv"])
             except MissingColumnError:  # a trace of another format: named, with the column
@@ -284,8 +298,9 @@ def load_experiment(path, paper_dir=None):
             if not df.empty:
                 traces.append(df)
                 exp.files.setdefault("trace", trace_path)
+        there = _names(run)  # listed: a file whose whole path is too long to look at is there, named, not absent
         for name, frames in (("staleness.csv", hists), ("predicted_staleness.csv", predicted)):
-            df = _read_histogram(run / name, REQUIRED[name])
+            df = _read_histogram(run / name, REQUIRED[name]) if name in there else None
             if df is not None and not df.empty:
                 df["run_id"] = run.name
                 frames.append(df)

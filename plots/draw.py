@@ -1,5 +1,6 @@
 """Drawing every figure that applies to an experiment folder, or to every experiment below a results folder."""
 
+import os
 from pathlib import Path
 
 from experiments.settings.fields import folder_problem
@@ -116,6 +117,18 @@ def draw_path(path, fmt="png", paper_dir=None):
     return written
 
 
+def _there(folder: Path) -> bool:
+    """Whether the run folder ``folder`` is there: a folder, or a path that cannot be looked at (too long: named as a
+    run without a readable trace, not as one never copied)."""
+    try:
+        os.stat(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return True
+    return os.path.isdir(folder)
+
+
 def trace_gaps(exp_dir: Path) -> tuple[str | None, str | None]:
     """What the runs' missing trace.csv files keep from being drawn, from one read of ``exp_dir``'s summary.csv:
     ``(nothing, curves)``. ``nothing``: why an experiment that drew no figure drew none, when runs of its summary
@@ -136,9 +149,10 @@ def trace_gaps(exp_dir: Path) -> tuple[str | None, str | None]:
     if summary.empty:
         return None, None
     ids = [str(r) for r in summary["run_id"]]
-    gone = [r for r in ids if not (exp_dir / "runs" / r / "trace.csv").is_file()]
+    # os.path: False where a path is past the system's length limit (pathlib raised): such a run is lost, named
+    gone = [r for r in ids if not os.path.isfile(exp_dir / "runs" / r / "trace.csv")]
     finished = {str(r) for r in summary["run_id"][summary["status"] != "failed"]}  # a failed run may lack its trace
-    lost = [r for r in gone if r in finished and (exp_dir / "runs" / r).is_dir()]
+    lost = [r for r in gone if r in finished and _there(exp_dir / "runs" / r)]
     lost += [r for r in ids if r not in gone and trace_problem(exp_dir / "runs" / r / "trace.csv")]
     nothing = (
         f"{exp_dir}: no figure drawn: its figures are drawn from the runs' trace.csv, and {len(gone)} of the "

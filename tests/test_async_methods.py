@@ -110,10 +110,21 @@ def test_compute_model_labels():
     assert compute_model(dict(compute_spread="equal", compute_law="constant", straggler_slowdown=1.0)) == "equal"
 
 
+def _write(rows, exp):
+    """``rows`` as ``exp/summary.csv``, as the runner writes it: every column of the contract (experiments/store/
+    table.py SUMMARY_COLUMNS; those not given empty) and the runs of the experiment the folder is named for."""
+    from experiments.store.table import SUMMARY_COLUMNS
+
+    rows = rows.assign(experiment=exp.name)
+    rows.reindex(columns=[*SUMMARY_COLUMNS, *(c for c in rows if c not in SUMMARY_COLUMNS)]).to_csv(
+        exp / "summary.csv", index=False
+    )
+
+
 def test_figure_from_the_summary_alone(tmp_path):
     exp = tmp_path / "async_methods"
     exp.mkdir()
-    _summary().to_csv(exp / "summary.csv", index=False)
+    _write(_summary(), exp)
     written = draw_async_methods(exp)
     assert [p.name for p in written] == ["async_methods-logreg_fmnist.png"] and written[0].stat().st_size > 0
 
@@ -128,7 +139,7 @@ def test_figure_takes_equal_seeds_whose_mean_lies_an_ulp_above_their_max(tmp_pat
     assert best.loc["rennala_sgd", "time_mean"] > best.loc["rennala_sgd", "time_max"]  # the case under test
     exp = tmp_path / "async_methods"
     exp.mkdir()
-    rows.to_csv(exp / "summary.csv", index=False)
+    _write(rows, exp)
     assert [p.name for p in draw_async_methods(exp)] == ["async_methods-logreg_fmnist.png"]
 
 
@@ -196,6 +207,6 @@ def test_engine_check_figure_never_mixes_measured_and_simulated_times(tmp_path):
 
     exp = tmp_path / "async_methods_real"
     exp.mkdir()
-    _engine_summary().to_csv(exp / "summary.csv", index=False)
+    _write(_engine_summary(), exp)
     assert [p.name for p in draw_engine_check(exp)] == ["engine_check-logreg_fmnist.png"]
     assert draw_async_methods(exp) == []  # never mixes measured and simulated times in one bar chart

@@ -236,8 +236,20 @@ def speedup_difference(folder: Path, frame: pd.DataFrame) -> str | None:
             same = got.fillna("").astype(str).to_numpy() == exp.fillna("").astype(str).to_numpy()
         if not same.all():
             at = int(np.flatnonzero(~same)[0])
-            return f"row {at + 2}, {column}: {got[at]!r} where summary.csv gives {exp[at]!r}"
+            return f"row {at + 2}, {column}: {_shown(got[at])} where summary.csv gives {_shown(exp[at])}"
     return None
+
+
+def _shown(cell) -> str:
+    """One cell of a speed-up table as a message shows it: a number as written (``0.0543``, ``4``; ``empty`` for an
+    empty cell), text quoted (``'apam'``); never numpy's repr (``np.float64(0.0543)``)."""
+    if isinstance(cell, str):
+        return repr(cell)
+    if pd.isna(cell):
+        return "empty"
+    if pd.api.types.is_integer(cell) or pd.api.types.is_bool(cell):
+        return str(cell.item() if hasattr(cell, "item") else cell)
+    return repr(float(cell))
 
 
 def mean_speedup(sp: pd.DataFrame, algorithm: str, basis: str = "time_per_epoch") -> pd.Series:

@@ -24,6 +24,7 @@ from experiments.errors import ConfigError, Interrupted
 from experiments.figures import draw_figures
 from experiments.log import get_logger
 from experiments.report.load import (
+    experiment_folder,
     experiment_folders,
     restore_summaries,
     results_folder_problem,
@@ -33,7 +34,7 @@ from experiments.report.load import (
 from experiments.report.writer import ORDER, write_report
 from experiments.stops import loaded
 from experiments.store.atomic import writable
-from experiments.store.table import read_summary_frame
+from experiments.store.table import read_experiment_summary
 
 log = get_logger(__name__)
 
@@ -98,7 +99,12 @@ def _report(args: argparse.Namespace) -> int:
         restore_summaries(results_dir)  # a summary lost while its runs are there: rebuilt from them
         present = experiment_folders(results_dir)
         status = statuses(results_dir)
-        frames = {name: read_summary_frame(results_dir / name / "summary.csv") for name in present}
+        # a make reproduce folder lists its whole profile; a folder of one's own runs, the experiments it holds
+        names = list(ORDER) if status else [e for e in ORDER if e in present]
+        names += [e for e in present if e not in names]
+        for name in names:  # a file with an experiment's name: one line, as aggregate says it
+            experiment_folder(results_dir, name)
+        frames = {name: read_experiment_summary(results_dir / name) for name in present}
         for name in present:  # a damaged speed-up table is written again before any figure reads it
             speedup_frame(results_dir / name)
         made_with = run_profile(results_dir)
@@ -111,9 +117,6 @@ def _report(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         log.error(f"{exc}")
         return 2
-    # a make reproduce folder lists its whole profile; a folder of one's own runs, the experiments it holds
-    names = ORDER if status else [e for e in ORDER if e in present]
-    names += [e for e in present if e not in names]
     for name in present:  # runs without a make reproduce call behind them: no status to tell
         status.setdefault(
             name,

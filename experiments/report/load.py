@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,7 @@ from experiments.errors import ConfigError
 from experiments.log import get_logger
 from experiments.report.clock import read_validation, validation_rows
 from experiments.store.damage import read_provenance
-from experiments.store.table import file_problem, read_summary_frame, run_files, run_frames
+from experiments.store.table import file_problem, read_experiment_summary, run_files, run_frames
 
 REPO = Path(__file__).resolve().parents[2]
 PAPER_DIR = REPO / "results" / "paper"
@@ -127,12 +128,32 @@ class Experiment:
         return self._runs("steps", configs.step_sizes, {})
 
 
-def load_experiment(results_dir: Path, name: str, paper_dir: Path = PAPER_DIR) -> Experiment:
-    """The experiment folder ``<results_dir>/<name>`` (its summary empty when it has none)."""
+def experiment_folder(results_dir: Path, name: str) -> Path:
+    """The folder ``<results_dir>/<name>`` of experiment ``name``, there or not (an experiment not run yet).
+
+    Raises:
+        ConfigError: something other than a folder has its name (a file, a link to nothing, a named pipe): one line
+            naming it (it was read as a folder: a traceback).
+    """
+    from experiments.settings.fields import folder_problem
+
     folder = Path(results_dir) / name
+    if os.path.lexists(folder) and (why := folder_problem(folder)):
+        raise ConfigError(f"{folder}: {why} (experiment {name}'s runs go in a folder of that name); move it away")
+    return folder
+
+
+def load_experiment(results_dir: Path, name: str, paper_dir: Path = PAPER_DIR) -> Experiment:
+    """The experiment folder ``<results_dir>/<name>`` (its summary empty when it has none).
+
+    Raises:
+        ConfigError: something other than a folder has its name (:func:`experiment_folder`), its summary is damaged
+            or holds another experiment's runs (experiments/store/table.py :func:`read_experiment_summary`).
+    """
+    folder = experiment_folder(results_dir, name)
     return Experiment(
         name,
-        read_summary_frame(folder / "summary.csv"),
+        read_experiment_summary(folder),
         speedup_frame(folder),
         read_csv(Path(paper_dir) / f"{name}.csv"),
         folder,

@@ -61,24 +61,34 @@ def atomic_write_bytes(path: str | Path, data: bytes, mode: int = 0o666) -> None
 
 
 def atomic_write_text(path: str | Path, text: str, encoding: str = "utf-8") -> None:
-    """Write ``text`` to ``path`` atomically, encoded with ``encoding`` (:func:`atomic_write_bytes`).
+    """Write ``text`` to ``path`` atomically, encoded with ``encoding`` (:func:`atomic_write_bytes`; a path it quotes
+    keeps its bytes: :func:`encoded`).
 
     Raises:
         OSError: the file could not be written (one line naming ``path``); nothing is left behind.
     """
-    atomic_write_bytes(path, text.encode(encoding))
+    atomic_write_bytes(path, encoded(text, encoding))
+
+
+def encoded(text: str, encoding: str = "utf-8") -> bytes:
+    """``text`` encoded with ``encoding``, a path it quotes with the bytes it has on disk: a name the system's encoding
+    could not decode (a UTF-8 name under ``LC_ALL=C``, bytes that are no text) reaches Python from the command line
+    as lone surrogates (``surrogateescape``, os.fsdecode), which a strict encoder refuses (a UnicodeEncodeError after
+    the work was done); here they are those bytes again."""
+    return text.encode(encoding, "surrogateescape")
 
 
 def write_if_changed(path: str | Path, content: str | bytes) -> bool:
-    """Write ``content`` (text is UTF-8 encoded) to ``path`` atomically (:func:`atomic_write_bytes`) unless the file
-    holds exactly that already: then it stays as it was, its modification time included (a call that changed nothing
-    leaves the committed files untouched). Returns True when written.
+    """Write ``content`` (text is UTF-8 encoded, a path it quotes with its bytes: :func:`encoded`) to ``path``
+    atomically (:func:`atomic_write_bytes`) unless the file holds exactly that already: then it stays as it was, its
+    modification time included (a call that changed nothing leaves the committed files untouched). Returns True when
+    written.
 
     Raises:
         OSError: the file could not be written (one line naming ``path``); nothing is left behind.
     """
     path = Path(path)
-    data = content.encode() if isinstance(content, str) else bytes(content)
+    data = encoded(content) if isinstance(content, str) else bytes(content)
     try:
         if path.is_file() and path.read_bytes() == data:
             return False

@@ -107,12 +107,40 @@ def run_files(exp_dir: Path, name: str) -> list[Path]:
     sorted; one that cannot (:func:`file_problem`: a folder, a named pipe, unreadable) is never opened: it is left
     out with one warning naming it (once per process, however many readers ask)."""
     out = []
-    for path in sorted((Path(exp_dir) / "runs").glob(f"*/{name}")):
-        if why := file_problem(path):
+    for path in _run_paths(Path(exp_dir) / "runs", name):
+        if why := file_problem(path):  # a path past the system's limit too: "File name too long"
             _left_out(path, why)
             continue
         out.append(path)
     return out
+
+
+def _run_paths(runs: Path, name: str) -> list[Path]:
+    """The paths ``<runs>/*/<name>`` there are, sorted, found by listing the folders: pathlib's glob stats each whole
+    path, and one past the system's limit on a path's length (a results folder nested deep) was a traceback
+    (``File name too long``); listed, it is named by the reader that cannot open it. A folder that cannot be listed
+    holds none, as for glob."""
+    try:
+        with os.scandir(runs) as entries:
+            folders = [e.path for e in entries if _is_folder(e)]
+    except OSError:
+        return []
+    out = []
+    for folder in folders:
+        try:
+            with os.scandir(folder) as entries:
+                out += [Path(folder) / name for e in entries if e.name == name]
+        except OSError:
+            continue
+    return sorted(out)
+
+
+def _is_folder(entry: os.DirEntry) -> bool:
+    """Whether ``entry`` is a folder or a link to one (False when that cannot be told)."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def _left_out(path: Path, why: str) -> None:
@@ -162,8 +190,17 @@ def _not_numbers(column) -> bool:
     return bool((pd.to_numeric(column, errors="coerce").isna() & column.notna()).any())
 
 
+SUMMARY_COLUMNS = (
+    "experiment", "run_id", "problem", "algorithm", "engine", "clock", "workers", "delay_model", "max_delay", "tau",
+    "straggler_sigma", "straggler_slowdown", "batch_size", "seed", "epochs", "updates", "gradients", "time_s",
+    "time_per_epoch_s", "target_loss", "time_to_target_s", "updates_to_target", "final_train_loss", "final_train_acc",
+    "final_test_loss", "final_test_acc", "final_opt_gap", "staleness_mean", "staleness_max", "status", "message",
+)  # fmt: skip
+"""The columns every summary has (docs/INTERFACES.md, ``summary.csv``): the read-only tools (aggregate's speed-up
+groups and times, the report's sections, the figures) read them, so a summary without one is refused, not read as a
+column of NaN (it was a traceback in the report, or a speed-up table of empty times)."""
 SUMMARY_REQUIRED = ("run_id", "problem", "algorithm", "workers", "seed", "status")
-"""The columns a read-only tool (aggregate, report, ``experiments.load``) needs in a summary it reads."""
+"""The columns every run's row fills: a read-only tool (aggregate, report, ``experiments.load``) groups by them."""
 SUMMARY_INTEGERS = {
     "workers": (0, MAX_WORKERS),
     "agents": (1, MAX_WORKERS + 1),
@@ -313,7 +350,8 @@ def set_aside(path: Path, tag: str = "damaged") -> Path:
 def read_summary_frame(path: Path):
     """``summary.csv`` at ``path`` as a ``pandas.DataFrame`` for the tools that only read it (speed-up tables, the
     report, ``experiments.load``); an empty frame when there is none. Checked as the runner checks it
-    (:func:`parse_summary`), plus the columns of :data:`SUMMARY_REQUIRED`; the runner, not a reader, repairs it.
+    (:func:`parse_summary`), plus the columns of :data:`SUMMARY_COLUMNS` and the cells of :data:`SUMMARY_REQUIRED`;
+    the runner, not a reader, repairs it.
 
     Raises:
         ConfigError: one line naming the file and what is wrong with it: a row of another width, a last row cut
@@ -328,9 +366,8 @@ def read_summary_frame(path: Path):
         raise ConfigError(
             f"{path}: damaged summary ({why}); rerunning its sweep sets it aside and rebuilds it from the run folders"
         )
-    missing = [c for c in SUMMARY_REQUIRED if header and c not in header]
-    if missing:
-        raise ConfigError(f"{path}: not a summary this harness writes (no column {', '.join(missing)})")
+    if missing := [c for c in SUMMARY_REQUIRED if header and c not in header]:
+        raise ConfigError(f"{path}: not a summary this harness writes (no column {_listed(missing)})")
     if not header:
         return pd.DataFrame()
     frame = pd.read_csv(io.StringIO(text))
@@ -341,4 +378,40 @@ def read_summary_frame(path: Path):
         raise ConfigError(
             f"{path}: damaged summary (row {row + 2}, column {SUMMARY_REQUIRED[column]}: empty, and every run fills it)"
         )
+    if missing := [c for c in SUMMARY_COLUMNS if c not in header]:  # after the cells every run fills: those first
+        raise ConfigError(f"{path}: not a summary this harness writes (no column {_listed(missing)})")
+    return frame
+
+
+def _listed(columns: list[str], most: int = 6) -> str:
+    """``columns`` joined by commas, the first ``most`` of them and how many more (a file of another table lacks
+    dozens)."""
+    more = f" and {len(columns) - most} more" if len(columns) > most else ""
+    return ", ".join(columns[:most]) + more
+
+
+def read_experiment_summary(folder: Path):
+    """:func:`read_summary_frame` of the experiment folder ``folder``'s summary.csv. A folder named for an experiment
+    of the harness (``conf/experiment/<name>.yaml``) must hold that experiment's runs: the report judges them by its
+    rules, the figures and speedup.csv are drawn under its name, so a folder renamed to another experiment's name was
+    a traceback in the report's section (``mv lr_speedup tau_threshold``) and a speedup.csv saying
+    ``experiment=lr_speedup`` in ``tau_threshold/``. A folder of another name (a copy of one's own, ``my_delays``) is
+    read as its runs say (the figures' titles name the experiment of its CSVs; the report gives it its runs' means).
+
+    Raises:
+        ConfigError: as :func:`read_summary_frame`, or the folder has an experiment's name and a row's
+            ``experiment`` is another (one line naming the folder and the experiment its runs belong to).
+    """
+    from experiments.settings.defaults import options
+
+    folder = Path(folder)
+    frame = read_summary_frame(folder / "summary.csv")
+    name = Path(os.path.abspath(folder)).name  # "." or "lr_speedup/.." named as the folder they are
+    if "experiment" in frame and name in options("experiment"):
+        theirs = frame["experiment"].dropna().astype(str)
+        if len(other := theirs[theirs != name]):
+            raise ConfigError(
+                f"{folder}: holds the runs of experiment {other.iloc[0]} (its summary.csv's experiment column), not "
+                f"of {name}, whose name the folder has: give it back its name ({other.iloc[0]})"
+            )
     return frame

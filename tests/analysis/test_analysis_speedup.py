@@ -32,6 +32,16 @@ def _row(alg, p, tpe, ttt, seed=0, status="ok", engine="simulated"):
     }
 
 
+def _written(rows: pd.DataFrame, exp) -> None:
+    """``rows`` as ``exp/summary.csv``, a summary as the runner writes it: a run id each, and every column of the
+    contract (experiments/store/table.py SUMMARY_COLUMNS; those not given empty: not measured)."""
+    from experiments.store.table import SUMMARY_COLUMNS
+
+    summary = rows.assign(run_id=[f"r{i}" for i in range(len(rows))])
+    summary = summary.reindex(columns=[*SUMMARY_COLUMNS, *(c for c in summary if c not in SUMMARY_COLUMNS)])
+    summary.to_csv(exp / "summary.csv", index=False)
+
+
 def test_speedup_and_efficiency_against_p1_mean_over_seeds():
     rows = [
         _row("apam", 1, 8.0, 40.0),
@@ -71,9 +81,7 @@ def test_mean_speedup_by_workers_and_the_aggregate_command(tmp_path, capsys):
     assert mean_speedup(sp, "sync_amsgrad").empty and mean_speedup(pd.DataFrame(), "apam").empty
     exp = tmp_path / "e"
     exp.mkdir()
-    summary = pd.DataFrame(rows).assign(engine="simulated")
-    summary.insert(0, "run_id", [f"r{i}" for i in range(len(rows))])  # a summary as the runner writes it
-    summary.to_csv(exp / "summary.csv", index=False)
+    _written(pd.DataFrame(rows).assign(engine="simulated"), exp)
     assert aggregate.main([str(exp)]) == 0 and capsys.readouterr().out.strip() == str(exp / "speedup.csv")
     assert pd.read_csv(exp / "speedup.csv")["speedup"].tolist() == [1.0, 4.0, 1.0, 4.0]  # per epoch, to target
     assert aggregate.main([str(tmp_path / "missing")]) == 2 and "no such file" in capsys.readouterr().err
@@ -88,9 +96,7 @@ def test_the_aggregate_command_says_why_a_speedup_table_has_no_row(tmp_path, cap
     """A summary without a P = 1 run: speedup.csv is its header alone, and the command said nothing of it."""
     exp = tmp_path / "e"
     exp.mkdir()
-    summary = pd.DataFrame([_row("apam", 4, 2.0, 10.0)]).assign(engine="simulated")
-    summary.insert(0, "run_id", ["r0"])
-    summary.to_csv(exp / "summary.csv", index=False)
+    _written(pd.DataFrame([_row("apam", 4, 2.0, 10.0)]), exp)
     assert aggregate.main([str(exp)]) == 0
     out = capsys.readouterr()
     assert out.out.strip() == str(exp / "speedup.csv") and len((exp / "speedup.csv").read_text().splitlines()) == 1
@@ -112,9 +118,7 @@ def test_a_sweep_without_a_p1_run_says_why_its_speedup_table_has_no_row(tmp_path
     vars(experiments).pop("run", None)
     exp = tmp_path / "e"
     exp.mkdir()
-    summary = pd.DataFrame([_row("apam", 4, 2.0, 10.0)]).assign(engine="simulated")
-    summary.insert(0, "run_id", ["r0"])
-    summary.to_csv(exp / "summary.csv", index=False)
+    _written(pd.DataFrame([_row("apam", 4, 2.0, 10.0)]), exp)
     monkeypatch.setattr(run, "_SWEEP_DIRS", {exp})
     run._write_speedups()
     assert capsys.readouterr().err.splitlines() == [

@@ -43,6 +43,17 @@ def run(
     }
 
 
+def write_summary(summary, exp):
+    """``summary`` as ``exp/summary.csv``, a summary as the runner writes it: every column of the contract
+    (experiments/store/table.py SUMMARY_COLUMNS; those not given empty: not measured), and its runs the experiment's
+    the folder is named for (the readers refuse another experiment's runs in it)."""
+    from experiments.store.table import SUMMARY_COLUMNS
+
+    summary = summary.assign(experiment=exp.name)
+    columns = [*SUMMARY_COLUMNS, *(c for c in summary if c not in SUMMARY_COLUMNS)]
+    summary.reindex(columns=columns).to_csv(exp / "summary.csv", index=False)
+
+
 def trace(run_ids, accs):
     """One trace per run: test accuracy ``accs`` at epochs 1..len(accs)."""
     return pd.DataFrame(

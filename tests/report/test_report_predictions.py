@@ -10,6 +10,7 @@ import pytest
 from experiments.report.load import Experiment
 from experiments.report.sections.validation import section_model_validation
 from experiments.report.verdict import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
+from helpers import write_summary
 from plots.validation import draw_model_validation, prediction_rows, tv_distance
 
 
@@ -144,7 +145,7 @@ def test_figures_are_drawn_from_the_csvs_alone(tmp_path):
         pd.DataFrame({"prediction": ["sitting"] * 2, "staleness": [1, 2], "count": [10, 10]}).to_csv(
             run / "predicted_staleness.csv", index=False
         )
-    pd.DataFrame(rows).to_csv(exp / "summary.csv", index=False)
+    write_summary(pd.DataFrame(rows), exp)
     written = draw_model_validation(exp)
     assert [p.name for p in written] == ["model_validation-logreg_fmnist.png", "model_validation-staleness.png"]
     assert all(p.stat().st_size > 0 for p in written)

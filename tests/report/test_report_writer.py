@@ -21,7 +21,7 @@ from experiments.report.verdict import (
     outside,
 )
 from experiments.report.writer import ORDER, VERDICT_COLUMNS, Part, judge, write_report
-from helpers import FLAT, RISING, lenet, run, trace
+from helpers import FLAT, RISING, lenet, run, trace, write_summary
 from mdtable import row, rows
 
 
@@ -174,7 +174,7 @@ def test_side_by_side_verdicts_per_profile(tmp_path):
         exp = folder / "lenet5_speedup"
         (exp / "runs").mkdir(parents=True)
         s = lenet(seeds=seeds, updates=updates)
-        s.to_csv(exp / "summary.csv", index=False)
+        write_summary(s, exp)
         for rid in s.run_id:
             (exp / "runs" / rid).mkdir()
             trace([rid], tr).to_csv(exp / "runs" / rid / "trace.csv", index=False)
@@ -215,7 +215,7 @@ def test_a_damaged_verdicts_file_of_another_profile_is_named_and_left_out(tmp_pa
     exp = long / "lenet5_speedup"
     (exp / "runs").mkdir(parents=True)
     s = lenet(seeds=3, updates=30000)
-    s.to_csv(exp / "summary.csv", index=False)
+    write_summary(s, exp)
     for rid in s.run_id:
         (exp / "runs" / rid).mkdir()
         trace([rid], FLAT).to_csv(exp / "runs" / rid / "trace.csv", index=False)
