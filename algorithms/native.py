@@ -51,8 +51,17 @@ def _cpu_flags() -> str:
     return platform.processor() or platform.machine()
 
 
+def cache_home() -> Path:
+    """The user's cache folder: ``$XDG_CACHE_HOME`` when it is an absolute path, else ``~/.cache``. The XDG Base
+    Directory spec says a relative value is invalid and to be ignored (it was taken: the files went below whatever
+    folder a command was started in). The harness's files go in its ``apam-harness`` folder (this kernel's, and the
+    calibration's: experiments/clock/calibration.py)."""
+    env = os.environ.get("XDG_CACHE_HOME", "")
+    return Path(env) if os.path.isabs(env) else Path.home() / ".cache"
+
+
 def _cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "apam-harness" / "native"
+    return cache_home() / "apam-harness" / "native"
 
 
 def _build(cc: str) -> Path:

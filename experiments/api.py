@@ -24,17 +24,13 @@ from omegaconf import OmegaConf
 
 from experiments.command_line import experiment_multirun
 from experiments.errors import ConfigError
+from experiments.results_folder import path_override
 from experiments.runner import execute
 from experiments.settings.compose import compose_jobs, precheck
 from experiments.settings.fields import folder_problem
 from experiments.store.run_id import make_run_id
 from experiments.store.sink import RunSink
 from experiments.store.table import read_summary_frame
-
-OVERRIDE_SYNTAX = "$'\\"
-"""Characters a ``results_dir`` given to :func:`run` may not hold. It is passed on quoted, ``results_dir='<path>'``
-(so ``é``, ``#``, spaces, commas and brackets are taken as written), and inside quotes Hydra's grammar still reads
-``'`` and ``\\`` as quoting and ``${...}`` as an interpolation."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +65,8 @@ def run(overrides: list[str] | tuple[str, ...] = (), results_dir: str | Path | N
         ConfigError: a bad key or value, or missing data (the message names it; nothing is written); overrides
             that are not a list of ``KEY=VALUE`` strings, or that ask for a sweep (``-m``: a sweep's values, an
             ``experiment=``, a launcher's or sweeper's key); a ``results_dir`` that is not a path (``5``, ``""``)
-            or holds :data:`OVERRIDE_SYNTAX`; a finished run's trace.csv damaged since it was judged.
+            or that Hydra cannot take even quoted (``${``: experiments/results_folder.py ``path_override``); a
+            finished run's trace.csv damaged since it was judged.
 
     A run that fails (a worker lost, an error inside the run) is recorded and returned, ``status`` ``failed``, its
     ``summary`` naming why and its ``trace`` what it recorded before it failed (no row when that was before the first
@@ -99,12 +96,8 @@ def run(overrides: list[str] | tuple[str, ...] = (), results_dir: str | Path | N
     experiment_multirun(list(overrides), multirun=False)
     if results_dir is not None and (not isinstance(results_dir, (str, os.PathLike)) or not str(results_dir).strip()):
         raise ConfigError(f"results_dir={results_dir!r}: the path of a folder (or None: the config's, results)")
-    if results_dir is not None and (bad := sorted(set(str(results_dir)) & set(OVERRIDE_SYNTAX))):
-        raise ConfigError(  # it goes to Hydra as an override: a comma made a sweep, ${...} an interpolation
-            f"results_dir={results_dir}: {' '.join(bad)} in a path is quoting or interpolation to Hydra; name a "
-            "folder without it"
-        )
-    overrides = list(overrides) + ([f"results_dir='{results_dir}'"] if results_dir is not None else [])
+    # quoted as the tools pass it on: a comma (a sweep to Hydra), '=', an accent or a quote is taken as written
+    overrides = list(overrides) + ([path_override("results_dir", results_dir)] if results_dir is not None else [])
     settings = precheck(overrides, multirun=False)[0]
     cfg = compose_jobs([overrides])[0]
     overrides = _as_the_job_reads_them(cfg, overrides)

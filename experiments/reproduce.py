@@ -16,8 +16,9 @@ launcher with N jobs (``conf/hydra/launcher/parallel.yaml``); a sweep of jobs th
 them. An experiment whose data is missing (or whose settings cannot run here) is skipped with the reason, and the report
 says so. A figure that cannot be drawn is named with its reason in ``reproduce_status.json`` (``figures_missing``), in
 the report and on stderr; every other figure and the report are still written. Exit code 0 when every experiment ran or
-was skipped for a stated reason and every figure was drawn; 1 when a sweep crashed or a figure is missing (after writing
-the report). A call that reruns nothing leaves ``reproduce_status.json`` and the report byte-identical.
+was skipped for a stated reason and every figure was drawn; 1 when a sweep crashed or a figure is missing; 2 when no
+experiment asked for ran and a sweep refused its input (each after writing the report), or for bad input found before
+anything runs. A call that reruns nothing leaves ``reproduce_status.json`` and the report byte-identical.
 """
 
 from __future__ import annotations
@@ -34,9 +35,10 @@ from experiments.cli import Parser, count_arg, folder_arg
 from experiments.errors import TERM_SIGNALS, Interrupted
 from experiments.figures import draw_all, figures_outdated
 from experiments.log import get_logger
+from experiments.results_folder import check_results_folder, path_override
 from experiments.stops import as_interrupt, loaded
 from experiments.store.atomic import write_if_changed
-from experiments.sweeps.launch import run_sweep, side_by_side
+from experiments.sweeps.launch import reference_sweep, run_sweep, side_by_side
 
 log = get_logger(__name__)
 
@@ -90,21 +92,10 @@ def plan_sweeps(
     or by two together is seen) rather than from every job; a sweep whose cover does not compose stays whole (the
     child then checks every job and reports the error).
     """
-    base = [f"experiment={experiment}", f"profile={profile}", f"results_dir={results_dir}", *extra]
+    base = [f"experiment={experiment}", f"profile={profile}", path_override("results_dir", results_dir), *extra]
     given = {o.split("=", 1)[0].lstrip("+~") for o in base}
     reference = [f"{k}={v}" for k, v in reference_sweep(experiment, profile).items() if k not in given]
     return (_plan(base + reference) if reference else []) + _plan(base)
-
-
-def reference_sweep(experiment: str, profile: str) -> dict:
-    """The ``reference_sweep.<profile>`` block of conf/experiment/<experiment>.yaml ({} without one)."""
-    from omegaconf import OmegaConf
-
-    path = REPO / "conf" / "experiment" / f"{experiment}.yaml"
-    if not path.exists():
-        return {}
-    block = OmegaConf.load(path).get("reference_sweep") or {}
-    return dict(OmegaConf.to_container(block.get(profile) or OmegaConf.create({})))
 
 
 def _plan(base: list[str]) -> list[tuple[list[str], bool]]:
@@ -272,11 +263,10 @@ def main(argv: list[str] | None = None) -> int:
     from experiments.clock.calibration import machine_path
     from experiments.errors import ConfigError
     from experiments.report.load import other_profiles
-    from experiments.settings.preflight import check_writable
 
     try:
         machine_path()  # an empty $APAM_CALIBRATION is refused before anything is written
-        check_writable(str(results_dir))
+        check_results_folder(results_dir, experiments)  # a path the runs cannot take, a file where a folder goes
         if why := other_profiles(results_dir, args.profile):  # one folder, two profiles' runs: judged as one
             raise ConfigError(f"--profile {args.profile}: {why}; give another --results-dir (or that --profile)")
         results_dir.mkdir(parents=True, exist_ok=True)
@@ -419,6 +409,10 @@ def _reproduce(args, results_dir: Path, experiments: list[str], left_out) -> int
     missing = [f"{e}/{m['figure']}" for e, s in statuses.items() for m in s.get("figures_missing", [])]
     if missing:
         log.error(f"{len(missing)} figure(s) not drawn (named in {report}): {', '.join(missing)}")
+    refused = [e for e in to_start if statuses[e]["status"] == "skipped"]  # its sweep refused its input (exit 2)
+    if refused and not any(statuses[e]["status"] == "ran" for e in experiments):  # nothing asked for ran: not a 0
+        log.error(f"nothing ran: the sweeps of {', '.join(refused)} refused their input (why: above, and in {report})")
+        return 2
     return 1 if missing or any(s["status"] == "crashed" for s in statuses.values()) else 0
 
 

@@ -7,7 +7,8 @@ wrote to.
 
 Exit codes: 0 done (a run that diverged is recorded, not an error of the harness), 1 a run failed (in a sweep: any
 of its runs), 2 bad input (nothing written), 128 + the signal's number when a signal stopped it (130 SIGINT, 143
-SIGTERM, 129 SIGHUP; the run in flight is recorded as failed with its partial trace, in a sweep too).
+SIGTERM, 129 SIGHUP; the run in flight is recorded as failed with its partial trace, in a sweep too); 141 (128 +
+SIGPIPE) when the reader of ``--help``, ``--cfg`` or ``--info`` closed the pipe before all was shown (``| head``).
 """
 
 from __future__ import annotations
@@ -239,6 +240,14 @@ def _check_launcher(overrides: list[str], settings: list) -> None:
             )
 
 
+def _reader_gone() -> None:
+    """Hydra's help or a config shown (``--help``, ``--cfg``, ``--info``) whose reader closed the pipe (``| head``):
+    no traceback; exit 128 + SIGPIPE, as a command the shell's pipe stopped. Standard output becomes ``os.devnull``,
+    so that the interpreter's last flush of what is left does not fail again (Python's documented remedy)."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(128 + signal.SIGPIPE)
+
+
 def main() -> None:
     """Console entry: check the whole command line first, then hand it to Hydra. Exit codes: module docstring."""
     stops.catch_signals()
@@ -264,7 +273,8 @@ def main() -> None:
         _report_error(exc)
         sys.exit(2)
     shows = any(a.split("=")[0] in command_line.SHOW_FLAGS for a in argv)
-    if shows or not any(a.split("=")[0] in command_line.NO_RUN_FLAGS for a in argv):
+    runs = not any(a.split("=")[0] in command_line.NO_RUN_FLAGS for a in argv)
+    if shows or runs:
         try:
             overrides = command_line.overrides_of(argv)
             source = command_line.source(argv)
@@ -308,6 +318,12 @@ def main() -> None:
     try:
         _hydra_main()
         _write_speedups()
+        if not runs:  # what Hydra printed (help, a config) reaches the reader now, where a closed pipe is caught
+            sys.stdout.flush()
+    except BrokenPipeError:
+        if runs:  # a pipe of the run's own (a worker's), not the reader of the output
+            raise
+        _reader_gone()
     except KeyboardInterrupt as exc:
         signum, recorded = Interrupted.signum_of(exc), Interrupted.recorded_of(exc)
         name = signal.Signals(signum).name

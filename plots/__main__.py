@@ -8,7 +8,7 @@ why, on stderr. Exit status: 0 every figure drawn; 2 bad input only (a missing f
 import sys
 from pathlib import Path
 
-from experiments.cli import Parser
+from experiments.cli import Parser, folder_arg
 from experiments.errors import Interrupted
 from experiments.settings.fields import folder_problem
 from experiments.stops import loaded
@@ -34,7 +34,9 @@ def _draw(argv):
         description="Redraw every figure of an experiment folder (or of every experiment below a results folder) "
         "from its CSV files alone; prints the files written.",
     )
-    parser.add_argument("path", help="results/<experiment> folder, or results/ for every experiment")
+    parser.add_argument(  # '' (``make plots RESULTS=``) is no folder: it drew the current folder's
+        "path", type=folder_arg, help="results/<experiment> folder, or results/ for every experiment"
+    )
     parser.add_argument("--format", default="png", choices=FORMATS, help="figure file format (default png)")
     parser.add_argument(
         "--paper-dir", default=None, help="folder with <experiment>.csv of the paper's numbers (default PATH/../paper)"

@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 from filelock import FileLock
 
+from algorithms.native import cache_home
 from experiments.clock import speedprobe
 from experiments.clock.calshape import shape_problem
 from experiments.clock.spread import (
@@ -146,7 +147,8 @@ def machine_id() -> dict:
 
 def machine_path() -> Path:
     """The machine's calibration file: ``$APAM_CALIBRATION`` if set, else
-    ``$XDG_CACHE_HOME/apam-harness/calibration-<12 hex of sha1(machine_id)>.json`` (``~/.cache`` by default).
+    ``$XDG_CACHE_HOME/apam-harness/calibration-<12 hex of sha1(machine_id)>.json`` (``~/.cache`` by default, and
+    in place of a relative ``$XDG_CACHE_HOME``, which the XDG spec says to ignore: ``algorithms.native.cache_home``).
 
     Raises:
         CalibrationError: ``$APAM_CALIBRATION`` is set to an empty name (it silently meant the machine's own file,
@@ -158,8 +160,7 @@ def machine_path() -> Path:
     if env:
         return Path(env)
     digest = hashlib.sha1(json.dumps(machine_id(), sort_keys=True).encode()).hexdigest()[:12]
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "apam-harness" / f"calibration-{digest}.json"
+    return cache_home() / "apam-harness" / f"calibration-{digest}.json"
 
 
 class Calibration:

@@ -22,6 +22,8 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from pathlib import Path
 
+from experiments.results_folder import path_override
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -124,7 +126,8 @@ def run_sweep(
     """Run one experiment's sweep in a child process once :data:`GATE` lets a sweep of its clock run (``simulated``:
     beside other simulated sweeps; otherwise alone); return ``{status, message, wall_s}``.
 
-    ``overrides``: the sweep's command line (default: ``experiment=<id> profile=<p> results_dir=<dir>``);
+    ``overrides``: the sweep's command line (default: ``experiment=<id> profile=<p> results_dir='<dir>'``, the folder
+    quoted: experiments/results_folder.py ``path_override``);
     ``jobs`` > 1 runs its jobs that many at a time with Hydra's joblib launcher (simulated-clock jobs only).
     ``status`` is ``ran``, ``skipped`` (bad input for this machine, e.g. missing data: the child's one-line error is
     the message), ``crashed``, or ``interrupted`` (the gate was stopped before the sweep started).
@@ -132,7 +135,11 @@ def run_sweep(
     exp_dir = results_dir / experiment
     exp_dir.mkdir(parents=True, exist_ok=True)
     err_file = exp_dir / ".sweep_error"
-    overrides = overrides or [f"experiment={experiment}", f"profile={profile}", f"results_dir={results_dir}"]
+    overrides = overrides or [
+        f"experiment={experiment}",
+        f"profile={profile}",
+        path_override("results_dir", results_dir),
+    ]
     launcher = ["hydra/launcher=parallel", f"hydra.launcher.n_jobs={jobs}"] if jobs > 1 else []
     cmd = [sys.executable, "-m", "experiments.run", "-m", *overrides, *launcher] + (["force=true"] if force else [])
     env = dict(os.environ, APAM_ERROR_FILE=str(err_file), PYTHONUNBUFFERED="1")
@@ -153,6 +160,18 @@ def run_sweep(
     if code != 0:
         return {"status": "crashed", "message": f"exit code {code}: {' '.join(cmd)}", "wall_s": wall}
     return {"status": "ran", "message": "", "wall_s": wall}
+
+
+def reference_sweep(experiment: str, profile: str) -> dict:
+    """The ``reference_sweep.<profile>`` block of conf/experiment/<experiment>.yaml ({} without one): the keys of the
+    sweep that experiments/reproduce.py ``plan_sweeps`` runs first."""
+    from omegaconf import OmegaConf
+
+    path = REPO / "conf" / "experiment" / f"{experiment}.yaml"
+    if not path.exists():
+        return {}
+    block = OmegaConf.load(path).get("reference_sweep") or {}
+    return dict(OmegaConf.to_container(block.get(profile) or OmegaConf.create({})))
 
 
 def side_by_side(experiments: list[str], run: Callable[[str, int], dict], jobs: int) -> Iterator[tuple[str, dict]]:

@@ -127,16 +127,16 @@ def test_the_slurm_and_parallel_launcher_configs_compose():
 
 def test_plan_splits_a_mixed_experiment_by_clock_and_keeps_the_others_whole(tmp_path):
     plan = reproduce.plan_sweeps("paper_timing", "quick", tmp_path)
-    base = ["experiment=paper_timing", "profile=quick", f"results_dir={tmp_path}"]
+    base = ["experiment=paper_timing", "profile=quick", f"results_dir='{tmp_path}'"]
     assert plan == [
         (base + ["engine=simulated,simulated_distributed"], True),
         (base + ["engine=shared_memory,distributed"], False),
     ]
     assert reproduce.plan_sweeps("large_time_per_epoch", "quick", tmp_path) == [
-        (["experiment=large_time_per_epoch", "profile=quick", f"results_dir={tmp_path}"], True)
+        (["experiment=large_time_per_epoch", "profile=quick", f"results_dir='{tmp_path}'"], True)
     ]
     assert reproduce.plan_sweeps("model_validation", "quick", tmp_path) == [
-        (["experiment=model_validation", "profile=quick", f"results_dir={tmp_path}"], False)
+        (["experiment=model_validation", "profile=quick", f"results_dir='{tmp_path}'"], False)
     ]
     assert reproduce.plan_sweeps("large_time_per_epoch", "quick", tmp_path, ["engine=shared_memory"])[0][1] is False
 
@@ -144,7 +144,7 @@ def test_plan_splits_a_mixed_experiment_by_clock_and_keeps_the_others_whole(tmp_
 def test_a_profile_s_wall_block_sets_keys_of_its_wall_clock_sweep_only(tmp_path):
     """lr_speedup quick predicts P = 0..31 on the simulated clocks and measures P = 0, 1 (``wall: {workers: "0,1"}``);
     a key given on the command line wins over the block."""
-    base = ["experiment=lr_speedup", "profile=quick", f"results_dir={tmp_path}"]
+    base = ["experiment=lr_speedup", "profile=quick", f"results_dir='{tmp_path}'"]
     assert reproduce.plan_sweeps("lr_speedup", "quick", tmp_path) == [
         (base + ["engine=simulated,simulated_dedicated"], True),
         (base + ["engine=shared_memory", "workers=0,1"], False),

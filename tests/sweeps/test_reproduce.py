@@ -4,6 +4,7 @@ is named in reproduce_status.json and in the report; a call that reran nothing k
 import json
 import shutil
 
+import pandas as pd
 import pytest
 
 import plots
@@ -87,6 +88,8 @@ def test_an_unfinished_or_crashed_experiment_never_reads_as_not_runnable(tmp_pat
         "stragglers": {"status": "skipped", "message": "data/cifar10: not found", "wall_s": 1.0, "profile": "long"},
     }
     shutil.copytree(FIXTURES / "tau_threshold", tmp_path / "tau_threshold_lenet5")  # runs, status never written
+    summary = tmp_path / "tau_threshold_lenet5" / "summary.csv"  # as that experiment's own (the report refuses a
+    pd.read_csv(summary).assign(experiment="tau_threshold_lenet5").to_csv(summary, index=False)  # renamed folder)
     report = write_report(tmp_path, "long", statuses).read_text()
     overview = report.split("## Experiments")[1].split("\n## ")[0]
     assert _row(overview, "tau_threshold") == ["tau_threshold", "crashed", "0", "crashed"]
@@ -106,7 +109,7 @@ def test_long_leaves_the_extended_experiments_out_unless_asked(tmp_path, monkeyp
     monkeypatch.setattr(
         reproduce,
         "run_experiment",
-        lambda exp, *a, **k: ran.append(exp) or {"status": "skipped", "message": "stub", "wall_s": 0.0},
+        lambda exp, *a, **k: ran.append(exp) or {"status": "ran", "message": "", "wall_s": 0.0},
     )
     out = tmp_path / "res"
     out.mkdir()
@@ -203,7 +206,8 @@ def test_finished_runs_start_nothing_and_change_no_file(tmp_path, nothing_may_st
     assert f"== [1/1] tau_threshold: nothing to run: {rows} runs already finished" in err
     assert err[0].startswith("checked 1 experiment(s) in ") and err[0].endswith("every planned run finished")
     assert err[-1].startswith(f"left unchanged {out / 'REPORT.md'} (") and not any(" ran in " in line for line in err)
-    assert reproduce.main([*args, "--only", "tau_threshold", "tau_threshold"]) == 0  # named twice: one experiment
+    twice = [*args[:4], *args[6:], "--only", "tau_threshold", "tau_threshold"]  # named twice: one experiment
+    assert reproduce.main(twice) == 0
     assert capsys.readouterr().err.splitlines()[0].startswith("checked 1 experiment(s) in ")
 
 
@@ -292,7 +296,7 @@ def test_a_stop_signal_to_reproduce_stops_its_running_sweep_before_it_exits(tmp_
         stderr=subprocess.PIPE,
         text=True,
     )
-    sweep = f"results_dir={res}"
+    sweep = f"results_dir='{res}'"  # the sweep's child, as reproduce quotes the folder for Hydra
     try:
         deadline = time.monotonic() + 150
         while not _processes_naming(sweep) and time.monotonic() < deadline and proc.poll() is None:

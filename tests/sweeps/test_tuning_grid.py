@@ -134,7 +134,7 @@ def test_setting_key_ignores_the_tuned_keys_and_the_seed():
 
 def test_the_tuning_seed_runs_first_even_when_it_is_no_reported_seed():
     assert split_sweep(["x=1"], [0, 1, 2, 3, 4], 100) == [["x=1", "seed=100"], ["x=1", "seed=0,1,2,3,4"]]
-    base = ["experiment=async_methods", "profile=long", "results_dir=r"]
+    base = ["experiment=async_methods", "profile=long", "results_dir='r'"]  # quoted: any folder name
     ref = ["workers=1", "compute_model=equal", "algorithm=apam,async_sgd"]
     assert [p for p, _ in reproduce.plan_sweeps("async_methods", "long", Path("r"))] == [
         base + ref + ["seed=100"],
