@@ -202,6 +202,17 @@ COSTS = [
 ]
 
 
+ASYNC_SGD = [
+    "batch_size=8",
+    "algorithm=async_sgd",
+    "algorithm.lr=0.05",
+    "algorithm.lr_schedule=constant",
+    "algorithm.alpha_max=null",
+]
+"""The engine tests' rule: async SGD at batch 8 with a constant step 0.05, uncapped (its trajectory is easy to
+reason about); :func:`run_sim` and the real-engine tests' settings start from it."""
+
+
 def run_sim(tmp_path, overrides, problem=None, rule=None, delay_past_checks=None):
     """A simulated run of ``problem`` (default a QuadraticProblem) at batch 8, async SGD with constant step 0.05
     (uncapped: ``algorithm.alpha_max=null``) and the fixed COSTS on the :func:`pinned` clock, then ``overrides``;
@@ -213,11 +224,7 @@ def run_sim(tmp_path, overrides, problem=None, rule=None, delay_past_checks=None
         pinned(
             [
                 f"results_dir={tmp_path}",
-                "batch_size=8",
-                "algorithm=async_sgd",
-                "algorithm.lr=0.05",
-                "algorithm.lr_schedule=constant",
-                "algorithm.alpha_max=null",
+                *ASYNC_SGD,
                 "eval_every=1",
                 *COSTS,
                 *overrides,

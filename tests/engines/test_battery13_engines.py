@@ -21,6 +21,7 @@ import pytest
 
 from algorithms import build_rule
 from conftest import (
+    ASYNC_SGD,
     HAS_FMNIST,
     REPO,
     QuadraticProblem,
@@ -66,11 +67,7 @@ def _real_settings(tmp_path, engine: str, overrides: list[str]):
                 f"results_dir={tmp_path}",
                 f"engine={engine}",
                 "++engine.start_method=forkserver",
-                "batch_size=8",
-                "algorithm=async_sgd",
-                "algorithm.lr=0.05",
-                "algorithm.lr_schedule=constant",
-                "algorithm.alpha_max=null",
+                *ASYNC_SGD,
                 "eval_every=0.5",
                 *overrides,
             ]

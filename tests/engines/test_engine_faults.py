@@ -24,7 +24,7 @@ import pandas as pd
 import pytest
 
 from algorithms import build_rule
-from conftest import REPO, QuadraticProblem, child_pids, pinned, recorder_for, run_engine, settings_for
+from conftest import ASYNC_SGD, REPO, QuadraticProblem, child_pids, pinned, recorder_for, run_engine, settings_for
 from experiments.engines import distributed, shared_memory
 from experiments.engines.startup import load_problem, split_problem
 from experiments.errors import WorkerLost
@@ -52,11 +52,7 @@ def _settings(tmp_path, engine: str, overrides: list[str]):
                 f"results_dir={tmp_path}",
                 f"engine={engine}",
                 "engine.timeout_s=30",
-                "batch_size=8",
-                "algorithm=async_sgd",
-                "algorithm.lr=0.05",
-                "algorithm.lr_schedule=constant",
-                "algorithm.alpha_max=null",
+                *ASYNC_SGD,
                 "eval_every=0.5",
                 *method,
                 *overrides,
